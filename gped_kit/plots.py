@@ -1,0 +1,58 @@
+"""Figures shared by the notebooks; every figure is saved to ``figures/`` as PNG and PDF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+import torch
+
+
+def save_figure(fig: plt.Figure, name: str, figures_dir: str | Path) -> list[Path]:
+    """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns the paths."""
+    figures_dir = Path(figures_dir)
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    paths = [figures_dir / f"{name}.{ext}" for ext in ("png", "pdf")]
+    for path in paths:
+        fig.savefig(path, bbox_inches="tight", dpi=150)
+    return paths
+
+
+def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
+    """Teacher-ensemble vs student test NLL and accuracy, and entropy MAE, against SGLD iterations."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    teacher = history.drop_duplicates("step").dropna(subset=["teacher_nll"]) if "teacher_nll" in history else history.iloc[:0]
+    for ax, metric, label in ((axes[0], "nll", "test NLL"), (axes[1], "accuracy", "test accuracy")):
+        if len(teacher):
+            ax.plot(teacher["step"], teacher[f"teacher_{metric}"], "k-", lw=2, label="teacher ensemble")
+        col = f"student_{metric}"
+        if col in history:
+            for name, rows in history.dropna(subset=[col]).groupby("student"):
+                ax.plot(rows["step"], rows[col], "o-", ms=3, label=f"student {name}")
+        ax.set(xlabel="SGLD iteration t", ylabel=label)
+        ax.legend(fontsize=8)
+    if "entropy_mae" in history:
+        for name, rows in history.dropna(subset=["entropy_mae"]).groupby("student"):
+            axes[2].plot(rows["step"], rows["entropy_mae"], "o-", ms=3, label=f"student {name}")
+        axes[2].legend(fontsize=8)
+    axes[2].set(xlabel="SGLD iteration t", ylabel="expected-entropy MAE (nats)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_entropy_agreement(teacher_entropy: torch.Tensor, student_entropy: torch.Tensor,
+                           title: str = "") -> plt.Figure:
+    """Student vs teacher expected data uncertainty E[H[p(y|x,theta)]] per test input."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    t, s = teacher_entropy.flatten().numpy(), student_entropy.flatten().numpy()
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.scatter(t, s, s=3, alpha=0.3)
+    top = float(max(t.max(), s.max())) * 1.05
+    ax.plot([0, top], [0, top], "k--", lw=1)
+    ax.set(xlim=(0, top), ylim=(0, top), xlabel="teacher ensemble (nats)", ylabel="student (nats)",
+           title=title or "expected entropy on the test set")
+    fig.tight_layout()
+    return fig

