@@ -364,6 +364,7 @@ class DataConfig:
     root: str | None = None  # None -> default_data_root()
     download: bool = False
     distill_noise_std: float = 0.0  # Gaussian perturbation of D' minibatches (BDK); 0 = off
+    verify_checksums: bool = True  # torchvision's md5 checks (CIFAR-10, SVHN); off only for test fixtures
 
     def __post_init__(self) -> None:
         _, h, w = DATASETS[canonical_name(self.dataset)].input_shape
@@ -417,8 +418,8 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> Experim
     subsampling, so nested subsets share them.
     """
     name = canonical_name(cfg.dataset)
-    train = load_split(name, "train", cfg.root, cfg.download)
-    test = load_split(name, "test", cfg.root, cfg.download)
+    train = load_split(name, "train", cfg.root, cfg.download, verify_checksums=cfg.verify_checksums)
+    test = load_split(name, "test", cfg.root, cfg.download, verify_checksums=cfg.verify_checksums)
     n = len(train)
     if cfg.labelled_size is not None and cfg.labelled_size > n:
         raise ValueError(f"labelled_size={cfg.labelled_size} exceeds the {n} training images of {name}")

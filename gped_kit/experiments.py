@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .data import ExperimentData
-from .distill import GPEDConfig, GPEDResult, GPEDRun, StudentConfig
+from .data import DataConfig, DatasetNotFoundError, ExperimentData, prepare_data
+from .distill import GPEDConfig, GPEDResult, GPEDRun, StudentConfig, resolve_device
+from .models import ArchSpec
+from .samplers import SGLDConfig
 
 QUICKSTART_PROFILES: dict[str, dict[str, Any]] = {
     # CPU, a few minutes: short chain, students updated every 2 teacher steps so they see
@@ -52,6 +56,205 @@ def resolve_parameters(profiles: Mapping[str, Mapping[str, Any]], profile: str,
     return params
 
 
+# Appendix A.2, per teacher family: data set, SGLD step eta, burn-in B, student dropout, and
+# the number of teacher epochs after which the student's Adam learning rate is halved.
+PAPER_SETTINGS: dict[str, dict[str, Any]] = {
+    "fcnn": dict(dataset="mnist", step_size=4e-6, burn_in=1_000, student_dropout=0.5, lr_halving_epochs=200),
+    "cnn_mnist": dict(dataset="mnist", step_size=4e-6, burn_in=1_000, student_dropout=0.0, lr_halving_epochs=200),
+    "cnn_cifar10": dict(dataset="cifar10", step_size=2e-6, burn_in=10_000, student_dropout=0.0, lr_halving_epochs=400),
+}
+PRIOR_PRECISION = 10.0  # tau, Appendix A.2
+FULL_TRAINING_SIZE = {"mnist": 60_000, "cifar10": 50_000}
+
+# Experiments 1 and 2. "default": a reduced grid and short chains for a 2-core CPU (students are
+# updated every 2 iterations so they see enough minibatches); "paper": Appendix A.2 and the
+# full grids of Section 4 (T = 10^6; H = 100 predictive, 10 entropy), for a GPU.
+EXPERIMENT2_PROFILES: dict[str, dict[str, Any]] = {
+    "default": dict(num_iterations=3_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
+                    eval_thinning=50, log_every=500, checkpoint_every=1_000,
+                    labelled_sizes=[10_000, 60_000], mask_sizes=[0, 10, 15, 20, 25],
+                    cifar_labelled_sizes=[10_000, 50_000]),
+    "paper": dict(num_iterations=1_000_000, burn_in=None, predictive_thinning=100, entropy_thinning=10,
+                  eval_thinning=100, log_every=10_000, checkpoint_every=50_000,
+                  labelled_sizes=[10_000, 20_000, 30_000, 60_000], mask_sizes=[0, 5, 10, 15, 20, 25],
+                  cifar_labelled_sizes=[10_000, 20_000, 50_000]),
+}
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One chain of an experiment grid and the students it feeds."""
+
+    data: DataConfig
+    config: GPEDConfig
+    students: tuple[StudentConfig, ...]
+
+    @property
+    def label(self) -> str:
+        return (f"{self.config.model} N={self.data.labelled_size} m={self.data.mask_size} "
+                f"seed={self.config.seed}")
+
+
+def distillation_cell(model: str, labelled_size: int, mask_size: int, params: Mapping[str, Any],
+                      seed: int = 0, device: str = "auto", data_root: str | None = None,
+                      targets: Sequence[str] = ("predictive", "entropy"),
+                      estimators: Sequence[str] = ("U_s", "U_o")) -> GridCell:
+    """The Experiment 1/2 cell for ``model`` on (|D|, m): one SGLD chain with the paper's settings
+    for that model, feeding one student per (target, estimator), all with the teacher's
+    architecture. ``params`` supplies the profile's chain length and thinning (see
+    :data:`EXPERIMENT2_PROFILES`); a ``burn_in`` of None takes the paper's B for the model.
+    Experiments 1 and 2 build cells with this function, so they share stored runs."""
+    if model not in PAPER_SETTINGS:
+        raise ValueError(f"model={model!r} is not known; allowed: {sorted(PAPER_SETTINGS)}")
+    paper = PAPER_SETTINGS[model]
+    burn_in = params.get("burn_in") or paper["burn_in"]
+    data = DataConfig(paper["dataset"], labelled_size=labelled_size, mask_size=mask_size, seed=seed,
+                      root=data_root)
+    config = GPEDConfig(
+        model=model, sgld=SGLDConfig(step_size=params.get("step_size") or paper["step_size"],
+                                     prior_precision=PRIOR_PRECISION, batch_size=100),
+        num_iterations=params["num_iterations"], burn_in=burn_in, eval_thinning=params["eval_thinning"],
+        log_every=params["log_every"], checkpoint_every=params["checkpoint_every"], seed=seed, device=device)
+    thinning = {"predictive": params["predictive_thinning"], "entropy": params["entropy_thinning"]}
+    students = tuple(
+        StudentConfig(target=target, estimator=estimator, thinning=thinning.get(target, params["predictive_thinning"]),
+                      arch=ArchSpec(model, dropout=paper["student_dropout"]),
+                      lr_halving_epochs=paper["lr_halving_epochs"])
+        for target in targets for estimator in estimators)
+    return GridCell(data, config, students)
+
+
+@dataclass
+class GridResult:
+    """All students' summary rows of a grid (config + metric columns, ``cell`` and ``status``)
+    and one status row per cell (``ran``/``resumed``/``reused``/``failed``/``missing data``)."""
+
+    table: pd.DataFrame
+    cells: pd.DataFrame
+
+    @property
+    def failed(self) -> pd.DataFrame:
+        return self.cells[self.cells["status"] == "failed"]
+
+    def raise_if_failed(self) -> None:
+        if len(self.failed):
+            raise RuntimeError(f"{len(self.failed)} grid cell(s) failed:\n"
+                               + self.failed[["cell", "error"]].to_string(index=False))
+
+
+def run_grid(cells: Sequence[GridCell], results_dir: str | Path, recompute: bool = False,
+             progress: bool = True) -> GridResult:
+    """Run every cell (one chain each) through the results store, in order.
+
+    Finished cells are reloaded, interrupted ones resume from their checkpoints. A cell that
+    fails (e.g. a diverging chain) is recorded and the grid goes on; one whose data set is
+    absent is recorded as ``missing data`` with the loader's message.
+    """
+    rows, status_rows = [], []
+    for i, cell in enumerate(cells):
+        started = time.perf_counter()
+        entry = {"cell": cell.label, "model": cell.config.model, "labelled_size": cell.data.labelled_size,
+                 "mask_size": cell.data.mask_size, "error": ""}
+        try:
+            data = prepare_data(cell.data, device=resolve_device(cell.config.device))
+            config = cell.config if progress else GPEDConfig(**{**cell.config.__dict__, "progress": False})
+            result = run_stored(data, config, cell.students, results_dir, recompute=recompute)
+            entry["status"] = result.summary["store_status"].iloc[0]
+            rows.append(result.summary.assign(cell=cell.label))
+        except DatasetNotFoundError as exc:
+            entry.update(status="missing data", error=str(exc))
+        except Exception as exc:  # noqa: BLE001 -- recorded, the grid goes on
+            entry.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        entry["seconds"] = round(time.perf_counter() - started, 1)
+        status_rows.append(entry)
+        if progress:
+            print(f"[{i + 1}/{len(cells)}] {cell.label}: {entry['status']} ({entry['seconds']} s)"
+                  + (f" -- {entry['error'].splitlines()[0]}" if entry["error"] else ""), flush=True)
+    table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    return GridResult(table, pd.DataFrame(status_rows))
+
+
+def experiment2_wide(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, |D|, m) with the Tables 5-7 columns: teacher NLL, student NLL and
+    entropy MAE for U_o and U_s (predictive students give the NLLs, entropy students the MAEs)."""
+    if table.empty:
+        return table
+    keys = ["model", "labelled_size", "mask_size", "masking_rate"]
+    pred = table[table["target"] == "predictive"].pivot_table(index=keys, columns="estimator", values="student_nll")
+    ent = table[table["target"] == "entropy"].pivot_table(index=keys, columns="estimator", values="entropy_mae")
+    teacher = table.groupby(keys)["teacher_nll"].first()
+    wide = pd.concat([teacher, pred.add_prefix("student_nll_"), ent.add_prefix("entropy_mae_")], axis=1)
+    return wide.reset_index()
+
+
+#: One row of :func:`experiment2_cells` per combination of these columns.
+CELL_COLUMNS = ("model", "labelled_size", "mask_size", "masking_rate", "estimator")
+#: Columns the per-student results table must have (besides at least one metric column).
+REQUIRED_COLUMNS = (*CELL_COLUMNS, "target", "teacher_nll")
+#: Metric columns; a missing one is read as all-NaN, but at least one must be present.
+METRIC_COLUMNS = ("nll_gap", "entropy_mae")
+def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.DataFrame:
+    """Collapse per-student Experiment 2 rows to one row per (model, N, m, r, estimator).
+
+    ``results`` is what :func:`gped_kit.experiments.load_results` returns: one row per
+    (chain, student) with the columns of :data:`REQUIRED_COLUMNS` and ``nll_gap`` and/or
+    ``entropy_mae`` (``student_nll`` optional). Within one chain (``run_key``; without that
+    column every cell counts as one chain), ``nll_gap`` and ``student_nll`` are taken from the
+    ``target == "predictive"`` student of the estimator and ``entropy_mae`` from its
+    ``target == "entropy"`` student; ``teacher_nll`` is the chain's. Several students of the same target and estimator in one chain, and several chains of one
+    cell (e.g. seeds), are averaged; ``n_runs`` counts the chains. A metric whose student is
+    absent is NaN. Rows of other targets are ignored.
+
+    Args:
+        results: per-student rows; an empty frame (no stored runs) gives an empty table.
+        dataset: if given and ``results`` has a ``dataset`` column, keep only that data set.
+
+    Returns:
+        Columns ``model, labelled_size, mask_size, masking_rate, estimator, teacher_nll,
+        student_nll, nll_gap, entropy_mae, n_runs``, sorted by model, estimator, N and m.
+
+    Raises:
+        TypeError: ``results`` is not a DataFrame.
+        ValueError: required columns are missing (named in the message).
+    """
+    out_cols = [*CELL_COLUMNS, "teacher_nll", "student_nll", *METRIC_COLUMNS, "n_runs"]
+    if not isinstance(results, pd.DataFrame):
+        raise TypeError(f"results must be a pandas DataFrame, got {type(results).__name__}")
+    if results.empty and len(results.columns) == 0:
+        return pd.DataFrame(columns=out_cols)
+    missing = [c for c in REQUIRED_COLUMNS if c not in results.columns]
+    if not any(c in results.columns for c in METRIC_COLUMNS):
+        missing.append(" or ".join(METRIC_COLUMNS))
+    if missing:
+        raise ValueError(f"results lack the required column(s) {missing}; Experiment 2 results need "
+                         f"{list(REQUIRED_COLUMNS)} and at least one of {list(METRIC_COLUMNS)} "
+                         f"(one row per student, as written by gped_kit.experiments.run_stored)")
+    df = results.copy()
+    for col in ("student_nll", *METRIC_COLUMNS):
+        if col not in df.columns:
+            df[col] = math.nan
+    if dataset is not None and "dataset" in df.columns:
+        df = df[df["dataset"].astype(str).str.lower() == str(dataset).lower()]
+    if "run_key" not in df.columns:
+        df["run_key"] = "_cell"
+    df = df[df["target"].isin(("predictive", "entropy"))]
+    if df.empty:
+        return pd.DataFrame(columns=out_cols)
+    chain_keys = [*CELL_COLUMNS, "run_key"]
+    teacher = df.groupby(chain_keys, dropna=False)["teacher_nll"].mean()
+    pred = df[df["target"] == "predictive"].groupby(chain_keys, dropna=False)[["student_nll", "nll_gap"]].mean()
+    mae = df[df["target"] == "entropy"].groupby(chain_keys, dropna=False)["entropy_mae"].mean()
+    per_chain = pd.concat([teacher, pred, mae], axis=1).reset_index()
+    table = (per_chain.groupby(list(CELL_COLUMNS), dropna=False)
+             .agg(teacher_nll=("teacher_nll", "mean"), student_nll=("student_nll", "mean"),
+                  nll_gap=("nll_gap", "mean"),
+                  entropy_mae=("entropy_mae", "mean"), n_runs=("run_key", "nunique"))
+             .reset_index())
+    table["labelled_size"] = table["labelled_size"].astype(int)
+    table["mask_size"] = table["mask_size"].astype(int)
+    return table.sort_values(["model", "estimator", "labelled_size", "mask_size"]).reset_index(drop=True)[out_cols]
+
+
 def run_key(run: GPEDRun) -> str:
     """A short, stable hash of the run's full configuration."""
     return hashlib.sha256(run.fingerprint().encode()).hexdigest()[:12]
@@ -65,12 +268,27 @@ def run_stored(data: ExperimentData, config: GPEDConfig, students: Sequence[Stud
     run_dir = Path(results_dir) / key
     if recompute and run_dir.exists():
         run_dir.rename(run_dir.with_name(f"{key}.old-{time.strftime('%Y%m%d-%H%M%S')}"))
+    checkpoint = run_dir / "checkpoint.pt"
+    status = "resumed" if checkpoint.exists() else "ran"
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(json.loads(run.fingerprint()), indent=2, sort_keys=True))
-    result = run.run(checkpoint=run_dir / "checkpoint.pt")
-    result.summary.assign(run_key=key).to_csv(run_dir / "summary.csv", index=False)
+    steps_before = _checkpoint_steps(checkpoint)
+    result = run.run(checkpoint=checkpoint)
+    if steps_before is not None and steps_before >= config.num_iterations:
+        status = "reused"
+    result.summary["run_key"] = key
+    result.summary["store_status"] = status
+    result.summary.to_csv(run_dir / "summary.csv", index=False)
     result.history.assign(run_key=key).to_csv(run_dir / "history.csv", index=False)
     return result
+
+
+def _checkpoint_steps(path: Path) -> int | None:
+    if not path.exists():
+        return None
+    import torch
+
+    return int(torch.load(path, map_location="cpu", weights_only=False)["t"])
 
 
 def load_results(results_dir: str | Path, table: str = "summary") -> pd.DataFrame:

@@ -56,3 +56,39 @@ def plot_entropy_agreement(teacher_entropy: torch.Tensor, student_entropy: torch
            title=title or "expected entropy on the test set")
     fig.tight_layout()
     return fig
+
+
+EXPERIMENT2_METRICS = {
+    "teacher_nll": "teacher test NLL",
+    "nll_gap": "student - teacher NLL",
+    "entropy_mae": "expected-entropy MAE",
+}
+
+
+def plot_uncertainty_grid(table: pd.DataFrame, x: str = "masking_rate", hue: str = "labelled_size",
+                          metrics: dict[str, str] | None = None, highlight: dict | None = None,
+                          style: str | None = None, axes=None) -> plt.Figure:
+    """Figures 1, 4 and 5 of the paper: one panel per metric against ``x`` (masking rate or
+    labelled-set size), one line per ``hue`` value; ``style`` (e.g. ``"estimator"``) draws a
+    line style per value. ``table`` has one row per (cell, estimator) with the metric columns.
+    ``highlight={x: value, hue: value}`` rings that cell's points in every panel.
+    """
+    metrics = metrics or EXPERIMENT2_METRICS
+    sns.set_theme(style="whitegrid", context="notebook")
+    if axes is None:
+        fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4))
+    else:
+        fig = axes[0].figure
+    for ax, (metric, label) in zip(axes, metrics.items()):
+        rows = table.dropna(subset=[metric])
+        if len(rows):
+            sns.lineplot(data=rows, x=x, y=metric, hue=hue, style=style, marker="o", ax=ax,
+                         palette="viridis", errorbar=None)
+        if highlight is not None and len(rows):
+            sel = rows
+            for key, value in highlight.items():
+                sel = sel[sel[key] == value]
+            ax.scatter(sel[x], sel[metric], s=180, facecolors="none", edgecolors="red", linewidths=2, zorder=5)
+        ax.set(xlabel=x.replace("_", " "), ylabel=label)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,367 @@
+"""Interactive explorer of the masking manipulation (paper 003, Appendix A.1, Figure 3) and of the
+Experiment 2 results it produces (Section 4, Figures 1 and 4).
+
+:class:`MaskingExplorer` puts together, for the mask size m chosen on a slider:
+
+- a few test images with one random m x m zero square each (:func:`gped_kit.data.apply_square_mask`,
+  seeded, so the same images and squares come back every time) and the masking rate
+  r = m^2 / (H W) (= m^2 / 784 for MNIST);
+- the Experiment 2 curves (:func:`gped_kit.plots.plot_uncertainty_grid`) of the chosen model and
+  target estimator, with the cell (r, labelled-set size N) ringed in red;
+- the stored metrics of that cell (teacher NLL, student - teacher NLL gap, expected-entropy MAE),
+  or a message saying that no run is stored for it.
+
+Results come from the store written by ``run_stored`` (``results/<notebook>/<hash>/summary.csv``,
+one row per student), collapsed to one row per cell and estimator by :func:`experiment2_cells`.
+Nothing here writes results or figures.
+
+Example (in JupyterLab)::
+
+    from gped_kit.widgets import MaskingExplorer
+    MaskingExplorer.from_store("../results/02_experiment2_mnist")
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as W
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+from IPython.display import display
+from matplotlib.patches import Rectangle
+
+from .data import apply_square_mask, load_split, masking_rate
+from .experiments import CELL_COLUMNS, METRIC_COLUMNS, REQUIRED_COLUMNS, experiment2_cells, load_results
+from .plots import EXPERIMENT2_METRICS, plot_uncertainty_grid
+
+ESTIMATORS = ("U_o", "U_s")
+#: Mask size of the paper's Figure 3, the slider's initial value (capped at min(H, W)).
+FIGURE3_MASK_SIZE = 14
+
+
+
+# ----------------------------------------------------------------------------- images
+def _as_nchw(images: torch.Tensor) -> torch.Tensor:
+    if not isinstance(images, torch.Tensor):
+        raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
+    if images.dim() == 3:
+        images = images.unsqueeze(1)
+    if images.dim() != 4 or images.shape[0] == 0 or images.shape[1] not in (1, 3):
+        raise ValueError(f"images must be a non-empty (N, H, W) or (N, C, H, W) tensor with C in (1, 3), "
+                         f"got shape {tuple(images.shape)}")
+    return images
+
+
+def select_examples(images: torch.Tensor, num_examples: int, seed: int) -> torch.Tensor:
+    """``num_examples`` images drawn without replacement with a CPU generator seeded by ``seed``
+    (the same images for the same arguments), as (k, C, H, W)."""
+    images = _as_nchw(images)
+    if not 1 <= num_examples <= images.shape[0]:
+        raise ValueError(f"num_examples={num_examples} must lie in [1, {images.shape[0]}] (the number of images)")
+    idx = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(int(seed)))[:num_examples]
+    return images[idx.to(images.device)].cpu().clone()
+
+
+def square_mask_region(images: torch.Tensor, mask_size: int, seed: int) -> torch.Tensor:
+    """Boolean (N, 1, H, W) map of the square that ``apply_square_mask(images, mask_size, seed)``
+    zeroes (its positions depend only on N, H, W, m and the seed)."""
+    images = _as_nchw(images)
+    n, _, h, w = images.shape
+    ones = torch.ones((n, 1, h, w), dtype=torch.uint8)
+    return apply_square_mask(ones, mask_size, seed) == 0
+
+
+def _vmax(images: torch.Tensor) -> float:
+    return 255.0 if images.dtype == torch.uint8 else float(max(1.0, images.max().item()))
+
+
+def _show_image(ax: plt.Axes, image: torch.Tensor, region: torch.Tensor, mask_size: int, vmax: float,
+                outline: bool) -> None:
+    """Draw one (C, H, W) image in grey (or RGB), with the red border of ``region`` if ``outline``."""
+    img = image[0] if image.shape[0] == 1 else image.permute(1, 2, 0)
+    ax.imshow(img.numpy(), cmap="gray", vmin=0, vmax=vmax, interpolation="nearest")
+    if outline and mask_size > 0:
+        rows, cols = torch.nonzero(region, as_tuple=True)
+        ax.add_patch(Rectangle((int(cols.min()) - 0.5, int(rows.min()) - 0.5), mask_size, mask_size,
+                               fill=False, edgecolor="red", linewidth=1, clip_on=False))
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+
+
+def plot_masked_examples(images: torch.Tensor, mask_sizes: Sequence[int], seed: int = 0,
+                         outline: bool = True, axes_size: float = 1.3) -> plt.Figure:
+    """Figure 3 of the paper as a grid: one row per image, one column per mask size m, each
+    image with one random m x m zero square (``apply_square_mask(images, m, seed)``); column
+    titles give m and r = m^2 / (H W). ``outline`` draws the square's border in red (masked
+    pixels are 0, the background colour, so a square over the background is otherwise invisible).
+    """
+    images = _as_nchw(images).cpu()
+    mask_sizes = [int(m) for m in mask_sizes]
+    if not mask_sizes:
+        raise ValueError("mask_sizes must not be empty")
+    n, _, h, w = images.shape
+    bad = [m for m in mask_sizes if not 0 <= m <= min(h, w)]
+    if bad:
+        raise ValueError(f"mask sizes {bad} lie outside [0, {min(h, w)}] for {h}x{w} images")
+    vmax = _vmax(images)
+    fig, axes = plt.subplots(n, len(mask_sizes), figsize=(axes_size * len(mask_sizes), axes_size * n + 0.4),
+                             squeeze=False)
+    for j, m in enumerate(mask_sizes):
+        masked = apply_square_mask(images, m, seed)
+        region = square_mask_region(images, m, seed)
+        for i in range(n):
+            _show_image(axes[i, j], masked[i], region[i, 0], m, vmax, outline)
+        axes[0, j].set_title(f"m = {m}\nr = {masking_rate(m, h, w):.3f}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- widget
+def _fmt(value: Any, digits: int = 4) -> str:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return "&mdash;"
+    return "&mdash;" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+class MaskingExplorer:
+    """Masking explorer: masked example images, masking rate, Experiment 2 curves and stored metrics.
+
+    Controls (public, so code and tests can drive them): ``mask_size`` (IntSlider 0..min(H, W)),
+    ``labelled_size`` (Dropdown of the labelled-set sizes N in ``results``), ``model`` (Dropdown
+    of the models in ``results``) and ``estimator`` (ToggleButtons ``U_o``/``U_s``). Every change
+    redraws the views: ``rate_label`` (m and r = m^2 / (H W)), ``images_out`` (the masked
+    examples; the tensor shown is ``masked_images``), ``curves_out`` (the Experiment 2 curves of
+    the model and estimator, the selected cell ringed) and ``metrics_html`` (the selected cell's
+    teacher NLL, NLL gap and entropy MAE, or why there is none). If no run is stored at the
+    slider's m, the nearest stored mask size of the same (model, N, estimator) is shown and the
+    message says so. ``widget`` is the container to ``display`` (the explorer also displays
+    itself as the last expression of a cell).
+
+    Args:
+        results: per-student rows as returned by :func:`gped_kit.experiments.load_results`
+            (see :func:`experiment2_cells` for the columns); may be empty.
+        images: (N, H, W) or (N, C, H, W) images to show; None loads the test split of ``dataset``.
+        dataset: data set of the images and of the result rows shown (rows of other data sets
+            in a ``dataset`` column are left out).
+        data_root: root for :func:`gped_kit.data.load_split` when ``images`` is None.
+        num_examples: how many example images to show.
+        seed: picks the examples and places the squares (``apply_square_mask(..., seed)``).
+
+    Raises:
+        TypeError, ValueError: bad ``results``, ``images`` or ``num_examples``.
+    """
+
+    def __init__(self, results: pd.DataFrame, images: torch.Tensor | None = None, dataset: str = "mnist",
+                 data_root: str | Path | None = None, num_examples: int = 8, seed: int = 0) -> None:
+        self.table: pd.DataFrame = experiment2_cells(results, dataset=dataset)
+        self.results_empty: bool = len(results) == 0
+        self.dataset = dataset
+        self.seed = int(seed)
+        if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples < 1:
+            raise ValueError(f"num_examples={num_examples!r} must be a positive integer")
+        if images is None:
+            images = load_split(dataset, "test", data_root).images
+        self.examples: torch.Tensor = select_examples(images, num_examples, self.seed)
+        _, _, self.height, self.width = self.examples.shape
+        max_m = min(self.height, self.width)
+        self.masked_images: torch.Tensor = self.examples.clone()
+        self.last_highlight: dict | None = None
+        self._curves_state: tuple | None = None  # what curves_out shows; redrawn only when it changes
+        self.source: str = ""  # set by from_store: where the results were read from
+
+        self.mask_size = W.IntSlider(value=min(FIGURE3_MASK_SIZE, max_m), min=0, max=max_m, step=1,
+                                     description="mask m", continuous_update=False)
+        # the model with the most stored cells first (ties alphabetically), so the default view is the fullest
+        counts = self.table["model"].astype(str).value_counts()
+        models = sorted(counts.index, key=lambda name: (-counts[name], name))
+        sizes = sorted(int(n) for n in self.table["labelled_size"].unique())
+        if sizes:
+            self.labelled_size = W.Dropdown(options=sizes, value=sizes[-1], description="labelled N")
+            self.model = W.Dropdown(options=sorted(models), value=models[0], description="model")
+        else:
+            self.labelled_size = W.Dropdown(options=[("(no stored runs)", None)], value=None,
+                                            description="labelled N", disabled=True)
+            self.model = W.Dropdown(options=[("(no stored runs)", None)], value=None, description="model",
+                                    disabled=True)
+        self.estimator = W.ToggleButtons(options=list(ESTIMATORS), value="U_o", description="estimator",
+                                         tooltips=["online Monte Carlo average (Eq. 10)",
+                                                   "current sample only (Eq. 9)"])
+        self.rate_label = W.Label()
+        self.images_out = W.Output()
+        self.curves_out = W.Output()
+        self.metrics_html = W.HTML()
+        note = W.HTML("<small>Experiment 2 cells: m, N, model and target estimator. Stored runs are read "
+                      "from the results store; rings mark the selected cell in every panel.</small>")
+        self.widget = W.VBox([
+            W.HBox([self.mask_size, self.rate_label]),
+            self.images_out,
+            W.HBox([self.model, self.labelled_size, self.estimator]),
+            note,
+            self.metrics_html,
+            self.curves_out,
+        ])
+        self.mask_size.observe(self._on_mask_change, names="value")
+        for control in (self.labelled_size, self.model, self.estimator):
+            control.observe(self._on_selection_change, names="value")
+        self.refresh()
+
+    @classmethod
+    def from_store(cls, results_dir: str | Path, **kwargs: Any) -> MaskingExplorer:
+        """An explorer over every run stored under ``results_dir`` (``<hash>/summary.csv`` files,
+        read by :func:`gped_kit.experiments.load_results`); an empty or absent store gives an
+        explorer that says so. ``kwargs`` go to the constructor."""
+        explorer = cls(load_results(results_dir), **kwargs)
+        explorer.source = str(results_dir)
+        explorer._draw_metrics()
+        return explorer
+
+    # ------------------------------------------------------------------ state
+    @property
+    def rate(self) -> float:
+        """Masking rate r = m^2 / (H W) of the slider's m."""
+        return masking_rate(self.mask_size.value, self.height, self.width)
+
+    def _candidates(self) -> pd.DataFrame:
+        t = self.table
+        return t[(t["model"] == self.model.value) & (t["labelled_size"] == self.labelled_size.value)
+                 & (t["estimator"] == self.estimator.value)]
+
+    def effective_mask_size(self) -> int | None:
+        """The stored mask size shown: the slider's m if stored for the selected (model, N,
+        estimator), else the nearest stored one (ties go to the smaller m); None if none is stored."""
+        stored = sorted(int(m) for m in self._candidates()["mask_size"].unique())
+        if not stored:
+            return None
+        m = self.mask_size.value
+        return min(stored, key=lambda s: (abs(s - m), s))
+
+    def selected_row(self) -> pd.Series | None:
+        """The :func:`experiment2_cells` row shown (after snapping to a stored m), or None."""
+        m_eff = self.effective_mask_size()
+        if m_eff is None:
+            return None
+        rows = self._candidates()
+        return rows[rows["mask_size"] == m_eff].iloc[0]
+
+    # ------------------------------------------------------------------ drawing
+    def refresh(self) -> None:
+        """Redraw every view from the controls' current values."""
+        self._draw_images()
+        self._draw_selection()
+
+    def _on_mask_change(self, change: dict) -> None:
+        self.refresh()
+
+    def _on_selection_change(self, change: dict) -> None:
+        self._draw_selection()
+
+    def _draw_selection(self) -> None:
+        self._draw_metrics()
+        self._draw_curves()
+
+    def _draw_images(self) -> None:
+        m = self.mask_size.value
+        self.masked_images = apply_square_mask(self.examples, m, self.seed)
+        self.rate_label.value = (f"m = {m}: masking rate r = m\u00b2/{self.height * self.width} = {self.rate:.3f}"
+                                 f" ({m * m} of {self.height * self.width} pixels)")
+        with self.images_out:
+            self.images_out.clear_output(wait=True)
+            with plt.rc_context():
+                k = self.examples.shape[0]
+                fig, axes = plt.subplots(1, k, figsize=(1.1 * k, 1.3), squeeze=False)
+                region = square_mask_region(self.examples, m, self.seed)
+                vmax = _vmax(self.examples)
+                for i, ax in enumerate(axes[0]):
+                    _show_image(ax, self.masked_images[i], region[i, 0], m, vmax, outline=True)
+                fig.subplots_adjust(left=0.01, right=0.99, bottom=0.02, top=0.98, wspace=0.08)
+                display(fig)
+                plt.close(fig)
+
+    def _no_run_message(self) -> str:
+        m, n = self.mask_size.value, self.labelled_size.value
+        if self.table.empty:
+            where = f" under <code>{html.escape(self.source)}</code>" if self.source else ""
+            extra = " (none for this data set)" if not self.results_empty else ""
+            return (f"<b>No Experiment 2 results stored yet{where}{extra}.</b> Run "
+                    f"<code>notebooks/02_experiment2_mnist.ipynb</code> to fill the store; the images above "
+                    f"work without it.")
+        return (f"<b>no stored run for m={m}, N={n}</b> (model {html.escape(str(self.model.value))}, "
+                f"estimator {self.estimator.value}).")
+
+    def _draw_metrics(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            self.metrics_html.value = self._no_run_message()
+            return
+        m = self.mask_size.value
+        m_eff = int(row["mask_size"])
+        parts = []
+        if m_eff != m:
+            parts.append(f"<p><i>no stored run at m={m} (r={self.rate:.3f}); showing the nearest stored "
+                         f"mask size m={m_eff} (r={float(row['masking_rate']):.3f}).</i></p>")
+        cells = [("model", html.escape(str(row["model"]))), ("labelled N", f"{int(row['labelled_size'])}"),
+                 ("mask m", f"{m_eff}"), ("masking rate r", f"{float(row['masking_rate']):.3f}"),
+                 ("estimator", html.escape(str(row["estimator"]))),
+                 (EXPERIMENT2_METRICS["teacher_nll"], _fmt(row["teacher_nll"])),
+                 ("student test NLL", _fmt(row["student_nll"])),
+                 (EXPERIMENT2_METRICS["nll_gap"], _fmt(row["nll_gap"])),
+                 (EXPERIMENT2_METRICS["entropy_mae"], _fmt(row["entropy_mae"])),
+                 ("stored chains", f"{int(row['n_runs'])}")]
+        head = "".join(f"<th style='padding:2px 8px'>{k}</th>" for k, _ in cells)
+        body = "".join(f"<td style='padding:2px 8px;text-align:right'>{v}</td>" for _, v in cells)
+        parts.append(f"<table><tr>{head}</tr><tr>{body}</tr></table>")
+        self.metrics_html.value = "".join(parts)
+
+    def _draw_curves(self) -> None:
+        row = self.selected_row()
+        self.last_highlight = (None if row is None else
+                               {"masking_rate": row["masking_rate"], "labelled_size": int(row["labelled_size"])})
+        state = (self.model.value, self.estimator.value, repr(self.last_highlight))
+        if state == self._curves_state:  # e.g. the slider moved within one snapped cell: same figure
+            return
+        self._curves_state = state
+        t = self.table
+        rows = t[(t["model"] == self.model.value) & (t["estimator"] == self.estimator.value)]
+        with self.curves_out:
+            self.curves_out.clear_output(wait=True)
+            if rows.empty:
+                print("No stored Experiment 2 runs to plot for this model and estimator.")
+                return
+            with plt.rc_context():
+                fig, axes = plt.subplots(1, len(EXPERIMENT2_METRICS), figsize=(13, 3.6))
+                plot_uncertainty_grid(rows, highlight=self.last_highlight, axes=list(axes))
+                fig.suptitle(f"Experiment 2: {self.model.value}, estimator {self.estimator.value} "
+                             f"(lines: labelled set size N)", fontsize=11)
+                fig.tight_layout()
+                display(fig)
+                plt.close(fig)
+
+    # ------------------------------------------------------------------ display
+    @property
+    def status_text(self) -> str:
+        """The rate label and the metrics panel as plain text (e.g. for printing in a static notebook)."""
+        text = re.sub(r"</(p|tr)>", "\n", self.metrics_html.value)
+        text = re.sub(r"</t[hd]>", " | ", text)
+        text = html.unescape(re.sub(r"<[^>]+>", "", text))
+        lines = [line.strip(" |") for line in text.splitlines() if line.strip(" |")]
+        return "\n".join([self.rate_label.value, *lines])
+
+    def __repr__(self) -> str:
+        return (f"MaskingExplorer(m={self.mask_size.value}, N={self.labelled_size.value}, model={self.model.value!r}, "
+                f"estimator={self.estimator.value!r}, stored cells={len(self.table)})")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        if bundle is not None:
+            bundle["text/plain"] = repr(self)
+        return bundle

@@ -1,0 +1,257 @@
+"""The paper's published numbers (gped_kit.paper_results): known cells, shapes, derived columns,
+and a guard that re-reads the paper's text (when present) against the transcription."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gped_kit import paper_results as pr
+
+PAPER_TEXT = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "003_eefcddab6cd9300e.txt"
+
+EXP2_COLUMNS = ["model", "dataset", "labelled_size", "masking_rate", "mask_size", "teacher_nll",
+                "student_nll_U_o", "student_nll_U_s", "entropy_mae_U_o", "entropy_mae_U_s", "table"]
+
+
+def _row(df: pd.DataFrame, **where) -> pd.Series:
+    sel = df
+    for key, value in where.items():
+        sel = sel[sel[key] == value]
+    assert len(sel) == 1, f"{where}: {len(sel)} rows"
+    return sel.iloc[0]
+
+
+# ----------------------------------------------------------------------------- Table 1
+
+def test_table1_rows():
+    t = pr.table1()
+    assert list(t.columns[:5]) == ["model", "dataset", "teacher_nll", "student_nll", "entropy_mae"]
+    assert list(t["model"]) == ["fcnn", "cnn_mnist", "cnn_cifar10"]
+    assert list(t["dataset"]) == ["mnist", "mnist", "cifar10"]
+    expected = {"fcnn": (0.052, 0.082, 0.016), "cnn_mnist": (0.022, 0.053, 0.016),
+                "cnn_cifar10": (0.671, 0.932, 0.245)}
+    for model, values in expected.items():
+        r = _row(t, model=model)
+        assert (r["teacher_nll"], r["student_nll"], r["entropy_mae"]) == values
+    assert not t.isna().any().any()
+
+
+def test_table1_agrees_with_tables_5_to_7_at_full_data():
+    # Table 1 = full data, no masking; predictive distilled with U_s, entropy with U_o.
+    full = {"fcnn": 60000, "cnn_mnist": 60000, "cnn_cifar10": 50000}
+    for r in pr.table1().itertuples():
+        cell = _row(pr.experiment2_table(r.model), labelled_size=full[r.model], masking_rate=0.0)
+        assert cell["teacher_nll"] == r.teacher_nll
+        assert cell["student_nll_U_s"] == r.student_nll
+        assert cell["entropy_mae_U_o"] == r.entropy_mae
+
+
+# ----------------------------------------------------------------------------- Tables 5-7
+
+@pytest.mark.parametrize("model,table,sizes,rates", [
+    ("cnn_mnist", "Table 5", [10000, 20000, 30000, 60000], [0, 0.03, 0.13, 0.29, 0.51, 0.8]),
+    ("fcnn", "Table 6", [10000, 20000, 30000, 60000], [0, 0.03, 0.13, 0.29, 0.51, 0.8]),
+    ("cnn_cifar10", "Table 7", [10000, 20000, 50000], [0]),
+])
+def test_experiment2_table_shape(model, table, sizes, rates):
+    t = pr.experiment2_table(model)
+    assert list(t.columns) == EXP2_COLUMNS
+    assert len(t) == len(sizes) * len(rates)
+    assert sorted(t["labelled_size"].unique()) == sizes
+    assert sorted(t["masking_rate"].unique()) == rates
+    assert not t[["labelled_size", "masking_rate"]].duplicated().any()
+    assert (t.groupby("labelled_size").size() == len(rates)).all()  # filled down: every size has all rates
+    assert t["labelled_size"].dtype.kind == "i" and t["mask_size"].dtype.kind == "i"
+    assert t["masking_rate"].dtype.kind == "f"
+    assert not t.isna().any().any()
+    assert set(t["table"]) == {table} and set(t["model"]) == {model}
+    assert set(t["dataset"]) == {"cifar10" if model == "cnn_cifar10" else "mnist"}
+
+
+def test_mask_size_gives_printed_rate():
+    t = pr.experiment2_table("cnn_mnist")
+    assert dict(zip(t["masking_rate"], t["mask_size"])) == {0.0: 0, 0.03: 5, 0.13: 10, 0.29: 15, 0.51: 20, 0.8: 25}
+    assert np.allclose((t["mask_size"] ** 2 / 784).round(2), t["masking_rate"])
+    assert set(pr.experiment2_table("cnn_cifar10")["mask_size"]) == {0}
+
+
+def test_table6_values_quoted_in_notes():
+    t = pr.experiment2_table("fcnn")
+    r = _row(t, labelled_size=60000, masking_rate=0.0)
+    assert (r["teacher_nll"], r["student_nll_U_o"], r["student_nll_U_s"]) == (0.052, 0.054, 0.082)
+    assert (r["entropy_mae_U_o"], r["entropy_mae_U_s"]) == (0.016, 0.020)
+    r = _row(t, labelled_size=10000, masking_rate=0.29)
+    assert (r["teacher_nll"], r["student_nll_U_o"], r["student_nll_U_s"]) == (0.556, 0.637, 0.760)
+    assert (r["entropy_mae_U_o"], r["entropy_mae_U_s"]) == (0.059, 0.089)
+
+
+def test_table5_and_table7_cells():
+    t5 = pr.experiment2_table("cnn_mnist")
+    r = _row(t5, labelled_size=10000, masking_rate=0.51)  # a continuation row (size filled down)
+    assert tuple(r[EXP2_COLUMNS[5:10]]) == (1.099, 1.615, 1.630, 0.194, 0.170)
+    r = _row(t5, labelled_size=30000, masking_rate=0.29)
+    assert tuple(r[EXP2_COLUMNS[5:10]]) == (0.300, 0.620, 0.618, 0.106, 0.120)
+    r = _row(t5, labelled_size=60000, masking_rate=0.8)
+    assert tuple(r[EXP2_COLUMNS[5:10]]) == (2.297, 2.297, 2.297, 0.020, 0.023)
+    t7 = pr.experiment2_table("cnn_cifar10")
+    r = _row(t7, labelled_size=20000)
+    assert tuple(r[EXP2_COLUMNS[5:10]]) == (0.798, 1.184, 1.179, 0.210, 0.231)
+    r = _row(t7, labelled_size=10000)
+    assert tuple(r[EXP2_COLUMNS[5:10]]) == (0.912, 1.372, 1.391, 0.144, 0.192)
+
+
+@pytest.mark.parametrize("model", pr.MODELS)
+def test_experiment2_long(model):
+    wide = pr.experiment2_table(model)
+    long = pr.experiment2_long(model)
+    assert list(long.columns) == ["model", "dataset", "labelled_size", "masking_rate", "mask_size", "estimator",
+                                  "teacher_nll", "student_nll", "nll_gap", "entropy_mae", "table"]
+    assert len(long) == 2 * len(wide)
+    assert set(long["estimator"]) == {"U_o", "U_s"}
+    assert not long[["labelled_size", "masking_rate", "estimator"]].duplicated().any()
+    assert not long.isna().any().any()
+    assert np.allclose(long["nll_gap"], long["student_nll"] - long["teacher_nll"], atol=1e-12, rtol=0)
+    for est in ("U_o", "U_s"):
+        part = long[long["estimator"] == est].set_index(["labelled_size", "masking_rate"]).sort_index()
+        w = wide.set_index(["labelled_size", "masking_rate"]).sort_index()
+        assert (part["student_nll"] == w[f"student_nll_{est}"]).all()
+        assert (part["entropy_mae"] == w[f"entropy_mae_{est}"]).all()
+        assert (part["teacher_nll"] == w["teacher_nll"]).all()
+
+
+def test_experiment2_long_gap_example():
+    long = pr.experiment2_long("fcnn")
+    r = _row(long, labelled_size=10000, masking_rate=0.29, estimator="U_s")
+    assert r["nll_gap"] == pytest.approx(0.760 - 0.556)
+    assert r["nll_gap"] == 0.204
+
+
+@pytest.mark.parametrize("fn", [pr.experiment2_table, pr.experiment2_long])
+def test_unknown_model_lists_allowed(fn):
+    with pytest.raises(ValueError) as err:
+        fn("resnet")
+    for name in ("cnn_mnist", "fcnn", "cnn_cifar10"):
+        assert name in str(err.value)
+
+
+# ----------------------------------------------------------------------------- Experiment 4
+
+def test_experiment4_in_distribution():
+    t = pr.experiment4_in_distribution()
+    assert set(t["table"]) == {"Table 2", "Table 8", "Table 9", "Table 10"}
+    assert len(t) == 4 * 3 * 5  # tables x models x printed columns
+    assert not t.isna().any().any()
+    keys = ["table", "model", "method", "metric"]
+    assert not t[keys].duplicated().any()
+    assert set(t.loc[t["method"] == "Ensemble", "metric"]) == {"nll"}
+    captions = {"Table 2": ("U_s", "largest_width_multiplier"), "Table 8": ("U_s", "base"),
+                "Table 9": ("U_o", "base"), "Table 10": ("U_o", "largest_width_multiplier")}
+    for table, (est, student) in captions.items():
+        sub = t[t["table"] == table]
+        assert set(sub["estimator"]) == {est} and set(sub["student"]) == {student}
+    v = t.set_index(keys)["value"]
+    assert v[("Table 2", "fcnn", "GPED", "nll")] == 0.408
+    assert v[("Table 2", "cnn_cifar10", "EnD2", "entropy_mae")] == 0.328
+    assert v[("Table 9", "cnn_cifar10", "EnD2", "entropy_mae")] == 0.494
+    assert v[("Table 10", "cnn_mnist", "GPED", "nll")] == 0.305
+    # the ensemble is the same in every table
+    ens = t[t["method"] == "Ensemble"].groupby("model")["value"].nunique()
+    assert (ens == 1).all()
+
+
+def test_experiment4_ood():
+    t = pr.experiment4_ood()
+    assert set(t["table"]) == {"Table 3", "Table 11", "Table 12", "Table 13"}
+    assert len(t) == 4 * 6 * 2 * 3  # tables x (model, OOD set) x uncertainty x method
+    assert not t.isna().any().any()
+    keys = ["table", "model", "ood_dataset", "uncertainty", "method"]
+    assert not t[keys].duplicated().any()
+    assert set(t["ood_dataset"]) == {"kmnist", "notmnist", "tinyimagenet", "lsun"}
+    assert set(t.loc[t["dataset"] == "cifar10", "ood_dataset"]) == {"tinyimagenet", "lsun"}
+    assert set(t["metric"]) == {"auroc"}
+    v = t.set_index(keys)["value"]
+    assert v[("Table 3", "cnn_mnist", "kmnist", "knowledge", "EnD2")] == 0.952
+    assert v[("Table 12", "cnn_cifar10", "lsun", "knowledge", "EnD2")] == 0.650
+    # the paper's own inconsistency, kept as printed
+    assert v[("Table 3", "fcnn", "kmnist", "knowledge", "Ensemble")] == 0.976
+    for table in ("Table 11", "Table 12", "Table 13"):
+        assert v[(table, "fcnn", "kmnist", "knowledge", "Ensemble")] == 0.948
+
+
+def test_experiment4_ndcg():
+    t = pr.experiment4_ndcg()
+    assert set(t["table"]) == {"Table 4", "Table 14", "Table 15", "Table 16"}
+    assert len(t) == 4 * 3 * 2 * 2  # tables x models x uncertainty x method
+    assert not t.isna().any().any()
+    assert set(t["method"]) == {"GPED", "EnD2"}
+    keys = ["table", "model", "uncertainty", "method"]
+    assert not t[keys].duplicated().any()
+    r = t.set_index(keys)
+    assert tuple(r.loc[("Table 4", "fcnn", "total", "GPED"), ["value", "std"]]) == (0.954, 0.02)
+    assert tuple(r.loc[("Table 16", "cnn_cifar10", "knowledge", "EnD2"), ["value", "std"]]) == (0.883, 0.036)
+    assert (t["std"] > 0).all() and t["value"].between(0, 1).all()
+
+
+@pytest.mark.parametrize("fn", [pr.experiment4_in_distribution, pr.experiment4_ood, pr.experiment4_ndcg])
+def test_experiment4_stated_setting(fn):
+    t = fn()
+    mnist = t[t["dataset"] == "mnist"]
+    assert set(mnist["model"]) == {"fcnn", "cnn_mnist"}
+    assert set(mnist["labelled_size"]) == {60000} and set(mnist["mask_size"]) == {15}
+    cifar = t[t["dataset"] == "cifar10"]
+    assert set(cifar["model"]) == {"cnn_cifar10"}
+    assert set(cifar["labelled_size"]) == {20000} and set(cifar["masking_rate"]) == {0.0}
+
+
+# ----------------------------------------------------------------------------- guard against typos
+
+def _table_rows(lines: list[str], number: int) -> list[list[str]]:
+    """Tab-separated body rows (header dropped) of 'Table <number>:' in the text extraction."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"Table {number}:"))
+    rows, started = [], False
+    for line in lines[start + 1:]:
+        if "\t" in line:
+            started = True
+            rows.append(line.split("\t"))
+        elif started:
+            break
+    return rows[1:]
+
+
+def _decimals(rows: list[list[str]]) -> list[float]:
+    return sorted(float(x) for row in rows for cell in row for x in re.findall(r"\d+\.\d+", cell))
+
+
+def test_transcription_matches_paper_text():
+    if not PAPER_TEXT.exists():
+        pytest.skip(f"paper text not available at {PAPER_TEXT}")
+    lines = PAPER_TEXT.read_text(encoding="utf-8").splitlines()
+
+    # Tables 5-7: re-parse every row (filling the size down) and compare with the transcription.
+    for model, number in (("cnn_mnist", 5), ("fcnn", 6), ("cnn_cifar10", 7)):
+        parsed, size = [], None
+        for cells in _table_rows(lines, number):
+            size = int(cells[0]) if cells[0].strip() else size
+            values = [float(c) for c in cells[1:]]
+            if number == 7:
+                values = [0.0, *values]  # no masking column in Table 7
+            parsed.append((size, *values))
+        ours = [tuple(r) for r in pr.experiment2_table(model)[
+            ["labelled_size", "masking_rate", "teacher_nll", "student_nll_U_o", "student_nll_U_s",
+             "entropy_mae_U_o", "entropy_mae_U_s"]].itertuples(index=False)]
+        assert ours == parsed, f"Table {number} differs from the paper text"
+
+    # The other tables: the multiset of printed numbers equals the transcribed one.
+    t1 = pr.table1()
+    assert sorted(t1[["teacher_nll", "student_nll", "entropy_mae"]].to_numpy().ravel()) == _decimals(
+        _table_rows(lines, 1))
+    for fn, numbers in ((pr.experiment4_in_distribution, (2, 8, 9, 10)), (pr.experiment4_ood, (3, 11, 12, 13)),
+                        (pr.experiment4_ndcg, (4, 14, 15, 16))):
+        t = fn()
+        for number in numbers:
+            sub = t[t["table"] == f"Table {number}"]
+            ours = list(sub["value"]) + (list(sub["std"]) if "std" in sub else [])
+            assert sorted(ours) == _decimals(_table_rows(lines, number)), f"Table {number} differs"

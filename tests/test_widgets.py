@@ -1,0 +1,230 @@
+"""Tests for gped_kit.widgets, driving the explorer's controls from Python.
+
+The results tables below are SYNTHETIC (made-up numbers in the shape of the Experiment 2
+store, for these tests only); nothing is written to results/ or figures/.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from gped_kit.data import apply_square_mask  # noqa: E402
+from gped_kit.widgets import (  # noqa: E402
+    MaskingExplorer,
+    experiment2_cells,
+    plot_masked_examples,
+    select_examples,
+    square_mask_region,
+)
+
+SIZES = (10_000, 60_000)
+MASKS = (0, 5, 10, 15)
+
+
+def synthetic_results() -> pd.DataFrame:
+    """Made-up per-student rows: fcnn on every (N, m); cnn_mnist only at N=60000, m=0.
+
+    Each chain has four students (predictive/entropy x U_o/U_s). Numbers are chosen so every
+    metric of every cell is distinct: teacher 0.1 + m/100 + (N==10000)/10, gap and MAE add
+    estimator-specific offsets.
+    """
+    rows = []
+
+    def chain(model: str, n: int, m: int) -> None:
+        teacher = 0.1 + m / 100 + (0.1 if n == 10_000 else 0.0)
+        for est, off in (("U_o", 0.001), ("U_s", 0.002)):
+            base = dict(dataset="mnist", model=model, labelled_size=n, mask_size=m, masking_rate=m * m / 784,
+                        estimator=est, teacher_nll=teacher, teacher_accuracy=0.9, run_key=f"{model}-{n}-{m}")
+            rows.append({**base, "student": f"predictive ({est})", "target": "predictive",
+                         "student_nll": teacher + 0.02 + off + m / 1000, "nll_gap": 0.02 + off + m / 1000,
+                         "student_accuracy": 0.88, "entropy_mae": float("nan")})
+            rows.append({**base, "student": f"expected entropy ({est})", "target": "entropy",
+                         "student_nll": float("nan"), "nll_gap": float("nan"), "student_accuracy": float("nan"),
+                         "entropy_mae": 0.03 + 2 * off + m / 2000})
+
+    for n in SIZES:
+        for m in MASKS:
+            chain("fcnn", n, m)
+    chain("cnn_mnist", 60_000, 0)
+    return pd.DataFrame(rows)
+
+
+def synthetic_images(n: int = 10, size: int = 28) -> torch.Tensor:
+    """uint8 images with values 1..255, so every zero pixel is a masked one."""
+    return torch.randint(1, 256, (n, 1, size, size), dtype=torch.uint8, generator=torch.Generator().manual_seed(3))
+
+
+@pytest.fixture
+def explorer() -> MaskingExplorer:
+    return MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=4, seed=0)
+
+
+# ----------------------------------------------------------------------------- table
+def test_table_pairs_predictive_and_entropy_rows_per_chain_and_estimator():
+    table = experiment2_cells(synthetic_results())
+    assert len(table) == len(SIZES) * len(MASKS) * 2 + 2
+    cell = table[(table.model == "fcnn") & (table.labelled_size == 10_000) & (table.mask_size == 10)
+                 & (table.estimator == "U_s")].iloc[0]
+    assert cell.teacher_nll == pytest.approx(0.3)
+    assert cell.nll_gap == pytest.approx(0.02 + 0.002 + 0.01)
+    assert cell.student_nll == pytest.approx(0.3 + 0.032)
+    assert cell.entropy_mae == pytest.approx(0.03 + 0.004 + 0.005)
+    assert cell.masking_rate == pytest.approx(100 / 784) and cell.n_runs == 1
+    assert table[["teacher_nll", "nll_gap", "entropy_mae"]].notna().all().all()
+
+
+def test_table_averages_chains_of_one_cell_and_filters_the_dataset():
+    res = synthetic_results()
+    second = res[(res.model == "cnn_mnist")].assign(run_key="second-seed", teacher_nll=0.3,
+                                                      nll_gap=lambda d: d.nll_gap + 0.1)
+    other = res[(res.model == "cnn_mnist")].assign(dataset="fashion_mnist", teacher_nll=9.0)
+    table = experiment2_cells(pd.concat([res, second, other]), dataset="mnist")
+    cell = table[(table.model == "cnn_mnist") & (table.estimator == "U_o")].iloc[0]
+    assert cell.n_runs == 2
+    assert cell.teacher_nll == pytest.approx((0.1 + 0.3) / 2)
+    assert cell.nll_gap == pytest.approx(0.021 + 0.05)
+
+
+def test_table_errors_name_missing_columns_and_accept_the_empty_store():
+    with pytest.raises(ValueError, match=r"estimator.*target|target.*estimator"):
+        experiment2_cells(synthetic_results().drop(columns=["estimator", "target"]))
+    with pytest.raises(ValueError, match="nll_gap or entropy_mae"):
+        experiment2_cells(synthetic_results().drop(columns=["nll_gap", "entropy_mae"]))
+    with pytest.raises(TypeError):
+        experiment2_cells([{"model": "fcnn"}])
+    assert experiment2_cells(pd.DataFrame()).empty
+
+
+# ----------------------------------------------------------------------------- images
+def test_examples_are_seeded_and_the_mask_region_matches_apply_square_mask():
+    imgs = synthetic_images()
+    assert torch.equal(select_examples(imgs, 4, seed=1), select_examples(imgs, 4, seed=1))
+    assert not torch.equal(select_examples(imgs, 4, seed=1), select_examples(imgs, 4, seed=2))
+    region = square_mask_region(imgs, 7, seed=5)
+    masked = apply_square_mask(imgs, 7, seed=5)
+    assert (region.flatten(1).sum(1) == 49).all()
+    assert torch.equal(masked == 0, region)
+
+
+def test_plot_masked_examples_grid_has_titles_with_m_and_r():
+    fig = plot_masked_examples(synthetic_images(3), [0, 14], seed=0)
+    assert len(fig.axes) == 6
+    assert fig.axes[1].get_title() == "m = 14\nr = 0.250"
+    assert len(fig.axes[1].patches) == 1 and len(fig.axes[0].patches) == 0  # outline only when m > 0
+    plt.close(fig)
+    with pytest.raises(ValueError, match="outside"):
+        plot_masked_examples(synthetic_images(3), [29])
+
+
+# ----------------------------------------------------------------------------- explorer
+def test_controls_reflect_the_results(explorer):
+    assert explorer.mask_size.min == 0 and explorer.mask_size.max == 28 and explorer.mask_size.value == 14
+    assert list(explorer.labelled_size.options) == list(SIZES) and explorer.labelled_size.value == 60_000
+    assert list(explorer.model.options) == ["cnn_mnist", "fcnn"]
+    assert explorer.model.value == "fcnn"  # the model with the most stored cells
+    assert list(explorer.estimator.options) == ["U_o", "U_s"] and explorer.estimator.value == "U_o"
+    assert explorer.widget.children  # the container to display
+    assert "application/vnd.jupyter.widget-view+json" in explorer._repr_mimebundle_()
+
+
+def test_rate_label_and_displayed_images_follow_the_slider(explorer):
+    k = explorer.examples.shape[0]
+    for m in (0, 5, 14, 28):
+        explorer.mask_size.value = m
+        assert f"m = {m}" in explorer.rate_label.value
+        assert f"{m * m / 784:.3f}" in explorer.rate_label.value
+        assert int((explorer.masked_images == 0).sum()) == k * m * m  # the images hold no zeros before masking
+        assert torch.equal(explorer.masked_images, apply_square_mask(explorer.examples, m, seed=0))
+    assert "0.250" in MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=4).rate_label.value
+    again = MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=4, seed=0)
+    assert torch.equal(again.examples, explorer.examples)  # the same images every time
+
+
+def test_metrics_show_the_selected_cell(explorer):
+    explorer.mask_size.value = 10
+    row = explorer.selected_row()
+    assert row is not None and (row.model, row.labelled_size, row.mask_size, row.estimator) == (
+        "fcnn", 60_000, 10, "U_o")
+    html = explorer.metrics_html.value
+    for value in ("0.2000", "0.2310", "0.0310", "0.0370"):  # teacher NLL, student NLL, gap, MAE of that cell
+        assert value in html
+    assert "nearest" not in html
+    assert explorer.last_highlight == {"masking_rate": pytest.approx(100 / 784), "labelled_size": 60_000}
+
+    explorer.labelled_size.value = 10_000
+    assert "0.3000" in explorer.metrics_html.value and explorer.selected_row().labelled_size == 10_000
+    explorer.estimator.value = "U_s"
+    html = explorer.metrics_html.value
+    assert explorer.selected_row().estimator == "U_s"
+    assert "0.0320" in html and "0.0390" in html and "U_s" in html
+
+
+def test_slider_snaps_to_the_nearest_stored_mask_size_and_says_so(explorer):
+    explorer.mask_size.value = 14  # stored: 0, 5, 10, 15
+    assert explorer.effective_mask_size() == 15 and explorer.selected_row().mask_size == 15
+    html = explorer.metrics_html.value
+    assert "no stored run at m=14" in html and "m=15" in html and "0.287" in html
+    assert explorer.last_highlight["masking_rate"] == pytest.approx(225 / 784)
+    explorer.mask_size.value = 28
+    assert explorer.selected_row().mask_size == 15
+    explorer.mask_size.value = 3
+    assert explorer.selected_row().mask_size == 5
+
+
+def test_missing_cell_gives_a_message_not_an_error(explorer):
+    explorer.model.value = "cnn_mnist"
+    explorer.labelled_size.value = 10_000
+    explorer.mask_size.value = 10
+    assert explorer.selected_row() is None and explorer.last_highlight is None
+    assert "no stored run for m=10, N=10000" in explorer.metrics_html.value
+    explorer.labelled_size.value = 60_000  # only m = 0 stored for cnn_mnist
+    assert explorer.selected_row().mask_size == 0 and "nearest" in explorer.metrics_html.value
+
+
+def test_empty_results_still_show_images(tmp_path):
+    ex = MaskingExplorer(pd.DataFrame(), images=synthetic_images(), num_examples=3)
+    assert ex.labelled_size.disabled and ex.labelled_size.value is None
+    assert "no stored runs" in ex.labelled_size.options[0][0]
+    assert ex.selected_row() is None and "No Experiment 2 results stored yet" in ex.metrics_html.value
+    ex.mask_size.value = 6
+    ex.estimator.value = "U_s"
+    assert int((ex.masked_images == 0).sum()) == 3 * 36
+    store = MaskingExplorer.from_store(tmp_path / "nothing_here", images=synthetic_images(), num_examples=2)
+    assert "nothing_here" in store.metrics_html.value and store.selected_row() is None
+
+
+def test_from_store_reads_summary_files(tmp_path):
+    res = synthetic_results()
+    for key, rows in res.groupby("run_key"):
+        (tmp_path / key).mkdir()
+        rows.to_csv(tmp_path / key / "summary.csv", index=False)
+    ex = MaskingExplorer.from_store(tmp_path, images=synthetic_images(), num_examples=2)
+    ex.mask_size.value = 5
+    assert ex.selected_row().teacher_nll == pytest.approx(0.15)
+    assert "0.1500" in ex.metrics_html.value
+
+
+def test_bad_arguments_raise_clear_errors():
+    with pytest.raises(ValueError, match="num_examples"):
+        MaskingExplorer(pd.DataFrame(), images=synthetic_images(3), num_examples=4)
+    with pytest.raises(ValueError, match="num_examples"):
+        MaskingExplorer(pd.DataFrame(), images=synthetic_images(3), num_examples=0)
+    with pytest.raises(ValueError, match="shape"):
+        MaskingExplorer(pd.DataFrame(), images=torch.zeros(3, 28), num_examples=1)
+    with pytest.raises(ValueError, match="mask_size"):
+        MaskingExplorer(synthetic_results().drop(columns="mask_size"), images=synthetic_images())
+
+
+def test_redraws_do_not_leak_figures(explorer):
+    before = set(plt.get_fignums())
+    for m in (2, 17):
+        explorer.mask_size.value = m
+    explorer.estimator.value = "U_s"
+    explorer.model.value = "cnn_mnist"
+    assert set(plt.get_fignums()) == before
