@@ -190,6 +190,7 @@ class GPEDRun:
         self.data = data.to(self.device)
         self.num_classes = data.num_classes
         self.t = 0
+        self.resumed_from: int | None = None  # the step a checkpoint was loaded at, if any
         self.history_rows: list[dict] = []
         self.elapsed = 0.0
 
@@ -487,6 +488,7 @@ class GPEDRun:
                 "Use another checkpoint path, or the configuration it was made with."
             )
         self.t, self.elapsed = state["t"], state["elapsed"]
+        self.resumed_from = self.t
         self.history_rows = list(state["history_rows"])
         self.teacher.load_state_dict(state["teacher"])
         for s, st in zip(self.students, state["students"]):

@@ -74,6 +74,7 @@ def plot_uncertainty_grid(table: pd.DataFrame, x: str = "masking_rate", hue: str
     ``highlight={x: value, hue: value}`` rings that cell's points in every panel.
     """
     metrics = metrics or EXPERIMENT2_METRICS
+    hue = None if hue == x else hue
     sns.set_theme(style="whitegrid", context="notebook")
     if axes is None:
         fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4))
@@ -83,12 +84,34 @@ def plot_uncertainty_grid(table: pd.DataFrame, x: str = "masking_rate", hue: str
         rows = table.dropna(subset=[metric])
         if len(rows):
             sns.lineplot(data=rows, x=x, y=metric, hue=hue, style=style, marker="o", ax=ax,
-                         palette="viridis", errorbar=None)
+                         palette="viridis" if hue else None, errorbar=None)
         if highlight is not None and len(rows):
             sel = rows
             for key, value in highlight.items():
                 sel = sel[sel[key] == value]
             ax.scatter(sel[x], sel[metric], s=180, facecolors="none", edgecolors="red", linewidths=2, zorder=5)
         ax.set(xlabel=x.replace("_", " "), ylabel=label)
+    fig.tight_layout()
+    return fig
+
+
+def plot_experiment2_vs_paper(ours: pd.DataFrame, paper: pd.DataFrame, x: str = "masking_rate",
+                              title: str = "") -> plt.Figure:
+    """Figures 1/4/5 layout, ours (top row) above the paper's numbers from Tables 5-7 (bottom
+    row), same metrics and axes; one line per labelled-set size, line style per estimator."""
+    fig, axes = plt.subplots(2, len(EXPERIMENT2_METRICS), figsize=(5 * len(EXPERIMENT2_METRICS), 8),
+                             sharex=True)
+    plot_uncertainty_grid(ours, x=x, style="estimator", axes=axes[0])
+    plot_uncertainty_grid(paper, x=x, style="estimator", axes=axes[1])
+    for ax_ours, ax_paper in zip(axes[0], axes[1]):
+        low = min(ax_ours.get_ylim()[0], ax_paper.get_ylim()[0])
+        high = max(ax_ours.get_ylim()[1], ax_paper.get_ylim()[1])
+        ax_ours.set_ylim(low, high)
+        ax_paper.set_ylim(low, high)
+    axes[0][0].annotate("ours", xy=(-0.35, 0.5), xycoords="axes fraction", rotation=90, va="center", fontsize=14)
+    axes[1][0].annotate("paper (Tables 5-7)", xy=(-0.35, 0.5), xycoords="axes fraction", rotation=90,
+                        va="center", fontsize=14)
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -1,5 +1,10 @@
-"""Shared fixtures: a small real data set (scikit-learn's 8x8 digits) shaped like ExperimentData."""
+"""Shared fixtures: a small real data set (scikit-learn's 8x8 digits) shaped like ExperimentData, and a
+writer of tiny CIFAR-10 files in torchvision's layout (random pixels: for code paths, not for learning)."""
 
+import pickle
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_digits
@@ -20,3 +25,23 @@ def make_digits_data(n_train: int = 1200) -> ExperimentData:
 @pytest.fixture(scope="session")
 def digits_data() -> ExperimentData:
     return make_digits_data()
+
+
+def _write_tiny_cifar10(root: Path, per_batch: int = 3, n_test: int = 4):
+    rng = np.random.default_rng(1)
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    batches = {}
+    for name, n in [*((f"data_batch_{i}", per_batch) for i in range(1, 6)), ("test_batch", n_test)]:
+        entry = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), "labels": list(rng.integers(0, 10, n).tolist())}
+        (folder / name).write_bytes(pickle.dumps(entry))
+        batches[name] = entry
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
+    return batches
+
+
+@pytest.fixture
+def write_tiny_cifar10():
+    """``write(root, per_batch=3, n_test=4)`` writes ``root/cifar-10-batches-py`` (5 train batches,
+    a test batch, batches.meta; checksums will not match torchvision's) and returns the batches."""
+    return _write_tiny_cifar10

@@ -42,19 +42,6 @@ def mnist_root(tmp_path):
     return tmp_path, arrays
 
 
-def _write_cifar(root: Path, per_batch: int = 3, n_test: int = 4):
-    rng = np.random.default_rng(1)
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    batches = {}
-    for name, n in [*((f"data_batch_{i}", per_batch) for i in range(1, 6)), ("test_batch", n_test)]:
-        entry = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), "labels": list(rng.integers(0, 10, n).tolist())}
-        (folder / name).write_bytes(pickle.dumps(entry))
-        batches[name] = entry
-    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
-    return batches
-
-
 def _write_svhn(root: Path, split: str, n: int = 5):
     savemat = pytest.importorskip("scipy.io").savemat
 
@@ -119,8 +106,8 @@ def test_mnist_family_reads_torchvision_layout(tmp_path, name, folder):
         assert torch.equal(s.labels, torch.from_numpy(arrays[split][1]).long())
 
 
-def test_cifar10_checksums_and_unverified_read(tmp_path):
-    batches = _write_cifar(tmp_path)
+def test_cifar10_checksums_and_unverified_read(tmp_path, write_tiny_cifar10):
+    batches = write_tiny_cifar10(tmp_path)
     # torchvision checks md5s of every CIFAR-10 file: files made here are rejected ...
     with pytest.raises(D.DatasetIntegrityError, match="verify_checksums=False"):
         D.load_split("cifar10", "train", tmp_path)

@@ -1,7 +1,9 @@
+import pandas as pd
 import pytest
 
 from gped_kit.distill import GPEDConfig, StudentConfig
-from gped_kit.experiments import QUICKSTART_PROFILES, load_results, resolve_parameters, run_stored
+from gped_kit.experiments import (QUICKSTART_PROFILES, GridCell, distillation_cell, experiment2_cells,
+                                  experiment2_trends, load_results, resolve_parameters, run_grid, run_stored)
 from gped_kit.samplers import SGLDConfig
 
 
@@ -32,3 +34,53 @@ def test_results_store_reuses_resumes_and_never_loses_runs(digits_data, tmp_path
     assert len(load_results(tmp_path)) == 2 and len(load_results(tmp_path, "history")) > 2
     with pytest.raises(ValueError, match="table="):
         load_results(tmp_path, "runs")
+
+
+def _cells_table(gap_peak_at=15, uo_better=True):
+    """A synthetic experiment2_cells-shaped table with the paper's trends built in (test-only)."""
+    rows = []
+    for n, base in ((10_000, 0.2), (60_000, 0.1)):
+        for m, rate in ((0, 0.0), (10, 0.128), (15, 0.287), (25, 0.797)):
+            teacher = base + rate * 2
+            for est, extra in (("U_o", 0.0), ("U_s", 0.01 if uo_better else -0.01)):
+                gap = (0.3 if m == gap_peak_at else 0.1) * base * 10 + extra
+                rows.append(dict(model="fcnn", labelled_size=n, mask_size=m, masking_rate=rate, estimator=est,
+                                 teacher_nll=teacher, nll_gap=gap, entropy_mae=gap / 3 + extra))
+    return pd.DataFrame(rows)
+
+
+def test_experiment2_trends_detect_the_papers_trends_and_their_absence():
+    trends = experiment2_trends(_cells_table()).set_index("trend")
+    assert trends["holds"].all(), trends
+    assert trends.loc["U_o at least as good as U_s", "count"] == "16 of 16"
+    bad = experiment2_trends(_cells_table(gap_peak_at=25, uo_better=False)).set_index("trend")
+    assert not bad.loc["NLL gap peaks at moderate masking", "holds"]
+    assert not bad.loc["U_o at least as good as U_s", "holds"]
+    assert bad.loc["teacher NLL rises with masking", "holds"]
+
+
+def test_grid_runs_cifar10_cells_on_tiny_data_and_records_missing_and_failing_cells(tmp_path, write_tiny_cifar10):
+    write_tiny_cifar10(tmp_path / "data", per_batch=8, n_test=6)
+    params = dict(num_iterations=30, burn_in=10, predictive_thinning=2, entropy_thinning=2, eval_thinning=5,
+                  log_every=10, checkpoint_every=10)
+    cifar = distillation_cell("cnn_cifar10", 20, 0, params, device="cpu", data_root=str(tmp_path / "data"),
+                              verify_checksums=False)
+    assert cifar.config.sgld.step_size == 2e-6 and cifar.config.burn_in == 10  # paper eta; profile's B
+    missing = distillation_cell("cnn_cifar10", 20, 0, params, device="cpu", data_root=str(tmp_path / "empty"))
+    diverging = GridCell(cifar.data, GPEDConfig(**{**cifar.config.__dict__, "sgld": SGLDConfig(step_size=1e3)}),
+                         cifar.students)
+    grid = run_grid([cifar, missing, diverging], tmp_path / "results", progress=False)
+    status = grid.cells.set_index("cell")["status"]
+    assert list(status) == ["ran", "missing data", "failed"]
+    assert str(tmp_path / "empty") in grid.cells.loc[1, "error"]  # says where it looked
+    assert "step size" in grid.cells.loc[2, "error"]
+    assert len(grid.table) == 4 and set(grid.table["target"]) == {"predictive", "entropy"}
+    assert set(grid.table["model"]) == {"cnn_cifar10"} and (grid.table["labelled_size"] == 20).all()
+    with pytest.raises(RuntimeError, match="1 grid cell"):
+        grid.raise_if_failed()
+    again = run_grid([cifar], tmp_path / "results", progress=False)
+    assert list(again.cells["status"]) == ["reused"]
+    cells = experiment2_cells(grid.table)
+    assert len(cells) == 2 and set(cells["estimator"]) == {"U_o", "U_s"}
+    with pytest.raises(ValueError, match="model='resnet'"):
+        distillation_cell("resnet", 100, 0, params)
