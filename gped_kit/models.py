@@ -113,6 +113,25 @@ def build_network(
     return nn.Sequential(*layers)
 
 
+def softmax_head(raw: torch.Tensor) -> torch.Tensor:
+    """Class probabilities: the predictive-distribution head."""
+    return F.softmax(raw, dim=-1)
+
+
+def exp_head(raw: torch.Tensor) -> torch.Tensor:
+    """A positive output (the expected-entropy head); the raw output is its log."""
+    return raw.exp()
+
+
+def softmax_exp_head(raw: torch.Tensor) -> torch.Tensor:
+    """The C+1 head of Experiment 4: softmax over the first C outputs, exp of the last."""
+    return torch.cat([F.softmax(raw[:, :-1], dim=-1), raw[:, -1:].exp()], dim=-1)
+
+
+_HEAD_FUNCTIONS = {"softmax": softmax_head, "exp": exp_head, "softmax+exp": softmax_exp_head,
+                   "identity": lambda raw: raw}
+
+
 class OutputHead(nn.Module):
     """Output activation turning raw outputs into the distilled quantity (Appendix A.2, A.4).
 
@@ -120,6 +139,8 @@ class OutputHead(nn.Module):
     * ``exp``: a positive scalar (expected entropy), 1 output; the raw output is its log;
     * ``softmax+exp``: the C+1 head of Experiment 4 (predictive and expected entropy);
     * ``identity``: raw outputs (user-defined targets).
+
+    ``nn.Sequential(build_network(...), OutputHead(kind, C))`` is a deployable student.
     """
 
     def __init__(self, kind: str, num_classes: int) -> None:
@@ -135,14 +156,7 @@ class OutputHead(nn.Module):
         )
 
     def forward(self, raw: torch.Tensor) -> torch.Tensor:
-        if self.kind == "softmax":
-            return F.softmax(raw, dim=-1)
-        if self.kind == "exp":
-            return raw.exp()
-        if self.kind == "softmax+exp":
-            c = self.num_classes
-            return torch.cat([F.softmax(raw[:, :c], dim=-1), raw[:, c:].exp()], dim=-1)
-        return raw
+        return _HEAD_FUNCTIONS[self.kind](raw)
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
-from torch.nn import functional as F
 
 from . import losses
+from .models import exp_head, softmax_exp_head, softmax_head
 
 TensorFn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -65,24 +65,12 @@ def marginal_variance_g(log_probs: torch.Tensor) -> torch.Tensor:
     return p * (1.0 - p)
 
 
-def _softmax_link(raw: torch.Tensor) -> torch.Tensor:
-    return F.softmax(raw, dim=-1)
-
-
-def _exp_link(raw: torch.Tensor) -> torch.Tensor:
-    return raw.exp()
-
-
 def _quarter_sigmoid(raw: torch.Tensor) -> torch.Tensor:
     return 0.25 * torch.sigmoid(raw)
 
 
 def _predictive_entropy_g(log_probs: torch.Tensor) -> torch.Tensor:
     return torch.cat([predictive_g(log_probs), entropy_g(log_probs)], dim=-1)
-
-
-def _predictive_entropy_link(raw: torch.Tensor) -> torch.Tensor:
-    return torch.cat([F.softmax(raw[:, :-1], dim=-1), raw[:, -1:].exp()], dim=-1)
 
 
 def _predictive_entropy_loss(target: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
@@ -95,7 +83,7 @@ PREDICTIVE = Target(
     "predictive",
     predictive_g,
     out_dim=lambda c: c,
-    link=_softmax_link,
+    link=softmax_head,
     loss=losses.cross_entropy,
     predictive_classes=True,
 )
@@ -103,7 +91,7 @@ ENTROPY = Target(
     "entropy",
     entropy_g,
     out_dim=lambda c: 1,
-    link=_exp_link,
+    link=exp_head,
     loss=lambda target, raw: losses.absolute_error(target, raw.exp()),
 )
 MARGINAL_VARIANCE = Target(
@@ -117,7 +105,7 @@ PREDICTIVE_ENTROPY = Target(
     "predictive+entropy",
     _predictive_entropy_g,
     out_dim=lambda c: c + 1,
-    link=_predictive_entropy_link,
+    link=softmax_exp_head,
     loss=_predictive_entropy_loss,
     predictive_classes=True,
 )

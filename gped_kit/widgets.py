@@ -38,7 +38,7 @@ from IPython.display import display
 from matplotlib.patches import Rectangle
 
 from .data import apply_square_mask, load_split, masking_rate
-from .experiments import CELL_COLUMNS, METRIC_COLUMNS, REQUIRED_COLUMNS, experiment2_cells, load_results
+from .experiments import experiment2_cells, load_results
 from .plots import EXPERIMENT2_METRICS, plot_uncertainty_grid
 
 ESTIMATORS = ("U_o", "U_s")

@@ -4,7 +4,6 @@ paper's manipulations (subsampling, square masks, input noise)."""
 from __future__ import annotations
 
 import gzip
-import pickle
 import time
 from pathlib import Path
 

@@ -1,7 +1,5 @@
 """Algorithm 1 end to end on real (8x8 digits) data: learning, invariants, resume, errors."""
 
-import dataclasses
-
 import pytest
 import torch
 
