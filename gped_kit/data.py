@@ -16,6 +16,13 @@ no source exists a :class:`DatasetNotFoundError` says where we looked and how to
 the files. torchvision verifies md5 checksums of the CIFAR-10 and SVHN files (not of the
 MNIST-like IDX files); ``verify_checksums=False`` reads such files without that check.
 
+Out-of-distribution sets (Experiment 4) are the *test* splits of other data sets, converted to
+the in-distribution input shape: ``fashion_mnist``, ``kmnist`` and ``svhn`` as above, and the
+image-folder sets ``notmnist`` (``ROOT/notMNIST_small/<A..J>/*.png``, Bulatov 2011),
+``tinyimagenet`` (``ROOT/tiny-imagenet-200/val/images/*.JPEG``, resized 64 -> 32) and
+``lsun`` (``ROOT/LSUN_resize/*.jpg``, the 32 x 32 LSUN test crops used in OOD benchmarks);
+see :data:`OOD_SETS` and :func:`load_ood`.
+
 Manipulations (all seeded through explicit CPU ``torch.Generator`` objects, so results do
 not depend on the device): labelled-set subsampling, one uniformly placed m x m zero
 square per image (masking rate r = m^2 / (H W)), and Gaussian input perturbation of
@@ -278,6 +285,122 @@ def load_split(name: str, split: str, root: str | Path | None = None, download: 
             "pass verify_checksums=False to read them unchecked.") from exc
 
 
+# ----------------------------------------------------------------------------- OOD sets
+@dataclass(frozen=True)
+class OODSpec:
+    """Where an out-of-distribution set lives: a torchvision set's test split (``dataset``) or an
+    image folder under the data root (``folder``, searched recursively for ``patterns``)."""
+
+    dataset: str | None = None
+    folder: str | None = None
+    patterns: tuple[str, ...] = ("*.png", "*.jpg", "*.jpeg", "*.JPEG")
+    source: str = ""
+
+
+OOD_SETS = types.MappingProxyType({
+    "fashion_mnist": OODSpec(dataset="fashion_mnist", source="apt-get install dataset-fashion-mnist"),
+    "kmnist": OODSpec(dataset="kmnist", source="torchvision.datasets.KMNIST(root, download=True)"),
+    "notmnist": OODSpec(folder="notMNIST_small", patterns=("*.png",),
+                        source="notMNIST_small.tar.gz (Bulatov, 2011) unpacked into ROOT/notMNIST_small/A..J"),
+    "svhn": OODSpec(dataset="svhn", source="torchvision.datasets.SVHN(root, split='test', download=True)"),
+    "tinyimagenet": OODSpec(folder="tiny-imagenet-200/val/images",
+                            source="tiny-imagenet-200.zip (CS231N) unpacked into ROOT/tiny-imagenet-200"),
+    "lsun": OODSpec(folder="LSUN_resize", source="LSUN_resize.tar.gz (the ODIN OOD benchmark's 32x32 LSUN "
+                                                 "test crops) unpacked into ROOT/LSUN_resize"),
+})
+
+
+def _ood_folder_files(spec: OODSpec, root: Path) -> list[Path]:
+    folder = root / spec.folder
+    return sorted({f for pattern in spec.patterns for f in folder.rglob(pattern)}) if folder.is_dir() else []
+
+
+def ood_available(name: str, root: str | Path | None = None) -> bool:
+    """True when :func:`load_ood` would find ``name`` under the data root (or an offline source)."""
+    try:
+        spec = OOD_SETS[name]
+    except KeyError:
+        raise ValueError(f"OOD set {name!r} is not known; allowed: {sorted(OOD_SETS)}") from None
+    root = Path(root).expanduser() if root is not None else default_data_root()
+    if spec.folder is not None:
+        return bool(_ood_folder_files(spec, root))
+    files = _expected_files(spec.dataset, "test", root)
+    if all(p.is_file() for p in files):
+        return True
+    if spec.dataset == "fashion_mnist":
+        return all((SYSTEM_FASHION_MNIST_DIR / f"{f}.gz").is_file() for pair in IDX_FILES.values() for f in pair)
+    return False
+
+
+def _image_to_shape(path: Path, shape: tuple[int, int, int]) -> np.ndarray | None:
+    """An image file as uint8 (C, H, W) in ``shape`` (grey or RGB, bilinear resize); None if unreadable."""
+    from PIL import Image, UnidentifiedImageError
+
+    channels, height, width = shape
+    try:
+        with Image.open(path) as img:
+            img = img.convert("L" if channels == 1 else "RGB")
+            if img.size != (width, height):
+                img = img.resize((width, height), Image.BILINEAR)
+            arr = np.asarray(img, dtype=np.uint8)
+    except (OSError, UnidentifiedImageError, SyntaxError):  # notMNIST ships a few truncated PNGs
+        return None
+    return arr[None] if channels == 1 else arr.transpose(2, 0, 1)
+
+
+def _convert_shape(images: torch.Tensor, shape: tuple[int, int, int]) -> torch.Tensor:
+    """uint8 (N, C, H, W) images to ``shape``: RGB <-> grey by channel mean/repeat, bilinear resize."""
+    channels, height, width = shape
+    x = images.to(torch.float32)
+    if x.shape[1] != channels:
+        x = x.mean(1, keepdim=True) if channels == 1 else x.expand(-1, channels, -1, -1)
+    if tuple(x.shape[2:]) != (height, width):
+        x = torch.nn.functional.interpolate(x, size=(height, width), mode="bilinear", antialias=True,
+                                            align_corners=False)
+    return x.round().clamp_(0, 255).to(torch.uint8)
+
+
+def load_ood(name: str, input_shape: tuple[int, int, int], root: str | Path | None = None,
+             max_items: int | None = None, seed: int = 0, download: bool = False) -> torch.Tensor:
+    """An OOD set's test images as uint8 (N, C, H, W) in the in-distribution ``input_shape``.
+
+    ``max_items`` keeps a seeded random subset. Unreadable image files are skipped (a warning
+    says how many). Raises :class:`DatasetNotFoundError` (where we looked, how to get it)
+    when the set is absent, ValueError for unknown names or bad ``max_items``.
+    """
+    if name not in OOD_SETS:
+        raise ValueError(f"OOD set {name!r} is not known; allowed: {sorted(OOD_SETS)}")
+    if max_items is not None and (not isinstance(max_items, int) or max_items < 1):
+        raise ValueError(f"max_items={max_items!r}: must be an integer >= 1 or None")
+    spec = OOD_SETS[name]
+    root = Path(root).expanduser() if root is not None else default_data_root()
+    if spec.dataset is not None:
+        images = load_split(spec.dataset, "test", root, download).images
+    else:
+        files = _ood_folder_files(spec, root)
+        if not files:
+            raise DatasetNotFoundError(
+                f"OOD set {name!r} not found. Looked in:\n  - {root / spec.folder} (files {', '.join(spec.patterns)})"
+                f"\nTo get it: {spec.source}.")
+        if max_items is not None and max_items < len(files):
+            keep = torch.randperm(len(files), generator=_generator(seed))[:max_items].sort().values
+            files = [files[i] for i in keep.tolist()]
+            max_items = None
+        arrays = [a for a in (_image_to_shape(f, input_shape) for f in files) if a is not None]
+        if len(arrays) < len(files):
+            import warnings
+
+            warnings.warn(f"OOD set {name!r}: skipped {len(files) - len(arrays)} unreadable image file(s)")
+        if not arrays:
+            raise DatasetIntegrityError(f"OOD set {name!r}: none of the {len(files)} files under "
+                                        f"{root / spec.folder} could be read as an image")
+        images = torch.from_numpy(np.stack(arrays))
+    images = _convert_shape(images, tuple(input_shape))
+    if max_items is not None and max_items < len(images):
+        images = images[torch.randperm(len(images), generator=_generator(seed))[:max_items].sort().values]
+    return images
+
+
 # ----------------------------------------------------------------------------- manipulations
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator(device="cpu").manual_seed(int(seed))
@@ -365,8 +488,18 @@ class DataConfig:
     download: bool = False
     distill_noise_std: float = 0.0  # Gaussian perturbation of D' minibatches (BDK); 0 = off
     verify_checksums: bool = True  # torchvision's md5 checks (CIFAR-10, SVHN); off only for test fixtures
+    ood_datasets: tuple[str, ...] = ()  # Experiment 4: OOD test sets (OOD_SETS), masked like the test set
+    ood_size: int | None = None  # keep a seeded random subset of each OOD set; None = all
 
     def __post_init__(self) -> None:
+        if isinstance(self.ood_datasets, (str, list)):
+            object.__setattr__(self, "ood_datasets", (self.ood_datasets,) if isinstance(self.ood_datasets, str)
+                               else tuple(self.ood_datasets))
+        unknown = [n for n in self.ood_datasets if n not in OOD_SETS]
+        if unknown:
+            raise ValueError(f"ood_datasets={list(self.ood_datasets)}: unknown {unknown}; allowed: {sorted(OOD_SETS)}")
+        if self.ood_size is not None and (not isinstance(self.ood_size, int) or self.ood_size < 1):
+            raise ValueError(f"ood_size={self.ood_size!r} must be an integer >= 1 or None (all)")
         _, h, w = DATASETS[canonical_name(self.dataset)].input_shape
         if not 0 <= self.mask_size <= min(h, w):
             raise ValueError(f"mask_size={self.mask_size} must lie in [0, {min(h, w)}] for {self.dataset}")
@@ -378,7 +511,8 @@ class DataConfig:
 
 @dataclass
 class ExperimentData:
-    """Tensors of one experiment: labelled set D, unlabelled distillation set D', test set.
+    """Tensors of one experiment: labelled set D, unlabelled distillation set D', test set, and
+    unlabelled out-of-distribution test sets ``ood_x`` (name -> images; Experiment 4).
 
     Images are float32 (N, C, H, W) in [0, 1], masked (0 = black), not normalised.
     """
@@ -392,16 +526,19 @@ class ExperimentData:
     input_shape: tuple[int, int, int]
     masking_rate: float
     config: DataConfig
+    ood_x: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
 
     def to(self, device: str | torch.device) -> ExperimentData:
         """A copy with all tensors on ``device``."""
         moved = {f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
                  if isinstance(getattr(self, f.name), torch.Tensor)}
+        moved["ood_x"] = {k: v.to(device) for k, v in self.ood_x.items()}
         return dataclasses.replace(self, **moved)
 
 
 # Sub-streams of DataConfig.seed, so each random draw is independent of the others.
 SEED_SUBSAMPLE, SEED_MASK_TRAIN, SEED_MASK_DISTILL, SEED_MASK_TEST = range(4)
+SEED_OOD = 100  # OOD set i uses streams SEED_OOD + 2 i (subset) and SEED_OOD + 2 i + 1 (mask)
 
 
 def _to_unit(images: torch.Tensor) -> torch.Tensor:
@@ -415,7 +552,8 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> Experim
     training set. As in the authors' code, masks are drawn independently (different seeds
     derived from ``cfg.seed``) for D, D' and the test set, so an image in both D and D'
     usually carries different masks. D's masks are drawn for the whole training set before
-    subsampling, so nested subsets share them.
+    subsampling, so nested subsets share them. OOD sets (``cfg.ood_datasets``) get the test
+    set's masking (same m, their own draws), so the mask itself does not tell them apart.
     """
     name = canonical_name(cfg.dataset)
     train = load_split(name, "train", cfg.root, cfg.download, verify_checksums=cfg.verify_checksums)
@@ -436,5 +574,10 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> Experim
         input_shape=tuple(train.images.shape[1:]),
         masking_rate=masking_rate(m, *train.images.shape[2:]),
         config=cfg,
+        ood_x={name: _to_unit(apply_square_mask(
+                   load_ood(name, tuple(train.images.shape[1:]), cfg.root, cfg.ood_size,
+                            derive_seed(cfg.seed, SEED_OOD + 2 * i), cfg.download),
+                   m, derive_seed(cfg.seed, SEED_OOD + 2 * i + 1)))
+               for i, name in enumerate(cfg.ood_datasets)},
     )
     return data.to(device) if torch.device(device).type != "cpu" else data

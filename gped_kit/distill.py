@@ -77,6 +77,9 @@ class StudentConfig:
         resolve_target(self.target)
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"StudentConfig.estimator={self.estimator!r} is not known; allowed: {ESTIMATORS}")
+        if self.estimator == "U_s+U_o" and resolve_target(self.target).out_dim(2) < 2:
+            raise ValueError(f"StudentConfig.estimator='U_s+U_o' needs a target with several columns (U_s on all "
+                             f"but the last, U_o on the last); target {resolve_target(self.target).name!r} has one")
         _check_int("StudentConfig.thinning (H)", self.thinning, 1)
         _check_int("StudentConfig.batch_size (M')", self.batch_size, 1)
         if not (self.lr > 0 and math.isfinite(self.lr)):
@@ -158,7 +161,9 @@ class _Student:
 @dataclass
 class GPEDResult:
     """What a run produced: one summary row per student, the per-log-point history, and the
-    test-set expectation estimates of the teacher ensemble and of each student."""
+    test-set expectation estimates of the teacher ensemble (per target name) and of each
+    student (its linked outputs, per student label); ``teacher_ood``/``student_ood`` hold the
+    same for each out-of-distribution set of the data (keyed by set name first)."""
 
     summary: pd.DataFrame
     history: pd.DataFrame
@@ -166,6 +171,8 @@ class GPEDResult:
     student_test: dict[str, torch.Tensor]
     steps_done: int
     finished: bool
+    teacher_ood: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    student_ood: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
 
 
 class GPEDRun:
@@ -210,8 +217,15 @@ class GPEDRun:
             key: torch.Generator(dev).manual_seed(config.seed * 4 + 3 + 1000 * (i + 1))
             for i, key in enumerate(sorted(self.groups))
         }
+        # The teacher ensemble is accumulated on the test set followed by any OOD sets, in one pass.
+        eval_sets = {"test": self.data.test_x, **self.data.ood_x}
+        self.eval_slices, start = {}, 0
+        for name, x in eval_sets.items():
+            self.eval_slices[name] = slice(start, start + x.shape[0])
+            start += x.shape[0]
+        eval_x = torch.cat(list(eval_sets.values())) if self.data.ood_x else self.data.test_x
         self.accumulator = PosteriorAccumulator(
-            self.data.test_x, self.num_classes, [s.target for s in self.students], config.eval_batch_size
+            eval_x, self.num_classes, [s.target for s in self.students], config.eval_batch_size
         )
         self.train_nll_sum = torch.zeros((), device=dev)
         self._steps_in_sum = 0
@@ -372,14 +386,19 @@ class GPEDRun:
     def teacher_metrics(self) -> dict:
         if self.accumulator.count == 0:
             return {}
-        pred = self.accumulator.mean("predictive")
+        pred = self.teacher_mean("predictive")
         return {"teacher_nll": metrics.nll(pred, self.data.test_y),
                 "teacher_accuracy": metrics.accuracy(pred, self.data.test_y)}
 
+    def teacher_mean(self, target: str, eval_set: str = "test") -> torch.Tensor:
+        """The teacher ensemble's estimate of E[g] for ``target`` on the test set or an OOD set."""
+        return self.accumulator.mean(target)[self.eval_slices[eval_set]]
+
     @torch.no_grad()
-    def student_predictions(self, s: _Student) -> torch.Tensor:
+    def student_predictions(self, s: _Student, x: torch.Tensor | None = None) -> torch.Tensor:
+        """The student's linked outputs on ``x`` (default: the test set), in eval mode."""
         s.net.eval()
-        x = self.data.test_x
+        x = self.data.test_x if x is None else x
         step = self.config.eval_batch_size
         return torch.cat([s.target.link(s.net(x[i:i + step])) for i in range(0, x.shape[0], step)])
 
@@ -392,12 +411,13 @@ class GPEDRun:
             out["student_nll"] = metrics.nll(probs, y)
             out["student_accuracy"] = metrics.accuracy(probs, y)
         if self.accumulator.count:
-            teacher = self.accumulator.mean(s.target.name)
-            out["target_mae"] = metrics.mae(pred, teacher)
-            if s.target.name in ("entropy", "predictive+entropy"):
-                out["entropy_mae"] = metrics.mae(pred[:, -1], teacher[:, -1])
+            if s.target.estimates_g:
+                teacher = self.teacher_mean(s.target.name)
+                out["target_mae"] = metrics.mae(pred, teacher)
+                if s.target.name in ("entropy", "predictive+entropy"):
+                    out["entropy_mae"] = metrics.mae(pred[:, -1], teacher[:, -1])
             if "student_nll" in out:
-                out["nll_gap"] = out["student_nll"] - metrics.nll(self.accumulator.mean("predictive"), y)
+                out["nll_gap"] = out["student_nll"] - metrics.nll(self.teacher_mean("predictive"), y)
         return out
 
     def result(self) -> GPEDResult:
@@ -412,11 +432,12 @@ class GPEDRun:
             row["steps_done"] = self.t
             row["iterations_per_s"] = self.t / self.elapsed if self.elapsed else float("nan")
             summary_rows.append(row)
-        teacher_test = ({n: self.accumulator.mean(n).cpu() for n in self.accumulator.targets}
-                        if self.accumulator.count else {})
-        student_test = {s.config.label: self.student_predictions(s).cpu() for s in self.students}
-        return GPEDResult(pd.DataFrame(summary_rows), history, teacher_test, student_test,
-                          self.t, self.t >= self.config.num_iterations)
+        teacher = {name: ({n: self.teacher_mean(n, name).cpu() for n in self.accumulator.targets}
+                          if self.accumulator.count else {}) for name in self.eval_slices}
+        student = {name: {s.config.label: self.student_predictions(s, x).cpu() for s in self.students}
+                   for name, x in {"test": self.data.test_x, **self.data.ood_x}.items()}
+        return GPEDResult(pd.DataFrame(summary_rows), history, teacher.pop("test"), student.pop("test"),
+                          self.t, self.t >= self.config.num_iterations, teacher_ood=teacher, student_ood=student)
 
     def config_columns(self, s: _Student) -> dict:
         """The tidy configuration columns of one (chain, student) run."""
@@ -452,6 +473,10 @@ class GPEDRun:
             "data": _jsonable(dataclasses.asdict(dc)) if dc is not None else None,
             "shapes": [list(self.data.train_x.shape), list(self.data.distill_x.shape), list(self.data.test_x.shape)],
         }
+        if payload["data"] is not None and not dc.ood_datasets:
+            # fields added for Experiment 4: left out at their defaults so earlier runs keep their keys
+            for key in ("ood_datasets", "ood_size"):
+                payload["data"].pop(key, None)
         payload["gped"].pop("progress", None)
         payload["gped"].pop("device", None)
         return json.dumps(payload, sort_keys=True)

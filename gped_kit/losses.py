@@ -31,6 +31,25 @@ def squared_error(target: torch.Tensor, prediction: torch.Tensor) -> torch.Tenso
     return (target - prediction).pow(2).sum(dim=-1)
 
 
+def dirichlet_nll(mean_log_pi: torch.Tensor, raw: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """EnD2 loss (paper 003, Eq. 11; Malinin et al., 2020): the negative Dirichlet log-density of the
+    teacher's categoricals pi_m under the student's Dirichlet(alpha), averaged over the samples m:
+
+        -[ ln Gamma(alpha_0) - sum_c ln Gamma(alpha_c) + sum_c (alpha_c - 1) E_m[ln pi_mc] ]
+
+    with alpha = exp(raw / temperature) (capped like :func:`gped_kit.models.dirichlet_head`).
+    The samples enter only through ``mean_log_pi`` = E_m[ln pi_m] (B, C), in which the loss is
+    linear: a single-sample target (U_s) gives an unbiased gradient, and U_o's running mean of
+    ln pi is the Monte Carlo estimate of Eq. 11's inner average.
+    """
+    from .models import DIRICHLET_MAX_LOG_ALPHA
+
+    log_alpha = (raw / temperature).clamp(max=DIRICHLET_MAX_LOG_ALPHA)
+    alpha = log_alpha.exp()
+    log_norm = torch.lgamma(alpha.sum(-1)) - torch.lgamma(alpha).sum(-1)
+    return -(log_norm + ((alpha - 1.0) * mean_log_pi).sum(-1))
+
+
 def group_lasso(module: nn.Module) -> torch.Tensor:
     """Group l1/l2 regulariser R(phi) = sum_k ||phi_{G_k}||_2 (Section 3.3).
 

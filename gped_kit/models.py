@@ -27,7 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 
 ARCHITECTURES = ("fcnn", "cnn_mnist", "cnn_cifar10")
-HEADS = ("softmax", "exp", "softmax+exp", "identity")
+HEADS = ("softmax", "exp", "softmax+exp", "dirichlet", "identity")
 
 # Base widths (teacher, K = 1) and which multiplier scales each layer.
 _BASE_WIDTHS = {
@@ -128,8 +128,19 @@ def softmax_exp_head(raw: torch.Tensor) -> torch.Tensor:
     return torch.cat([F.softmax(raw[:, :-1], dim=-1), raw[:, -1:].exp()], dim=-1)
 
 
+def dirichlet_head(raw: torch.Tensor) -> torch.Tensor:
+    """An EnD2 prior network's head (paper 003, Appendix A.3-A.4): concentrations alpha = exp(raw),
+    returned as ``[alpha / alpha_0, alpha_0]`` (C+1 columns): the Dirichlet's mean, which is the
+    predictive distribution, and its precision alpha_0 = sum_c alpha_c. ``alpha`` is their product."""
+    alpha = raw.clamp(max=DIRICHLET_MAX_LOG_ALPHA).exp()
+    alpha0 = alpha.sum(dim=-1, keepdim=True)
+    return torch.cat([alpha / alpha0, alpha0], dim=-1)
+
+
+DIRICHLET_MAX_LOG_ALPHA = 20.0  # concentrations are capped at e^20 so exp cannot overflow
+
 _HEAD_FUNCTIONS = {"softmax": softmax_head, "exp": exp_head, "softmax+exp": softmax_exp_head,
-                   "identity": lambda raw: raw}
+                   "dirichlet": dirichlet_head, "identity": lambda raw: raw}
 
 
 class OutputHead(nn.Module):
@@ -138,6 +149,7 @@ class OutputHead(nn.Module):
     * ``softmax``: class probabilities (predictive distribution), ``num_classes`` outputs;
     * ``exp``: a positive scalar (expected entropy), 1 output; the raw output is its log;
     * ``softmax+exp``: the C+1 head of Experiment 4 (predictive and expected entropy);
+    * ``dirichlet``: an EnD2 prior network, C raw outputs -> ``[alpha/alpha_0, alpha_0]``;
     * ``identity``: raw outputs (user-defined targets).
 
     ``nn.Sequential(build_network(...), OutputHead(kind, C))`` is a deployable student.
@@ -151,7 +163,8 @@ class OutputHead(nn.Module):
         self.num_classes = num_classes
 
     def out_dim(self) -> int:
-        return {"softmax": self.num_classes, "exp": 1, "softmax+exp": self.num_classes + 1}.get(
+        return {"softmax": self.num_classes, "exp": 1, "softmax+exp": self.num_classes + 1,
+                "dirichlet": self.num_classes}.get(
             self.kind, self.num_classes
         )
 

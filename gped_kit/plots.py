@@ -20,6 +20,16 @@ def save_figure(fig: plt.Figure, name: str, figures_dir: str | Path) -> list[Pat
     return paths
 
 
+def save_table(table: pd.DataFrame, name: str, figures_dir: str | Path, floatfmt: str = ".3f") -> list[Path]:
+    """Save ``table`` as ``<figures_dir>/<name>.csv`` and ``.md`` (Markdown); returns the paths."""
+    figures_dir = Path(figures_dir)
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    csv, md = figures_dir / f"{name}.csv", figures_dir / f"{name}.md"
+    table.to_csv(csv, index=False)
+    md.write_text(table.to_markdown(index=False, floatfmt=floatfmt))
+    return [csv, md]
+
+
 def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
     """Teacher-ensemble vs student test NLL and accuracy, and entropy MAE, against SGLD iterations."""
     sns.set_theme(style="whitegrid", context="notebook")
@@ -114,4 +124,75 @@ def plot_experiment2_vs_paper(ours: pd.DataFrame, paper: pd.DataFrame, x: str = 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+METHOD_COLORS = {"Ensemble": "0.35", "GPED": "tab:blue", "EnD2": "tab:orange"}
+
+
+def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Figure 14: test accuracy and NLL of the ensemble, GPED and EnD2 students per
+    (estimator, student size), one row per model; the paper's NLL (Tables 2, 8-10) as black
+    crosses. ``comparison`` is :func:`gped_kit.experiments.experiment4_comparison` (in_distribution)."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    models = list(dict.fromkeys(comparison["model"]))
+    fig, axes = plt.subplots(len(models), 2, figsize=(13, 3.6 * len(models)), squeeze=False)
+    methods = [m for m in METHOD_COLORS if m in set(comparison["method"])]
+    for row, model in zip(axes, models):
+        df = comparison[comparison["model"] == model].copy()
+        df["setting"] = df["estimator"] + ", " + df["student"].str.replace("largest_width_multiplier", "largest")
+        settings = list(dict.fromkeys(df.sort_values(["student", "estimator"])["setting"]))
+        width = 0.8 / len(methods)
+        for ax, metric, label in ((row[0], "accuracy", "test accuracy"), (row[1], "nll", "test NLL")):
+            for j, method in enumerate(methods):
+                sel = df[(df["metric"] == metric) & (df["method"] == method)].set_index("setting")
+                xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(settings))]
+                ax.bar(xs, [sel["value"].get(s, float("nan")) for s in settings], width, color=METHOD_COLORS[method],
+                       label=f"{method} (ours)")
+                paper = [sel["value_paper"].get(s, float("nan")) for s in settings] if "value_paper" in sel else []
+                if metric == "nll" and any(pd.notna(paper)):
+                    ax.plot(xs, paper, "kx", ms=8, mew=2, label="paper" if j == 0 else None)
+            ax.set_xticks(range(len(settings)), settings, fontsize=9)
+            ax.set(ylabel=label, title=f"{model}: {label}")
+            if metric == "accuracy":
+                values = df[df["metric"] == "accuracy"]["value"].dropna()
+                if len(values):
+                    ax.set_ylim(max(0.0, values.min() - 0.05), min(1.0, values.max() + 0.02))
+    handles, labels = axes[0, 1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def plot_data_uncertainty_joint(ensemble: torch.Tensor, students: dict[str, torch.Tensor],
+                                title: str = "") -> plt.Figure:
+    """Figure 15: per test input, a student's expected data uncertainty E[H] against the teacher
+    ensemble's (joint density as hexbins, diagonal = perfect distillation), with the marginal
+    histograms of the ensemble (top, grey) and of the student (right; the ensemble's in grey)."""
+    sns.set_theme(style="white", context="notebook")
+    t = ensemble.flatten().double().numpy()
+    top = float(max([t.max(), *[s.max().item() for s in students.values()]])) * 1.02
+    fig = plt.figure(figsize=(5.2 * len(students), 5.2))
+    outer = fig.add_gridspec(1, len(students), wspace=0.3)
+    bins = 40
+    for k, (name, values) in enumerate(students.items()):
+        s = values.flatten().double().numpy()
+        grid = outer[k].subgridspec(2, 2, width_ratios=(4, 1), height_ratios=(1, 4), wspace=0.05, hspace=0.05)
+        ax = fig.add_subplot(grid[1, 0])
+        ax_top = fig.add_subplot(grid[0, 0], sharex=ax)
+        ax_right = fig.add_subplot(grid[1, 1], sharey=ax)
+        ax.hexbin(t, s, gridsize=40, extent=(0, top, 0, top), bins="log", cmap="Blues", mincnt=1)
+        ax.plot([0, top], [0, top], "k--", lw=1)
+        ax.set(xlim=(0, top), ylim=(0, top), xlabel="ensemble E[H] (nats)", ylabel=f"{name} E[H] (nats)")
+        ax_top.hist(t, bins=bins, range=(0, top), color="0.5")
+        ax_right.hist(t, bins=bins, range=(0, top), orientation="horizontal", color="0.8", label="ensemble")
+        ax_right.hist(s, bins=bins, range=(0, top), orientation="horizontal", histtype="step", lw=1.5,
+                      color="tab:blue", label=name)
+        ax_top.tick_params(labelbottom=False, labelleft=False)
+        ax_right.tick_params(labelleft=False, labelbottom=False)
+        ax_top.set_title(name)
+    if title:
+        fig.suptitle(title, y=1.02)
     return fig

@@ -13,19 +13,24 @@ Built-in targets (``C`` classes, ``p = p(y|x, theta)``):
 * ``marginal_variance``: g = p(y|x,theta) (1 - p(y|x,theta)) per class (paper 000, Sec. 3.1);
   identity head followed by ``0.25 * sigmoid`` (values lie in [0, 1/4]), absolute error.
 * ``predictive+entropy``: the C+1 target of Experiment 4 (one student, both expectations).
+* ``endd``: the EnD2 baseline (Appendix A.3): g = ln pi_T, the log of the teacher sample's
+  temperature-scaled (T = 2.5, A.4) and smoothed class distribution; the student is a prior
+  network (Dirichlet concentrations through exp) trained with the Dirichlet NLL of Eq. 11.
+  Its outputs are the Dirichlet's mean and precision, not an estimate of E[g].
 
 Any callable ``g(log_probs) -> (B, D)`` can be wrapped with :func:`custom_target`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 
 from . import losses
-from .models import exp_head, softmax_exp_head, softmax_head
+from .models import dirichlet_head, exp_head, softmax_exp_head, softmax_head
 
 TensorFn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -37,8 +42,9 @@ class Target:
     ``g`` maps teacher log-probabilities ``(B, C)`` to per-example values ``(B, D)``;
     ``out_dim(C) = D``; ``link`` maps the student's raw outputs to a prediction of E[g];
     ``loss(target, raw)`` returns per-example losses ``(B,)``; ``predictive_classes`` is True
-    when the first C columns of the target are a predictive distribution (then NLL and
-    accuracy are reported).
+    when the first C columns of the student's linked output are a predictive distribution
+    (then NLL and accuracy are reported); ``estimates_g`` is False when the linked output is
+    not an estimate of E[g] (EnD2), so no student-vs-teacher MAE on g is reported.
     """
 
     name: str
@@ -47,6 +53,7 @@ class Target:
     link: TensorFn
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     predictive_classes: bool = False
+    estimates_g: bool = True
 
 
 def predictive_g(log_probs: torch.Tensor) -> torch.Tensor:
@@ -110,7 +117,38 @@ PREDICTIVE_ENTROPY = Target(
     predictive_classes=True,
 )
 
-TARGETS: dict[str, Target] = {t.name: t for t in (PREDICTIVE, ENTROPY, MARGINAL_VARIANCE, PREDICTIVE_ENTROPY)}
+ENDD_TEMPERATURE = 2.5  # Appendix A.4: fixed training temperature of the prior networks
+ENDD_SMOOTHING = 1e-3  # pi is mixed with the uniform distribution so ln pi stays finite
+
+
+def endd_target(temperature: float = ENDD_TEMPERATURE, smoothing: float = ENDD_SMOOTHING) -> Target:
+    """The EnD2 baseline as a GPED target (paper 003, Appendix A.3-A.4).
+
+    g = ln pi_T with pi_T = (1 - smoothing) softmax(ln p / T) + smoothing / C, the teacher
+    sample's class distribution at training temperature T (Malinin et al. heat both the
+    ensemble and the prior network; at test time T = 1). The loss is Eq. 11
+    (:func:`gped_kit.losses.dirichlet_nll` with alpha = exp(raw / T)); the link is
+    :func:`gped_kit.models.dirichlet_head`, outputs ``[alpha/alpha_0, alpha_0]`` at T = 1.
+    """
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"endd temperature={temperature!r}: must be finite and > 0")
+    if not 0 <= smoothing < 1:
+        raise ValueError(f"endd smoothing={smoothing!r}: must lie in [0, 1)")
+    name = "endd" if (temperature, smoothing) == (ENDD_TEMPERATURE, ENDD_SMOOTHING) else \
+        f"endd-T{temperature:g}-s{smoothing:g}"
+
+    def g(log_probs: torch.Tensor) -> torch.Tensor:
+        pi = torch.softmax(log_probs / temperature, dim=-1)
+        return (pi * (1 - smoothing) + smoothing / pi.shape[-1]).log()
+
+    return Target(name, g, out_dim=lambda c: c, link=dirichlet_head,
+                  loss=lambda target, raw: losses.dirichlet_nll(target, raw, temperature),
+                  predictive_classes=True, estimates_g=False)
+
+
+ENDD = endd_target()
+
+TARGETS: dict[str, Target] = {t.name: t for t in (PREDICTIVE, ENTROPY, MARGINAL_VARIANCE, PREDICTIVE_ENTROPY, ENDD)}
 
 
 def custom_target(
@@ -142,7 +180,7 @@ def resolve_target(target: str | Target) -> Target:
 # Estimators U (Eqs. 9 and 10)
 # --------------------------------------------------------------------------------------
 
-ESTIMATORS = ("U_s", "U_o")
+ESTIMATORS = ("U_s", "U_o", "U_s+U_o")
 
 
 class StochasticEstimator:
@@ -204,12 +242,45 @@ class OnlineMeanEstimator:
         return self.sums.numel() * self.sums.element_size() + self.counts.numel() * self.counts.element_size()
 
 
+class SplitEstimator:
+    """``U_s+U_o``: U_s on all target columns but the last, U_o on the last.
+
+    Experiment 4's GPED student distils the predictive distribution and the expected entropy
+    in one C+1 network, and "for distilling entropy ... we always use U_o" (paper 003, Exp. 4):
+    its "U_s" students are U_s on the predictive columns and U_o on the entropy column.
+    """
+
+    name = "U_s+U_o"
+
+    def __init__(self, num_examples: int, device: torch.device | str = "cpu") -> None:
+        self.online = OnlineMeanEstimator(num_examples, 1, device)
+
+    def update(self, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        return torch.cat([value[:, :-1], self.online.update(index, value[:, -1:])], dim=-1)
+
+    def state_dict(self) -> dict:
+        return self.online.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.online.load_state_dict(state)
+
+    @property
+    def nbytes(self) -> int:
+        return self.online.nbytes
+
+
 def make_estimator(name: str, num_examples: int, dim: int, device: torch.device | str = "cpu"):
-    """Build ``U_s`` or ``U_o`` for a distillation set of ``num_examples`` and targets of size ``dim``."""
+    """Build ``U_s``, ``U_o`` or ``U_s+U_o`` (:class:`SplitEstimator`, needs ``dim >= 2``) for a
+    distillation set of ``num_examples`` and targets of size ``dim``."""
     if name == "U_s":
         return StochasticEstimator()
     if name == "U_o":
         return OnlineMeanEstimator(num_examples, dim, device)
+    if name == "U_s+U_o":
+        if dim < 2:
+            raise ValueError(f"estimator 'U_s+U_o' splits the target's columns and needs dim >= 2, got {dim}; "
+                             "use it with the 'predictive+entropy' target")
+        return SplitEstimator(num_examples, device)
     raise ValueError(f"estimator={name!r} is not known; allowed: {ESTIMATORS}")
 
 

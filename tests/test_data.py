@@ -311,3 +311,74 @@ def test_prepare_data_full_set_and_size_check(mnist_root):
     assert torch.equal(d.train_x, d.distill_x)  # no masks: D = D' when not subsampled
     with pytest.raises(ValueError, match=r"labelled_size=31 exceeds the 30 training images"):
         D.prepare_data(D.DataConfig(labelled_size=31, root=str(root)))
+
+
+# ----------------------------------------------------------------------------- OOD sets
+def _write_png_folder(folder: Path, n: int, size=(28, 28), mode="L", seed=0, corrupt: int = 0):
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for i in range(n):
+        (folder / "ABCDEFGHIJ"[i % 10]).mkdir(parents=True, exist_ok=True)
+        shape = size[::-1] if mode == "L" else (*size[::-1], 3)
+        arr = rng.integers(1, 256, shape, dtype=np.uint8)
+        Image.fromarray(arr, mode).save(folder / "ABCDEFGHIJ"[i % 10] / f"img{i:03d}.png")
+        arrays.append(arr)
+    for i in range(corrupt):
+        (folder / "A" / f"broken{i}.png").write_bytes(b"\x89PNG not really")
+    return arrays
+
+
+def test_ood_image_folder_loader_reads_converts_and_skips_broken_files(tmp_path):
+    _write_png_folder(tmp_path / "notMNIST_small", 7, corrupt=1)
+    assert D.ood_available("notmnist", tmp_path) and not D.ood_available("lsun", tmp_path)
+    with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+        x = D.load_ood("notmnist", (1, 28, 28), tmp_path)
+    assert x.shape == (7, 1, 28, 28) and x.dtype == torch.uint8 and x.min() >= 1
+    sub = D.load_ood("notmnist", (1, 28, 28), tmp_path, max_items=3, seed=1)
+    assert sub.shape == (3, 1, 28, 28)
+    # an RGB 64x64 folder (TinyImageNet's layout) becomes (3, 32, 32) and grey (1, 28, 28) on demand
+    rgb = _write_png_folder(tmp_path / "tiny-imagenet-200" / "val" / "images", 2, size=(64, 64), mode="RGB")
+    tim = D.load_ood("tinyimagenet", (3, 32, 32), tmp_path)
+    assert tim.shape == (2, 3, 32, 32)
+    # a bilinear, antialiased halving of a constant image keeps the constant
+    from PIL import Image
+
+    Image.fromarray(np.full((64, 64, 3), 77, np.uint8)).save(tmp_path / "tiny-imagenet-200/val/images/A/flat.png")
+    flat = D.load_ood("tinyimagenet", (3, 32, 32), tmp_path)
+    assert (flat == 77).all(dim=(1, 2, 3)).sum() == 1 and len(rgb) == 2
+    assert D.load_ood("tinyimagenet", (1, 28, 28), tmp_path).shape == (3, 1, 28, 28)
+
+
+def test_ood_missing_and_bad_input_errors(tmp_path):
+    with pytest.raises(D.DatasetNotFoundError, match=r"notMNIST_small(.|\n)*To get it"):
+        D.load_ood("notmnist", (1, 28, 28), tmp_path)
+    with pytest.raises(ValueError, match="allowed"):
+        D.load_ood("mnist-c", (1, 28, 28), tmp_path)
+    with pytest.raises(ValueError, match="max_items=0"):
+        D.load_ood("notmnist", (1, 28, 28), tmp_path, max_items=0)
+    with pytest.raises(ValueError, match=r"ood_datasets=\['kmnst'\]: unknown"):
+        D.DataConfig(ood_datasets=("kmnst",))
+    with pytest.raises(ValueError, match="ood_size=0"):
+        D.DataConfig(ood_datasets=("kmnist",), ood_size=0)
+    assert D.DataConfig(ood_datasets="kmnist").ood_datasets == ("kmnist",)
+
+
+def test_prepare_data_with_ood_sets_masks_them_like_the_test_set(mnist_root):
+    root, _ = mnist_root
+    kmnist = _tiny_arrays(n_train=5, n_test=9, seed=5)
+    _write_mnist_like(root, "KMNIST", kmnist)
+    _write_png_folder(root / "notMNIST_small", 6)
+    cfg = D.DataConfig(mask_size=5, root=str(root), ood_datasets=("kmnist", "notmnist"), ood_size=4)
+    d = D.prepare_data(cfg)
+    assert list(d.ood_x) == ["kmnist", "notmnist"]
+    for x in d.ood_x.values():
+        assert x.shape == (4, 1, 28, 28) and x.dtype == torch.float32
+        assert ((x == 0).sum(dim=(1, 2, 3)) == 25).all()  # one 5x5 square, as on the test set
+    # the kept KMNIST images are test images of the set
+    originals = torch.from_numpy(kmnist["test"][0]).float()[:, None] / 255
+    first = d.ood_x["kmnist"][0]
+    assert any(torch.equal(first[first > 0], o[first > 0]) for o in originals)
+    assert torch.equal(D.prepare_data(cfg).ood_x["notmnist"], d.ood_x["notmnist"])
+    assert d.to("cpu").ood_x.keys() == d.ood_x.keys()

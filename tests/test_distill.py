@@ -156,3 +156,37 @@ def test_cuda_loop_has_no_host_synchronisation(digits_data):
         run.run(max_steps=149)  # stops before the final log point, which synchronises on purpose
     finally:
         torch.cuda.set_sync_debug_mode(0)
+
+
+def test_ood_sets_get_teacher_ensemble_and_student_outputs(digits_data):
+    import dataclasses
+
+    from gped_kit.data import DataConfig
+
+    ood = torch.rand(30, 1, 8, 8, generator=torch.Generator().manual_seed(3))
+    data = dataclasses.replace(digits_data, ood_x={"noise": ood},
+                               config=DataConfig(ood_datasets=("fashion_mnist",)))
+    students = [StudentConfig("predictive+entropy", "U_s+U_o", thinning=2),
+                StudentConfig("endd", "U_o", thinning=2)]
+    run = GPEDRun(data, config(num_iterations=300, burn_in=100), students)
+    result = run.run()
+    n_test = len(digits_data.test_y)
+    assert result.teacher_test["predictive+entropy"].shape == (n_test, 11)
+    assert result.teacher_ood["noise"]["predictive+entropy"].shape == (30, 11)
+    assert result.student_ood["noise"]["endd-U_o"].shape == (30, 11)
+    # the OOD part of the ensemble is the same computation as on the test set: check it on the
+    # test inputs' own predictions
+    assert torch.allclose(result.teacher_ood["noise"]["predictive"].sum(-1), torch.ones(30), atol=1e-5)
+    with torch.no_grad():
+        s = next(s for s in run.students if s.config.label == "endd-U_o")
+        assert torch.allclose(result.student_ood["noise"]["endd-U_o"], s.target.link(s.net.eval()(ood)))
+    summary = result.summary.set_index("student")
+    assert "target_mae" not in summary.columns or summary["target_mae"].isna()["endd-U_o"]
+    assert summary.loc["endd-U_o", "student_nll"] > 0 and summary.loc["predictive+entropy-U_s+U_o", "entropy_mae"] > 0
+
+
+def test_fingerprint_leaves_out_ood_fields_at_their_defaults(digits_data):
+    run = GPEDRun(digits_data, config(), [StudentConfig()])
+    assert "ood_datasets" not in run.fingerprint() and "ood_size" not in run.fingerprint()
+    with pytest.raises(ValueError, match="U_s\\+U_o"):
+        StudentConfig("entropy", "U_s+U_o")

@@ -84,3 +84,51 @@ def test_grid_runs_cifar10_cells_on_tiny_data_and_records_missing_and_failing_ce
     assert len(cells) == 2 and set(cells["estimator"]) == {"U_o", "U_s"}
     with pytest.raises(ValueError, match="model='resnet'"):
         distillation_cell("resnet", 100, 0, params)
+
+
+def test_experiment4_cell_evaluate_and_comparisons(digits_data, tmp_path):
+    import dataclasses
+
+    import torch
+
+    from gped_kit.data import OOD_SETS
+    from gped_kit.distill import GPEDRun
+    from gped_kit.experiments import (EXPERIMENT4_PROFILES, OOD_FOR, experiment4_cell, experiment4_claims,
+                                      experiment4_comparison, experiment4_evaluate)
+
+    p = dict(EXPERIMENT4_PROFILES["default"], num_iterations=300, burn_in=100, eval_thinning=10, log_every=100,
+             largest_k=[0.5, 0.5])
+    cell = experiment4_cell("fcnn", p, device="cpu", data_root=str(tmp_path))
+    names = [s.label for s in cell.students]
+    assert len(names) == 8 and "GPED-U_s-largest_width_multiplier" in names and "EnD2-U_o-base" in names
+    by_name = {s.label: s for s in cell.students}
+    assert by_name["GPED-U_s-base"].estimator == "U_s+U_o" and by_name["EnD2-U_s-base"].estimator == "U_s"
+    assert by_name["EnD2-U_o-base"].arch.dropout == 0.5 and by_name["GPED-U_o-largest_width_multiplier"].arch.k1 == 0.5
+    assert (cell.data.labelled_size, cell.data.mask_size) == (60_000, 15)
+    assert set(cell.data.ood_datasets) <= set(OOD_FOR["mnist"]) and set(OOD_FOR["mnist"]) <= set(OOD_SETS)
+    # run the cell's students on the digits, with the test set itself as the "OOD" set: every model's
+    # uncertainties are then the same on both sides (up to round-off) and every AUROC must be 1/2
+    data = dataclasses.replace(digits_data, ood_x={"noise": digits_data.test_x.clone()})
+    result = GPEDRun(data, dataclasses.replace(cell.config, progress=False), cell.students).run()
+    down = experiment4_evaluate(cell, result, ndcg_trials=20)["downstream"]
+    assert set(down["method"]) == {"Ensemble", "GPED", "EnD2"}
+    auroc = down[down["metric"] == "auroc"]
+    assert len(auroc) == 9 * 2 and set(auroc["ood_dataset"]) == {"noise"}
+    assert auroc["value"].sub(0.5).abs().max() < 0.02
+    ndcg = down[down["metric"] == "ndcg@20"]
+    assert len(ndcg) == 8 * 2 and ndcg["value"].between(0, 1).all() and (ndcg["std"] >= 0).all()
+    teacher_nll = down[(down["metric"] == "nll") & (down["method"] == "Ensemble")]["value"].item()
+    assert teacher_nll == pytest.approx(result.summary["teacher_nll"].iloc[0])
+    table = experiment4_comparison(down.assign(model="fcnn"), "in_distribution")
+    assert {"value", "value_paper", "table"} <= set(table.columns)
+    row = table[(table["method"] == "GPED") & (table["estimator"] == "U_s") & (table["metric"] == "nll")
+                & (table["student"] == "largest_width_multiplier")]
+    assert row["value_paper"].item() == 0.408 and row["table"].item() == "Table 2"
+    ens_rows = table[(table["method"] == "Ensemble") & (table["metric"] == "nll")]
+    assert len(ens_rows) == 4 and set(ens_rows["value_paper"]) == {0.362}  # repeated per estimator x size
+    assert experiment4_comparison(down, "ndcg")["method"].isin(["GPED", "EnD2"]).all()
+    claims = experiment4_claims(down)
+    assert list(claims["claim"].str.split().str[2]) == ["nll", "entropy_mae", "auroc", "ndcg@20"]
+    assert claims["fraction"].between(0, 1).all()
+    with pytest.raises(ValueError, match="kind='table2'"):
+        experiment4_comparison(down, "table2")

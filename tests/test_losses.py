@@ -41,3 +41,24 @@ def test_group_lasso_sums_unit_and_channel_norms_of_hidden_layers():
     with torch.no_grad():
         layers[-1].weight.mul_(100.0)  # the output layer is not a group
     assert abs(float(losses.group_lasso(net).detach()) - manual) < 1e-3
+
+
+def test_dirichlet_nll_is_the_mean_negative_dirichlet_log_density_of_the_samples():
+    """Eq. 11: with ln pi averaged over samples, the loss equals the average of -ln Dir(pi_m | alpha)."""
+    raw = torch.randn(3, 4, dtype=torch.float64)
+    pi = torch.softmax(torch.randn(6, 3, 4, dtype=torch.float64), -1)  # 6 samples, 3 inputs
+    for temperature in (1.0, 2.5):
+        alpha = (raw / temperature).exp()
+        expected = -torch.stack([torch.distributions.Dirichlet(alpha).log_prob(p) for p in pi]).mean(0)
+        assert torch.allclose(losses.dirichlet_nll(pi.log().mean(0), raw, temperature), expected)
+
+
+def test_dirichlet_nll_gradient_is_linear_in_the_mean_log_target():
+    raw = torch.randn(2, 3, requires_grad=True)
+    logs = torch.log_softmax(torch.randn(5, 2, 3), -1)
+    grads = []
+    for t in logs:
+        (g,) = torch.autograd.grad(losses.dirichlet_nll(t, raw, 2.5).sum(), raw)
+        grads.append(g)
+    (g_mean,) = torch.autograd.grad(losses.dirichlet_nll(logs.mean(0), raw, 2.5).sum(), raw)
+    assert torch.allclose(torch.stack(grads).mean(0), g_mean, atol=1e-5)

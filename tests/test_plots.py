@@ -19,3 +19,21 @@ def test_figures_are_drawn_and_saved_as_png_and_pdf(tmp_path):
     assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 1000 for p in paths)
     fig = plot_entropy_agreement(torch.rand(50, 1), torch.rand(50, 1))
     assert len(fig.axes[0].collections) == 1
+
+
+def test_experiment4_figures_and_save_table(tmp_path):
+    import pandas as pd
+    import torch
+
+    from gped_kit.plots import plot_data_uncertainty_joint, plot_experiment4_in_distribution, save_table
+
+    rows = [dict(model="fcnn", method=m, estimator=e, student=s, metric=k, value=v, value_paper=0.4 if k == "nll" else None)
+            for m in ("Ensemble", "GPED", "EnD2") for e in ("U_s", "U_o") for s in ("base", "largest_width_multiplier")
+            for k, v in (("nll", 0.5), ("accuracy", 0.8))]
+    fig = plot_experiment4_in_distribution(pd.DataFrame(rows), title="t")
+    assert len(fig.axes) == 2 and len(fig.axes[1].patches) == 3 * 4  # 3 methods x 4 settings
+    ens = torch.rand(200)
+    fig = plot_data_uncertainty_joint(ens, {"GPED": ens * 0.9, "EnD2": ens * 1.1})
+    assert len(fig.axes) == 6
+    paths = save_table(pd.DataFrame({"a": [1.23456]}), "t_default", tmp_path)
+    assert [p.name for p in paths] == ["t_default.csv", "t_default.md"] and "1.235" in paths[1].read_text()

@@ -108,3 +108,38 @@ def test_custom_target_and_resolution_errors():
         T.make_estimator("U_x", 10, 1)
     with pytest.raises(TypeError):
         T.custom_target("bad", g=3, out_dim=1)
+
+
+def test_endd_target_tempers_smooths_and_links_to_the_dirichlet_mean():
+    log_p = torch.log_softmax(torch.randn(5, 4), -1)
+    g = T.ENDD.g(log_p)
+    pi = torch.softmax(log_p / T.ENDD_TEMPERATURE, -1) * (1 - T.ENDD_SMOOTHING) + T.ENDD_SMOOTHING / 4
+    assert torch.allclose(g, pi.log(), atol=1e-6) and torch.allclose(g.exp().sum(-1), torch.ones(5))
+    # tempering flattens: the tempered distribution has higher entropy than the original
+    assert (T.entropy_g(g) > T.entropy_g(log_p)).all()
+    raw = torch.randn(5, 4)
+    out = T.ENDD.link(raw)
+    assert out.shape == (5, 5) and torch.allclose(out[:, :4], torch.softmax(raw, -1), atol=1e-6)
+    assert torch.allclose(out[:, 4], raw.exp().sum(-1))
+    assert T.ENDD.predictive_classes and not T.ENDD.estimates_g
+    assert T.resolve_target("endd") is T.ENDD and T.endd_target(1.0).name == "endd-T1-s0.001"
+    with pytest.raises(ValueError, match="temperature"):
+        T.endd_target(0.0)
+
+
+def test_split_estimator_is_u_s_on_predictive_columns_and_u_o_on_the_last():
+    est = T.make_estimator("U_s+U_o", 6, 3)
+    idx = torch.tensor([1, 1, 4])
+    first = torch.tensor([[0.2, 0.8, 1.0], [0.4, 0.6, 3.0], [0.5, 0.5, 2.0]])
+    out = est.update(idx, first)
+    assert torch.equal(out[:, :2], first[:, :2])  # U_s: the current sample only
+    assert torch.allclose(out[:, 2], torch.tensor([2.0, 2.0, 2.0]))  # U_o: mean of visits (1+3)/2 and 2
+    second = torch.tensor([[0.1, 0.9, 5.0]])
+    out = est.update(torch.tensor([1]), second)
+    assert torch.equal(out[:, :2], second[:, :2]) and torch.allclose(out[:, 2], torch.tensor([3.0]))
+    assert est.nbytes == 6 * 4 * 2
+    clone = T.make_estimator("U_s+U_o", 6, 3)
+    clone.load_state_dict(est.state_dict())
+    assert torch.allclose(clone.update(torch.tensor([4]), second)[:, 2], torch.tensor([3.5]))
+    with pytest.raises(ValueError, match="dim >= 2"):
+        T.make_estimator("U_s+U_o", 6, 1)

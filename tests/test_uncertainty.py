@@ -1,0 +1,63 @@
+"""Uncertainty decomposition: exact identities, the Dirichlet closed forms against Monte Carlo."""
+
+import math
+
+import pytest
+import torch
+
+from gped_kit import uncertainty as U
+
+
+def test_from_samples_identities_on_a_hand_made_ensemble():
+    # two members that disagree completely on input 0, agree on input 1
+    probs = torch.tensor([[[1.0, 0.0], [0.5, 0.5]],
+                          [[0.0, 1.0], [0.5, 0.5]]])
+    u = U.from_samples(probs)
+    assert torch.allclose(u.predictive, torch.tensor([[0.5, 0.5], [0.5, 0.5]]))
+    assert torch.allclose(u.total, torch.full((2,), math.log(2)))
+    # input 0: every member is certain -> all uncertainty is knowledge; input 1: all is data
+    assert torch.allclose(u.data, torch.tensor([0.0, math.log(2)]), atol=1e-7)
+    assert torch.allclose(u.knowledge, torch.tensor([math.log(2), 0.0]), atol=1e-7)
+    assert torch.equal(u.get("knowledge"), u.knowledge) and u[0:1].total.shape == (1,)
+
+
+def test_knowledge_is_a_nonnegative_mutual_information_for_any_ensemble():
+    probs = torch.softmax(3 * torch.randn(7, 50, 5, generator=torch.Generator().manual_seed(0)), -1)
+    u = U.from_samples(probs)
+    assert (u.knowledge >= -1e-6).all() and (u.data >= 0).all()
+    assert torch.allclose(u.total, u.data + u.knowledge)
+
+
+@pytest.mark.parametrize("alpha", [[1.0, 1.0, 1.0], [0.3, 2.0, 5.0], [20.0, 1.0, 0.5, 0.5], [100.0, 100.0]])
+def test_dirichlet_closed_forms_match_monte_carlo(alpha):
+    alpha = torch.tensor([alpha], dtype=torch.float64)
+    u = U.from_dirichlet(alpha)
+    pi = torch.distributions.Dirichlet(alpha[0]).sample((400_000,))
+    mc = U.from_samples(pi[:, None, :])
+    assert torch.allclose(u.predictive, mc.predictive, atol=3e-3)
+    assert torch.allclose(u.data, mc.data, atol=5e-3)
+    assert torch.allclose(u.knowledge, mc.knowledge, atol=5e-3)
+
+
+def test_flat_dirichlet_expected_entropy_known_value():
+    # E[H] under Dir(1,1) (uniform p on [0,1]) is the mean of -p log p - (1-p) log(1-p) = 1/2
+    assert U.dirichlet_expected_entropy(torch.tensor([[1.0, 1.0]])).item() == pytest.approx(0.5, abs=1e-6)
+
+
+def test_from_student_output_for_gped_and_endd_heads():
+    from gped_kit.models import dirichlet_head, softmax_exp_head
+
+    raw = torch.randn(4, 4)
+    gped = U.from_student_output("predictive+entropy", softmax_exp_head(raw), 3)
+    assert torch.allclose(gped.predictive, torch.softmax(raw[:, :3], -1)) and torch.allclose(gped.data, raw[:, 3].exp())
+    endd = U.from_student_output("endd", dirichlet_head(raw), 4)
+    ref = U.from_dirichlet(raw.exp())
+    assert torch.allclose(endd.data, ref.data, atol=1e-5) and torch.allclose(endd.predictive, ref.predictive)
+    with pytest.raises(ValueError, match="predictive"):
+        U.from_student_output("predictive", torch.rand(4, 4), 3)
+    with pytest.raises(ValueError, match=r"shape \(N, 4\)"):
+        U.from_student_output("predictive+entropy", torch.rand(4, 3), 3)
+    with pytest.raises(ValueError, match="allowed"):
+        U.Uncertainties(torch.rand(2, 2), torch.rand(2), torch.rand(2)).get("epistemic")
+    with pytest.raises(ValueError, match="> 0"):
+        U.from_dirichlet(torch.tensor([[1.0, 0.0]]))
