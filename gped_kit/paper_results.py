@@ -17,6 +17,10 @@ Sources, table by table:
 * :func:`experiment4_ood`             -- Tables 3, 11, 12, 13 (OOD detection AUROC).
 * :func:`experiment4_ndcg`            -- Tables 4, 14, 15, 16 (nDCG@20, mean and std over 500
   trials).
+* :func:`experiment3_figures`,
+  :func:`experiment3_figure2`         -- Experiment 3 (Figure 2's text, the captions of Figures 2
+  and 6-13): the base CNN-MNIST student's NLL / FLOPs / parameters, the searched NLL, and each
+  figure's optimal-student parameter and FLOP ratios to the base student.
 
 All sixteen tables parse cleanly in the text extraction; none was left out. Tables 1-4
 were cross-checked number by number against a second layout of the paper (paper 004,
@@ -77,6 +81,8 @@ __all__ = [
     "experiment4_in_distribution",
     "experiment4_ood",
     "experiment4_ndcg",
+    "experiment3_figures",
+    "experiment3_figure2",
 ]
 
 #: Model keys accepted by :func:`experiment2_table` / :func:`experiment2_long`.
@@ -297,13 +303,14 @@ def _check_model(model: str) -> str:
     return model
 
 
-def _add_setting(df: pd.DataFrame) -> pd.DataFrame:
-    """Insert dataset and the Experiment 4 data setting after ``model``."""
+def _add_setting(df: pd.DataFrame, setting: dict | None = None) -> pd.DataFrame:
+    """Insert dataset and the data setting (default: Experiment 4's) after ``model``."""
+    setting = EXPERIMENT4_SETTING if setting is None else setting
     df = df.copy()
     pos = df.columns.get_loc("model") + 1
     df.insert(pos, "dataset", df["model"].map(DATASET_OF))
     for i, key in enumerate(("labelled_size", "masking_rate", "mask_size")):
-        df.insert(pos + 1 + i, key, df["model"].map(lambda m, k=key: EXPERIMENT4_SETTING[m][k]))
+        df.insert(pos + 1 + i, key, df["model"].map(lambda m, k=key: setting[m][k]))
     df["labelled_size"] = df["labelled_size"].astype(int)
     df["mask_size"] = df["mask_size"].astype(int)
     df["masking_rate"] = df["masking_rate"].astype(float)
@@ -449,3 +456,58 @@ def _sort(df: pd.DataFrame, extra: list[str]) -> pd.DataFrame:
     by = ["table", "model", *extra]
     return (df.sort_values(by, key=lambda col: col.map(order[col.name]), kind="stable")
             .reset_index(drop=True))
+
+
+# ----------------------------------------------------------------------------- Experiment 3
+# Section 4, Experiment 3 (Figure 2 and its text) and Appendix B.2 (Figures 6-13). The figures
+# themselves are not in the text; what is transcribed is what their captions and the text say:
+# per figure, which search method gave the best ("optimal") student and its number of
+# parameters and FLOPS as multiples of the base student's (architecture = teacher's). Every
+# caption says the optimal student "is obtained with group l1/l2 pruning". ``metric`` uses the
+# column names of gped_kit.search.METRICS.
+
+#: Data setting of Experiment 3 (Section 4 and the figure captions): MNIST at N = 60,000 with
+#: masking rate 0.29 (m = 15); CIFAR-10 sub-sampled to N = 20,000, no masking.
+EXPERIMENT3_SETTING = {
+    "fcnn": {"labelled_size": 60000, "masking_rate": 0.29, "mask_size": 15},
+    "cnn_mnist": {"labelled_size": 60000, "masking_rate": 0.29, "mask_size": 15},
+    "cnn_cifar10": {"labelled_size": 20000, "masking_rate": 0.0, "mask_size": 0},
+}
+
+_EXPERIMENT3_FIGURES = """\
+figure,model,metric,best_method,params_ratio,flops_ratio
+Figure 2,cnn_mnist,student_nll,group_lasso,6.6,6.4
+Figure 6,cnn_mnist,student_accuracy,group_lasso,6.6,6.4
+Figure 7,cnn_mnist,entropy_mae,group_lasso,1.8,4.3
+Figure 8,fcnn,student_accuracy,group_lasso,9.9,10
+Figure 9,fcnn,student_nll,group_lasso,9.9,10
+Figure 10,fcnn,entropy_mae,group_lasso,4.2,4.2
+Figure 11,cnn_cifar10,student_nll,group_lasso,4.7,5.2
+Figure 12,cnn_cifar10,student_accuracy,group_lasso,5.4,5.6
+Figure 13,cnn_cifar10,entropy_mae,group_lasso,1.6,2.8
+"""
+
+
+def experiment3_figures() -> pd.DataFrame:
+    """Figures 2 and 6-13 (Experiment 3), one row per figure: ``figure``, ``model``, ``dataset``,
+    the data setting (``labelled_size``, ``masking_rate``, ``mask_size``), ``metric``
+    (``student_nll``, ``student_accuracy`` or ``entropy_mae``), ``best_method`` (always
+    ``group_lasso``: "the optimal student model for this configuration is obtained with group
+    l1/l2 pruning") and ``params_ratio`` / ``flops_ratio``: the optimal student's parameters and
+    FLOPS as multiples of the base student's ("approximately 6.6x the number of parameters and
+    6.4x the FLOPS of the base student model")."""
+    df = _add_setting(_read(_EXPERIMENT3_FIGURES), EXPERIMENT3_SETTING)
+    df["params_ratio"] = df["params_ratio"].astype(float)
+    df["flops_ratio"] = df["flops_ratio"].astype(float)
+    return df
+
+
+def experiment3_figure2() -> dict[str, float]:
+    """The numbers the text gives with Figure 2 (CNN, MNIST, N = 60,000, masking rate 0.29):
+    the base student's NLL 0.469 "at approximately 0.48 x 10^6 FLOPs and 0.03 x 10^6
+    parameters", the NLL "reduced to 0.30" by the search, the optimal student's ratios 6.6x
+    (parameters) and 6.4x (FLOPS), and, for reference, the teacher ensemble's NLL at that cell
+    (Table 5: 0.267). The paper does not say whether its FLOPs count multiply-accumulates once or
+    twice."""
+    return {"base_student_nll": 0.469, "base_student_flops": 0.48e6, "base_student_params": 0.03e6,
+            "searched_nll": 0.30, "params_ratio": 6.6, "flops_ratio": 6.4, "teacher_nll": 0.267}

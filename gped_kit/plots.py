@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import pandas as pd
 import seaborn as sns
 import torch
@@ -195,4 +196,98 @@ def plot_data_uncertainty_joint(ensemble: torch.Tensor, students: dict[str, torc
         ax_top.set_title(name)
     if title:
         fig.suptitle(title, y=1.02)
+    return fig
+
+
+# ----------------------------------------------------------------------------- Experiment 3
+def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None = None, ax: plt.Axes | None = None,
+                highlight: str | None = None, title: str | None = None, teacher: bool = True) -> plt.Axes:
+    """One panel of Figures 2 and 6-13 (Experiment 3): ``metric`` of the searched students against
+    ``cost`` for one search ``method`` (``"exhaustive"``, ``"group_lasso"``, or None for both).
+
+    ``table`` is a search table (:func:`gped_kit.search.run_experiment3`). Drawn as in the paper:
+    "IS" every individual student (dots), "S" their Pareto frontier (solid blue line, a step:
+    the best metric reachable at each cost), "T" the teacher ensemble's metric (dotted
+    horizontal line; NLL and accuracy only: the teacher is the reference of the entropy MAE),
+    the base student (architecture = teacher's) as a black square, and a black dashed vertical
+    line at its cost. ``highlight`` (a student label) is ringed in red. Costs on a log axis. In a
+    group l1/l2 panel the exhaustive search's frontier is drawn faintly (grey dashes) for comparison.
+    """
+    from .search import COSTS, METHODS, METRIC_TARGET, METRICS, pareto_front, search_candidates
+
+    if metric not in METRICS:
+        raise ValueError(f"metric={metric!r} is not known; allowed: {sorted(METRICS)}")
+    if cost not in COSTS:
+        raise ValueError(f"cost={cost!r} is not known; allowed: {sorted(COSTS)}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4))
+    rows = search_candidates(table, method)
+    rows = rows[rows["target"] == METRIC_TARGET[metric]].dropna(subset=[metric, cost]) if len(rows) else rows
+    if len(rows):
+        ax.scatter(rows[cost], rows[metric], s=22, color="tab:gray", alpha=0.8, label="IS: individual students",
+                   zorder=3)
+        front = pareto_front(rows, metric, cost)
+        ax.step(front[cost], front[metric], where="post", color="tab:blue", lw=2, marker="o", ms=5,
+                label="S: Pareto frontier", zorder=4)
+    else:
+        ax.text(0.5, 0.5, "no students of this kind\nin this run", transform=ax.transAxes, ha="center",
+                va="center", color="0.4")
+    if not table.empty:
+        base = table[(table["method"] == "exhaustive") & table["is_base"].astype(bool)
+                     & (table["target"] == METRIC_TARGET[metric])].dropna(subset=[metric, cost])
+        if len(base):
+            ax.axvline(base[cost].iloc[0], color="black", ls="--", lw=1.2, label="base student's cost")
+            ax.scatter(base[cost], base[metric], marker="s", s=60, color="black", zorder=5, label="base student")
+        teach = table[table["method"] == "teacher"]
+        if teacher and metric != "entropy_mae" and len(teach) and teach[metric].notna().any():
+            samples = int(teach["teacher_samples"].iloc[0]) if "teacher_samples" in teach else 0
+            ax.axhline(float(teach[metric].iloc[0]), color="tab:red", ls=":", lw=1.5,
+                       label=f"T: teacher ensemble ({samples} samples)")
+        if highlight is not None:
+            sel = table[(table["student"] == highlight)]
+            sel = search_candidates(sel) if len(sel) else sel
+            sel = sel.dropna(subset=[metric, cost]) if len(sel) else sel
+            if len(sel):
+                ax.scatter(sel[cost], sel[metric], s=220, facecolors="none", edgecolors="red", linewidths=2,
+                           zorder=6)
+    if method == "group_lasso" and not table.empty:
+        exhaustive = search_candidates(table, "exhaustive")
+        exhaustive = exhaustive[exhaustive["target"] == METRIC_TARGET[metric]].dropna(subset=[metric, cost])
+        if len(exhaustive):
+            ex_front = pareto_front(exhaustive, metric, cost)
+            ax.step(ex_front[cost], ex_front[metric], where="post", color="0.6", lw=1, ls="--",
+                    label="exhaustive frontier (for comparison)", zorder=2)
+    if len(rows) or not table.empty:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(mticker.EngFormatter(sep=""))
+        ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+    ax.set(xlabel=COSTS[cost], ylabel=METRICS[metric][0],
+           title=title if title is not None else (METHODS[method] if method else "both search methods"))
+    return ax
+
+
+def plot_pareto_figure(table: pd.DataFrame, metric: str, title: str = "") -> plt.Figure:
+    """Figures 2 and 6-13 laid out as in the paper: (a) ``metric`` vs FLOPs, exhaustive search;
+    (b) vs FLOPs, group l1/l2 with pruning; (c) vs parameters, exhaustive; (d) vs parameters,
+    group l1/l2; shared metric axis. ``table`` holds one model's search table."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), sharey=True)
+    letters = iter("abcd")
+    for row, cost in enumerate(("flops", "params")):
+        for col, method in enumerate(("exhaustive", "group_lasso")):
+            ax = axes[row][col]
+            name = "exhaustive search" if method == "exhaustive" else "group l1/l2 with pruning"
+            plot_pareto(table, metric, cost, method, ax=ax, title=f"({next(letters)}) {name}")
+    handles, labels = {}, []
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in handles:
+                handles[lab] = h
+                labels.append(lab)
+    fig.legend([handles[lab] for lab in labels], labels, loc="lower center", ncol=min(5, len(labels)), fontsize=9,
+               frameon=False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig

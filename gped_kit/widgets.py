@@ -19,6 +19,10 @@ Example (in JupyterLab)::
 
     from gped_kit.widgets import MaskingExplorer
     MaskingExplorer.from_store("../results/02_experiment2_mnist")
+
+:class:`ParetoExplorer` (Experiment 3, Figures 2 and 6-13) shows the searched students of the
+store written by :func:`gped_kit.search.run_experiment3` against FLOPs, parameters or latency,
+with their Pareto frontier, and the architecture and numbers of the student selected.
 """
 
 from __future__ import annotations
@@ -132,6 +136,16 @@ def _fmt(value: Any, digits: int = 4) -> str:
         return "&mdash;"
     return "&mdash;" if math.isnan(value) else f"{value:.{digits}f}"
 
+
+
+def _html_text(markup: str, cell_separator: str) -> str:
+    """An HTML panel as plain text: one line per paragraph or table row, cells joined by
+    ``cell_separator``, empty lines dropped."""
+    text = re.sub(r"</(p|tr)>", "\n", markup)
+    text = re.sub(r"</t[hd]>", cell_separator, text)
+    text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    strip = cell_separator + " "
+    return "\n".join(line.strip(strip) for line in text.splitlines() if line.strip(strip))
 
 class MaskingExplorer:
     """Masking explorer: masked example images, masking rate, Experiment 2 curves and stored metrics.
@@ -350,11 +364,7 @@ class MaskingExplorer:
     @property
     def status_text(self) -> str:
         """The rate label and the metrics panel as plain text (e.g. for printing in a static notebook)."""
-        text = re.sub(r"</(p|tr)>", "\n", self.metrics_html.value)
-        text = re.sub(r"</t[hd]>", " | ", text)
-        text = html.unescape(re.sub(r"<[^>]+>", "", text))
-        lines = [line.strip(" |") for line in text.splitlines() if line.strip(" |")]
-        return "\n".join([self.rate_label.value, *lines])
+        return "\n".join([self.rate_label.value, _html_text(self.metrics_html.value, " | ")])
 
     def __repr__(self) -> str:
         return (f"MaskingExplorer(m={self.mask_size.value}, N={self.labelled_size.value}, model={self.model.value!r}, "
@@ -365,3 +375,273 @@ class MaskingExplorer:
         if bundle is not None:
             bundle["text/plain"] = repr(self)
         return bundle
+
+
+# ============================================================================= Experiment 3
+class ParetoExplorer:
+    """Pareto-frontier explorer of an Experiment 3 search (paper 003, Section 4, Figures 2 and 6-13).
+
+    Controls (public, so code and tests can drive them): ``model`` (Dropdown of the teacher models
+    in the table), ``metric`` (Dropdown: test NLL, test accuracy, expected-entropy MAE -- those
+    with stored students for the model), ``cost`` (Dropdown: FLOPs per input, parameters,
+    measured latency), ``method`` (ToggleButtons: exhaustive search, group l1/l2 + pruning, both)
+    and ``point`` (Dropdown of the students shown, cheapest first; choosing one selects it).
+    Views: ``plot_out`` (the panel of :func:`gped_kit.plots.plot_pareto`: students, frontier,
+    teacher, base student, the selected student ringed) and ``details_html`` (the selected
+    student's architecture, widths, costs and metrics, whether it is on the frontier, and its
+    ratios to the base student). :meth:`select` picks a student by label and
+    :meth:`select_nearest` the shown point nearest to a (cost, metric) position, which is what a
+    hover or click handler calls under an interactive matplotlib backend (e.g. ipympl; with
+    the static inline backend, use the ``point`` dropdown). ``widget`` is the container to display.
+
+    Args:
+        table: a search table (:func:`gped_kit.search.run_experiment3`, or several concatenated,
+            as :func:`gped_kit.search.load_search_results` returns); may be empty.
+    """
+
+    METHOD_OPTIONS = (("exhaustive", "exhaustive"), ("group l1/l2", "group_lasso"), ("both", "both"))
+
+    def __init__(self, table: pd.DataFrame) -> None:
+        from .search import COSTS, METRICS
+
+        if not isinstance(table, pd.DataFrame):
+            raise TypeError(f"table must be a pandas DataFrame, got {type(table).__name__}")
+        needed = ("model", "method", "stage", "target", "student", "is_base")
+        missing = [c for c in needed if c not in table.columns]
+        if len(table.columns) and missing:
+            raise ValueError(f"table lacks the column(s) {missing}; an Experiment 3 search table has "
+                             f"{list(needed)} besides metric and cost columns (see gped_kit.search.run_experiment3)")
+        self.table = table
+        self.source = ""
+        self._updating = False
+        self.last_selection: pd.Series | None = None
+        models = sorted(table["model"].dropna().astype(str).unique()) if len(table) else []
+        costs = [(label, key) for key, label in COSTS.items() if key in table.columns] or [(COSTS["flops"], "flops")]
+        self.model = W.Dropdown(options=models or [("(no stored search)", None)], value=models[0] if models else None,
+                                description="model", disabled=not models)
+        self.metric = W.Dropdown(description="metric", options=[(METRICS["student_nll"][0], "student_nll")])
+        self.cost = W.Dropdown(options=costs, value=costs[0][1], description="cost")
+        self.method = W.ToggleButtons(options=list(self.METHOD_OPTIONS), value="both", description="search")
+        self.point = W.Dropdown(description="student", options=[("(none)", None)], value=None,
+                                layout=W.Layout(width="640px"))
+        self.plot_out = W.Output()
+        self.details_html = W.HTML()
+        self._update_metric_options()
+        self.widget = W.VBox([W.HBox([self.model, self.metric]), W.HBox([self.cost, self.method]), self.point,
+                              self.details_html, self.plot_out])
+        self.model.observe(self._on_model_change, names="value")
+        for control in (self.metric, self.cost, self.method):
+            control.observe(self._on_view_change, names="value")
+        self.point.observe(self._on_point_change, names="value")
+        self._refresh_points()
+        self._draw()
+
+    @classmethod
+    def from_store(cls, results_dir: str | Path) -> ParetoExplorer:
+        """An explorer over every search table stored under ``results_dir``
+        (``<key>/experiment3_search.csv``); an empty or absent store gives one that says so."""
+        from .search import load_search_results
+
+        explorer = cls(load_search_results(results_dir))
+        explorer.source = str(results_dir)
+        explorer._draw_details()
+        return explorer
+
+    # ------------------------------------------------------------------ state
+    def _model_rows(self) -> pd.DataFrame:
+        if self.table.empty or self.model.value is None:
+            return self.table.iloc[:0]
+        return self.table[self.table["model"].astype(str) == self.model.value]
+
+    def visible(self) -> pd.DataFrame:
+        """The students shown: search outputs of the chosen model, method and metric's target with
+        both the metric and the cost present, cheapest first."""
+        from .search import METRIC_TARGET, search_candidates
+
+        rows = self._model_rows()
+        if rows.empty or self.metric.value is None:
+            return rows
+        method = None if self.method.value == "both" else self.method.value
+        rows = search_candidates(rows, method)
+        cost = self.cost.value
+        rows = rows[rows["target"] == METRIC_TARGET[self.metric.value]].dropna(subset=[self.metric.value, cost])
+        return rows.sort_values([cost, "student"])
+
+    def frontier(self) -> pd.DataFrame:
+        """The Pareto frontier of :meth:`visible`."""
+        from .search import pareto_front
+
+        rows = self.visible()
+        return pareto_front(rows, self.metric.value, self.cost.value) if len(rows) else rows
+
+    def selected_row(self) -> pd.Series | None:
+        """The selected student's row, or None."""
+        rows = self.visible()
+        if self.point.value is None or rows.empty:
+            return None
+        match = rows[rows["student"] == self.point.value]
+        return match.iloc[0] if len(match) else None
+
+    def select(self, student: str) -> None:
+        """Select a shown student by its label (as a click on its point would)."""
+        labels = list(self.visible()["student"])
+        if student not in labels:
+            raise ValueError(f"student={student!r} is not shown; shown: {labels}")
+        self.point.value = student
+
+    def select_nearest(self, cost: float, metric: float) -> str | None:
+        """Select the shown point nearest to (``cost``, ``metric``) in the plot's coordinates (log
+        cost axis, each axis scaled by its range); returns its label (None if nothing is shown)."""
+        rows = self.visible()
+        if rows.empty:
+            return None
+        log_c = rows[self.cost.value].astype(float).clip(lower=1e-12).map(math.log10)
+        vals = rows[self.metric.value].astype(float)
+        span_c = max(float(log_c.max() - log_c.min()), 1e-12)
+        span_v = max(float(vals.max() - vals.min()), 1e-12)
+        dist = ((log_c - math.log10(max(cost, 1e-12))) / span_c) ** 2 + ((vals - metric) / span_v) ** 2
+        label = str(rows.loc[dist.idxmin(), "student"])
+        self.point.value = label
+        return label
+
+    # ------------------------------------------------------------------ updates
+    def _update_metric_options(self) -> None:
+        from .search import METRIC_TARGET, METRICS, search_candidates
+
+        rows = search_candidates(self._model_rows()) if len(self._model_rows()) else self._model_rows()
+        options = [(label, key) for key, (label, _) in METRICS.items()
+                   if key in rows.columns and rows[rows["target"] == METRIC_TARGET[key]][key].notna().any()]
+        options = options or [(METRICS["student_nll"][0], "student_nll")]
+        keep = self.metric.value if self.metric.value in [k for _, k in options] else options[0][1]
+        self._updating = True  # the caller redraws once
+        try:
+            self.metric.options = options
+            self.metric.value = keep
+        finally:
+            self._updating = False
+
+    def _refresh_points(self) -> None:
+        rows = self.visible()
+        cost, metric = self.cost.value, self.metric.value
+        options = [(f"{r['architecture']} | {r['method']} | {_short(r[cost])} {cost} | {metric} {r[metric]:.4f}",
+                    r["student"]) for _, r in rows.iterrows()]
+        previous = self.point.value
+        labels = [v for _, v in options]
+        if previous in labels:
+            value = previous
+        else:
+            front = self.frontier()
+            value = None if front.empty else str(front.iloc[-1]["student"])  # the best student on the frontier
+        self._updating = True  # one redraw by the caller, not one per trait change
+        try:
+            self.point.options = options or [("(none)", None)]
+            self.point.value = value
+        finally:
+            self._updating = False
+
+    def _on_model_change(self, change: dict) -> None:
+        self._update_metric_options()
+        self._on_view_change(change)
+
+    def _on_view_change(self, change: dict) -> None:
+        if self._updating:
+            return
+        self._refresh_points()
+        self._draw()
+
+    def _on_point_change(self, change: dict) -> None:
+        if not self._updating:
+            self._draw()
+
+    def _draw(self) -> None:
+        self._draw_details()
+        self._draw_plot()
+
+    def _draw_details(self) -> None:
+        from .search import COSTS, METHODS, METRICS, base_student
+
+        row = self.selected_row()
+        self.last_selection = row
+        if row is None:
+            if self.table.empty:
+                where = f" under <code>{html.escape(self.source)}</code>" if self.source else ""
+                self.details_html.value = (f"<b>No Experiment 3 search stored yet{where}.</b> Run "
+                                           "<code>notebooks/05_experiment3_search.ipynb</code> to fill the store.")
+            else:
+                self.details_html.value = "<b>No student of this kind is stored for this view.</b>"
+            return
+        metric, cost = self.metric.value, self.cost.value
+        on_front = row["student"] in set(self.frontier()["student"])
+        base = base_student(self._model_rows(), row["target"])
+        cells = [("student", html.escape(str(row["student"]))), ("method", METHODS.get(row["method"], row["method"])),
+                 ("architecture", html.escape(str(row["architecture"]))), ("widths", html.escape(str(row["widths"])))]
+        if row["method"] == "group_lasso":
+            cells += [("lambda", f"{float(row['reg_weight']):g}"),
+                      ("units removed", f"{int(row['units_removed'])}" if pd.notna(row.get("units_removed")) else "")]
+        else:
+            cells += [("K1 x K2", f"{float(row['k1']):g} x {float(row['k2']):g}")]
+        for key in ("params", "flops", "latency_ms"):
+            if key in row and pd.notna(row[key]):
+                cells.append((COSTS[key], _short(row[key])))
+        for key, (label, _) in METRICS.items():
+            if key in row and pd.notna(row[key]):
+                cells.append((label, _fmt(row[key])))
+        cells.append(("on the frontier", "yes" if on_front else "no"))
+        if base is not None and base["student"] != row["student"]:
+            cells += [("vs base: parameters", f"{float(row['params']) / float(base['params']):.2f}x"),
+                      ("vs base: FLOPs", f"{float(row['flops']) / float(base['flops']):.2f}x"),
+                      (f"vs base: {METRICS[metric][0]}", f"{float(row[metric]) - float(base[metric]):+.4f}")]
+        elif base is not None:
+            cells.append(("", "this is the base student (the teacher's architecture)"))
+        lines = "".join(f"<tr><th style='padding:1px 8px;text-align:left'>{k}</th>"
+                        f"<td style='padding:1px 8px'>{v}</td></tr>" for k, v in cells)
+        self.details_html.value = f"<table>{lines}</table><small>cost axis: {COSTS[cost]}</small>"
+
+    def _draw_plot(self) -> None:
+        from .plots import plot_pareto
+
+        with self.plot_out:
+            self.plot_out.clear_output(wait=True)
+            rows = self._model_rows()
+            if rows.empty:
+                print("No stored Experiment 3 search to plot.")
+                return
+            method = None if self.method.value == "both" else self.method.value
+            with plt.rc_context():
+                fig, ax = plt.subplots(figsize=(7, 4.5))
+                plot_pareto(rows, self.metric.value, self.cost.value, method, ax=ax, highlight=self.point.value,
+                            title=f"{self.model.value}: {dict((v, k) for k, v in self.METHOD_OPTIONS)[self.method.value]}")
+                ax.legend(fontsize=8, loc="best")
+                fig.tight_layout()
+                display(fig)
+                plt.close(fig)
+
+    # ------------------------------------------------------------------ display
+    @property
+    def status_text(self) -> str:
+        """The details panel as plain text."""
+        return _html_text(self.details_html.value, ": ")
+
+    def __repr__(self) -> str:
+        return (f"ParetoExplorer(model={self.model.value!r}, metric={self.metric.value!r}, cost={self.cost.value!r}, "
+                f"method={self.method.value!r}, selected={self.point.value!r}, shown={len(self.visible())})")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        if bundle is not None:
+            bundle["text/plain"] = repr(self)
+        return bundle
+
+
+def _short(value: Any) -> str:
+    """3 significant digits with a k/M suffix (costs)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return "&mdash;"
+    if math.isnan(value):
+        return "&mdash;"
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"

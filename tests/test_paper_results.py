@@ -255,3 +255,42 @@ def test_transcription_matches_paper_text():
             sub = t[t["table"] == f"Table {number}"]
             ours = list(sub["value"]) + (list(sub["std"]) if "std" in sub else [])
             assert sorted(ours) == _decimals(_table_rows(lines, number)), f"Table {number} differs"
+
+
+# ----------------------------------------------------------------------------- Experiment 3
+
+def test_experiment3_figures_rows():
+    f = pr.experiment3_figures()
+    assert f["figure"].tolist() == ["Figure 2"] + [f"Figure {i}" for i in range(6, 14)]
+    assert set(f["metric"]) == {"student_nll", "student_accuracy", "entropy_mae"}
+    assert (f["best_method"] == "group_lasso").all()
+    r = _row(f, figure="Figure 2")
+    assert (r["model"], r["dataset"], r["labelled_size"], r["mask_size"]) == ("cnn_mnist", "mnist", 60000, 15)
+    assert (r["params_ratio"], r["flops_ratio"]) == (6.6, 6.4)
+    r = _row(f, figure="Figure 13")
+    assert (r["model"], r["labelled_size"], r["masking_rate"], r["params_ratio"], r["flops_ratio"]) == (
+        "cnn_cifar10", 20000, 0.0, 1.6, 2.8)
+    assert _row(f, figure="Figure 8")["flops_ratio"] == 10.0
+    # every (model, metric) pair appears exactly once
+    assert len(f.groupby(["model", "metric"])) == 9
+    fig2 = pr.experiment3_figure2()
+    assert fig2["base_student_nll"] == 0.469 and fig2["searched_nll"] == 0.30
+    assert fig2["base_student_flops"] == 0.48e6 and fig2["base_student_params"] == 0.03e6
+    # the teacher reference is Table 5's cell (N = 60000, r = 0.29)
+    assert fig2["teacher_nll"] == _row(pr.experiment2_table("cnn_mnist"), labelled_size=60000,
+                                       masking_rate=0.29)["teacher_nll"]
+
+
+def test_experiment3_transcription_matches_the_paper_text():
+    if not PAPER_TEXT.exists():
+        pytest.skip(f"paper text not available at {PAPER_TEXT}")
+    text = PAPER_TEXT.read_text(encoding="utf-8")
+    parsed = {}
+    for number, params, flops in re.findall(
+            r"^Figure (\d+): .*?approximately\s+\$([\d.]+)\\times\$\s+the number of parameters and\s+"
+            r"\$([\d.]+)\\times\$\s+the FLOPS", text, flags=re.M):
+        parsed[f"Figure {number}"] = (float(params), float(flops))
+    ours = {r.figure: (r.params_ratio, r.flops_ratio) for r in pr.experiment3_figures().itertuples()}
+    assert parsed == ours
+    assert "achieves an NLL of 0.469 at approximately  $0.48 \\times 10^6$  FLOPs and  $0.03 \\times 10^6$" in text
+    assert "the NLL is reduced to 0.30" in text

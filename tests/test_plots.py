@@ -37,3 +37,37 @@ def test_experiment4_figures_and_save_table(tmp_path):
     assert len(fig.axes) == 6
     paths = save_table(pd.DataFrame({"a": [1.23456]}), "t_default", tmp_path)
     assert [p.name for p in paths] == ["t_default.csv", "t_default.md"] and "1.235" in paths[1].read_text()
+
+
+def test_pareto_panels_mark_students_frontier_teacher_and_base(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from gped_kit.plots import plot_pareto, plot_pareto_figure
+    from gped_kit.search import pareto_front, search_candidates
+    from test_widgets import synthetic_search
+
+    table = synthetic_search()
+    cnn = table[table["model"] == "cnn_mnist"]
+    ax = plot_pareto(cnn, "student_nll", "flops", "exhaustive", highlight="predictive-K2x1")
+    students = search_candidates(cnn, "exhaustive")
+    students = students[students["target"] == "predictive"]
+    assert len(ax.collections[0].get_offsets()) == len(students)  # IS: every individual student
+    frontier = [line for line in ax.lines if line.get_label() == "S: Pareto frontier"][0]
+    expected = pareto_front(students, "student_nll", "flops")
+    assert list(frontier.get_xdata()) == list(expected["flops"]) and list(frontier.get_ydata()) == list(expected["student_nll"])
+    labels = [line.get_label() for line in ax.lines]
+    assert "base student's cost" in labels and "T: teacher ensemble (20 samples)" in labels
+    assert ax.get_xscale() == "log"
+    plt.close(ax.figure)
+    ax = plot_pareto(cnn, "entropy_mae", "params", "group_lasso")
+    assert not any(line.get_label().startswith("T:") for line in ax.lines)  # no teacher line for the MAE
+    plt.close(ax.figure)
+    fig = plot_pareto_figure(cnn, "student_nll", title="Figure 2")
+    assert [a.get_title() for a in fig.axes[:4]] == ["(a) exhaustive search", "(b) group l1/l2 with pruning",
+                                                     "(c) exhaustive search", "(d) group l1/l2 with pruning"]
+    assert fig.axes[0].get_xlabel().startswith("FLOPs") and fig.axes[2].get_xlabel() == "parameters"
+    assert all(p.stat().st_size > 1000 for p in save_figure(fig, "pareto", tmp_path))
+    plt.close(fig)
+    import pytest
+    with pytest.raises(ValueError, match="metric='loss'"):
+        plot_pareto(cnn, "loss", "flops")

@@ -228,3 +228,135 @@ def test_redraws_do_not_leak_figures(explorer):
     explorer.estimator.value = "U_s"
     explorer.model.value = "cnn_mnist"
     assert set(plt.get_fignums()) == before
+
+
+# ============================================================================= ParetoExplorer
+import math  # noqa: E402
+
+from gped_kit.search import pareto_front  # noqa: E402
+from gped_kit.widgets import ParetoExplorer  # noqa: E402
+
+
+def synthetic_search() -> pd.DataFrame:
+    """SYNTHETIC Experiment 3 search tables (made-up numbers): cnn_mnist with predictive and
+    entropy students, fcnn with predictive students only. Per model and target: a teacher row, a
+    2 x 2 exhaustive grid (K1 x K2 in {1, 2}; K = 1 x 1 is the base) and two group l1/l2
+    students in three stages each. NLL falls with cost; group students beat the grid."""
+    rows = []
+    for model, targets in (("cnn_mnist", ("predictive", "entropy")), ("fcnn", ("predictive",))):
+        common = dict(model=model, dataset="mnist", labelled_size=60_000, mask_size=15, masking_rate=225 / 784,
+                      teacher_nll=0.3, teacher_accuracy=0.9, teacher_samples=20)
+        rows.append({**common, "method": "teacher", "stage": "teacher", "student": "teacher", "target": "predictive",
+                     "is_base": False, "architecture": "T", "widths": "10-20-80-10", "params": 30_000,
+                     "flops": 800_000, "latency_ms": 1.0, "student_nll": 0.3, "student_accuracy": 0.9})
+        for target in targets:
+            metric = "student_nll" if target == "predictive" else "entropy_mae"
+            for k1, k2, params, flops, value in ((1, 1, 30_000, 800_000, 0.50), (1, 2, 55_000, 850_000, 0.45),
+                                                 (2, 1, 65_000, 2_900_000, 0.42), (2, 2, 117_000, 3_000_000, 0.40)):
+                rows.append({**common, "method": "exhaustive", "stage": "distilled", "target": target,
+                             "student": f"{target}-K{k1}x{k2}", "k1": k1, "k2": k2, "reg_weight": 0.0,
+                             "is_base": k1 == 1 and k2 == 1, "architecture": f"arch-{k1}x{k2}",
+                             "widths": f"{10 * k1}-{20 * k1}-{80 * k2}-10", "params": params, "flops": flops,
+                             "latency_ms": flops / 1e6, metric: value,
+                             "student_accuracy": 1 - value / 3 if target == "predictive" else math.nan})
+            for lam, params, flops, value in ((1e-4, 90_000, 2_000_000, 0.35), (1e-2, 20_000, 400_000, 0.52)):
+                for stage, extra in (("distilled", 0.05), ("pruned", 0.1), ("fine-tuned", 0.0)):
+                    full = stage == "distilled"
+                    rows.append({**common, "method": "group_lasso", "stage": stage, "target": target,
+                                 "student": f"group_lasso-{target}-lambda{lam:g}", "k1": 2, "k2": 2,
+                                 "reg_weight": lam, "is_base": False, "units_removed": 0 if full else 50,
+                                 "architecture": "arch-2x2" if full else f"pruned-{lam:g}",
+                                 "widths": "20-40-160-10" if full else "7-9-33-10",
+                                 "params": 117_000 if full else params, "flops": 3_000_000 if full else flops,
+                                 "latency_ms": 2.0, metric: value + extra,
+                                 "student_accuracy": 1 - (value + extra) / 3 if target == "predictive" else math.nan})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def pareto() -> ParetoExplorer:
+    return ParetoExplorer(synthetic_search())
+
+
+def test_pareto_controls_reflect_the_table(pareto):
+    assert list(pareto.model.options) == ["cnn_mnist", "fcnn"] and pareto.model.value == "cnn_mnist"
+    assert [v for _, v in pareto.metric.options] == ["student_nll", "student_accuracy", "entropy_mae"]
+    assert [v for _, v in pareto.cost.options] == ["flops", "params", "latency_ms"] and pareto.cost.value == "flops"
+    assert pareto.method.value == "both"
+    assert "application/vnd.jupyter.widget-view+json" in pareto._repr_mimebundle_()
+    # shown: 4 exhaustive + 2 fine-tuned group students of the predictive target, cheapest first
+    shown = pareto.visible()
+    assert len(shown) == 6 and shown["flops"].is_monotonic_increasing
+    assert set(shown["stage"]) == {"distilled", "fine-tuned"} and set(shown["target"]) == {"predictive"}
+    # default selection: the best student on the frontier (lambda 1e-4, NLL 0.35)
+    assert pareto.point.value == "group_lasso-predictive-lambda0.0001"
+    assert pareto.frontier()["student"].tolist() == pareto_front(shown, "student_nll", "flops")["student"].tolist()
+
+
+def test_pareto_selecting_a_point_shows_its_architecture_and_numbers(pareto):
+    pareto.select("predictive-K2x1")
+    row = pareto.selected_row()
+    assert row["k1"] == 2 and row["k2"] == 1
+    text = pareto.status_text
+    for piece in ("arch-2x1", "20-40-80-10", "65k", "2.9M", "0.4200", "exhaustive search", "K1 x K2: 2 x 1",
+                  "vs base: parameters: 2.17x", "vs base: FLOPs: 3.62x", "on the frontier: no"):
+        assert piece in text, piece
+    pareto.select("predictive-K1x1")
+    assert "this is the base student" in pareto.status_text
+    pareto.select("group_lasso-predictive-lambda0.01")
+    text = pareto.status_text
+    assert "lambda: 0.01" in text and "pruned-0.01" in text and "on the frontier: yes" in text
+    with pytest.raises(ValueError, match="is not shown"):
+        pareto.select("teacher")
+
+
+def test_pareto_hover_position_selects_the_nearest_point(pareto):
+    assert pareto.select_nearest(850_000, 0.46) == "predictive-K1x2"
+    assert pareto.point.value == "predictive-K1x2"
+    assert pareto.select_nearest(3.1e6, 0.39) == "predictive-K2x2"
+
+
+def test_pareto_metric_cost_and_method_controls(pareto):
+    pareto.method.value = "exhaustive"
+    assert set(pareto.visible()["method"]) == {"exhaustive"}
+    assert pareto.point.value == "predictive-K2x2"  # the group student is hidden: best exhaustive one
+    pareto.cost.value = "params"
+    assert pareto.visible()["params"].is_monotonic_increasing and "parameters" in pareto.details_html.value
+    pareto.metric.value = "entropy_mae"
+    assert set(pareto.visible()["target"]) == {"entropy"}
+    assert "expected-entropy MAE" in pareto.status_text
+    pareto.method.value = "group_lasso"
+    assert pareto.visible()["student"].tolist() == ["group_lasso-entropy-lambda0.01", "group_lasso-entropy-lambda0.0001"]
+    pareto.metric.value = "student_accuracy"
+    assert pareto.selected_row()["student_accuracy"] == pytest.approx(1 - 0.35 / 3)
+    pareto.model.value = "fcnn"  # no entropy students: the metric list shrinks
+    assert [v for _, v in pareto.metric.options] == ["student_nll", "student_accuracy"]
+    assert pareto.metric.value == "student_accuracy" and set(pareto.visible()["model"]) == {"fcnn"}
+
+
+def test_pareto_empty_and_from_store(tmp_path):
+    empty = ParetoExplorer(pd.DataFrame())
+    assert empty.model.disabled and empty.selected_row() is None and empty.visible().empty
+    assert "No Experiment 3 search stored yet" in empty.details_html.value
+    assert empty.select_nearest(1.0, 1.0) is None
+    absent = ParetoExplorer.from_store(tmp_path / "nothing")
+    assert "nothing" in absent.details_html.value
+    table = synthetic_search()
+    for i, (model, rows) in enumerate(table.groupby("model")):
+        (tmp_path / f"key{i}").mkdir()
+        rows.to_csv(tmp_path / f"key{i}" / "experiment3_search.csv", index=False)
+    stored = ParetoExplorer.from_store(tmp_path)
+    assert list(stored.model.options) == ["cnn_mnist", "fcnn"] and len(stored.visible()) == 6
+    assert stored.point.value == "group_lasso-predictive-lambda0.0001"
+
+
+def test_pareto_bad_tables_and_no_figure_leaks(pareto):
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['stage'\]"):
+        ParetoExplorer(synthetic_search().drop(columns="stage"))
+    with pytest.raises(TypeError):
+        ParetoExplorer([1, 2])
+    before = set(plt.get_fignums())
+    pareto.cost.value = "latency_ms"
+    pareto.method.value = "exhaustive"
+    pareto.select("predictive-K1x2")
+    assert set(plt.get_fignums()) == before

@@ -1,0 +1,344 @@
+"""Experiment 3 (gped_kit.search): pruning equals masking, analytic sizes of pruned networks,
+Pareto frontiers on hand-made tables, fine-tuning, the students of one chain, and the whole
+search end to end on real (8x8 digits) data. Tables below marked SYNTHETIC are made-up numbers."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from gped_kit.cost import count_flops
+from gped_kit.distill import GPEDConfig, GPEDRun
+from gped_kit.experiments import resolve_parameters
+from gped_kit.models import ArchSpec, build_network, count_parameters
+from gped_kit.samplers import SGLDConfig
+from gped_kit.search import (EXPERIMENT3_PROFILES, SearchSettings, base_student, best_student, evaluate_student,
+                             experiment3_cell, experiment3_comparison, finetune, frontier_table,
+                             group_beats_exhaustive, load_search_results, mask_network, pareto_front, prune,
+                             search_candidates, search_on_data, search_students, trend_sentence, unit_keep_masks)
+
+EPS = 1e-3
+
+
+def kill_units(net: nn.Sequential, dead: dict[int, list[int]], seed: int = 0) -> nn.Sequential:
+    """Give the listed units of the listed weight layers (index among Conv2d/Linear layers) tiny
+    incoming weights (|w| < EPS/2) and clearly positive or negative biases, as group l1/l2 would."""
+    gen = torch.Generator().manual_seed(seed)
+    layers = [m for m in net if isinstance(m, (nn.Conv2d, nn.Linear))]
+    with torch.no_grad():
+        for k, units in dead.items():
+            w = layers[k].weight
+            for u in units:
+                w[u] = (torch.rand(w[u].shape, generator=gen) - 0.5) * EPS
+                layers[k].bias[u] = 0.3 if u % 2 == 0 else -0.3
+    return net
+
+
+def weight_layers(net):
+    return [m for m in net if isinstance(m, (nn.Conv2d, nn.Linear))]
+
+
+CASES = {
+    # family, input shape, dead units per weight layer (conv0, conv1, fc0, ...)
+    "fcnn": (ArchSpec("fcnn", 0.1, 0.05, dropout=0.5), (1, 28, 28), {0: [0, 3, 7, 39], 1: [1, 2, 19]}),
+    "cnn_mnist": (ArchSpec("cnn_mnist", 1, 0.5), (1, 28, 28), {0: [2, 5], 1: [0, 7, 8, 19], 2: [4, 11, 39]}),
+    "cnn_cifar10": (ArchSpec("cnn_cifar10", 0.5, 0.2), (3, 32, 32), {0: [1], 1: [3, 15], 2: [0, 39], 3: [5]}),
+}
+
+
+@pytest.fixture(params=sorted(CASES))
+def case(request):
+    arch, shape, dead = CASES[request.param]
+    torch.manual_seed(0)
+    net = kill_units(build_network(arch, shape, 10), dead).eval()
+    x = torch.rand((64, *shape), generator=torch.Generator().manual_seed(1))
+    return net, shape, dead, x
+
+
+# ----------------------------------------------------------------------------- pruning
+def test_masks_find_exactly_the_dead_units(case):
+    net, _, dead, _ = case
+    masks = unit_keep_masks(net, EPS)
+    assert len(masks) == len(weight_layers(net)) - 1
+    for k, keep in enumerate(masks):
+        assert sorted(torch.nonzero(~keep).flatten().tolist()) == sorted(dead.get(k, []))
+
+
+def test_pruned_network_equals_the_masked_network(case):
+    net, _, dead, x = case
+    masks = unit_keep_masks(net, EPS)
+    pruned = prune(net, EPS)
+    widths = [m.out_features if isinstance(m, nn.Linear) else m.out_channels for m in weight_layers(pruned)]
+    original = [m.out_features if isinstance(m, nn.Linear) else m.out_channels for m in weight_layers(net)]
+    assert widths == [w - len(dead.get(k, [])) for k, w in enumerate(original)]
+    with torch.no_grad():
+        # folded biases: the removed units' constant relu(bias) carried into the next layer
+        torch.testing.assert_close(pruned(x), mask_network(net, masks)(x), rtol=1e-5, atol=1e-5)
+        # without folding: equal to the network with those units' weights AND biases zeroed
+        bare = prune(net, EPS, fold_bias=False)
+        torch.testing.assert_close(bare(x), mask_network(net, masks, zero_bias=True)(x), rtol=1e-5, atol=1e-5)
+        # the two differ (biases of +-0.3 matter), and folding keeps the function of the trained net
+        assert not torch.allclose(bare(x), pruned(x), atol=1e-3)
+        assert (pruned(x) - net(x)).abs().max() < 0.05
+    assert count_parameters(pruned) < count_parameters(net)
+
+
+def test_conv_to_flatten_boundary_removes_hw_features_per_channel():
+    arch, shape, _ = CASES["cnn_mnist"]
+    torch.manual_seed(0)
+    net = kill_units(build_network(arch, shape, 10), {1: [0, 1, 2, 19]}).eval()  # last conv only
+    pruned = prune(net, EPS)
+    linear = weight_layers(pruned)[2]
+    assert linear.in_features == (20 - 4) * 16  # 4x4 features per channel after the second pool
+    x = torch.rand((16, *shape), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(pruned(x), mask_network(net, unit_keep_masks(net, EPS))(x), rtol=1e-5, atol=1e-5)
+
+
+def test_pruned_size_and_flops_match_analytic_counts():
+    torch.manual_seed(0)
+    net = kill_units(build_network(ArchSpec("cnn_mnist", 1, 0.5), (1, 28, 28), 10),
+                     {0: [1, 2, 3], 1: [4, 5], 2: list(range(30))}).eval()
+    pruned = prune(net, EPS)
+    c1, c2, f = 10 - 3, 20 - 2, 40 - 30
+    assert count_parameters(pruned) == c1 * 17 + c2 * (c1 * 16 + 1) + f * (c2 * 16 + 1) + 10 * (f + 1)
+    assert count_flops(pruned, (1, 28, 28)) == 2 * (c1 * 16 * 625 + c2 * c1 * 16 * 81 + c2 * 16 * f + f * 10)
+
+
+def test_every_layer_keeps_a_unit_and_the_output_layer_is_never_pruned():
+    net = build_network(ArchSpec("fcnn", 0.02, 0.02), (1, 8, 8), 3)
+    with torch.no_grad():
+        for m in weight_layers(net):
+            m.weight.zero_()
+    masks = unit_keep_masks(net, EPS)
+    assert [int(m.sum()) for m in masks] == [1, 1]
+    pruned = prune(net, EPS)
+    assert weight_layers(pruned)[-1].out_features == 3
+    assert pruned(torch.rand(2, 1, 8, 8)).shape == (2, 3)
+
+
+def test_group_norm_criterion_is_stricter_than_max_abs():
+    net = build_network(ArchSpec("fcnn", 0.02, 0.02), (1, 8, 8), 3)  # 8 and 8 units, 64 inputs
+    first = weight_layers(net)[0]
+    with torch.no_grad():
+        first.weight[0] = 0.9 * EPS  # every weight below eps, but the group norm 7.2 eps is not
+        first.weight[1] = 0.01 * EPS
+    assert not unit_keep_masks(net, EPS, "max_abs")[0][0]
+    assert unit_keep_masks(net, EPS, "group_norm")[0][0]
+    assert not unit_keep_masks(net, EPS, "group_norm")[0][1]
+    assert bool(unit_keep_masks(net, 0.0)[0].all())  # eps = 0 prunes nothing
+
+
+def test_prune_does_not_modify_its_input_and_keeps_the_mode():
+    net = build_network(ArchSpec("fcnn", 0.05, 0.05, dropout=0.5), (1, 8, 8), 10)
+    before = [p.clone() for p in net.parameters()]
+    pruned = prune(kill_units(net, {0: [0]}), EPS)
+    assert net.training and pruned.training
+    assert any(isinstance(m, nn.Dropout) for m in pruned)
+    assert len(before) == len(list(net.parameters()))
+
+
+def test_bad_pruning_input_raises_clear_errors():
+    net = build_network("fcnn", (1, 8, 8), 10)
+    with pytest.raises(ValueError, match=r"eps=-0\.001.*>= 0"):
+        prune(net, -1e-3)
+    with pytest.raises(ValueError, match=r"eps=nan"):
+        unit_keep_masks(net, float("nan"))
+    with pytest.raises(ValueError, match=r"criterion='l1'.*allowed.*group_norm.*max_abs"):
+        unit_keep_masks(net, EPS, "l1")
+    with pytest.raises(TypeError, match="nn.Sequential"):
+        prune(nn.Linear(3, 3), EPS)
+    with pytest.raises(TypeError, match="BatchNorm1d"):
+        prune(nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)), EPS)
+    with pytest.raises(ValueError, match="expected 2 masks"):
+        prune(net, masks=[torch.ones(400, dtype=torch.bool)])
+    with pytest.raises(ValueError, match=r"prune_eps=-1.*>= 0"):
+        SearchSettings(prune_eps=-1)
+    with pytest.raises(ValueError, match=r"prune_criterion='x'.*allowed"):
+        SearchSettings(prune_criterion="x")
+
+
+# ----------------------------------------------------------------------------- Pareto frontier
+def synthetic_table() -> pd.DataFrame:
+    """SYNTHETIC: five students. Frontier in NLL vs FLOPs: a (1, 0.5), b (2, 0.4), e (4, 0.3);
+    c (3, 0.45) and d (2, 0.6) are dominated by b. In accuracy vs FLOPs: a, b, c, e (c beats b)."""
+    return pd.DataFrame({
+        "student": list("abcdef"),
+        "flops": [1, 2, 3, 2, 4, 5], "params": [10, 30, 20, 40, 50, 5],
+        "student_nll": [0.5, 0.4, 0.45, 0.6, 0.3, math.nan],
+        "student_accuracy": [0.80, 0.85, 0.90, 0.70, 0.95, 0.99],
+    })
+
+
+def test_pareto_front_on_a_hand_made_table():
+    t = synthetic_table()
+    assert pareto_front(t, "student_nll", "flops")["student"].tolist() == ["a", "b", "e"]
+    assert pareto_front(t, "student_accuracy", "flops")["student"].tolist() == ["a", "b", "c", "e", "f"]
+    # against parameters: f (5 params) has no NLL; c (20) beats a (10)? no: a is cheaper and worse -> both stay
+    assert pareto_front(t, "student_nll", "params")["student"].tolist() == ["a", "c", "b", "e"]
+    dup = pd.concat([t, t.iloc[[1]]])
+    assert pareto_front(dup, "student_nll", "flops")["student"].tolist() == ["a", "b", "b", "e"]
+    assert pareto_front(t.iloc[:0], "student_nll", "flops").empty
+
+
+def test_pareto_front_rejects_unknown_names():
+    t = synthetic_table()
+    with pytest.raises(ValueError, match=r"metric='nll'.*allowed.*student_nll"):
+        pareto_front(t, "nll", "flops")
+    with pytest.raises(ValueError, match=r"cost='time'.*allowed.*flops"):
+        pareto_front(t, "student_nll", "time")
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['latency_ms'\]"):
+        pareto_front(t, "student_nll", "latency_ms")
+    with pytest.raises(TypeError):
+        pareto_front(t.to_dict(), "student_nll", "flops")
+
+
+def test_group_beats_exhaustive_counts_wins_at_equal_or_lower_cost():
+    t = pd.DataFrame({"method": ["exhaustive", "exhaustive", "group_lasso", "group_lasso", "group_lasso"],
+                      "flops": [1, 3, 0.5, 2, 4], "student_nll": [0.5, 0.3, 0.9, 0.4, 0.35]})
+    # 0.5 flops: no cheaper exhaustive -> win; 2: 0.4 < 0.5 -> win; 4: 0.35 > 0.3 -> loss
+    assert group_beats_exhaustive(t, "student_nll", "flops") == "2 of 3"
+
+
+# ----------------------------------------------------------------------------- students and settings
+def test_search_students_one_chain_grid_and_lambda_sweep():
+    students = search_students("fcnn", [0.5, 1], [1, 2], [1e-6, 1e-4], targets=("predictive", "entropy"),
+                               thinning={"predictive": 4, "entropy": 2})
+    assert len(students) == 2 * (4 + 2)
+    assert len({s.label for s in students}) == len(students)
+    grid = [s for s in students if s.regularizer is None]
+    lasso = [s for s in students if s.regularizer == "group_lasso"]
+    assert {(s.arch.k1, s.arch.k2) for s in grid} == {(0.5, 1), (0.5, 2), (1, 1), (1, 2)}
+    assert all(s.arch.dropout == 0.5 for s in grid)  # the paper's FCNN student dropout
+    assert all((s.arch.k1, s.arch.k2, s.arch.dropout) == (1, 2, 0.0) for s in lasso)  # largest, no dropout
+    assert sorted(s.reg_weight for s in lasso) == [1e-6, 1e-6, 1e-4, 1e-4]
+    assert all(s.estimator == "U_o" for s in students)
+    assert {s.thinning for s in students if s.target == "entropy"} == {2}
+    with pytest.raises(ValueError, match=r"reg_weights=\[\].*at least one"):
+        search_students("fcnn", [1], [1], [])
+    with pytest.raises(ValueError, match=r"reg_weights=\[0.001, 0\].*> 0"):
+        search_students("fcnn", [1], [1], [1e-3, 0])
+    with pytest.raises(ValueError, match=r"k2_values=\[\]"):
+        search_students("fcnn", [1], [], [1e-3])
+    with pytest.raises(ValueError, match=r"model='resnet'.*allowed"):
+        search_students("resnet", [1], [1], [1e-3])
+
+
+def test_experiment3_cell_uses_the_paper_setting_and_profiles():
+    p = resolve_parameters(EXPERIMENT3_PROFILES, "default", {})
+    cell = experiment3_cell("cnn_mnist", p)
+    assert (cell.data.labelled_size, cell.data.mask_size, cell.config.model) == (60_000, 15, "cnn_mnist")
+    assert len(cell.students) == len(p["k1_values"]) * len(p["k2_values"]) + len(p["reg_weights"])
+    assert cell.config.num_iterations == p["num_iterations"] and cell.config.burn_in == 1_000
+    cifar = experiment3_cell("cnn_cifar10", resolve_parameters(EXPERIMENT3_PROFILES, "paper", {}))
+    assert (cifar.data.labelled_size, cifar.data.mask_size, cifar.config.burn_in) == (20_000, 0, 10_000)
+    assert EXPERIMENT3_PROFILES["paper"]["reg_weights"] == [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3]
+    assert set(EXPERIMENT3_PROFILES["default"]) == set(EXPERIMENT3_PROFILES["paper"])
+
+
+# ----------------------------------------------------------------------------- fine-tuning
+def test_finetune_fits_fixed_targets_and_is_seeded():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(200, 1, 8, 8, generator=gen)
+    targets = torch.softmax(3 * torch.randn(200, 10, generator=gen), dim=-1)
+
+    def tuned(seed):
+        torch.manual_seed(0)
+        net = build_network(ArchSpec("fcnn", 0.1, 0.1), (1, 8, 8), 10)
+        return finetune(net, x, targets, "predictive", steps=150, lr=1e-2, batch_size=50, seed=seed)
+
+    torch.manual_seed(0)
+    start = build_network(ArchSpec("fcnn", 0.1, 0.1), (1, 8, 8), 10)
+
+    def loss(net):
+        with torch.no_grad():
+            return float(-(targets * torch.log_softmax(net(x), -1)).sum(-1).mean())
+
+    a, b, c = tuned(0), tuned(0), tuned(1)
+    assert loss(a) < 0.8 * loss(start)
+    assert torch.equal(a[1].weight, b[1].weight) and not torch.equal(a[1].weight, c[1].weight)
+    with pytest.raises(ValueError, match="steps=-1"):
+        finetune(start, x, targets, "predictive", steps=-1, lr=1e-3)
+    with pytest.raises(ValueError, match="equal length"):
+        finetune(start, x, targets[:10], "predictive", steps=1, lr=1e-3)
+
+
+# ----------------------------------------------------------------------------- end to end
+@pytest.fixture(scope="module")
+def searched(digits_data, tmp_path_factory):
+    results = tmp_path_factory.mktemp("exp3")
+    config = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=900,
+                        burn_in=200, eval_thinning=10, log_every=300, checkpoint_every=300, progress=False,
+                        device="cpu")
+    students = search_students("fcnn", [0.05, 1], [0.05, 1], [1e-3, 1e-2], thinning={"predictive": 2})
+    settings = SearchSettings(finetune_epochs=10.0, latency_batch_size=16, latency_repeats=2)
+    first = search_on_data(digits_data, config, students, settings, results)
+    again = search_on_data(digits_data, config, students, settings, results)
+    return first, again, results, digits_data
+
+
+def test_search_table_rows_and_costs(searched):
+    first, _, _, _ = searched
+    t = first.table
+    assert first.status == "ran"
+    counts = t.groupby(["method", "stage"]).size().to_dict()
+    assert counts == {("teacher", "teacher"): 1, ("exhaustive", "distilled"): 4, ("group_lasso", "distilled"): 2,
+                      ("group_lasso", "pruned"): 2, ("group_lasso", "fine-tuned"): 2}
+    assert t[t["is_base"].astype(bool)]["student"].tolist() == ["predictive-U_o-K1x1"]
+    assert (t["flops"] > 0).all() and (t["params"] > 0).all() and (t["latency_ms"] > 0).all()
+    pruned = t[t["stage"] == "pruned"]
+    assert (pruned["prune_check_max_abs_diff"] < 1e-5).all()
+    strong = t[(t["method"] == "group_lasso") & (t["reg_weight"] == 1e-2)]
+    assert strong.set_index("stage").loc["pruned", "params"] < strong.set_index("stage").loc["distilled", "params"]
+    assert (t[t["stage"] == "fine-tuned"]["finetune_steps"] == round(10 * 1200 / 50 / 2)).all()
+    tuned = t[t["stage"] == "fine-tuned"]
+    assert (tuned["student_accuracy"] > 0.7).all() and tuned["student_nll"].notna().all()
+    assert len(search_candidates(t)) == 6 and len(search_candidates(t, "group_lasso")) == 2
+    assert (first.run_dir / "pruned").is_dir() and len(list((first.run_dir / "pruned").glob("*.pt"))) == 2
+
+
+def test_search_reuses_the_stored_table(searched):
+    first, again, results, _ = searched
+    assert again.status == "reused"
+    pd.testing.assert_frame_equal(again.table, pd.read_csv(first.run_dir / "experiment3_search.csv"))
+    assert len(load_search_results(results)) == len(first.table)
+    assert load_search_results(results / "absent").empty
+
+
+def test_evaluate_student_reproduces_the_engine_metrics(searched):
+    first, _, _, data = searched
+    config = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=900,
+                        burn_in=200, eval_thinning=10, log_every=300, checkpoint_every=300, progress=False,
+                        device="cpu")
+    students = search_students("fcnn", [0.05, 1], [0.05, 1], [1e-3, 1e-2], thinning={"predictive": 2})
+    run = GPEDRun(data, config, students)
+    run.load_checkpoint(first.run_dir / "checkpoint.pt")
+    teacher = {n: run.accumulator.mean(n) for n in run.accumulator.targets}
+    rows = first.table[first.table["stage"] == "distilled"].set_index("student")
+    for s in run.students:
+        ours = evaluate_student(s.net, s.target, run.data, teacher)
+        assert ours["student_nll"] == pytest.approx(rows.loc[s.config.label, "student_nll"], rel=1e-6)
+        assert ours["nll_gap"] == pytest.approx(rows.loc[s.config.label, "nll_gap"], rel=1e-6, abs=1e-9)
+
+
+def test_comparison_and_frontiers_on_the_search(searched):
+    first, _, _, _ = searched
+    t = first.table
+    front = frontier_table(t, "student_nll", "flops")
+    assert set(front["front"]) == {"exhaustive", "group_lasso", "both"}
+    for _, rows in front.groupby("front"):  # a frontier improves as the cost grows
+        assert rows["flops"].is_monotonic_increasing and rows["student_nll"].is_monotonic_decreasing
+    best = best_student(t, "student_nll")
+    assert best["student_nll"] == search_candidates(t)["student_nll"].min()
+    base = base_student(t, "predictive")
+    comp = experiment3_comparison(t, "fcnn", "student_nll").set_index("quantity")
+    assert comp.loc["best / base parameters", "paper"] == 9.9 and comp.loc["best / base FLOPs", "paper"] == 10
+    assert comp.loc["best / base parameters", "ours"] == pytest.approx(best["params"] / base["params"])
+    assert comp.loc["base student test NLL", "ours"] == pytest.approx(base["student_nll"])
+    beats = bool(best["student_nll"] < base["student_nll"])
+    assert comp.loc["a searched student beats the base student", "ours"] == beats
+    sentence = trend_sentence(comp.reset_index())
+    assert sentence.startswith("Yes" if beats else "No")
+    assert trend_sentence(experiment3_comparison(t.iloc[:0], "fcnn")).startswith("No search results")
