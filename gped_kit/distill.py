@@ -403,22 +403,8 @@ class GPEDRun:
         return torch.cat([s.target.link(s.net(x[i:i + step])) for i in range(0, x.shape[0], step)])
 
     def student_metrics(self, s: _Student) -> dict:
-        pred = self.student_predictions(s)
-        out: dict = {}
-        y = self.data.test_y
-        if s.target.predictive_classes:
-            probs = pred[:, : self.num_classes]
-            out["student_nll"] = metrics.nll(probs, y)
-            out["student_accuracy"] = metrics.accuracy(probs, y)
-        if self.accumulator.count:
-            if s.target.estimates_g:
-                teacher = self.teacher_mean(s.target.name)
-                out["target_mae"] = metrics.mae(pred, teacher)
-                if s.target.name in ("entropy", "predictive+entropy"):
-                    out["entropy_mae"] = metrics.mae(pred[:, -1], teacher[:, -1])
-            if "student_nll" in out:
-                out["nll_gap"] = out["student_nll"] - metrics.nll(self.teacher_mean("predictive"), y)
-        return out
+        teacher = {name: self.teacher_mean(name) for name in (s.target.name, "predictive")} if self.accumulator.count else {}
+        return prediction_metrics(s.target, self.student_predictions(s), self.data.test_y, self.num_classes, teacher)
 
     def result(self) -> GPEDResult:
         history = pd.DataFrame(self.history_rows)
@@ -530,6 +516,29 @@ class GPEDRun:
         self._dropout_rng = {k: v.cpu() for k, v in state["dropout_rng"].items()}
         self.train_nll_sum.copy_(state["train_nll_sum"])
         self._steps_in_sum = state["steps_in_sum"]
+
+
+def prediction_metrics(target: Target, pred: torch.Tensor, labels: torch.Tensor, num_classes: int,
+                       teacher: dict[str, torch.Tensor] | None = None) -> dict:
+    """Test metrics of a student's linked outputs ``pred`` as Algorithm 1 reports them:
+    ``student_nll``/``student_accuracy`` when the first C columns are a predictive
+    distribution; against the teacher ensemble's estimates ``teacher`` (target name -> E[g]),
+    ``target_mae`` (when the outputs estimate E[g]), ``entropy_mae`` (entropy targets) and
+    ``nll_gap`` = student NLL - ensemble NLL."""
+    out: dict = {}
+    teacher = teacher or {}
+    if target.predictive_classes:
+        probs = pred[:, :num_classes]
+        out["student_nll"] = metrics.nll(probs, labels)
+        out["student_accuracy"] = metrics.accuracy(probs, labels)
+    if target.estimates_g and target.name in teacher:
+        reference = teacher[target.name].to(pred.device)
+        out["target_mae"] = metrics.mae(pred, reference)
+        if target.name in ("entropy", "predictive+entropy"):
+            out["entropy_mae"] = metrics.mae(pred[:, -1], reference[:, -1])
+    if "student_nll" in out and "predictive" in teacher:
+        out["nll_gap"] = out["student_nll"] - metrics.nll(teacher["predictive"].to(pred.device), labels)
+    return out
 
 
 def run_gped(data: ExperimentData, config: GPEDConfig, students: Sequence[StudentConfig],

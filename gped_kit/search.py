@@ -68,10 +68,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import metrics
 from .cost import network_cost
 from .data import DatasetNotFoundError, ExperimentData, prepare_data
-from .distill import GPEDConfig, GPEDRun, StudentConfig, resolve_device
+from .distill import GPEDConfig, GPEDRun, StudentConfig, prediction_metrics, resolve_device
 from .experiments import PAPER_SETTINGS, GridCell, distillation_cell, run_key, run_stored
 from .models import ArchSpec
 from .targets import OnlineMeanEstimator, Target, resolve_target
@@ -432,21 +431,9 @@ def evaluate_student(net: nn.Module, target: str | Target, data: ExperimentData,
     estimate, ``entropy_mae`` (entropy targets) and ``nll_gap`` (student - teacher NLL)."""
     target = resolve_target(target)
     net.eval()
-    x, y = data.test_x, data.test_y
+    x = data.test_x
     pred = torch.cat([target.link(net(x[i:i + batch_size])) for i in range(0, x.shape[0], batch_size)])
-    out: dict = {}
-    if target.predictive_classes:
-        probs = pred[:, :data.num_classes]
-        out["student_nll"] = metrics.nll(probs, y)
-        out["student_accuracy"] = metrics.accuracy(probs, y)
-    if teacher_test and target.name in teacher_test and getattr(target, "estimates_g", True):
-        teacher = teacher_test[target.name].to(pred.device)
-        out["target_mae"] = metrics.mae(pred, teacher)
-        if target.name in ("entropy", "predictive+entropy"):
-            out["entropy_mae"] = metrics.mae(pred[:, -1], teacher[:, -1])
-    if teacher_test and "student_nll" in out and "predictive" in teacher_test:
-        out["nll_gap"] = out["student_nll"] - metrics.nll(teacher_test["predictive"].to(pred.device), y)
-    return out
+    return prediction_metrics(target, pred, data.test_y, data.num_classes, dict(teacher_test or {}))
 
 
 # ----------------------------------------------------------------------------- the search
