@@ -580,7 +580,7 @@ def search_on_data(data: ExperimentData, config: GPEDConfig, students: Sequence[
 def _search_table(run: GPEDRun, summary: pd.DataFrame, settings: SearchSettings, run_dir: Path) -> pd.DataFrame:
     data, config = run.data, run.config
     shape = tuple(data.input_shape)
-    teacher_test = ({n: run.accumulator.mean(n) for n in run.accumulator.targets} if run.accumulator.count else {})
+    teacher_test = ({n: run.teacher_mean(n) for n in run.accumulator.targets} if run.accumulator.count else {})
     by_label = summary.set_index("student")
     dataset = data.config.dataset if data.config is not None else ""
     epochs = (settings.finetune_epochs if settings.finetune_epochs is not None
