@@ -60,6 +60,19 @@ class StudentConfig:
     epochs of the *teacher* (one epoch = N/M SGLD steps, as in the authors' code; None keeps
     it constant); ``regularizer``/``reg_weight`` are R and lambda (``"group_lasso"`` or a
     callable ``module -> scalar``). ``arch`` None means the teacher's architecture.
+
+    ``input_generator`` picks the distillation inputs x' (Papamakarios' thesis, Section 2.3:
+    the "data generator"): None uses D' as the data configures it (resampled, with the
+    data's ``distill_noise_std`` perturbation if any); ``"resample"`` resamples D' without
+    noise; ``"perturb"`` adds N(0, ``input_noise_std``^2) per pixel to the resampled D'
+    points; ``"noise"`` draws pure Gaussian noise with D''s overall pixel mean and standard
+    deviation (fresh every step, so it needs the U_s estimator: U_o averages per stored
+    input). ``derivative_weight`` gamma > 0 adds the thesis' derivative matching (Section
+    2.2.2) to the loss: gamma times the squared error between the student's and the current
+    teacher sample's input-gradients of the log class probabilities (one Rademacher
+    projection of the class axis per example; predictive targets only). Like the entropy
+    loss, it is non-linear in the teacher sample, so its single-sample (online) version is
+    biased (thesis, Section 3.3.3).
     """
 
     target: str | Target = "predictive"
@@ -72,6 +85,9 @@ class StudentConfig:
     regularizer: str | Regularizer | None = None
     reg_weight: float = 0.0
     name: str | None = None
+    input_generator: str | None = None
+    input_noise_std: float = 0.1
+    derivative_weight: float = 0.0
 
     def __post_init__(self) -> None:
         resolve_target(self.target)
@@ -93,6 +109,31 @@ class StudentConfig:
             )
         if not self.reg_weight >= 0:
             raise ValueError(f"StudentConfig.reg_weight={self.reg_weight!r}: must be >= 0")
+        if self.input_generator is not None and self.input_generator not in INPUT_GENERATORS:
+            raise ValueError(f"StudentConfig.input_generator={self.input_generator!r} is not known; "
+                             f"allowed: None (D' as configured) or {INPUT_GENERATORS}")
+        if self.input_generator == "noise" and "U_o" in self.estimator:
+            raise ValueError(f"StudentConfig.estimator={self.estimator!r} with input_generator='noise': U_o "
+                             "averages the teacher over repeated visits of stored inputs, and noise inputs "
+                             "are fresh every step; use estimator='U_s'")
+        if not (self.input_noise_std >= 0 and math.isfinite(self.input_noise_std)):
+            raise ValueError(f"StudentConfig.input_noise_std={self.input_noise_std!r}: must be finite and >= 0")
+        if not (self.derivative_weight >= 0 and math.isfinite(self.derivative_weight)):
+            raise ValueError(f"StudentConfig.derivative_weight={self.derivative_weight!r}: must be finite and >= 0")
+        if self.derivative_weight > 0 and not resolve_target(self.target).predictive_classes:
+            raise ValueError(f"StudentConfig.derivative_weight={self.derivative_weight!r}: derivative matching "
+                             f"needs a target whose first C outputs are class probabilities; "
+                             f"{resolve_target(self.target).name!r} has none")
+
+    @property
+    def group_key(self) -> tuple:
+        """Students with equal (H, M', input generator, derivative matching or not) share S' and the
+        teacher's forward pass (and one random stream)."""
+        base = (self.thinning, self.batch_size)
+        if self.input_generator is None and self.derivative_weight == 0:
+            return base  # the key of runs made before input generators existed
+        std = self.input_noise_std if self.input_generator == "perturb" else 0.0
+        return base + (self.input_generator or "data", std, self.derivative_weight > 0)
 
     @property
     def label(self) -> str:
@@ -111,6 +152,10 @@ class GPEDConfig:
     after burn-in) the teacher sample is added to the test-set ensemble; ``log_every`` is how
     often a history row is written (the only host synchronisation);
     ``checkpoint_every`` how often the run is saved when a checkpoint path is given.
+    ``num_snapshots`` S > 0 keeps S posterior samples' parameters, evenly thinned over the
+    steps after burn-in (:func:`snapshot_steps`), for distillation methods that need fixed
+    members (Hydra: one head per snapshot); they cost S x (number of teacher parameters)
+    floats of device memory.
     """
 
     model: str = "fcnn"
@@ -124,6 +169,7 @@ class GPEDConfig:
     device: str = "auto"
     progress: bool = True
     eval_batch_size: int = 2_500
+    num_snapshots: int = 0
 
     def __post_init__(self) -> None:
         ArchSpec(self.model)  # validates the family name
@@ -138,6 +184,20 @@ class GPEDConfig:
         _check_int("GPEDConfig.log_every", self.log_every, 1)
         _check_int("GPEDConfig.checkpoint_every", self.checkpoint_every, 1)
         _check_int("GPEDConfig.eval_batch_size", self.eval_batch_size, 1)
+        _check_int("GPEDConfig.num_snapshots", self.num_snapshots, 0)
+        if self.num_snapshots > self.num_iterations - self.burn_in:
+            raise ValueError(f"GPEDConfig.num_snapshots={self.num_snapshots} exceeds the "
+                             f"{self.num_iterations - self.burn_in} steps after burn-in")
+
+
+def snapshot_steps(config: GPEDConfig) -> list[int]:
+    """The steps t whose new sample theta_{t+1} is kept as a snapshot: S evenly spaced steps
+    after burn-in, the last one the chain's final step."""
+    span, s = config.num_iterations - config.burn_in, config.num_snapshots
+    return [config.burn_in + (k + 1) * span // s - 1 for k in range(s)]
+
+
+INPUT_GENERATORS = ("resample", "perturb", "noise")
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
@@ -163,7 +223,9 @@ class GPEDResult:
     """What a run produced: one summary row per student, the per-log-point history, and the
     test-set expectation estimates of the teacher ensemble (per target name) and of each
     student (its linked outputs, per student label); ``teacher_ood``/``student_ood`` hold the
-    same for each out-of-distribution set of the data (keyed by set name first)."""
+    same for each out-of-distribution set of the data (keyed by set name first).
+    ``snapshots`` holds the kept posterior samples (``GPEDConfig.num_snapshots``), one
+    flattened parameter vector per row (``torch.nn.utils.vector_to_parameters`` order)."""
 
     summary: pd.DataFrame
     history: pd.DataFrame
@@ -173,6 +235,7 @@ class GPEDResult:
     finished: bool
     teacher_ood: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     student_ood: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    snapshots: torch.Tensor | None = None  # (S, P) flattened teacher parameters, if kept
 
 
 class GPEDRun:
@@ -212,7 +275,7 @@ class GPEDRun:
         self.sgld = SGLD(list(self.teacher.parameters()), n_train, config.sgld, self.gen_noise)
         self.groups: dict[tuple[int, int], list[_Student]] = {}
         for s in self.students:
-            self.groups.setdefault((s.config.thinning, s.config.batch_size), []).append(s)
+            self.groups.setdefault(s.config.group_key, []).append(s)
         self.gen_groups = {
             key: torch.Generator(dev).manual_seed(config.seed * 4 + 3 + 1000 * (i + 1))
             for i, key in enumerate(sorted(self.groups))
@@ -229,6 +292,13 @@ class GPEDRun:
         )
         self.train_nll_sum = torch.zeros((), device=dev)
         self._steps_in_sum = 0
+        self._snapshot_at = {t: k for k, t in enumerate(snapshot_steps(config))}
+        num_teacher_params = count_parameters(self.teacher)
+        self.snapshots = torch.zeros(config.num_snapshots, num_teacher_params, device=dev)
+        self.num_snapshots_taken = 0
+        if any(s.config.input_generator == "noise" for s in self.students):
+            pixels = self.data.distill_x
+            self._noise_moments = (float(pixels.mean()), float(pixels.std()))
 
     # ------------------------------------------------------------------ set-up helpers
     def _make_student(self, cfg: StudentConfig) -> _Student:
@@ -268,20 +338,48 @@ class GPEDRun:
     def _teacher_log_probs(self, x: torch.Tensor) -> torch.Tensor:
         return F.log_softmax(self.teacher(x), dim=-1)
 
-    def _distill_step(self, key: tuple[int, int], t: int) -> None:
-        _, batch_size = key
-        data = self.data
-        idx = torch.randint(data.distill_x.shape[0], (batch_size,), device=self.device, generator=self.gen_groups[key])
+    def _distill_inputs(self, key: tuple, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """S': indices into D' and the inputs x' of the group's input generator."""
+        data, batch_size = self.data, key[1]
+        generator = key[2] if len(key) > 2 and key[2] != "data" else None
+        idx = torch.randint(data.distill_x.shape[0], (batch_size,), device=self.device, generator=gen)
+        if generator == "noise":
+            mean, std = self._noise_moments
+            shape = (batch_size, *data.distill_x.shape[1:])
+            return idx, mean + std * torch.randn(shape, device=self.device, generator=gen)
         x = data.distill_x[idx]
-        noise_std = data.config.distill_noise_std if data.config is not None else 0.0
+        if generator is None:
+            noise_std = getattr(data.config, "distill_noise_std", 0.0)
+        else:
+            noise_std = key[3] if generator == "perturb" else 0.0
         if noise_std > 0:
-            x = x + noise_std * torch.randn(x.shape, device=self.device, generator=self.gen_groups[key])
-        with torch.no_grad():
+            x = x + noise_std * torch.randn(x.shape, device=self.device, generator=gen)
+        return idx, x
+
+    def _distill_step(self, key: tuple, t: int) -> None:
+        gen = self.gen_groups[key]
+        idx, x = self._distill_inputs(key, gen)
+        matching = [s for s in self.groups[key] if s.config.derivative_weight > 0]
+        teacher_grad = projection = None
+        if matching:
+            projection = losses_mod.rademacher(x.shape[0], self.num_classes, gen)
+            x = x.detach().requires_grad_(True)
             log_probs = self._teacher_log_probs(x)
+            teacher_grad = losses_mod.input_gradients(log_probs, x, projection).detach()
+            log_probs = log_probs.detach()
+        else:
+            with torch.no_grad():
+                log_probs = self._teacher_log_probs(x)
         for s in self.groups[key]:
             target_hat = s.estimator.update(idx, s.target.g(log_probs))
             s.net.train()
-            loss = s.target.loss(target_hat, s.net(x)).mean()
+            raw = s.net(x)
+            loss = s.target.loss(target_hat, raw).mean()
+            if s.config.derivative_weight > 0:
+                student_log_probs = F.log_softmax(raw[:, :self.num_classes], dim=-1)
+                student_grad = losses_mod.input_gradients(student_log_probs, x, projection, create_graph=True)
+                loss = loss + s.config.derivative_weight * losses_mod.derivative_square_error(
+                    student_grad, teacher_grad).mean()
             if s.regularizer is not None:
                 loss = loss + s.config.reg_weight * s.regularizer(s.net)
             s.optimizer.zero_grad(set_to_none=True)
@@ -326,6 +424,10 @@ class GPEDRun:
                     self.sgld.step(loss, t)
                     self.train_nll_sum += loss.detach()
                     self._steps_in_sum += 1
+                    if t in self._snapshot_at:
+                        self.snapshots[self._snapshot_at[t]] = torch.nn.utils.parameters_to_vector(
+                            self.teacher.parameters()).detach()
+                        self.num_snapshots_taken = self._snapshot_at[t] + 1
                     if t > cfg.burn_in:
                         if t % cfg.eval_thinning == 0:
                             self.accumulator.accumulate(self._teacher_log_probs)
@@ -422,8 +524,10 @@ class GPEDRun:
                           if self.accumulator.count else {}) for name in self.eval_slices}
         student = {name: {s.config.label: self.student_predictions(s, x).cpu() for s in self.students}
                    for name, x in {"test": self.data.test_x, **self.data.ood_x}.items()}
+        snapshots = self.snapshots[:self.num_snapshots_taken].cpu() if self.config.num_snapshots else None
         return GPEDResult(pd.DataFrame(summary_rows), history, teacher.pop("test"), student.pop("test"),
-                          self.t, self.t >= self.config.num_iterations, teacher_ood=teacher, student_ood=student)
+                          self.t, self.t >= self.config.num_iterations, teacher_ood=teacher, student_ood=student,
+                          snapshots=snapshots)
 
     def config_columns(self, s: _Student) -> dict:
         """The tidy configuration columns of one (chain, student) run."""
@@ -432,9 +536,9 @@ class GPEDRun:
         dc = self.data.config
         cols = {}
         if dc is not None:
-            cols.update(dataset=dc.dataset, labelled_size=self.data.train_x.shape[0], mask_size=dc.mask_size,
-                        masking_rate=self.data.masking_rate, data_seed=dc.seed,
-                        distill_noise_std=dc.distill_noise_std)
+            cols.update(dataset=dc.dataset, labelled_size=self.data.train_x.shape[0],
+                        mask_size=getattr(dc, "mask_size", 0), masking_rate=self.data.masking_rate,
+                        data_seed=dc.seed, distill_noise_std=getattr(dc, "distill_noise_std", 0.0))
         cols.update(
             model=cfg.model, step_size=cfg.sgld.step_size, schedule=cfg.sgld.schedule,
             prior_precision=cfg.sgld.prior_precision, batch_size=cfg.sgld.batch_size,
@@ -443,7 +547,8 @@ class GPEDRun:
             estimator=sc.estimator, student_arch=arch.family, k1=arch.k1, k2=arch.k2,
             dropout=arch.dropout, thinning=sc.thinning, student_batch_size=sc.batch_size, lr=sc.lr,
             lr_halving_epochs=sc.lr_halving_epochs, regularizer=_name_of(sc.regularizer),
-            reg_weight=sc.reg_weight, student_params=s.num_params,
+            reg_weight=sc.reg_weight, input_generator=sc.input_generator or "data",
+            derivative_weight=sc.derivative_weight, student_params=s.num_params,
             teacher_params=count_parameters(self.teacher),
         )
         return cols
@@ -459,12 +564,19 @@ class GPEDRun:
             "data": _jsonable(dataclasses.asdict(dc)) if dc is not None else None,
             "shapes": [list(self.data.train_x.shape), list(self.data.distill_x.shape), list(self.data.test_x.shape)],
         }
-        if payload["data"] is not None and not dc.ood_datasets:
+        if payload["data"] is not None and not getattr(dc, "ood_datasets", ()):
             # fields added for Experiment 4: left out at their defaults so earlier runs keep their keys
             for key in ("ood_datasets", "ood_size"):
                 payload["data"].pop(key, None)
         payload["gped"].pop("progress", None)
         payload["gped"].pop("device", None)
+        if not self.config.num_snapshots:  # added for Hydra; left out at its default (earlier runs' keys)
+            payload["gped"].pop("num_snapshots", None)
+        defaults = {"input_generator": None, "input_noise_std": 0.1, "derivative_weight": 0.0}
+        for student in payload["students"]:  # fields added for issue 6, likewise left out at defaults
+            if all(student.get(k) == v for k, v in defaults.items()):
+                for k in defaults:
+                    student.pop(k, None)
         return json.dumps(payload, sort_keys=True)
 
     def save_checkpoint(self, path: str | Path) -> None:
@@ -482,7 +594,9 @@ class GPEDRun:
                          for s in self.students],
             "accumulator": self.accumulator.state_dict(),
             "generators": {"data": self.gen_data.get_state(), "noise": self.gen_noise.get_state(),
-                           "groups": {f"{k[0]},{k[1]}": g.get_state() for k, g in self.gen_groups.items()}},
+                           "groups": {_group_name(k): g.get_state() for k, g in self.gen_groups.items()}},
+            "snapshots": self.snapshots,
+            "num_snapshots_taken": self.num_snapshots_taken,
             "dropout_rng": self._dropout_rng,
             "train_nll_sum": self.train_nll_sum,
             "steps_in_sum": self._steps_in_sum,
@@ -512,7 +626,10 @@ class GPEDRun:
         self.gen_data.set_state(state["generators"]["data"].cpu())
         self.gen_noise.set_state(state["generators"]["noise"].cpu())
         for key, gen in self.gen_groups.items():
-            gen.set_state(state["generators"]["groups"][f"{key[0]},{key[1]}"].cpu())
+            gen.set_state(state["generators"]["groups"][_group_name(key)].cpu())
+        if self.config.num_snapshots:
+            self.snapshots.copy_(state["snapshots"])
+            self.num_snapshots_taken = state["num_snapshots_taken"]
         self._dropout_rng = {k: v.cpu() for k, v in state["dropout_rng"].items()}
         self.train_nll_sum.copy_(state["train_nll_sum"])
         self._steps_in_sum = state["steps_in_sum"]
@@ -553,6 +670,10 @@ def _progress_bar(cfg: GPEDConfig, start: int):
     from tqdm.auto import tqdm
 
     return tqdm(total=cfg.num_iterations, initial=start, desc="GPED", unit="it", mininterval=1.0)
+
+
+def _group_name(key: tuple) -> str:
+    return ",".join(str(k) for k in key)
 
 
 def _name_of(obj: object) -> str | None:

@@ -17,6 +17,7 @@ so nothing is lost.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -597,3 +598,230 @@ def experiment4_claims(downstream: pd.DataFrame) -> pd.DataFrame:
         rows.append({"claim": f"GPED {better} {metric} than EnD2", "ours": f"{int(wins.sum())} of {len(wins)}",
                      "fraction": float(wins.mean()), "paper": paper})
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ Beyond GPED (issue 6)
+# One teacher chain, distilled by: plain knowledge distillation of the predictive (Bayesian
+# Dark Knowledge, "KD"), GPED's C+1 student (predictive + expected entropy), EnD2, and Hydra
+# (one head per kept posterior snapshot, trained after the chain from the snapshots' cached
+# outputs on D'). Three more KD students show the thesis' input generator (resampled D',
+# perturbed D', pure noise) and derivative matching. "default": a 2-core CPU in minutes
+# (S = 20 snapshots); "paper": Hydra's MNIST setting as far as it maps onto an SGLD teacher
+# (S = 50 snapshots, T = 10^6).
+COMPARISON_PROFILES: dict[str, dict[str, Any]] = {
+    "default": dict(model="fcnn", labelled_size=60_000, mask_size=0, num_iterations=4_000, burn_in=1_000,
+                    thinning=2, eval_thinning=50, log_every=500, checkpoint_every=1_000, num_snapshots=20,
+                    perturb_std=0.3, derivative_weight=1.0, hydra_head_hidden=[100, 100], hydra_temperature=2.0,
+                    hydra_phase1_steps=1_000, hydra_phase2_steps=2_000, hydra_lr=1e-3,
+                    spiral_size=1_000, spiral_iterations=6_000, spiral_burn_in=2_000, spiral_step_size=2e-4,
+                    spiral_snapshots=10, spiral_thinning=2, spiral_hydra_phase1_steps=1_000,
+                    spiral_hydra_phase2_steps=2_000),
+    "paper": dict(model="fcnn", labelled_size=60_000, mask_size=0, num_iterations=1_000_000, burn_in=None,
+                  thinning=10, eval_thinning=100, log_every=10_000, checkpoint_every=50_000, num_snapshots=50,
+                  perturb_std=0.3, derivative_weight=1.0, hydra_head_hidden=[100, 100], hydra_temperature=2.0,
+                  hydra_phase1_steps=20_000, hydra_phase2_steps=60_000, hydra_lr=1e-3,
+                  spiral_size=1_000, spiral_iterations=100_000, spiral_burn_in=10_000, spiral_step_size=2e-4,
+                  spiral_snapshots=10, spiral_thinning=2, spiral_hydra_phase1_steps=5_000,
+                  spiral_hydra_phase2_steps=20_000),
+}
+#: Evaluation sets of the MNIST comparison: Hydra's shifted MNIST (the test set rotated by 60
+#: degrees, labelled) and Fashion-MNIST (OOD, when present).
+COMPARISON_SHIFT_SETS = ("mnist_rotated60",)
+COMPARISON_OOD_SETS = ("fashion_mnist",)
+#: Methods with an uncertainty decomposition (KD students have the predictive only).
+MU_METHODS = ("Long-chain teacher", "Snapshot ensemble", "GPED", "EnD2", "Hydra")
+
+
+def comparison_students(model: str, params: Mapping[str, Any], variants: bool = True
+                        ) -> tuple[StudentConfig, ...]:
+    """KD (U_s: Bayesian Dark Knowledge), GPED (C+1, U_s on the predictive, U_o on the entropy), EnD2
+    (U_s) and, with ``variants``, KD students with the thesis' input generators (``perturb`` with
+    ``perturb_std``, ``noise``) and with derivative matching (``derivative_weight``)."""
+    paper = PAPER_SETTINGS[model]
+    arch = ArchSpec(model, dropout=paper["student_dropout"])
+    common = dict(thinning=params["thinning"], lr_halving_epochs=paper["lr_halving_epochs"])
+    students = [StudentConfig("predictive", "U_s", arch=arch, name="KD", **common),
+                StudentConfig("predictive+entropy", "U_s+U_o", arch=arch, name="GPED", **common),
+                StudentConfig("endd", "U_s", arch=ArchSpec(model, dropout=ENDD_DROPOUT[model]), name="EnD2", **common)]
+    if variants:
+        students += [
+            StudentConfig("predictive", "U_s", arch=arch, name="KD (perturbed inputs)", input_generator="perturb",
+                          input_noise_std=params["perturb_std"], **common),
+            StudentConfig("predictive", "U_s", arch=arch, name="KD (noise inputs)", input_generator="noise", **common),
+            StudentConfig("predictive", "U_s", arch=arch, name="KD + derivative matching",
+                          derivative_weight=params["derivative_weight"], **common)]
+    return tuple(students)
+
+
+def comparison_cell(params: Mapping[str, Any], seed: int = 0, device: str = "auto", data_root: str | None = None,
+                    verify_checksums: bool = True) -> GridCell:
+    """The MNIST comparison chain: ``params['model']``'s teacher with ``num_snapshots`` kept
+    samples, the students of :func:`comparison_students`, and the shift/OOD sets evaluated online."""
+    model = params["model"]
+    if model not in PAPER_SETTINGS or PAPER_SETTINGS[model]["dataset"] != "mnist":
+        raise ValueError(f"model={model!r}: the comparison runs on MNIST; allowed: fcnn, cnn_mnist")
+    ood = COMPARISON_SHIFT_SETS + tuple(n for n in COMPARISON_OOD_SETS if ood_available(n, data_root))
+    data = DataConfig("mnist", labelled_size=params["labelled_size"], mask_size=params["mask_size"], seed=seed,
+                      root=data_root, verify_checksums=verify_checksums, ood_datasets=ood)
+    config = teacher_config(model, params["labelled_size"], params, seed, device)
+    config = GPEDConfig(**{**config.__dict__, "num_snapshots": params["num_snapshots"]})
+    return GridCell(data, config, comparison_students(model, params))
+
+
+def _hydra_config(params: Mapping[str, Any], prefix: str = "") -> Any:
+    from .hydra import HydraConfig
+
+    return HydraConfig(head_hidden=tuple(params["hydra_head_hidden"]), temperature=params["hydra_temperature"],
+                       phase1_steps=params[f"{prefix}hydra_phase1_steps"],
+                       phase2_steps=params[f"{prefix}hydra_phase2_steps"], lr=params["hydra_lr"])
+
+
+def stored_hydra(result: GPEDResult, data: ExperimentData, model: str, hydra_config: Any,
+                 results_dir: str | Path, progress: bool = True) -> Any:
+    """Hydra trained on a stored run's snapshots, kept beside the run (``hydra-<hash>.pt``) so a
+    re-executed notebook reloads it; returns a :class:`gped_kit.hydra.HydraResult`."""
+    from . import hydra
+
+    if result.snapshots is None or len(result.snapshots) < 2:
+        raise ValueError("Hydra needs a run with GPEDConfig.num_snapshots >= 2")
+    key = hashlib.sha256(json.dumps({**hydra_config.__dict__, "snapshots": len(result.snapshots)},
+                                    sort_keys=True, default=str).encode()).hexdigest()[:10]
+    path = Path(results_dir) / result.summary["run_key"].iloc[0] / f"hydra-{key}.pt"
+    device = data.distill_x.device
+    if path.exists():
+        return hydra.load_hydra(path, model, data.input_shape, data.num_classes, hydra_config, device)
+    logits = hydra.snapshot_logits(result.snapshots.to(device), model, data.input_shape, data.num_classes,
+                                   data.distill_x)
+    trained = hydra.train_hydra(logits, data.distill_x, model, data.input_shape, hydra_config, progress=progress)
+    hydra.save_hydra(trained, path)
+    return trained
+
+
+def comparison_methods(result: GPEDResult, data: ExperimentData, model: str, hydra_net: Any,
+                       eval_set: str) -> dict[str, tuple[Any, uncertainty.Uncertainties | None]]:
+    """Per method, the predictive (N, C) on ``eval_set`` ("test" or an OOD/shift set) and its
+    uncertainties (None for predictive-only students)."""
+    from . import hydra
+
+    c = data.num_classes
+    x = data.test_x if eval_set == "test" else data.ood_x[eval_set]
+    teacher = result.teacher_test if eval_set == "test" else result.teacher_ood[eval_set]
+    students = result.student_test if eval_set == "test" else result.student_ood[eval_set]
+    out: dict[str, tuple[Any, uncertainty.Uncertainties | None]] = {}
+    t = teacher["predictive+entropy"]
+    out["Long-chain teacher"] = (t[:, :c], uncertainty.from_moments(t[:, :c], t[:, c]))
+    snaps = hydra.snapshot_logits(result.snapshots.to(x.device), model, data.input_shape, c, x)
+    u = uncertainty.from_samples(snaps.softmax(-1).cpu())
+    out["Snapshot ensemble"] = (u.predictive, u)
+    for label, output in students.items():
+        if label == "GPED":
+            u = uncertainty.from_student_output("predictive+entropy", output, c)
+        elif label == "EnD2":
+            u = uncertainty.from_student_output("endd", output, c)
+        else:
+            out[label] = (output[:, :c], None)
+            continue
+        out[label] = (u.predictive, u)
+    u = hydra.hydra_uncertainties(hydra_net, x)
+    out["Hydra"] = (u.predictive.cpu(), uncertainty.Uncertainties(*(v.cpu() for v in (u.predictive, u.total, u.data))))
+    return out
+
+
+def comparison_costs(model: str, data: ExperimentData, num_snapshots: int, hydra_net: Any,
+                     students: Sequence[StudentConfig]) -> pd.DataFrame:
+    """Parameters and FLOPs per input (PyTorch's counter, 2 x MACs) of every method's deployed network."""
+    from .cost import count_flops
+    from .models import build_network, count_parameters
+    from .targets import resolve_target
+
+    c, shape = data.num_classes, data.input_shape
+    teacher = build_network(model, shape, c)
+    rows = [{"method": "Snapshot ensemble", "params": num_snapshots * count_parameters(teacher),
+             "flops": num_snapshots * count_flops(teacher, shape)}]
+    for s in students:
+        net = build_network(s.arch or ArchSpec(model), shape, resolve_target(s.target).out_dim(c))
+        rows.append({"method": s.label, "params": count_parameters(net), "flops": count_flops(net, shape)})
+    hydra_cpu = hydra_net.to("cpu")
+    rows.append({"method": "Hydra", "params": count_parameters(hydra_cpu), "flops": count_flops(hydra_cpu, shape)})
+    return pd.DataFrame(rows)
+
+
+def comparison_table(result: GPEDResult, data: ExperimentData, model: str, hydra_net: Any,
+                     costs: pd.DataFrame | None = None, labels: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """One row per (method, evaluation set): accuracy, NLL and Brier score (labelled sets), mean
+    total uncertainty, mean model uncertainty MU (knowledge) and the mean |Delta MU| against the
+    snapshot ensemble (``mu_mae_snapshots``, Hydra paper's Table 1) and against the long-chain
+    teacher (``mu_mae_teacher``); ``params``/``flops`` from ``costs``. ``labels`` gives the labels
+    of shifted sets (the rotated MNIST test set has the test set's labels)."""
+    labels = {"test": data.test_y, **{n: data.test_y for n in COMPARISON_SHIFT_SETS}, **(labels or {})}
+    rows = []
+    for eval_set in ["test", *result.teacher_ood]:
+        methods = comparison_methods(result, data, model, hydra_net, eval_set)
+        ref_snap, ref_teacher = methods["Snapshot ensemble"][1], methods["Long-chain teacher"][1]
+        for method, (pred, u) in methods.items():
+            row = {"model": model, "eval_set": eval_set, "method": method}
+            y = labels.get(eval_set)
+            if y is not None and len(y) == len(pred):
+                y = y.cpu()
+                row.update(accuracy=metrics.accuracy(pred, y), nll=metrics.nll(pred, y),
+                           brier=metrics.brier_score(pred, y))
+            row["total_mean"] = float(metrics.predictive_entropy(pred).mean())
+            if u is not None:
+                row.update(mu_mean=float(u.knowledge.mean()),
+                           mu_mae_snapshots=metrics.mae(u.knowledge, ref_snap.knowledge),
+                           mu_mae_teacher=metrics.mae(u.knowledge, ref_teacher.knowledge))
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if costs is not None:
+        table = table.merge(costs, on="method", how="left")
+    return table
+
+
+def run_comparison(params: Mapping[str, Any], results_dir: str | Path, seed: int = 0, device: str = "auto",
+                   data_root: str | None = None, recompute: bool = False) -> dict[str, Any]:
+    """The MNIST comparison end to end through the results store: the chain (reused when stored),
+    Hydra (reused when stored), the comparison table (written as ``comparison.csv`` beside the run)
+    and the costs. Returns ``{"cell", "result", "data", "hydra", "table"}``."""
+    cell = comparison_cell(params, seed, device, data_root)
+    data = prepare_data(cell.data, device=resolve_device(device))
+    result = run_stored(data, cell.config, cell.students, results_dir, recompute=recompute)
+    trained = stored_hydra(result, data, cell.config.model, _hydra_config(params), results_dir)
+    costs = comparison_costs(cell.config.model, data, len(result.snapshots), trained.net, cell.students)
+    table = comparison_table(result, data, cell.config.model, trained.net, costs)
+    table = table.assign(labelled_size=cell.data.labelled_size, mask_size=cell.data.mask_size,
+                         num_iterations=cell.config.num_iterations, num_snapshots=len(result.snapshots),
+                         hydra_seconds=round(trained.seconds, 1), hydra_cache_bytes=trained.cache_bytes)
+    run_dir = Path(results_dir) / result.summary["run_key"].iloc[0]
+    table.to_csv(run_dir / "comparison.csv", index=False)
+    return {"cell": cell, "result": result, "data": data, "hydra": trained, "table": table}
+
+
+def spiral_run(params: Mapping[str, Any], results_dir: str | Path, seed: int = 0, device: str = "auto"
+               ) -> dict[str, Any]:
+    """The 2-D spiral toy (:class:`gped_kit.data.SpiralConfig`): an FCNN teacher chain with
+    ``spiral_snapshots`` kept samples, KD / GPED / EnD2 students and Hydra, with the grid as an
+    evaluation set for uncertainty maps. Returns ``{"data", "result", "hydra", "table", "maps"}``
+    where ``maps`` holds per method the :class:`~gped_kit.uncertainty.Uncertainties` on the grid."""
+    from .data import SpiralConfig, spiral_data
+
+    spiral = SpiralConfig(labelled_size=params["spiral_size"], seed=seed)
+    data = spiral_data(spiral).to(resolve_device(device))
+    config = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=params["spiral_step_size"], prior_precision=1.0,
+                                                      batch_size=100),
+                        num_iterations=params["spiral_iterations"], burn_in=params["spiral_burn_in"],
+                        eval_thinning=10, log_every=max(params["spiral_iterations"] // 10, 1),
+                        checkpoint_every=params["spiral_iterations"], seed=seed, device=device,
+                        num_snapshots=params["spiral_snapshots"])
+    students = tuple(dataclasses.replace(s, thinning=params["spiral_thinning"], lr_halving_epochs=None,
+                                         arch=ArchSpec("fcnn"))
+                     for s in comparison_students("fcnn", params, variants=False))
+    result = run_stored(data, config, students, results_dir)
+    trained = stored_hydra(result, data, "fcnn", _hydra_config(params, "spiral_"), results_dir)
+    table = comparison_table(result, data, "fcnn", trained.net, labels={"grid": None})
+    table = table.assign(dataset="spiral")
+    maps = {m: u for m, (_, u) in comparison_methods(result, data, "fcnn", trained.net, "grid").items()
+            if u is not None}
+    run_dir = Path(results_dir) / result.summary["run_key"].iloc[0]
+    table.to_csv(run_dir / "comparison.csv", index=False)
+    return {"data": data, "result": result, "hydra": trained, "table": table, "maps": maps}
+

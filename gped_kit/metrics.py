@@ -7,6 +7,9 @@
 * mean absolute error between a student's and the teacher's expectation estimates (the
   paper's "MAE (Entropy)");
 * the student-teacher NLL gap, ``NLL_student - NLL_teacher``;
+* the multiclass Brier score ``mean_i sum_c (1[y_i = c] - p_c(x_i))^2`` in [0, 2] (Brier, 1950;
+  scikit-learn's ``brier_score_loss``); the Hydra paper (002) reports ``sum_c p_c^2 - 2 p_y``
+  (Ovadia et al.'s convention), which is this minus 1;
 * Experiment 4: AUROC of out-of-distribution detection by an uncertainty score, and nDCG@k of
   a student's uncertainty ranking against the teacher ensemble's (both from scikit-learn).
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from sklearn.metrics import ndcg_score, roc_auc_score
+from sklearn.metrics import brier_score_loss, ndcg_score, roc_auc_score
 
 PROB_FLOOR = 1e-12
 
@@ -29,6 +32,15 @@ def nll(probs: torch.Tensor, labels: torch.Tensor) -> float:
 def accuracy(probs: torch.Tensor, labels: torch.Tensor) -> float:
     """Fraction of examples whose most probable class is the label."""
     return float((probs.argmax(dim=1) == labels).float().mean())
+
+
+def brier_score(probs: torch.Tensor, labels: torch.Tensor) -> float:
+    """Multiclass Brier score ``mean_i sum_c (1[y_i = c] - p_ic)^2`` (0 = perfect, 2 = worst)."""
+    c = probs.shape[1]
+    p = probs.detach().cpu().double()
+    p = p / p.sum(dim=1, keepdim=True)  # float32 averages sum to 1 only up to round-off
+    return float(brier_score_loss(_numpy(labels).astype(int), p.numpy(), labels=list(range(c)),
+                                  scale_by_half=False))
 
 
 def mae(estimate: torch.Tensor, reference: torch.Tensor) -> float:

@@ -291,3 +291,57 @@ def plot_pareto_figure(table: pd.DataFrame, metric: str, title: str = "") -> plt
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
+
+
+def plot_uncertainty_maps(maps: dict, grid_size: int, extent: float, points: torch.Tensor | None = None,
+                          labels: torch.Tensor | None = None) -> plt.Figure:
+    """Total / expected data / knowledge uncertainty over a 2-D input grid, one row per method
+    (``maps``: method -> :class:`gped_kit.uncertainty.Uncertainties` on the grid of
+    :func:`gped_kit.data.spiral_grid`), on a shared colour scale per column; the labelled
+    points are overlaid."""
+    kinds = ("total", "data", "knowledge")
+    fig, axes = plt.subplots(len(maps), 3, figsize=(10, 3.1 * len(maps)), squeeze=False)
+    vmax = {k: max(float(u.get(k).max()) for u in maps.values()) for k in kinds}
+    for row, (method, u) in enumerate(maps.items()):
+        for col, kind in enumerate(kinds):
+            ax = axes[row, col]
+            image = u.get(kind).reshape(grid_size, grid_size).cpu().numpy()
+            im = ax.imshow(image, origin="lower", extent=(-extent, extent, -extent, extent), cmap="viridis",
+                           vmin=min(0.0, float(image.min())), vmax=vmax[kind])
+            if points is not None:
+                pts = points.reshape(-1, 2).cpu()
+                colours = labels.cpu() if labels is not None else "w"
+                ax.scatter(pts[:, 0], pts[:, 1], c=colours, s=1.5, cmap="coolwarm", alpha=0.5, linewidths=0)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if row == 0:
+                ax.set_title(f"{kind} uncertainty (nats)")
+            if col == 0:
+                ax.set_ylabel(method)
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
+    fig.tight_layout()
+    return fig
+
+
+def plot_comparison(table: pd.DataFrame) -> plt.Figure:
+    """The comparison on one chain: test/shift NLL per method, and the mean |Delta MU| of each
+    method with an uncertainty decomposition against the snapshot ensemble and against the
+    long-chain teacher, per evaluation set."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.5))
+    labelled = table.dropna(subset=["nll"]) if "nll" in table else table.iloc[:0]
+    if len(labelled):
+        sns.barplot(data=labelled, x="method", y="nll", hue="eval_set", ax=axes[0])
+    axes[0].set(title="NLL (labelled sets)", xlabel="")
+    for ax, col, title in ((axes[1], "mu_mae_snapshots", "mean |MU - MU(snapshot ensemble)|"),
+                           (axes[2], "mu_mae_teacher", "mean |MU - MU(long-chain teacher)|")):
+        rows = table.dropna(subset=[col]) if col in table else table.iloc[:0]
+        if len(rows):
+            sns.barplot(data=rows, x="method", y=col, hue="eval_set", ax=ax)
+        ax.set(title=title, xlabel="", ylabel="nats")
+    for ax in axes:
+        ax.tick_params(axis="x", rotation=35)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+    fig.tight_layout()
+    return fig

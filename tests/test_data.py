@@ -382,3 +382,32 @@ def test_prepare_data_with_ood_sets_masks_them_like_the_test_set(mnist_root):
     assert any(torch.equal(first[first > 0], o[first > 0]) for o in originals)
     assert torch.equal(D.prepare_data(cfg).ood_x["notmnist"], d.ood_x["notmnist"])
     assert d.to("cpu").ood_x.keys() == d.ood_x.keys()
+
+
+def test_rotated_mnist_shift_set_is_the_test_set_rotated(mnist_root):
+    root, arrays = mnist_root
+    rotated = D.load_ood("mnist_rotated60", (1, 28, 28), root)
+    original = torch.from_numpy(arrays["test"][0])[:, None]
+    assert rotated.shape == original.shape and rotated.dtype == torch.uint8
+    # the centre pixel stays, the corners (rotated in from outside the image) become black
+    assert torch.equal(rotated[:, :, 14, 14] > 0, original[:, :, 14, 14] > 0)
+    assert (rotated[:, :, 0, 0] == 0).all() and not torch.equal(rotated, original)
+    assert D.ood_available("mnist_rotated60", root)
+
+
+def test_spiral_toy_overlap_band_and_grid():
+    cfg = D.SpiralConfig(labelled_size=4000, distill_size=50, test_size=60, grid_size=7, seed=3)
+    d = D.spiral_data(cfg)
+    assert d.train_x.shape == (4000, 2, 1, 1) and d.distill_x.shape == (50, 2, 1, 1)
+    assert d.ood_x["grid"].shape == (49, 2, 1, 1) and d.num_classes == 2 and d.input_shape == (2, 1, 1)
+    # inside the overlap band labels are coin flips; outside they follow the arm
+    gen = torch.Generator().manual_seed(0)
+    x, y = D.spiral_points(20_000, D.SpiralConfig(noise=0.0), gen)
+    r = x.norm(dim=1)
+    arm = (torch.arange(20_000) % 2)
+    inside = (r >= 0.7) & (r <= 0.85)
+    assert torch.equal(y[~inside], arm[~inside])
+    assert abs((y[inside] == arm[inside]).float().mean().item() - 0.5) < 0.03
+    assert torch.equal(D.spiral_data(cfg).train_x, d.train_x)  # seeded
+    with pytest.raises(ValueError, match="overlap"):
+        D.SpiralConfig(overlap=(0.9, 0.5))

@@ -190,3 +190,36 @@ def test_fingerprint_leaves_out_ood_fields_at_their_defaults(digits_data):
     assert "ood_datasets" not in run.fingerprint() and "ood_size" not in run.fingerprint()
     with pytest.raises(ValueError, match="U_s\\+U_o"):
         StudentConfig("entropy", "U_s+U_o")
+
+
+def test_input_generators_and_derivative_matching_students(digits_data):
+    from gped_kit.distill import snapshot_steps  # noqa: F401 -- the module exposes it
+
+    students = [StudentConfig("predictive", "U_s", thinning=2, name="resample"),
+                StudentConfig("predictive", "U_s", thinning=2, name="noise", input_generator="noise"),
+                StudentConfig("predictive", "U_s", thinning=2, name="perturb", input_generator="perturb",
+                              input_noise_std=0.2),
+                StudentConfig("predictive", "U_s", thinning=2, name="derivative", derivative_weight=0.1)]
+    run = GPEDRun(digits_data, config(num_iterations=1200, burn_in=200, log_every=600), students)
+    assert len(run.groups) == 4  # each generator (and derivative matching) draws its own S'
+    # the noise generator draws pure noise with D''s overall pixel moments
+    key = students[1].group_key
+    _, x = run._distill_inputs(key, torch.Generator().manual_seed(0))
+    assert x.shape == (100, 1, 8, 8)
+    mean, std = float(digits_data.distill_x.mean()), float(digits_data.distill_x.std())
+    assert abs(float(x.mean()) - mean) < 0.05 and abs(float(x.std()) - std) < 0.05
+    result = run.run()
+    s = result.summary.set_index("student")
+    assert s.loc["resample", "student_accuracy"] > 0.85 and s.loc["derivative", "student_accuracy"] > 0.85
+    assert s.loc["noise", "student_nll"] > s.loc["resample", "student_nll"] + 0.1  # the thesis: noise is bad
+    assert s.loc["noise", "input_generator"] == "noise" and s.loc["resample", "input_generator"] == "data"
+    # adding these students leaves the teacher unchanged
+    plain = GPEDRun(digits_data, config(num_iterations=1200, burn_in=200, log_every=600), students[:1]).run()
+    torch.testing.assert_close(plain.teacher_test["predictive"], result.teacher_test["predictive"])
+    torch.testing.assert_close(plain.student_test["resample"], result.student_test["resample"])
+    with pytest.raises(ValueError, match="U_s"):
+        StudentConfig("predictive", "U_o", input_generator="noise")
+    with pytest.raises(ValueError, match="input_generator"):
+        StudentConfig(input_generator="gaussian")
+    with pytest.raises(ValueError, match="derivative"):
+        StudentConfig("entropy", derivative_weight=1.0)

@@ -132,3 +132,57 @@ def test_experiment4_cell_evaluate_and_comparisons(digits_data, tmp_path):
     assert claims["fraction"].between(0, 1).all()
     with pytest.raises(ValueError, match="kind='table2'"):
         experiment4_comparison(down, "table2")
+
+
+def test_comparison_table_on_one_chain_with_hydra(digits_data, tmp_path):
+    """KD / GPED / EnD2 / Hydra from one short chain: every method on every set, the references
+    at zero distance from themselves, KD without MU, costs from the networks."""
+    import dataclasses
+
+    import torch
+
+    from gped_kit import hydra
+    from gped_kit.experiments import (COMPARISON_PROFILES, comparison_costs, comparison_students, comparison_table,
+                                      stored_hydra)
+    from gped_kit.models import build_network, count_parameters
+
+    data = dataclasses.replace(digits_data, ood_x={"mnist_rotated60": digits_data.test_x.flip(3)})
+    params = {**COMPARISON_PROFILES["default"], "thinning": 2}
+    students = comparison_students("fcnn", params)
+    cfg = GPEDConfig(sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=600, burn_in=100,
+                     eval_thinning=10, log_every=300, checkpoint_every=300, progress=False, device="cpu",
+                     num_snapshots=4)
+    result = run_stored(data, cfg, students, tmp_path)
+    hcfg = hydra.HydraConfig(head_hidden=(16,), phase1_steps=30, phase2_steps=60)
+    trained = stored_hydra(result, data, "fcnn", hcfg, tmp_path, progress=False)
+    assert list(tmp_path.glob("*/hydra-*.pt"))
+    again = stored_hydra(result, data, "fcnn", hcfg, tmp_path, progress=False)  # reloaded from the store
+    x = data.test_x[:5]
+    torch.testing.assert_close(again.net.head_probs(x), trained.net.head_probs(x))
+    costs = comparison_costs("fcnn", data, 4, trained.net, students)
+    table = comparison_table(result, data, "fcnn", trained.net, costs).set_index(["eval_set", "method"])
+    methods = {"Long-chain teacher", "Snapshot ensemble", "Hydra", *(s.label for s in students)}
+    assert set(table.index) == {(e, m) for e in ("test", "mnist_rotated60") for m in methods}
+    assert table.loc[("test", "Snapshot ensemble"), "mu_mae_snapshots"] == 0
+    assert table.loc[("test", "Long-chain teacher"), "mu_mae_teacher"] == 0
+    assert pd.isna(table.loc[("test", "KD"), "mu_mean"]) and table.loc[("test", "GPED"), "mu_mean"] == table.loc[
+        ("test", "GPED"), "mu_mean"]
+    assert ((table["brier"] >= 0) & (table["brier"] <= 2)).all() and (table["accuracy"] > 0.3).all()
+    teacher_params = count_parameters(build_network("fcnn", (1, 8, 8), 10))
+    c = costs.set_index("method")
+    assert c.loc["Snapshot ensemble", "params"] == 4 * teacher_params
+    assert c.loc["Hydra", "params"] == count_parameters(trained.net) and c.loc["KD", "flops"] > 0
+
+
+def test_spiral_run_maps_every_uncertainty_method(tmp_path):
+    from gped_kit.experiments import COMPARISON_PROFILES, spiral_run
+
+    params = {**COMPARISON_PROFILES["default"], "spiral_size": 300, "spiral_iterations": 400, "spiral_burn_in": 100,
+              "spiral_snapshots": 3, "spiral_hydra_phase1_steps": 20, "spiral_hydra_phase2_steps": 40}
+    out = spiral_run(params, tmp_path, device="cpu")
+    assert set(out["maps"]) == {"Long-chain teacher", "Snapshot ensemble", "GPED", "EnD2", "Hydra"}
+    grid = out["data"].ood_x["grid"].shape[0]
+    assert all(u.total.shape == (grid,) for u in out["maps"].values())
+    assert set(out["table"]["eval_set"]) == {"test", "grid"}
+    assert out["table"].loc[out["table"]["eval_set"] == "grid", "accuracy"].isna().all()
+    assert spiral_run(params, tmp_path, device="cpu")["result"].summary["store_status"].iloc[0] == "reused"

@@ -48,3 +48,15 @@ def test_ndcg_trials_known_answers():
         ndcg_trials(ref, ref, subset_size=400)
     with pytest.raises(ValueError, match="k=0"):
         ndcg_trials(ref, ref, k=0)
+
+
+def test_brier_score_known_values_and_hydra_convention():
+    probs = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]])
+    y = torch.tensor([0, 2])
+    # (0.09 + 0.04 + 0.01 + 0.01 + 0.64 + 0.81) / 2
+    assert metrics.brier_score(probs, y) == pytest.approx(0.8)
+    assert metrics.brier_score(torch.eye(3), torch.arange(3)) == pytest.approx(0.0)
+    assert metrics.brier_score(torch.eye(3), torch.tensor([1, 2, 0])) == pytest.approx(2.0)
+    # the Hydra paper's sum_c p_c^2 - 2 p_y is ours minus 1
+    ovadia = float(((probs ** 2).sum(1) - 2 * probs[torch.arange(2), y]).mean())
+    assert metrics.brier_score(probs, y) - 1 == pytest.approx(ovadia)

@@ -71,3 +71,17 @@ def test_pareto_panels_mark_students_frontier_teacher_and_base(tmp_path):
     import pytest
     with pytest.raises(ValueError, match="metric='loss'"):
         plot_pareto(cnn, "loss", "flops")
+
+
+def test_uncertainty_maps_and_comparison_figures():
+    from gped_kit.plots import plot_comparison, plot_uncertainty_maps
+    from gped_kit.uncertainty import from_samples
+
+    maps = {m: from_samples(torch.rand(3, 16, 2).softmax(-1)) for m in ("Teacher", "Hydra")}
+    fig = plot_uncertainty_maps(maps, 4, 2.0, torch.rand(10, 2, 1, 1), torch.randint(0, 2, (10,)))
+    assert len([a for a in fig.axes if a.images]) == 6
+    table = pd.DataFrame({"method": ["KD", "Hydra", "Hydra"], "eval_set": ["test", "test", "grid"],
+                          "nll": [0.1, 0.2, None], "mu_mae_snapshots": [None, 0.01, 0.02],
+                          "mu_mae_teacher": [None, 0.03, 0.04]})
+    fig = plot_comparison(table)
+    assert all(len(ax.patches) > 0 for ax in fig.axes[:3])

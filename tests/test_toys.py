@@ -1,0 +1,237 @@
+"""Known-answer tests of the thesis toys (gped_kit.toys; paper 001, Chapter 3)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy.special import expit
+from sklearn.mixture import GaussianMixture
+
+from gped_kit import toys
+
+# ----------------------------------------------------------------------------- Bayesian MoG
+
+
+def test_mog_dataset_is_nested_and_seeded():
+    small, large = toys.mog_dataset(10, seed=3), toys.mog_dataset(500, seed=3)
+    assert np.array_equal(small, large[:10])
+    assert not np.array_equal(small, toys.mog_dataset(10, seed=4))
+    # the true model's mean and variance: mean(m) and mean(s^2) + var(m)
+    big = toys.mog_dataset(200_000, seed=0)
+    assert abs(big.mean() - np.mean(toys.MOG_TRUE_MEANS)) < 0.02
+    assert abs(big.var() - (np.mean(toys.MOG_VARIANCES) + np.var(toys.MOG_TRUE_MEANS))) < 0.05
+
+
+def test_gibbs_with_one_component_samples_the_conjugate_gaussian_posterior():
+    """K = 1: the assignment is known and m | D is N(b / a, 1 / a), a = 1/100 + N/s^2, b = sum x / s^2."""
+    data = np.random.default_rng(0).normal(1.7, np.sqrt(2.0), size=20)
+    a = 1 / 100 + len(data) / 2.0
+    mean, var = data.sum() / 2.0 / a, 1 / a
+    samples = np.array(list(toys.mog_gibbs(data, np.random.default_rng(1), 5_000, burn_in=10,
+                                           variances=(2.0,), weights=(1.0,))))[:, 0]
+    assert abs(samples.mean() - mean) < 4 * np.sqrt(var / len(samples))
+    assert abs(samples.var() / var - 1) < 0.08
+
+
+def test_gibbs_matches_the_exact_posterior_and_predictive_for_three_points():
+    """N = 3: the exact posterior is a mixture of 3^3 = 27 Gaussians (Section 3.2.3)."""
+    data = toys.mog_dataset(3, seed=0)
+    exact = toys.mog_exact_posterior(data)
+    log_w, means, _ = exact
+    assert np.isclose(np.exp(log_w).sum(), 1.0)
+    exact_mean = (np.exp(log_w)[:, None] * means).sum(0)
+    samples = np.array(list(toys.mog_gibbs(data, np.random.default_rng(0), 20_000, burn_in=500)))
+    assert np.allclose(samples.mean(0), exact_mean, atol=0.35)   # posterior sd of an empty component is ~10
+    grid = np.linspace(-50, 50, 4001)
+    p_exact = toys.mog_exact_predictive_pdf(grid, exact)
+    p_mc = toys.mog_predictive_pdf(grid, samples)
+    assert abs(np.trapezoid(p_exact, grid) - 1) < 1e-6
+    kl, tv = toys._grid_kl_tv(p_exact, p_mc, grid)
+    assert tv < 0.02 and kl < 0.002
+    with pytest.raises(ValueError, match="max_terms"):
+        toys.mog_exact_posterior(toys.mog_dataset(20))
+
+
+SEPARATED = toys.MoGParams(np.array([0.2, 0.5, 0.3]), np.array([-5.0, 0.0, 4.0]), np.array([0.5, 1.0, 0.25]))
+
+
+def _sample(params, n, seed):
+    rng = np.random.default_rng(seed)
+    k = rng.choice(3, size=n, p=params.weights)
+    return params.means[k] + np.sqrt(params.variances[k]) * rng.standard_normal(n)
+
+
+def test_batch_em_recovers_a_known_mixture_and_matches_scikit_learn():
+    x = _sample(SEPARATED, 20_000, 0)
+    fitted, iterations, loglik = toys.batch_em(x, toys.mog_init(x, 3))
+    order = np.argsort(fitted.means)
+    assert np.allclose(fitted.means[order], SEPARATED.means, atol=0.05)
+    assert np.allclose(fitted.variances[order], SEPARATED.variances, rtol=0.06)
+    assert np.allclose(fitted.weights[order], SEPARATED.weights, atol=0.01)
+    sk = GaussianMixture(3, tol=1e-10, max_iter=1000, random_state=0).fit(x[:, None])
+    assert loglik >= sk.score(x[:, None]) - 1e-6          # sklearn's score is the mean log-likelihood
+    assert np.allclose(np.sort(sk.means_.ravel()), fitted.means[order], atol=1e-3)
+    assert 1 < iterations < 10_000
+
+
+def test_online_em_ends_near_batch_em_on_the_same_stream():
+    x = _sample(SEPARATED, 10_000, 1)
+    batch, _, _ = toys.batch_em(x, toys.mog_init(x, 3))
+    blocks = x.reshape(100, 100)
+    online = toys.OnlineEM(toys.mog_init(blocks[0], 3))
+    for t, block in enumerate(blocks):
+        online.step(block, toys.linear_decay(t, len(blocks)))
+    o, b = np.argsort(online.params.means), np.argsort(batch.means)
+    assert np.allclose(online.params.means[o], batch.means[b], atol=0.1)
+    assert np.allclose(online.params.weights[o], batch.weights[b], atol=0.03)
+    assert online.peak_bytes < 10_000                       # a minibatch and statistics, not the stream
+    with pytest.raises(ValueError, match="alpha"):
+        online.step(blocks[0], 1.5)
+
+
+def test_linear_decay_goes_from_one_to_zero():
+    assert toys.linear_decay(0, 100) == 1.0 and toys.linear_decay(99, 100) == 0.0
+    assert toys.linear_decay(0, 1) == 1.0
+    assert np.isclose(toys.linear_decay(50, 101, start=2.0), 1.0)
+
+
+SMALL_MOG = toys.MoGConfig(num_data=50, num_samples=3_000, burn_in=300, num_distill_samples=1_000,
+                           minibatch_size=100, grid_size=4_001)
+
+
+def test_online_mog_distillation_is_close_to_batch_at_a_fraction_of_the_memory():
+    result = toys.run_mog(SMALL_MOG)
+    table = result.table.set_index("mode")
+    assert list(result.table["mode"]) == ["batch", "online"]
+    kl_b, kl_o = table.loc["batch", "kl_mc_to_student"], table.loc["online", "kl_mc_to_student"]
+    assert kl_b < 0.02 and kl_o < 0.02 and kl_o < 3 * kl_b + 0.005
+    # memory from the arrays: batch holds 3,000 x 3 means + 1,000 data samples (+ EM work arrays)
+    assert table.loc["batch", "memory_bytes"] >= 3_000 * 3 * 8 + 1_000 * 8
+    assert table.loc["online", "memory_bytes"] < table.loc["batch", "memory_bytes"] / 10
+    assert np.isclose(np.trapezoid(result.arrays["p_mc"], result.arrays["grid"]), 1.0, atol=1e-4)
+    again = toys.run_mog(SMALL_MOG)
+    timing = ["chain_seconds", "distill_seconds"]
+    pd.testing.assert_frame_equal(result.table.drop(columns=timing), again.table.drop(columns=timing))
+
+
+# ----------------------------------------------------------------------------- logistic regression
+
+
+def test_slice_sampler_samples_a_correlated_gaussian():
+    cov = np.array([[2.0, 1.2], [1.2, 1.0]])
+    prec = np.linalg.inv(cov)
+    chain = toys.slice_sampler(lambda w: -0.5 * (w - 1) @ prec @ (w - 1), np.zeros(2), np.random.default_rng(0),
+                               width=2.0)
+    samples = np.array([next(chain) for _ in range(8_000)])[500:]
+    assert np.allclose(samples.mean(0), [1, 1], atol=0.1)
+    assert np.allclose(np.cov(samples.T), cov, atol=0.15)
+
+
+def test_logistic_regression_chain_matches_quadrature_and_its_predictive_is_antisymmetric():
+    x, y = toys.logreg_dataset(12, seed=0)
+    assert x.shape == (24, 2) and y.sum() == 12
+    chain = toys.slice_sampler(toys.logreg_log_posterior(x, y), np.zeros(2), np.random.default_rng(0), width=5.0)
+    samples = np.array([next(chain) for _ in range(6_000)])[1_000:]
+    points, weights = toys.logreg_posterior_quadrature(x, y, limit=60.0, size=601)
+    mean = weights @ points
+    cov = (points - mean).T @ ((points - mean) * weights[:, None])
+    assert np.allclose(samples.mean(0), mean, atol=0.1 * np.sqrt(np.diag(cov)).max())
+    assert np.allclose(np.cov(samples.T), cov, rtol=0.2, atol=0.1 * np.abs(cov).max())
+    test = np.random.default_rng(1).normal(scale=3.0, size=(200, 2))
+    bag = torch.tensor(samples)
+    p_mc = toys.sigmoid_mixture_log_outputs(bag, torch.tensor(test))[:, 1].exp().numpy()
+    p_quad = expit(test @ points.T) @ weights
+    assert np.abs(p_mc - p_quad).max() < 0.03
+    p_neg = toys.sigmoid_mixture_log_outputs(bag, torch.tensor(-test))[:, 1].exp().numpy()
+    assert np.allclose(p_mc + p_neg, 1.0)          # no bias: p(y=1|-x) = 1 - p(y=1|x)
+
+
+SMALL_LOGREG = toys.LogRegConfig(num_samples=2_000, burn_in=300, num_iterations=600, lr=3.0, grid_size=31, num_test=500)
+
+
+@pytest.fixture(scope="module")
+def logreg_result():
+    return toys.run_logreg(SMALL_LOGREG)
+
+
+def test_logreg_table_has_one_row_per_student_and_memory_from_the_arrays(logreg_result):
+    table = logreg_result.table
+    assert len(table) == 2 * 2 * 3
+    assert set(table["generator"]) == set(toys.INPUT_GENERATORS)
+    batch = table[table["mode"] == "batch"]["memory_bytes"]
+    online = table[table["mode"] == "online"]["memory_bytes"]
+    # bag of 2,000 x 2 float64 (+ one input minibatch and the 10 x 2 weights) vs 10 x 2 samples
+    assert (batch == 2_000 * 2 * 8 + 10 * 2 * 8 + 10 * 2 * 8).all()
+    assert (online == 10 * 2 * 8 + 10 * 2 * 8 + 10 * 2 * 8).all()
+    grid = logreg_result.arrays["mc_grid"]
+    assert np.allclose(grid + grid[::-1, ::-1], 1.0)     # antisymmetric about the origin
+
+
+def test_online_cross_entropy_distillation_matches_batch(logreg_result):
+    """Eq. 3.40: with cross-entropy, online and batch minimise the same loss."""
+    t = logreg_result.table.set_index(["mode", "loss", "generator"])
+    for g in toys.INPUT_GENERATORS:
+        batch, online = t.loc[("batch", "cross_entropy", g)], t.loc[("online", "cross_entropy", g)]
+        assert abs(online["mean_abs_test"] - batch["mean_abs_test"]) < 0.03
+    grids = logreg_result.arrays["student_grids"]
+    rows = logreg_result.table.reset_index(drop=True)
+    i_b = rows.index[(rows["mode"] == "batch") & (rows["loss"] == "cross_entropy") & (rows["generator"] == "resample")][0]
+    i_o = rows.index[(rows["mode"] == "online") & (rows["loss"] == "cross_entropy") & (rows["generator"] == "resample")][0]
+    assert np.abs(grids[i_b] - grids[i_o]).mean() < 0.05
+
+
+def test_pure_noise_inputs_distil_worse_than_the_data(logreg_result):
+    """Near the data (test points from the data distribution), pure noise N(0, 10^2 I) inputs give
+    every student a worse distance than the better of the data-based generators."""
+    t = logreg_result.table.set_index(["mode", "loss", "generator"])["mean_kl_test"]
+    for mode in ("batch", "online"):
+        for loss in toys.LOSSES:
+            best_data = min(t[(mode, loss, "resample")], t[(mode, loss, "perturb")])
+            assert t[(mode, loss, "noise")] > 2 * best_data
+
+
+def test_logreg_is_deterministic_and_stored(tmp_path, logreg_result):
+    config = toys.LogRegConfig(num_samples=200, burn_in=50, num_iterations=30, grid_size=5, num_test=20,
+                               generators=("resample",), losses=("cross_entropy",))
+    first = toys.run_stored_toy(config, tmp_path)
+    second = toys.run_stored_toy(config, tmp_path)
+    assert first.status == "ran" and second.status == "reused"
+    metrics = ["mean_abs_test", "mean_kl_test", "mean_abs_grid", "memory_bytes"]
+    pd.testing.assert_frame_equal(first.table[metrics], second.table[metrics])
+    assert np.array_equal(first.arrays["student_grids"], second.arrays["student_grids"])
+    fresh = toys.run_logreg(config)
+    pd.testing.assert_frame_equal(fresh.table[metrics], first.table[metrics])
+    third = toys.run_stored_toy(config, tmp_path, recompute=True)
+    assert third.status == "ran" and len(list(tmp_path.glob("*.old-*"))) == 1
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: toys.MoGConfig(num_data=0), "num_data"),
+    (lambda: toys.MoGConfig(num_samples=1_000, minibatch_size=300), "minibatch_size"),
+    (lambda: toys.MoGConfig(em_tol=-1.0), "em_tol"),
+    (lambda: toys.LogRegConfig(generators=("gan",)), "generators"),
+    (lambda: toys.LogRegConfig(losses=("hinge",)), "losses"),
+    (lambda: toys.LogRegConfig(modes=()), "modes"),
+    (lambda: toys.LogRegConfig(lr=0.0), "lr"),
+    (lambda: toys.LogRegConfig(num_samples=10_000, num_iterations=100, batch_size=10), "num_iterations"),
+    (lambda: toys.run_stored_toy({"num_data": 3}, "/nonexistent"), "MoGConfig or LogRegConfig"),
+    (lambda: toys.mog_dataset(0), "num_data"),
+])
+def test_bad_input_is_refused_before_any_work(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_claims_are_computed_from_the_tables_and_can_fail():
+    mog = pd.DataFrame({"num_data": [2, 2, 10, 10], "mode": ["batch", "online"] * 2,
+                        "kl_mc_to_student": [0.010, 0.012, 0.010, 0.050], "memory_bytes": [1000, 10] * 2})
+    rows = [dict(mode=m, loss=l, generator=g, memory_bytes=1000 if m == "batch" else 10,
+                 mean_kl_test={"resample": 0.01, "perturb": 0.02, "noise": 0.1}[g] * (0.5 if l != "cross_entropy" else 1))
+            for m in toys.MODES for l in toys.LOSSES for g in toys.INPUT_GENERATORS]
+    claims = toys.thesis_toys_claims(mog, pd.DataFrame(rows)).set_index("claim")
+    mog_claim = claims.loc["MoG: online EM as close to p_MC as batch EM"]
+    assert not mog_claim["holds"] and (mog_claim["count"], mog_claim["of"]) == (1, 2)   # 0.05 > 2 * 0.01 + 0.002
+    assert claims.loc["MoG: online needs a fraction of the memory", "holds"]
+    assert claims.loc["Pure-noise inputs distil worse than data-based inputs", "holds"]
+    assert claims.loc["Derivative square error closer to p_MC than cross-entropy", "count"] == 6
+    assert toys.thesis_toys_claims(mog.iloc[:0], pd.DataFrame()).empty
