@@ -34,7 +34,7 @@ from torch.nn import functional as F
 from . import losses as losses_mod
 from . import metrics
 from .data import ExperimentData
-from .models import ArchSpec, build_network, count_parameters
+from .models import EVAL_CHUNK_SIZE, ArchSpec, build_network, count_parameters, inference_network
 from .samplers import SGLD, SGLDConfig
 from .targets import ESTIMATORS, PosteriorAccumulator, Target, make_estimator, resolve_target
 
@@ -168,7 +168,7 @@ class GPEDConfig:
     seed: int = 0
     device: str = "auto"
     progress: bool = True
-    eval_batch_size: int = 2_500
+    eval_batch_size: int = EVAL_CHUNK_SIZE
     num_snapshots: int = 0
 
     def __post_init__(self) -> None:
@@ -430,7 +430,8 @@ class GPEDRun:
                         self.num_snapshots_taken = self._snapshot_at[t] + 1
                     if t > cfg.burn_in:
                         if t % cfg.eval_thinning == 0:
-                            self.accumulator.accumulate(self._teacher_log_probs)
+                            teacher = inference_network(self.teacher)
+                            self.accumulator.accumulate(lambda x: F.log_softmax(teacher(x), dim=-1))
                         for key in self.groups:
                             if t % key[0] == 0:
                                 self._distill_step(key, t)
@@ -480,7 +481,8 @@ class GPEDRun:
                 )
             s.loss_sum.zero_()
             s.steps_since_log = 0
-            row.update(self.student_metrics(s))
+            if self.t > self.config.burn_in:  # before that the student is untrained: nothing to evaluate
+                row.update(self.student_metrics(s))
             rows.append(row)
         self.history_rows.extend(rows or [base])
         return base
@@ -499,10 +501,10 @@ class GPEDRun:
     @torch.no_grad()
     def student_predictions(self, s: _Student, x: torch.Tensor | None = None) -> torch.Tensor:
         """The student's linked outputs on ``x`` (default: the test set), in eval mode."""
-        s.net.eval()
+        net = inference_network(s.net)
         x = self.data.test_x if x is None else x
         step = self.config.eval_batch_size
-        return torch.cat([s.target.link(s.net(x[i:i + step])) for i in range(0, x.shape[0], step)])
+        return torch.cat([s.target.link(net(x[i:i + step])) for i in range(0, x.shape[0], step)])
 
     def student_metrics(self, s: _Student) -> dict:
         teacher = {name: self.teacher_mean(name) for name in (s.target.name, "predictive")} if self.accumulator.count else {}
@@ -568,8 +570,8 @@ class GPEDRun:
             # fields added for Experiment 4: left out at their defaults so earlier runs keep their keys
             for key in ("ood_datasets", "ood_size"):
                 payload["data"].pop(key, None)
-        payload["gped"].pop("progress", None)
-        payload["gped"].pop("device", None)
+        for key in ("progress", "device", "eval_batch_size"):  # how the run is executed, not what it computes
+            payload["gped"].pop(key, None)
         if not self.config.num_snapshots:  # added for Hydra; left out at its default (earlier runs' keys)
             payload["gped"].pop("num_snapshots", None)
         defaults = {"input_generator": None, "input_noise_std": 0.1, "derivative_weight": 0.0}

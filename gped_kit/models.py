@@ -172,6 +172,31 @@ class OutputHead(nn.Module):
         return _HEAD_FUNCTIONS[self.kind](raw)
 
 
+#: Inputs per forward pass when a network is evaluated on a whole set (test set, OOD sets, D').
+#: Measured on the 2-core CPU: 500 is ~1.6x faster than 2,500 for the CNNs (the activations of a
+#: 500-image chunk stay in cache) and as fast for the FCNN.
+EVAL_CHUNK_SIZE = 500
+
+
+def inference_network(net: nn.Module) -> nn.Module:
+    """``net`` ready for batched inference, in eval mode.
+
+    On the CPU a network with convolutions is returned as an eval-mode *copy* in channels-last
+    memory format: oneDNN runs these narrow convolutions about 3x faster that way (measured:
+    CNN-MNIST over the 10,000 test images in chunks of 500, 0.49 s -> 0.26 s; 0.78 s with chunks
+    of 2,500), and the training network's own layout, which the samplers, snapshots and pruning
+    rely on, stays untouched. Otherwise (no convolutions, or CUDA) it is ``net`` itself,
+    switched to eval mode. The outputs are the same function of the same parameters.
+    """
+    net.eval()
+    convolutional = any(isinstance(m, nn.Conv2d) for m in net.modules())
+    if not convolutional or next(net.parameters()).device.type != "cpu":
+        return net
+    import copy
+
+    return copy.deepcopy(net).to(memory_format=torch.channels_last).eval()
+
+
 def count_parameters(module: nn.Module) -> int:
     """Number of scalar parameters (storage cost in the paper's figures)."""
     return sum(p.numel() for p in module.parameters())

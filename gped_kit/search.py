@@ -72,7 +72,7 @@ from .cost import network_cost
 from .data import DatasetNotFoundError, ExperimentData, prepare_data
 from .distill import GPEDConfig, GPEDRun, StudentConfig, prediction_metrics, resolve_device
 from .experiments import PAPER_SETTINGS, GridCell, distillation_cell, run_key, run_stored
-from .models import ArchSpec
+from .models import EVAL_CHUNK_SIZE, ArchSpec, inference_network
 from .targets import OnlineMeanEstimator, Target, resolve_target
 
 # ----------------------------------------------------------------------------- constants
@@ -425,12 +425,13 @@ def uo_store(run: GPEDRun, student: str) -> tuple[torch.Tensor, torch.Tensor]:
 # ----------------------------------------------------------------------------- evaluation
 @torch.no_grad()
 def evaluate_student(net: nn.Module, target: str | Target, data: ExperimentData,
-                     teacher_test: Mapping[str, torch.Tensor] | None = None, batch_size: int = 2_500) -> dict:
+                     teacher_test: Mapping[str, torch.Tensor] | None = None,
+                     batch_size: int = EVAL_CHUNK_SIZE) -> dict:
     """Test metrics of a student network as Algorithm 1 reports them: ``student_nll`` and
     ``student_accuracy`` (predictive targets), ``target_mae`` against the teacher ensemble's
     estimate, ``entropy_mae`` (entropy targets) and ``nll_gap`` (student - teacher NLL)."""
     target = resolve_target(target)
-    net.eval()
+    net = inference_network(net)
     x = data.test_x
     pred = torch.cat([target.link(net(x[i:i + batch_size])) for i in range(0, x.shape[0], batch_size)])
     return prediction_metrics(target, pred, data.test_y, data.num_classes, dict(teacher_test or {}))

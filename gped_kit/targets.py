@@ -293,7 +293,7 @@ class PosteriorAccumulator:
     """
 
     def __init__(self, inputs: torch.Tensor, num_classes: int, targets: Sequence[Target],
-                 chunk_size: int = 2500) -> None:
+                 chunk_size: int = 500) -> None:
         self.inputs = inputs
         self.chunk_size = chunk_size
         self.targets = {t.name: t for t in (PREDICTIVE, *targets)}

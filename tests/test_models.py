@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from gped_kit.models import ArchSpec, OutputHead, build_network, count_parameters, scaled_width
+from gped_kit.models import ArchSpec, OutputHead, build_network, count_parameters, inference_network, scaled_width
 
 
 def test_teacher_parameter_counts_match_appendix_a2():
@@ -43,3 +43,19 @@ def test_bad_architectures_raise_clear_errors():
         build_network("cnn_mnist", (1, 8, 8), 10)
     with pytest.raises(ValueError, match="kind='sigmoid'"):
         OutputHead("sigmoid", 10)
+
+
+@pytest.mark.parametrize("family,shape", [("fcnn", (1, 28, 28)), ("cnn_mnist", (1, 28, 28)),
+                                          ("cnn_cifar10", (3, 32, 32))])
+def test_inference_network_computes_the_same_function_and_leaves_the_network_alone(family, shape):
+    torch.manual_seed(0)
+    net = build_network(ArchSpec(family), shape, 10)
+    x = torch.randn(7, *shape)
+    formats = [p.is_contiguous() for p in net.parameters()]
+    fast = inference_network(net)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), net(x), rtol=1e-5, atol=1e-5)
+    assert [p.is_contiguous() for p in net.parameters()] == formats  # the training layout is untouched
+    assert not fast.training
+    if family == "fcnn":
+        assert fast is net  # nothing to gain: no copy
