@@ -296,12 +296,13 @@ class OODSpec:
     folder: str | None = None
     patterns: tuple[str, ...] = ("*.png", "*.jpg", "*.jpeg", "*.JPEG")
     source: str = ""
-    rotate: float = 0.0  # degrees, counter-clockwise: a shifted copy of an in-distribution test set
+    rotate: float = 0.0  # degrees, counter-clockwise: a rotated copy of an in-distribution test set
 
 
 OOD_SETS = types.MappingProxyType({
     "mnist_rotated60": OODSpec(dataset="mnist", rotate=60.0,
-                               source="the MNIST test set rotated by 60 degrees (Hydra's shifted MNIST)"),
+                               source="the MNIST test set rotated by 60 degrees (a rotated MNIST, the Hydra paper's "
+                                      "Table 1 row 'MNIST (rotated)', not 'MNIST (shifted)')"),
     "fashion_mnist": OODSpec(dataset="fashion_mnist", source="apt-get install dataset-fashion-mnist"),
     "kmnist": OODSpec(dataset="kmnist", source="torchvision.datasets.KMNIST(root, download=True)"),
     "notmnist": OODSpec(folder="notMNIST_small", patterns=("*.png",),
@@ -320,7 +321,12 @@ def _ood_folder_files(spec: OODSpec, root: Path) -> list[Path]:
 
 
 def ood_available(name: str, root: str | Path | None = None) -> bool:
-    """True when :func:`load_ood` would find ``name`` under the data root (or an offline source)."""
+    """True when :func:`load_ood` would find ``name`` under the data root (or an offline source).
+
+    Only checks that the files exist (cheap; nothing is read): a present but corrupt or
+    truncated file (e.g. ``test_32x32.mat``) still counts as available, and :func:`load_ood`
+    then raises :class:`DatasetIntegrityError` naming the set, the file and how to get it again.
+    """
     try:
         spec = OOD_SETS[name]
     except KeyError:
@@ -365,12 +371,17 @@ def _convert_shape(images: torch.Tensor, shape: tuple[int, int, int]) -> torch.T
 
 
 def load_ood(name: str, input_shape: tuple[int, int, int], root: str | Path | None = None,
-             max_items: int | None = None, seed: int = 0, download: bool = False) -> torch.Tensor:
+             max_items: int | None = None, seed: int = 0, download: bool = False, *,
+             verify_checksums: bool = True) -> torch.Tensor:
     """An OOD set's test images as uint8 (N, C, H, W) in the in-distribution ``input_shape``.
 
     ``max_items`` keeps a seeded random subset. Unreadable image files are skipped (a warning
-    says how many). Raises :class:`DatasetNotFoundError` (where we looked, how to get it)
-    when the set is absent, ValueError for unknown names or bad ``max_items``.
+    says how many). ``verify_checksums`` is passed to :func:`load_split` for sets read through
+    torchvision (SVHN's md5 check; ``False`` reads e.g. small test files). Raises
+    :class:`DatasetNotFoundError` (where we looked, how to get it) when the set is absent,
+    :class:`DatasetIntegrityError` when its files exist but cannot be read (a failed md5 check,
+    a corrupt or truncated ``.mat`` file, no readable image in a folder), ValueError for
+    unknown names or bad ``max_items``.
     """
     if name not in OOD_SETS:
         raise ValueError(f"OOD set {name!r} is not known; allowed: {sorted(OOD_SETS)}")
@@ -379,7 +390,15 @@ def load_ood(name: str, input_shape: tuple[int, int, int], root: str | Path | No
     spec = OOD_SETS[name]
     root = Path(root).expanduser() if root is not None else default_data_root()
     if spec.dataset is not None:
-        images = load_split(spec.dataset, "test", root, download).images
+        try:
+            images = load_split(spec.dataset, "test", root, download, verify_checksums=verify_checksums).images
+        except (DatasetNotFoundError, DatasetIntegrityError):
+            raise
+        except Exception as exc:  # e.g. scipy's MatReadError/ValueError/KeyError on a corrupt SVHN .mat file
+            files = ", ".join(map(str, _expected_files(spec.dataset, "test", root)))
+            raise DatasetIntegrityError(
+                f"OOD set {name!r}: the files exist but could not be read ({type(exc).__name__}: {exc}). "
+                f"Looked in:\n  - {files}\nTo get it again: delete them, then {spec.source}.") from exc
     else:
         files = _ood_folder_files(spec, root)
         if not files:
@@ -584,7 +603,8 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> Experim
         config=cfg,
         ood_x={name: _to_unit(apply_square_mask(
                    load_ood(name, tuple(train.images.shape[1:]), cfg.root, cfg.ood_size,
-                            derive_seed(cfg.seed, SEED_OOD + 2 * i), cfg.download),
+                            derive_seed(cfg.seed, SEED_OOD + 2 * i), cfg.download,
+                            verify_checksums=cfg.verify_checksums),
                    m, derive_seed(cfg.seed, SEED_OOD + 2 * i + 1)))
                for i, name in enumerate(cfg.ood_datasets)},
     )

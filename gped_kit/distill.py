@@ -57,8 +57,8 @@ class StudentConfig:
 
     ``thinning`` is H (the paper: 100 for the predictive target, 10 for entropy);
     ``batch_size`` is M'; ``lr`` is alpha_0 for Adam, halved every ``lr_halving_epochs``
-    epochs of the *teacher* (one epoch = N/M SGLD steps, as in the authors' code; None keeps
-    it constant); ``regularizer``/``reg_weight`` are R and lambda (``"group_lasso"`` or a
+    epochs of the *teacher* after burn-in (one epoch = N/M SGLD steps, as in the authors' code;
+    None keeps it constant; :func:`student_lr`); ``regularizer``/``reg_weight`` are R and lambda (``"group_lasso"`` or a
     callable ``module -> scalar``). ``arch`` None means the teacher's architecture.
 
     ``input_generator`` picks the distillation inputs x' (Papamakarios' thesis, Section 2.3:
@@ -390,11 +390,9 @@ class GPEDRun:
             s.steps_since_log += 1
 
     def _set_lr(self, s: _Student, t: int) -> None:
-        epochs = s.config.lr_halving_epochs
-        if epochs is None:
+        if s.config.lr_halving_epochs is None:
             return
-        steps_per_epoch = self.data.train_x.shape[0] / self.config.sgld.batch_size
-        lr = s.config.lr * 0.5 ** math.floor(t / (epochs * steps_per_epoch))
+        lr = student_lr(s.config, t, self.config.burn_in, self.data.train_x.shape[0] / self.config.sgld.batch_size)
         for group in s.optimizer.param_groups:
             group["lr"] = lr
 
@@ -635,6 +633,22 @@ class GPEDRun:
         self._dropout_rng = {k: v.cpu() for k, v in state["dropout_rng"].items()}
         self.train_nll_sum.copy_(state["train_nll_sum"])
         self._steps_in_sum = state["steps_in_sum"]
+
+
+def student_lr(config: StudentConfig, t: int, burn_in: int, steps_per_epoch: float) -> float:
+    """The student's Adam learning rate at teacher step ``t`` (Appendix A.2): alpha_0 halved every
+    ``lr_halving_epochs`` teacher epochs (one epoch = N/M SGLD steps, ``steps_per_epoch``, as in
+    the authors' code), counted from the end of burn-in, when the student starts learning.
+
+    The epoch is the *labelled* set's, so the schedule depends on N: the paper's 200 epochs are
+    20,000 steps at N = 10k and 120,000 at N = 60k, i.e. 50 vs 8 halvings over T = 10^6. (With
+    the paper's B = 1,000 << 20,000, counting from 0 or from B is the same schedule up to a
+    1,000-step shift; counting from B keeps a shortened profile's long burn-in from decaying the
+    rate before the student has learnt anything.)
+    """
+    if config.lr_halving_epochs is None:
+        return config.lr
+    return config.lr * 0.5 ** math.floor(max(t - burn_in, 0) / (config.lr_halving_epochs * steps_per_epoch))
 
 
 def prediction_metrics(target: Target, pred: torch.Tensor, labels: torch.Tensor, num_classes: int,

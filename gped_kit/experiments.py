@@ -79,12 +79,14 @@ EXPERIMENT2_PROFILES: dict[str, dict[str, Any]] = {
     "default": dict(num_iterations=5_000, burn_in=3_000, predictive_thinning=2, entropy_thinning=2,
                     eval_thinning=50, log_every=500, checkpoint_every=1_000, scale_step_size=True,
                     labelled_sizes=[10_000, 60_000], mask_sizes=[0, 10, 15, 20, 25],
-                    cifar_labelled_sizes=[10_000, 50_000]),
+                    cifar_labelled_sizes=[10_000, 50_000], lr_check_masks=[0, 15]),
     "paper": dict(num_iterations=1_000_000, burn_in=None, predictive_thinning=100, entropy_thinning=10,
                   eval_thinning=100, log_every=10_000, checkpoint_every=50_000, scale_step_size=False,
                   labelled_sizes=[10_000, 20_000, 30_000, 60_000], mask_sizes=[0, 5, 10, 15, 20, 25],
-                  cifar_labelled_sizes=[10_000, 20_000, 50_000]),
+                  cifar_labelled_sizes=[10_000, 20_000, 50_000], lr_check_masks=[]),
 }
+#: T of the paper's chains (Appendix A.2).
+PAPER_NUM_ITERATIONS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -104,12 +106,17 @@ class GridCell:
 def distillation_cell(model: str, labelled_size: int, mask_size: int, params: Mapping[str, Any],
                       seed: int = 0, device: str = "auto", data_root: str | None = None,
                       targets: Sequence[str] = ("predictive", "entropy"),
-                      estimators: Sequence[str] = ("U_s", "U_o"), verify_checksums: bool = True) -> GridCell:
+                      estimators: Sequence[str] = ("U_s", "U_o"), verify_checksums: bool = True,
+                      lr_halving_scale: float = 1.0) -> GridCell:
     """The Experiment 1/2 cell for ``model`` on (|D|, m): one SGLD chain with the paper's settings
     for that model, feeding one student per (target, estimator), all with the teacher's
     architecture. ``params`` supplies the profile's chain length and thinning (see
     :data:`EXPERIMENT2_PROFILES`); a ``burn_in`` of None takes the paper's B for the model.
-    Experiments 1 and 2 build cells with this function, so they share stored runs."""
+    ``lr_halving_scale`` multiplies the paper's student lr-halving period (200 or 400 teacher
+    epochs; see :func:`paper_shaped_lr_scale`). Experiments 1 and 2 build cells with this
+    function, so they share stored runs."""
+    if not (lr_halving_scale > 0 and math.isfinite(lr_halving_scale)):
+        raise ValueError(f"lr_halving_scale={lr_halving_scale!r}: must be finite and > 0")
     if model not in PAPER_SETTINGS:
         raise ValueError(f"model={model!r} is not known; allowed: {sorted(PAPER_SETTINGS)}")
     paper = PAPER_SETTINGS[model]
@@ -120,9 +127,67 @@ def distillation_cell(model: str, labelled_size: int, mask_size: int, params: Ma
     students = tuple(
         StudentConfig(target=target, estimator=estimator, thinning=thinning.get(target, params["predictive_thinning"]),
                       arch=ArchSpec(model, dropout=paper["student_dropout"]),
-                      lr_halving_epochs=paper["lr_halving_epochs"])
+                      lr_halving_epochs=paper["lr_halving_epochs"] * lr_halving_scale)
         for target in targets for estimator in estimators)
     return GridCell(data, config, students)
+
+
+def paper_shaped_lr_scale(model: str, params: Mapping[str, Any]) -> float:
+    """The factor that gives a shortened chain the paper's student learning-rate schedule *shape*:
+    as many halvings over its T - B distillation steps as the paper's schedule makes over its
+    T - B = 10^6 - B (8.3 at N = 60k, 50 at N = 10k for MNIST), i.e.
+    ``(T - B) / (T_paper - B_paper)``.
+
+    Why it matters: the paper halves the student's rate every 200 teacher epochs of the
+    *labelled* set, so a student distilled from a chain on N = 10k decays six times faster
+    (in teacher steps) than one on N = 60k and stops learning after a fraction of the chain.
+    """
+    paper = PAPER_SETTINGS[model]
+    burn_in = params.get("burn_in") or paper["burn_in"]
+    return (params["num_iterations"] - burn_in) / (PAPER_NUM_ITERATIONS - paper["burn_in"])
+
+
+def lr_schedule_cells(model: str, params: Mapping[str, Any], seed: int = 0, device: str = "auto",
+                      data_root: str | None = None) -> list[GridCell]:
+    """Experiment 2 cells (|D| in ``labelled_sizes`` x m in ``lr_check_masks``) whose predictive
+    students follow the paper-shaped schedule (:func:`paper_shaped_lr_scale`): the check of
+    whether the paper's "gap falls with more labelled data" comes from its student schedule."""
+    scale = paper_shaped_lr_scale(model, params)
+    return [distillation_cell(model, n, m, params, seed=seed, device=device, data_root=data_root,
+                              targets=("predictive",), lr_halving_scale=scale)
+            for n in params["labelled_sizes"] for m in params["lr_check_masks"]]
+
+
+def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Student - teacher NLL gap per (schedule, model, m, estimator) at every |D|, and whether it
+    falls from the smallest to the largest |D|. ``tables`` maps a schedule name to per-student
+    Experiment 2 rows (``GridResult.table``); only the (model, m) cells present in *every* table
+    are compared. ``halvings_at_<N>`` is the number of lr halvings the schedule makes over the
+    chain's distillation steps at that |D| (0 for a constant rate; the paper's: 49 at N = 10k and
+    8 at N = 60k)."""
+    cells = {name: experiment2_cells(table) for name, table in tables.items()}
+    common = set.intersection(*(set(zip(c["model"], c["mask_size"])) for c in cells.values()))
+
+    def in_common(df: pd.DataFrame) -> pd.Series:
+        return pd.Series([(mo, m) in common for mo, m in zip(df["model"], df["mask_size"])], index=df.index)
+
+    frames = []
+    for name, table in tables.items():
+        c = cells[name]
+        c = c[in_common(c)]
+        wide = c.pivot_table(index=["model", "mask_size", "estimator"], columns="labelled_size", values="nll_gap")
+        sizes = sorted(wide.columns)
+        wide.columns = [f"gap_at_{n}" for n in sizes]
+        wide["gap_falls_with_more_data"] = wide[f"gap_at_{sizes[-1]}"] < wide[f"gap_at_{sizes[0]}"]
+        pred = table[(table["target"] == "predictive") & in_common(table)]
+        for n in sizes:
+            row = pred[pred["labelled_size"] == n].iloc[0]
+            epochs = row["lr_halving_epochs"]
+            span = row["num_iterations"] - row["burn_in"]
+            wide[f"halvings_at_{n}"] = 0 if pd.isna(epochs) else math.floor(span / (epochs * n / row["batch_size"]))
+        frames.append(wide.reset_index().assign(schedule=name))
+    out = pd.concat(frames, ignore_index=True)
+    return out[["schedule", *[c for c in out.columns if c != "schedule"]]]
 
 
 def teacher_config(model: str, labelled_size: int, params: Mapping[str, Any], seed: int = 0,
@@ -420,8 +485,14 @@ def load_results(results_dir: str | Path, table: str = "summary") -> pd.DataFram
 # Appendix A.4: the setting of Experiment 3 (MNIST: |D| = 60,000 at masking rate 0.29, m = 15;
 # CIFAR-10: |D| = 20,000, no masking), a base student (the teacher's architecture) and the
 # largest width-multiplier student, each as a GPED C+1 student (predictive + expected entropy;
-# the entropy column always with U_o) and as an EnD2 prior network (Eq. 11, T = 2.5), with U_s
-# and U_o. "default": short chains for a 2-core CPU; "paper": T = 10^6 for a GPU. The paper
+# the entropy column always with U_o) and as an EnD2 prior network (Eq. 11), with U_s and U_o.
+# EnD2's training temperature is FIXED at T = 2.5 (Appendix A.4; not annealed as Malinin et al.
+# suggest: the paper found a fixed temperature gave better NLL; targets.ENDD_TEMPERATURE).
+# Thinning: the paper uses H = 100 for predictive targets and H = 10 for entropy targets, but the
+# C+1 student distils both through one network and one update, so every Experiment 4 student
+# (GPED and EnD2 alike) uses the single profile value ``thinning`` (default 2, paper profile 10,
+# the entropy value, so the entropy column gets the paper's update rate).
+# "default": short chains for a 2-core CPU; "paper": T = 10^6 for a GPU. The paper
 # does not state its largest multipliers; K1 = K2 = 2 is our choice in both profiles.
 EXPERIMENT4_PROFILES: dict[str, dict[str, Any]] = {
     "default": dict(num_iterations=4_000, burn_in=1_000, thinning=2, eval_thinning=50, log_every=500,
@@ -553,9 +624,14 @@ def experiment4_comparison(downstream: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Our Experiment 4 numbers beside the paper's (``value_paper``, ``std_paper``, ``table``).
 
     ``kind``: ``"in_distribution"`` (Tables 2, 8-10: NLL, accuracy, entropy MAE),
-    ``"ood"`` (Tables 3, 11-13: AUROC) or ``"ndcg"`` (Tables 4, 14-16). Our rows come first
-    (with the paper's value where the paper has that cell); the Ensemble's in-distribution and
-    OOD rows are repeated for each estimator and student size the paper prints them with.
+    ``"ood"`` (Tables 3, 11-13: AUROC) or ``"ndcg"`` (Tables 4, 14-16). Every printed cell of
+    those tables is kept. Our rows come first (``source == "ours"``, sorted by the keys; the
+    paper's value where the paper has that cell, else NaN, e.g. our Fashion-MNIST OOD rows and
+    accuracies); then the paper's cells we have no run for (``source == "paper only"``, in the
+    paper's order, with ``value``/``std`` NaN: the KMNIST, notMNIST, TinyImageNet and LSUN rows
+    when those sets are absent here, and all CIFAR-10 rows while CIFAR-10 is). The Ensemble's
+    in-distribution and OOD rows are repeated for each estimator and student size the paper
+    prints them with. ``downstream`` may be empty: then the result is the paper's tables alone.
     """
     from . import paper_results
 
@@ -574,10 +650,21 @@ def experiment4_comparison(downstream: pd.DataFrame, kind: str) -> pd.DataFrame:
         repeated = ours[ens].drop(columns=["estimator", "student"]).merge(combos, how="cross")
         ours = pd.concat([ours[~ens], repeated], ignore_index=True)
     cols = ["value", "std"] if kind == "ndcg" else ["value"]
-    ours = ours[keys + [c for c in cols if c in ours]]
+    ours = ours.reindex(columns=keys + cols)  # a key absent from downstream (e.g. no OOD set ran) is NaN
+    for key in keys:  # object keys, so that empty or all-NaN key columns still match the paper's strings
+        ours[key] = ours[key].astype(object)
+    for c in cols:
+        ours[c] = pd.to_numeric(ours[c], errors="coerce").astype(float)
     paper = paper[keys + cols + ["table"]].rename(columns={c: f"{c}_paper" for c in cols})
-    out = ours.merge(paper, on=keys, how="left")
-    return out.sort_values(keys).reset_index(drop=True)
+    ours_part = ours.merge(paper, on=keys, how="left").sort_values(keys).assign(source="ours")
+    ours_keys = pd.MultiIndex.from_frame(ours[keys]) if len(ours) else pd.MultiIndex.from_tuples([], names=keys)
+    paper_only = paper[~pd.MultiIndex.from_frame(paper[keys]).isin(ours_keys)]
+    paper_only = paper_only.assign(**{c: float("nan") for c in cols}, source="paper only")
+    columns = keys + cols + [f"{c}_paper" for c in cols] + ["table", "source"]
+    parts = [part[columns] for part in (ours_part, paper_only) if len(part)]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)
 
 
 def experiment4_claims(downstream: pd.DataFrame) -> pd.DataFrame:
@@ -624,8 +711,9 @@ COMPARISON_PROFILES: dict[str, dict[str, Any]] = {
                   spiral_snapshots=10, spiral_thinning=2, spiral_hydra_phase1_steps=5_000,
                   spiral_hydra_phase2_steps=20_000),
 }
-#: Evaluation sets of the MNIST comparison: Hydra's shifted MNIST (the test set rotated by 60
-#: degrees, labelled) and Fashion-MNIST (OOD, when present).
+#: Evaluation sets of the MNIST comparison: the MNIST test set rotated by 60 degrees (labelled; a
+#: rotated set like the Hydra paper's Table 1 row "MNIST (rotated)", not its "MNIST (shifted)"
+#: row of translated images) and Fashion-MNIST (OOD, when present).
 COMPARISON_SHIFT_SETS = ("mnist_rotated60",)
 COMPARISON_OOD_SETS = ("fashion_mnist",)
 #: Methods with an uncertainty decomposition (KD students have the predictive only).
@@ -727,6 +815,59 @@ def comparison_methods(result: GPEDResult, data: ExperimentData, model: str, hyd
     return out
 
 
+def comparison_marginal_variance(result: GPEDResult, data: ExperimentData, model: str, hydra_net: Any,
+                                 eval_set: str) -> dict[str, torch.Tensor]:
+    """Per method that has it, the marginal variance E[p(y=c|x,theta) (1 - p(y=c|x,theta))], (N, C),
+    on ``eval_set``: the snapshot ensemble and Hydra (mean over members / heads of
+    :func:`gped_kit.targets.marginal_variance_g`), EnD2 (its Dirichlet's closed form
+    alpha_c (alpha_0 - alpha_c) / (alpha_0 (alpha_0 + 1))) and the long-chain teacher only when the
+    chain accumulated the ``marginal_variance`` target (a student distilling it). KD and GPED's
+    C+1 student do not estimate it."""
+    from . import hydra
+
+    c = data.num_classes
+    x = data.test_x if eval_set == "test" else data.ood_x[eval_set]
+    teacher = result.teacher_test if eval_set == "test" else result.teacher_ood[eval_set]
+    students = result.student_test if eval_set == "test" else result.student_ood[eval_set]
+    out: dict[str, torch.Tensor] = {}
+    if "marginal_variance" in teacher:
+        out["Long-chain teacher"] = teacher["marginal_variance"]
+    snaps = hydra.snapshot_logits(result.snapshots.to(x.device), model, data.input_shape, c, x)
+    out["Snapshot ensemble"] = hydra.marginal_variance_from_samples(snaps.log_softmax(-1)).cpu()
+    if "EnD2" in students:
+        output = students["EnD2"]
+        alpha = output[:, :c] * output[:, c:]
+        alpha0 = alpha.sum(-1, keepdim=True)
+        out["EnD2"] = alpha * (alpha0 - alpha) / (alpha0 * (alpha0 + 1))
+    out["Hydra"] = hydra.hydra_marginal_variance(hydra_net, x).cpu()
+    return out
+
+
+def comparison_memory(result: GPEDResult, data: ExperimentData, hydra_result: Any,
+                      students: Sequence[StudentConfig]) -> pd.DataFrame:
+    """What each method stores while it is made, in bytes: Hydra's kept snapshots and its cached
+    snapshot logits on D'; each student's estimator store (built as the run builds it, on the
+    ``meta`` device, and measured by its ``nbytes``: 0 for U_s, |D'| sums and counts for U_o,
+    the entropy column's U_o for GPED's ``U_s+U_o``); the long-chain teacher's running sums on
+    each evaluation set (the chain's accumulated targets, at each set's real size)."""
+    from .targets import make_estimator, resolve_target
+
+    n, c = data.distill_x.shape[0], data.num_classes
+    snaps = result.snapshots
+    rows = [{"method": "Hydra", "what": "S kept snapshots (parameters)",
+             "bytes": snaps.numel() * snaps.element_size()},
+            {"method": "Hydra", "what": "cached snapshot logits on D'", "bytes": int(hydra_result.cache_bytes)}]
+    for s in students:
+        estimator = make_estimator(s.estimator, n, resolve_target(s.target).out_dim(c), device="meta")
+        rows.append({"method": s.label, "what": f"{s.estimator} estimator store on D' ({n} inputs)",
+                     "bytes": int(estimator.nbytes)})
+    for name, sums in {"test": result.teacher_test, **result.teacher_ood}.items():
+        rows.append({"method": "Long-chain teacher",
+                     "what": f"running sums on {name} ({next(iter(sums.values())).shape[0]} inputs; {', '.join(sums)})",
+                     "bytes": sum(t.numel() * t.element_size() for t in sums.values())})
+    return pd.DataFrame(rows)
+
+
 def comparison_costs(model: str, data: ExperimentData, num_snapshots: int, hydra_net: Any,
                      students: Sequence[StudentConfig]) -> pd.DataFrame:
     """Parameters and FLOPs per input (PyTorch's counter, 2 x MACs) of every method's deployed network."""
@@ -751,13 +892,18 @@ def comparison_table(result: GPEDResult, data: ExperimentData, model: str, hydra
     """One row per (method, evaluation set): accuracy, NLL and Brier score (labelled sets), mean
     total uncertainty, mean model uncertainty MU (knowledge) and the mean |Delta MU| against the
     snapshot ensemble (``mu_mae_snapshots``, Hydra paper's Table 1) and against the long-chain
-    teacher (``mu_mae_teacher``); ``params``/``flops`` from ``costs``. ``labels`` gives the labels
-    of shifted sets (the rotated MNIST test set has the test set's labels)."""
+    teacher (``mu_mae_teacher``); the same for the expected entropy E[H] (``data_mean``,
+    ``entropy_mae_snapshots``, ``entropy_mae_teacher``) and, for the methods of
+    :func:`comparison_marginal_variance`, the marginal variance E[p(1-p)] averaged over inputs and
+    classes (``mv_mean``, ``mv_mae_snapshots``; ``mv_mae_teacher`` only when the chain accumulated
+    it); ``params``/``flops`` from ``costs``. ``labels`` gives the labels of shifted sets (the
+    rotated MNIST test set has the test set's labels)."""
     labels = {"test": data.test_y, **{n: data.test_y for n in COMPARISON_SHIFT_SETS}, **(labels or {})}
     rows = []
     for eval_set in ["test", *result.teacher_ood]:
         methods = comparison_methods(result, data, model, hydra_net, eval_set)
         ref_snap, ref_teacher = methods["Snapshot ensemble"][1], methods["Long-chain teacher"][1]
+        mv = comparison_marginal_variance(result, data, model, hydra_net, eval_set)
         for method, (pred, u) in methods.items():
             row = {"model": model, "eval_set": eval_set, "method": method}
             y = labels.get(eval_set)
@@ -769,7 +915,15 @@ def comparison_table(result: GPEDResult, data: ExperimentData, model: str, hydra
             if u is not None:
                 row.update(mu_mean=float(u.knowledge.mean()),
                            mu_mae_snapshots=metrics.mae(u.knowledge, ref_snap.knowledge),
-                           mu_mae_teacher=metrics.mae(u.knowledge, ref_teacher.knowledge))
+                           mu_mae_teacher=metrics.mae(u.knowledge, ref_teacher.knowledge),
+                           data_mean=float(u.data.mean()),
+                           entropy_mae_snapshots=metrics.mae(u.data, ref_snap.data),
+                           entropy_mae_teacher=metrics.mae(u.data, ref_teacher.data))
+            if method in mv:
+                row.update(mv_mean=float(mv[method].mean()),
+                           mv_mae_snapshots=metrics.mae(mv[method], mv["Snapshot ensemble"]))
+                if "Long-chain teacher" in mv:
+                    row["mv_mae_teacher"] = metrics.mae(mv[method], mv["Long-chain teacher"])
             rows.append(row)
     table = pd.DataFrame(rows)
     if costs is not None:
@@ -781,7 +935,8 @@ def run_comparison(params: Mapping[str, Any], results_dir: str | Path, seed: int
                    data_root: str | None = None, recompute: bool = False) -> dict[str, Any]:
     """The MNIST comparison end to end through the results store: the chain (reused when stored),
     Hydra (reused when stored), the comparison table (written as ``comparison.csv`` beside the run)
-    and the costs. Returns ``{"cell", "result", "data", "hydra", "table"}``."""
+    and the costs. Returns ``{"cell", "result", "data", "hydra", "table", "memory"}`` (``memory``:
+    :func:`comparison_memory`)."""
     cell = comparison_cell(params, seed, device, data_root)
     data = prepare_data(cell.data, device=resolve_device(device))
     result = run_stored(data, cell.config, cell.students, results_dir, recompute=recompute)
@@ -793,7 +948,8 @@ def run_comparison(params: Mapping[str, Any], results_dir: str | Path, seed: int
                          hydra_seconds=round(trained.seconds, 1), hydra_cache_bytes=trained.cache_bytes)
     run_dir = Path(results_dir) / result.summary["run_key"].iloc[0]
     table.to_csv(run_dir / "comparison.csv", index=False)
-    return {"cell": cell, "result": result, "data": data, "hydra": trained, "table": table}
+    memory = comparison_memory(result, data, trained, cell.students)
+    return {"cell": cell, "result": result, "data": data, "hydra": trained, "table": table, "memory": memory}
 
 
 def spiral_run(params: Mapping[str, Any], results_dir: str | Path, seed: int = 0, device: str = "auto"

@@ -14,8 +14,11 @@ Training has the paper's two phases (Section 2, "Training with multi-head growth
    (Eq. 3 up to the members' constant entropies; T^2 keeps gradient magnitudes as at T = 1).
 
 Predictions use T = 1: the mixture over heads ``(1/M) sum_m p(y | x, head_m)`` is the
-predictive distribution, and every posterior expectation (expected entropy, knowledge
-uncertainty, marginal variances) is the average over heads of the per-head quantity.
+predictive distribution, and every posterior expectation E_theta[g] is the average over heads
+of the per-head g: the expected entropy, hence the knowledge uncertainty, and the marginal
+variance E_theta[p (1 - p)] per class (:func:`hydra_marginal_variance`, the kit's
+``marginal_variance`` target). The variance over heads of p (:func:`hydra_epistemic_variance`)
+is a different quantity: p_bar (1 - p_bar) = E_m[p_m (1 - p_m)] + Var_m(p_m).
 
 The paper's MNIST student: body = the member network without its last layer, each head an MLP
 [100, 100, C]; :class:`HydraConfig` defaults to that shape on top of the teacher's body.
@@ -32,7 +35,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import uncertainty
+from . import targets, uncertainty
 from .models import ArchSpec, build_network, count_parameters
 
 
@@ -43,7 +46,10 @@ class HydraConfig:
     ``head_hidden`` are the hidden widths of each head (the paper's MNIST heads: (100, 100));
     ``temperature`` is T of Eqs. 2-4 (the paper does not state its value; 2.0 is ours);
     ``phase1_steps`` / ``phase2_steps`` are Adam steps of minibatches of ``batch_size``
-    distillation inputs, resampled from D' (with Gaussian ``input_noise_std``, 0 = none).
+    distillation inputs, resampled from D'. ``input_noise_std`` must stay 0: the targets are the
+    members' logits cached on the clean inputs D' (:func:`snapshot_logits`), so perturbed inputs
+    would be paired with targets computed elsewhere (the field is kept so stored Hydras keep
+    their configuration key).
     """
 
     head_hidden: tuple[int, ...] = (100, 100)
@@ -73,8 +79,10 @@ class HydraConfig:
                 raise ValueError(f"HydraConfig.{name}={value!r}: must be an integer >= 1")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"HydraConfig.lr={self.lr!r}: must be finite and > 0")
-        if not self.input_noise_std >= 0:
-            raise ValueError(f"HydraConfig.input_noise_std={self.input_noise_std!r}: must be >= 0")
+        if self.input_noise_std != 0:
+            raise ValueError(f"HydraConfig.input_noise_std={self.input_noise_std!r}: allowed only 0.0; the "
+                             "targets are the members' logits cached on the clean distillation inputs, so "
+                             "perturbed inputs would not match them (perturb D' itself before snapshot_logits)")
 
 
 class Heads(nn.Module):
@@ -134,6 +142,13 @@ class HydraNet(nn.Module):
         self.eval()
         return torch.cat([F.softmax(self(x[i:i + batch_size]), dim=-1) for i in range(0, x.shape[0], batch_size)],
                          dim=1)
+
+    @torch.no_grad()
+    def head_log_probs(self, x: torch.Tensor, batch_size: int = 2_500) -> torch.Tensor:
+        """Per-head class log-probabilities at T = 1, (M, N, C): what a target's ``g`` takes."""
+        self.eval()
+        return torch.cat([F.log_softmax(self(x[i:i + batch_size]), dim=-1)
+                          for i in range(0, x.shape[0], batch_size)], dim=1)
 
 
 def build_hydra(arch: ArchSpec | str, input_shape: tuple[int, int, int], num_classes: int, num_heads: int,
@@ -227,11 +242,8 @@ def train_hydra(member_logits: torch.Tensor, distill_x: torch.Tensor, arch: Arch
         last_logged = 0
         for step in range(1, steps + 1):
             idx = torch.randint(n, (config.batch_size,), device=device, generator=gen)
-            x = distill_x[idx]
-            if config.input_noise_std > 0:
-                x = x + config.input_noise_std * torch.randn(x.shape, device=device, generator=gen)
             net.train()
-            loss = loss_fn(net(x), member_logits[:, idx], config.temperature)
+            loss = loss_fn(net(distill_x[idx]), member_logits[:, idx], config.temperature)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -265,9 +277,34 @@ def hydra_uncertainties(net: HydraNet, x: torch.Tensor) -> uncertainty.Uncertain
     return uncertainty.from_samples(net.head_probs(x))
 
 
+def marginal_variance_from_samples(log_probs: torch.Tensor) -> torch.Tensor:
+    """The marginal variance E[p(y = c | x, theta) (1 - p(y = c | x, theta))], (N, C), of an explicit
+    ensemble: the mean over members of :func:`gped_kit.targets.marginal_variance_g` applied to
+    each member's log-probabilities ``log_probs`` (S, N, C) (heads, snapshots)."""
+    if log_probs.dim() != 3:
+        raise ValueError(f"log_probs must be (S, N, C), got shape {tuple(log_probs.shape)}")
+    return targets.marginal_variance_g(log_probs).mean(0)
+
+
+def epistemic_variance_from_samples(probs: torch.Tensor) -> torch.Tensor:
+    """The epistemic variance of p: Var over members of p(y = c | x, theta_m), (N, C), from
+    ``probs`` (S, N, C). Not the marginal variance: with p_bar the members' mean,
+    ``marginal variance = p_bar (1 - p_bar) - epistemic variance``."""
+    if probs.dim() != 3:
+        raise ValueError(f"probs must be (S, N, C), got shape {tuple(probs.shape)}")
+    return probs.var(0, unbiased=False)
+
+
 def hydra_marginal_variance(net: HydraNet, x: torch.Tensor) -> torch.Tensor:
-    """Var over heads of p(y = c | x, head_m), (N, C): the marginal-variance expectation."""
-    return net.head_probs(x).var(0, unbiased=False)
+    """The marginal-variance posterior expectation (the ``marginal_variance`` target):
+    mean over heads of p_m (1 - p_m) with p_m = p(y = c | x, head_m), (N, C)."""
+    return marginal_variance_from_samples(net.head_log_probs(x))
+
+
+def hydra_epistemic_variance(net: HydraNet, x: torch.Tensor) -> torch.Tensor:
+    """Var over heads of p(y = c | x, head_m), (N, C): the epistemic variance of p
+    (:func:`epistemic_variance_from_samples`), not the marginal variance."""
+    return epistemic_variance_from_samples(net.head_probs(x))
 
 
 def save_hydra(result: HydraResult, path: str | Path) -> None:

@@ -25,8 +25,9 @@ Sources, table by table:
 All sixteen tables parse cleanly in the text extraction; none was left out. Tables 1-4
 were cross-checked number by number against a second layout of the paper (paper 004,
 which has no appendix): they agree. Tables 5-16 exist only in paper 003's appendix and
-were checked there (``tests/test_paper_results.py`` re-parses Tables 5-7 when the text is
-available).
+were checked there. When the text is available, ``tests/test_paper_results.py`` re-parses
+Tables 5-7 row by row, and Tables 2-4 and 8-16 cell by cell (each value at its model / OOD
+set / uncertainty / method, and each caption's estimator and student size).
 
 Conventions
 -----------

@@ -351,6 +351,68 @@ def test_ood_image_folder_loader_reads_converts_and_skips_broken_files(tmp_path)
     assert D.load_ood("tinyimagenet", (1, 28, 28), tmp_path).shape == (3, 1, 28, 28)
 
 
+def _write_jpg_folder(folder: Path, colours, size=(32, 32)):
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, colour in enumerate(colours):  # flat colours survive JPEG compression almost exactly
+        Image.fromarray(np.full((*size[::-1], 3), colour, np.uint8)).save(folder / f"{i}.jpg", quality=95)
+
+
+def test_lsun_folder_present_loads_through_load_ood(tmp_path):
+    colours = [(200, 30, 30), (20, 180, 40), (10, 20, 220), (120, 120, 120)]
+    _write_jpg_folder(tmp_path / "LSUN_resize", colours)
+    assert D.ood_available("lsun", tmp_path)
+    x = D.load_ood("lsun", (3, 32, 32), tmp_path)
+    assert x.shape == (4, 3, 32, 32) and x.dtype == torch.uint8
+    expected = torch.tensor(colours, dtype=torch.int16)[:, :, None, None]  # files sorted by name: 0.jpg .. 3.jpg
+    assert (x.to(torch.int16) - expected).abs().max() <= 4
+    grey = D.load_ood("lsun", (1, 28, 28), tmp_path, max_items=2, seed=3)
+    assert grey.shape == (2, 1, 28, 28)
+    # a corrupt file among them is skipped with a warning, as for notMNIST
+    (tmp_path / "LSUN_resize" / "broken.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+        assert D.load_ood("lsun", (3, 32, 32), tmp_path).shape == (4, 3, 32, 32)
+
+
+def test_svhn_ood_set_loads_through_load_ood_with_checksums_passed_on(tmp_path):
+    assert not D.ood_available("svhn", tmp_path)
+    with pytest.raises(D.DatasetNotFoundError, match="test_32x32.mat"):
+        D.load_ood("svhn", (3, 32, 32), tmp_path)
+    x, _ = _write_svhn(tmp_path, "test")  # torchvision's layout: X (32, 32, 3, n) uint8, y (n, 1), 10 = digit 0
+    assert D.ood_available("svhn", tmp_path)
+    with pytest.raises(D.DatasetIntegrityError, match="md5"):  # the md5 check runs by default ...
+        D.load_ood("svhn", (3, 32, 32), tmp_path)
+    images = D.load_ood("svhn", (3, 32, 32), tmp_path, verify_checksums=False)  # ... and can be switched off
+    assert images.dtype == torch.uint8
+    assert torch.equal(images, torch.from_numpy(x.transpose(3, 2, 0, 1).copy()))
+    assert D.load_ood("svhn", (1, 28, 28), tmp_path, max_items=3, verify_checksums=False).shape == (3, 1, 28, 28)
+
+
+def test_prepare_data_passes_verify_checksums_to_the_ood_loader(tmp_path, write_tiny_cifar10):
+    write_tiny_cifar10(tmp_path)
+    _write_svhn(tmp_path, "test")
+    _write_jpg_folder(tmp_path / "LSUN_resize", [(50, 60, 70)] * 3)
+    cfg = D.DataConfig("cifar10", root=str(tmp_path), verify_checksums=False, ood_datasets=("svhn", "lsun"))
+    d = D.prepare_data(cfg)
+    assert d.ood_x["svhn"].shape == (5, 3, 32, 32) and d.ood_x["lsun"].shape == (3, 3, 32, 32)
+    assert d.ood_x["svhn"].dtype == torch.float32 and d.ood_x["svhn"].max() <= 1
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage, not a MATLAB file" * 20, "no_X"])
+def test_corrupt_svhn_file_is_a_clear_integrity_error(tmp_path, content):
+    path = tmp_path / "test_32x32.mat"
+    if content == "no_X":  # a valid .mat file without SVHN's arrays
+        pytest.importorskip("scipy.io").savemat(path, {"Z": np.zeros((2, 2))})
+    else:
+        path.write_bytes(content)
+    assert D.ood_available("svhn", tmp_path)  # presence only; reading is load_ood's job
+    with pytest.raises(D.DatasetIntegrityError, match=r"(?s)'svhn'.*could not be read.*test_32x32\.mat.*SVHN"):
+        D.load_ood("svhn", (3, 32, 32), tmp_path, verify_checksums=False)
+    with pytest.raises(D.DatasetIntegrityError, match="md5"):
+        D.load_ood("svhn", (3, 32, 32), tmp_path)
+
+
 def test_ood_missing_and_bad_input_errors(tmp_path):
     with pytest.raises(D.DatasetNotFoundError, match=r"notMNIST_small(.|\n)*To get it"):
         D.load_ood("notmnist", (1, 28, 28), tmp_path)

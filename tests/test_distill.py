@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from gped_kit.distill import GPEDConfig, GPEDRun, StudentConfig, resolve_device, run_gped
+from gped_kit.distill import GPEDConfig, GPEDRun, StudentConfig, resolve_device, run_gped, student_lr
 from gped_kit.models import ArchSpec
 from gped_kit.samplers import SGLDConfig
 
@@ -223,3 +223,16 @@ def test_input_generators_and_derivative_matching_students(digits_data):
         StudentConfig(input_generator="gaussian")
     with pytest.raises(ValueError, match="derivative"):
         StudentConfig("entropy", derivative_weight=1.0)
+
+
+def test_student_lr_halves_every_k_labelled_set_epochs_after_burn_in():
+    s = StudentConfig(lr=1e-3, lr_halving_epochs=200)
+    # N = 10k, M = 100: an epoch is 100 steps, so the rate halves every 20,000 steps after B.
+    assert student_lr(s, 1_000, burn_in=1_000, steps_per_epoch=100) == 1e-3
+    assert student_lr(s, 20_999, burn_in=1_000, steps_per_epoch=100) == 1e-3
+    assert student_lr(s, 21_000, burn_in=1_000, steps_per_epoch=100) == 5e-4
+    assert student_lr(s, 1_000_000, burn_in=1_000, steps_per_epoch=100) == 1e-3 * 0.5 ** 49
+    # N = 60k: 120,000 steps per halving, 8 halvings over the paper's T = 10^6.
+    assert student_lr(s, 1_000_000, burn_in=1_000, steps_per_epoch=600) == 1e-3 * 0.5 ** 8
+    assert student_lr(s, 500, burn_in=1_000, steps_per_epoch=600) == 1e-3  # burn-in: not started
+    assert student_lr(StudentConfig(lr=3e-4, lr_halving_epochs=None), 10**6, 0, 1.0) == 3e-4

@@ -120,7 +120,10 @@ def test_experiment4_cell_evaluate_and_comparisons(digits_data, tmp_path):
     teacher_nll = down[(down["metric"] == "nll") & (down["method"] == "Ensemble")]["value"].item()
     assert teacher_nll == pytest.approx(result.summary["teacher_nll"].iloc[0])
     table = experiment4_comparison(down.assign(model="fcnn"), "in_distribution")
-    assert {"value", "value_paper", "table"} <= set(table.columns)
+    assert {"value", "value_paper", "table", "source"} <= set(table.columns)
+    assert set(table.loc[table["model"] != "fcnn", "source"]) == {"paper only"}  # the paper's other models
+    table = table[table["model"] == "fcnn"]
+    assert set(table["source"]) == {"ours"}  # every fcnn cell of the paper is matched by one of ours
     row = table[(table["method"] == "GPED") & (table["estimator"] == "U_s") & (table["metric"] == "nll")
                 & (table["student"] == "largest_width_multiplier")]
     assert row["value_paper"].item() == 0.408 and row["table"].item() == "Table 2"
@@ -132,6 +135,87 @@ def test_experiment4_cell_evaluate_and_comparisons(digits_data, tmp_path):
     assert claims["fraction"].between(0, 1).all()
     with pytest.raises(ValueError, match="kind='table2'"):
         experiment4_comparison(down, "table2")
+    # our "noise" OOD set has no paper counterpart: the paper's rows are all kept after ours
+    ood = experiment4_comparison(down, "ood")
+    assert (ood["source"] == "ours").sum() == 8 * 2 + 4 * 2 and ood["value_paper"][ood["source"] == "ours"].isna().all()
+    assert (ood["source"] == "paper only").sum() == 4 * 6 * 2 * 3
+
+
+def _experiment4_downstream(model: str = "fcnn", ood_set: str = "fashion_mnist") -> pd.DataFrame:
+    """A hand-made ``experiment4_evaluate`` downstream table for one model (values are arbitrary)."""
+    rows = [dict(method="Ensemble", estimator=None, student=None, metric="nll", value=0.4),
+            dict(method="Ensemble", estimator=None, student=None, metric="accuracy", value=0.9)]
+    for kind in ("total", "knowledge"):
+        rows.append(dict(method="Ensemble", estimator=None, student=None, metric="auroc", value=0.8,
+                         uncertainty=kind, ood_dataset=ood_set))
+    for method in ("GPED", "EnD2"):
+        for est in ("U_s", "U_o"):
+            for size in ("base", "largest_width_multiplier"):
+                who = dict(method=method, estimator=est, student=size)
+                rows += [dict(who, metric="nll", value=0.5), dict(who, metric="accuracy", value=0.85),
+                         dict(who, metric="entropy_mae", value=0.1)]
+                for kind in ("total", "knowledge"):
+                    rows += [dict(who, metric="ndcg@20", value=0.9, std=0.03, uncertainty=kind),
+                             dict(who, metric="auroc", value=0.7, uncertainty=kind, ood_dataset=ood_set)]
+    return pd.DataFrame(rows).assign(model=model)
+
+
+def test_experiment4_comparison_keeps_the_papers_rows_after_ours():
+    from gped_kit import paper_results
+    from gped_kit.experiments import experiment4_comparison
+
+    down = _experiment4_downstream()
+    for kind, paper, tables in (("in_distribution", paper_results.experiment4_in_distribution(), "2 8 9 10"),
+                                ("ood", paper_results.experiment4_ood(), "3 11 12 13"),
+                                ("ndcg", paper_results.experiment4_ndcg(), "4 14 15 16")):
+        table = experiment4_comparison(down, kind)
+        assert list(table.columns[-2:]) == ["table", "source"]
+        ours = table["source"] == "ours"
+        assert set(table["source"]) == {"ours", "paper only"}
+        assert ours.iloc[:ours.sum()].all()  # ours first, then the paper's
+        assert table.loc[ours, "value"].notna().all() and table.loc[~ours, "value"].isna().all()
+        assert table.loc[~ours, "value_paper"].notna().all()
+        # every printed cell of the paper appears exactly once, ours or not
+        printed = table[table["value_paper"].notna()]
+        assert len(printed) == len(paper)
+        assert set(printed["table"]) == {f"Table {n}" for n in tables.split()}
+        assert sorted(printed["value_paper"]) == sorted(paper["value"])
+        # the CIFAR-10 rows, which we did not run, are all there as the paper's only
+        cifar = table[table["model"] == "cnn_cifar10"]
+        assert len(cifar) == (paper["model"] == "cnn_cifar10").sum() and (cifar["source"] == "paper only").all()
+    ood = experiment4_comparison(down, "ood")
+    assert set(ood.loc[ood["source"] == "ours", "ood_dataset"]) == {"fashion_mnist"}
+    assert ood.loc[ood["source"] == "ours", "value_paper"].isna().all()  # no paper counterpart
+    r = ood[(ood["model"] == "fcnn") & (ood["ood_dataset"] == "kmnist") & (ood["uncertainty"] == "total")
+            & (ood["method"] == "GPED") & (ood["estimator"] == "U_s") & (ood["student"] == "base")]
+    assert (r["value_paper"].item(), r["table"].item(), r["source"].item()) == (0.875, "Table 11", "paper only")
+    ndcg = experiment4_comparison(down, "ndcg")
+    r = ndcg[(ndcg["model"] == "cnn_cifar10") & (ndcg["uncertainty"] == "knowledge") & (ndcg["method"] == "EnD2")
+             & (ndcg["estimator"] == "U_o") & (ndcg["student"] == "base")]
+    assert (r["value_paper"].item(), r["std_paper"].item(), r["table"].item()) == (0.785, 0.082, "Table 15")
+    assert r["value"].isna().item() and r["std"].isna().item()
+    # matched cells: ours with the paper's value beside it
+    ind = experiment4_comparison(down, "in_distribution")
+    r = ind[(ind["model"] == "fcnn") & (ind["method"] == "EnD2") & (ind["estimator"] == "U_o")
+            & (ind["student"] == "base") & (ind["metric"] == "entropy_mae")]
+    assert (r["value"].item(), r["value_paper"].item(), r["source"].item()) == (0.1, 0.110, "ours")
+
+
+def test_experiment4_comparison_without_runs_or_ood_sets_is_the_papers_tables():
+    from gped_kit import paper_results
+    from gped_kit.experiments import experiment4_comparison
+
+    empty = pd.DataFrame(columns=["model", "method", "estimator", "student", "metric", "value", "std",
+                                  "uncertainty", "ood_dataset"])
+    for kind, paper in (("in_distribution", paper_results.experiment4_in_distribution()),
+                        ("ood", paper_results.experiment4_ood()), ("ndcg", paper_results.experiment4_ndcg())):
+        table = experiment4_comparison(empty, kind)
+        assert len(table) == len(paper) and set(table["source"]) == {"paper only"}
+        assert list(table["value_paper"]) == list(paper["value"])  # in the paper's order
+    # no OOD set ran: downstream has no ood_dataset column at all
+    no_ood = _experiment4_downstream().query("metric != 'auroc'").drop(columns="ood_dataset")
+    ood = experiment4_comparison(no_ood, "ood")
+    assert len(ood) == len(paper_results.experiment4_ood()) and set(ood["source"]) == {"paper only"}
 
 
 def test_comparison_table_on_one_chain_with_hydra(digits_data, tmp_path):
@@ -186,3 +270,52 @@ def test_spiral_run_maps_every_uncertainty_method(tmp_path):
     assert set(out["table"]["eval_set"]) == {"test", "grid"}
     assert out["table"].loc[out["table"]["eval_set"] == "grid", "accuracy"].isna().all()
     assert spiral_run(params, tmp_path, device="cpu")["result"].summary["store_status"].iloc[0] == "reused"
+
+
+def test_paper_shaped_lr_schedule_cells_keep_the_papers_number_of_halvings():
+    from gped_kit.experiments import EXPERIMENT2_PROFILES, lr_schedule_cells, paper_shaped_lr_scale
+
+    p = resolve_parameters(EXPERIMENT2_PROFILES, "default", {})
+    scale = paper_shaped_lr_scale("fcnn", p)
+    assert scale == pytest.approx((5_000 - 3_000) / (1_000_000 - 1_000))
+    cells = lr_schedule_cells("fcnn", p, device="cpu")
+    assert [(c.data.labelled_size, c.data.mask_size) for c in cells] == [(10_000, 0), (10_000, 15),
+                                                                        (60_000, 0), (60_000, 15)]
+    for cell in cells:
+        assert {s.target for s in cell.students} == {"predictive"}
+        (epochs,) = {s.lr_halving_epochs for s in cell.students}
+        steps_per_halving = epochs * cell.data.labelled_size / cell.config.sgld.batch_size
+        halvings = (cell.config.num_iterations - cell.config.burn_in) / steps_per_halving
+        paper = (1_000_000 - 1_000) / (200 * cell.data.labelled_size / 100)
+        assert halvings == pytest.approx(paper)  # 50 at N = 10k, 8.3 at N = 60k, as over the paper's T
+    assert lr_schedule_cells("fcnn", resolve_parameters(EXPERIMENT2_PROFILES, "paper", {})) == []
+    with pytest.raises(ValueError, match="lr_halving_scale"):
+        distillation_cell("fcnn", 10_000, 0, p, lr_halving_scale=0.0)
+
+
+def test_gap_by_schedule_compares_the_smallest_and_largest_labelled_set():
+    from gped_kit.experiments import gap_by_schedule
+
+    def rows(gaps, epochs):
+        out = []
+        for (n, m, est), gap in gaps.items():
+            for target in ("predictive", "entropy"):
+                out.append(dict(model="fcnn", labelled_size=n, mask_size=m, masking_rate=m * m / 784,
+                                estimator=est, target=target, teacher_nll=0.1, student_nll=0.1 + gap,
+                                nll_gap=gap if target == "predictive" else float("nan"),
+                                entropy_mae=0.05 if target == "entropy" else float("nan"),
+                                lr_halving_epochs=epochs, num_iterations=5_000, burn_in=3_000,
+                                batch_size=100, run_key=f"{n}-{m}"))
+        return pd.DataFrame(out)
+
+    constant = rows({(10_000, 0, "U_s"): -0.02, (60_000, 0, "U_s"): 0.03,
+                     (10_000, 25, "U_s"): 0.5, (60_000, 25, "U_s"): 0.1}, 200.0)
+    shaped = rows({(10_000, 0, "U_s"): 0.30, (60_000, 0, "U_s"): 0.09}, 0.4)
+    out = gap_by_schedule({"constant": constant, "paper-shaped": shaped}).set_index("schedule")
+    assert len(out) == 2  # m = 25 is only in one table: not compared
+    assert not out.loc["constant", "gap_falls_with_more_data"]
+    assert out.loc["paper-shaped", "gap_falls_with_more_data"]
+    assert out.loc["constant", "gap_at_10000"] == pytest.approx(-0.02)
+    assert out.loc["paper-shaped", "halvings_at_10000"] == 50
+    assert out.loc["paper-shaped", "halvings_at_60000"] == 8
+    assert out.loc["constant", "halvings_at_60000"] == 0

@@ -1,6 +1,7 @@
 """Hydra (paper 002): batched heads, the two losses' identities, snapshots, and distillation that
 keeps the members' diversity (head m matches member m, not the others)."""
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -116,3 +117,103 @@ def test_chain_keeps_evenly_thinned_snapshots_and_resumes_them(digits_data, tmp_
     assert "num_snapshots" not in plain.fingerprint() and "num_snapshots" in run.fingerprint()
     with pytest.raises(ValueError, match="num_snapshots"):
         GPEDConfig(num_iterations=10, burn_in=5, num_snapshots=6)
+
+
+def _constant_hydra(probs: torch.Tensor) -> H.HydraNet:
+    """A Hydra whose head m outputs log ``probs[m]`` (M, C) whatever the input (zero weights)."""
+    heads = H.Heads(probs.shape[0], [3, probs.shape[1]])
+    with torch.no_grad():
+        heads.weights[0].zero_()
+        heads.biases[0].copy_(probs.log().unsqueeze(1))
+    return H.HydraNet(nn.Identity(), heads)
+
+
+def test_marginal_variance_is_the_mean_over_heads_of_p_times_one_minus_p():
+    # two heads, two classes: p_1 = (0.2, 0.8), p_2 = (0.6, 0.4)
+    net = _constant_hydra(torch.tensor([[0.2, 0.8], [0.6, 0.4]]))
+    x = torch.zeros(4, 3)
+    mv, ev = H.hydra_marginal_variance(net, x), H.hydra_epistemic_variance(net, x)
+    torch.testing.assert_close(mv, torch.full((4, 2), 0.20))  # (0.2 * 0.8 + 0.6 * 0.4) / 2
+    torch.testing.assert_close(ev, torch.full((4, 2), 0.04))  # Var_m of (0.2, 0.6), and of (0.8, 0.4)
+    # the kit's marginal-variance target g = p(1 - p), averaged over heads
+    from gped_kit import targets
+
+    torch.testing.assert_close(mv, targets.MARGINAL_VARIANCE.g(net.head_log_probs(x)).mean(0))
+    # one head: no epistemic variance, the marginal variance is p(1 - p)
+    one = _constant_hydra(torch.tensor([[0.1, 0.3, 0.6]]))
+    torch.testing.assert_close(H.hydra_marginal_variance(one, x), torch.tensor([[0.09, 0.21, 0.24]]).expand(4, 3))
+    torch.testing.assert_close(H.hydra_epistemic_variance(one, x), torch.zeros(4, 3))
+
+
+def test_marginal_variance_identity_with_the_epistemic_variance():
+    """E_m[p_m(1 - p_m)] = p_bar(1 - p_bar) - Var_m(p_m), on a random Hydra and on explicit samples."""
+    torch.manual_seed(4)
+    net = H.build_hydra("fcnn", (1, 8, 8), 10, num_heads=5, head_hidden=(16,))
+    with torch.no_grad():
+        for p in net.heads.parameters():
+            p.normal_()  # diverse heads (build_hydra initialises them identically)
+    x = torch.rand(11, 1, 8, 8)
+    mv, ev = H.hydra_marginal_variance(net, x), H.hydra_epistemic_variance(net, x)
+    p_bar = H.hydra_uncertainties(net, x).predictive
+    assert mv.shape == ev.shape == (11, 10) and float(ev.max()) > 1e-3
+    torch.testing.assert_close(mv, p_bar * (1 - p_bar) - ev, atol=1e-6, rtol=1e-5)
+    assert bool((mv >= 0).all() and (mv <= 0.25).all())
+    log_probs = torch.randn(7, 5, 4).log_softmax(-1)
+    probs = log_probs.exp()
+    torch.testing.assert_close(H.marginal_variance_from_samples(log_probs),
+                               probs.mean(0) * (1 - probs.mean(0)) - H.epistemic_variance_from_samples(probs))
+    with pytest.raises(ValueError, match=r"\(S, N, C\)"):
+        H.marginal_variance_from_samples(log_probs[0])
+
+
+def test_input_noise_is_rejected_because_targets_are_cached_on_clean_inputs():
+    with pytest.raises(ValueError, match=r"input_noise_std=0\.3.*allowed only 0\.0"):
+        H.HydraConfig(input_noise_std=0.3)
+    with pytest.raises(ValueError, match="input_noise_std"):
+        H.HydraConfig(input_noise_std=float("nan"))
+    assert H.HydraConfig(input_noise_std=0.0).input_noise_std == 0.0
+
+
+def test_comparison_memory_and_marginal_variance_from_the_run(digits_data):
+    """The comparison's stores come from the run's own objects (estimators, teacher sums per set at
+    its real size) and every method with a marginal variance gets one, Hydra's from its heads."""
+    import dataclasses
+
+    from gped_kit.experiments import (COMPARISON_PROFILES, comparison_marginal_variance, comparison_memory,
+                                      comparison_students, comparison_table)
+
+    data = dataclasses.replace(digits_data, ood_x={"mnist_rotated60": digits_data.test_x[:150].flip(3)})
+    students = comparison_students("fcnn", {**COMPARISON_PROFILES["default"], "thinning": 2}, variants=False)
+    cfg = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=120,
+                     burn_in=20, eval_thinning=10, log_every=60, checkpoint_every=120, progress=False,
+                     device="cpu", num_snapshots=3)
+    run = GPEDRun(data, cfg, students)
+    result = run.run()
+    logits = H.snapshot_logits(result.snapshots, "fcnn", (1, 8, 8), 10, data.distill_x)
+    trained = H.train_hydra(logits, data.distill_x, "fcnn", (1, 8, 8),
+                            H.HydraConfig(head_hidden=(16,), phase1_steps=10, phase2_steps=20), progress=False)
+
+    memory = comparison_memory(result, data, trained, students)
+    by_method = memory.groupby("method")["bytes"].sum()
+    for s in run.students:  # KD and EnD2 (U_s): 0; GPED (U_s+U_o): the entropy column's sums and counts
+        assert by_method[s.config.label] == s.estimator.nbytes
+    assert by_method["GPED"] == data.distill_x.shape[0] * 2 * 4 and by_method["KD"] == 0
+    assert by_method["Long-chain teacher"] == sum(t.numel() * t.element_size() for t in run.accumulator.sums.values())
+    teacher_rows = memory[memory["method"] == "Long-chain teacher"]["what"].tolist()
+    assert "(150 inputs" in teacher_rows[1] and f"({data.test_x.shape[0]} inputs" in teacher_rows[0]
+    assert by_method["Hydra"] == result.snapshots.numel() * 4 + logits.numel() * 4
+
+    mv = comparison_marginal_variance(result, data, "fcnn", trained.net, "mnist_rotated60")
+    assert set(mv) == {"Snapshot ensemble", "EnD2", "Hydra"}  # the chain does not accumulate it
+    x = data.ood_x["mnist_rotated60"]
+    torch.testing.assert_close(mv["Hydra"], H.hydra_marginal_variance(trained.net, x))
+    snap = H.snapshot_logits(result.snapshots, "fcnn", (1, 8, 8), 10, x).softmax(-1)
+    torch.testing.assert_close(mv["Snapshot ensemble"], (snap * (1 - snap)).mean(0))
+    assert all(bool((v >= 0).all() and (v <= 0.25).all()) and v.shape == (150, 10) for v in mv.values())
+
+    table = comparison_table(result, data, "fcnn", trained.net).set_index(["eval_set", "method"])
+    assert table.loc[("test", "Snapshot ensemble"), "mv_mae_snapshots"] == 0
+    assert table.loc[("test", "Snapshot ensemble"), "entropy_mae_snapshots"] == 0
+    assert table.loc[("test", "Long-chain teacher"), "entropy_mae_teacher"] == 0
+    assert table.loc[("test", "Hydra"), "mv_mae_snapshots"] > 0 and pd.isna(table.loc[("test", "GPED"), "mv_mean"])
+    assert "mv_mae_teacher" not in table

@@ -257,6 +257,86 @@ def test_transcription_matches_paper_text():
             assert sorted(ours) == _decimals(_table_rows(lines, number)), f"Table {number} differs"
 
 
+def _table_block(lines: list[str], number: int) -> tuple[str, list[str], list[list[str]]]:
+    """Caption, header cells and body rows (first cell filled down) of 'Table <number>:'."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"Table {number}:"))
+    block = []
+    for line in lines[start + 1:]:
+        if "\t" in line:
+            block.append(line.split("\t"))
+        elif block:
+            break
+    header = [re.sub(r"\s*<sup>2</sup>\s*", "2", h).strip() for h in block[0]]  # "EnD <sup>2</sup>" -> "EnD2"
+    body, first = [], None
+    for cells in block[1:]:
+        first = cells[0].strip() or first
+        body.append([first, *[c.strip() for c in cells[1:]]])
+    return lines[start], header, body
+
+
+def _caption_setting(caption: str) -> tuple[str, str]:
+    estimator = "U_s" if "$U_s$" in caption else "U_o" if ("$U_o$" in caption or "$U_0$" in caption) else "?"
+    return estimator, "largest_width_multiplier" if "largest" in caption else "base"
+
+
+_PAPER_MODEL = {"FCNN/ MNIST": "fcnn", "CNN/ MNIST": "cnn_mnist", "CNN/ CIFAR10": "cnn_cifar10",
+                "FCNN-MNIST": "fcnn", "CNN-MNIST": "cnn_mnist", "CNN-CIFAR10": "cnn_cifar10", "CIFAR10": "cnn_cifar10"}
+_PAPER_OOD = {"KMNIST": "kmnist", "KMIST": "kmnist", "notMNIST": "notmnist", "TIM": "tinyimagenet", "LSUN": "lsun"}
+
+
+def test_experiment4_transcription_matches_the_paper_text_cell_by_cell():
+    """Tables 2-4 and 8-16 re-parsed from the text, every value at its (model, OOD set,
+    uncertainty, method) position and every caption's estimator / student size: a stronger
+    guard than the multiset comparison above, which would miss two swapped cells."""
+    if not PAPER_TEXT.exists():
+        pytest.skip(f"paper text not available at {PAPER_TEXT}")
+    lines = PAPER_TEXT.read_text(encoding="utf-8").splitlines()
+
+    ind = pr.experiment4_in_distribution()
+    for number in (2, 8, 9, 10):
+        caption, header, body = _table_block(lines, number)
+        est, student = _caption_setting(caption)
+        assert header[1:] == [
+            "NLL (Ensemble)", "NLL (GPED)", "NLL (EnD2)", "MAE Entropy (GPED)", "MAE Entropy (EnD2)"], header
+        columns = [("nll", "Ensemble"), ("nll", "GPED"), ("nll", "EnD2"), ("entropy_mae", "GPED"),
+                   ("entropy_mae", "EnD2")]
+        parsed = {(_PAPER_MODEL[row[0]], *col): float(v) for row in body for col, v in zip(columns, row[1:])}
+        sub = ind[ind["table"] == f"Table {number}"]
+        assert set(sub["estimator"]) == {est} and set(sub["student"]) == {student}, caption
+        ours = {(r.model, r.metric, r.method): r.value for r in sub.itertuples()}
+        assert ours == parsed, f"Table {number} differs from the paper text"
+
+    ood = pr.experiment4_ood()
+    for number in (3, 11, 12, 13):
+        caption, header, body = _table_block(lines, number)
+        est, student = _caption_setting(caption)
+        assert header[1:] == ["Uncertainty", "Ensemble", "GPED (ours)", "EnD2"], header
+        parsed = {}
+        for row in body:
+            model, ood_set = (s.strip() for s in row[0].split("/"))
+            for method, v in zip(("Ensemble", "GPED", "EnD2"), row[2:]):
+                parsed[(_PAPER_MODEL[model], _PAPER_OOD[ood_set], row[1].lower(), method)] = float(v)
+        sub = ood[ood["table"] == f"Table {number}"]
+        assert set(sub["estimator"]) == {est} and set(sub["student"]) == {student}, caption
+        ours = {(r.model, r.ood_dataset, r.uncertainty, r.method): r.value for r in sub.itertuples()}
+        assert ours == parsed, f"Table {number} differs from the paper text"
+
+    ndcg = pr.experiment4_ndcg()
+    for number in (4, 14, 15, 16):
+        caption, header, body = _table_block(lines, number)
+        est, student = _caption_setting(caption)
+        assert header[1:] == ["Uncertainty", "GPED (ours)", "EnD2"], header
+        parsed = {}
+        for row in body:
+            for method, cell in zip(("GPED", "EnD2"), row[2:]):
+                mean, std = re.fullmatch(r"\$([\d.]+) \\pm ([\d.]+)\$", cell).groups()
+                parsed[(_PAPER_MODEL[row[0]], row[1].lower(), method)] = (float(mean), float(std))
+        sub = ndcg[ndcg["table"] == f"Table {number}"]
+        assert set(sub["estimator"]) == {est} and set(sub["student"]) == {student}, caption
+        ours = {(r.model, r.uncertainty, r.method): (r.value, r.std) for r in sub.itertuples()}
+        assert ours == parsed, f"Table {number} differs from the paper text"
+
+
 # ----------------------------------------------------------------------------- Experiment 3
 
 def test_experiment3_figures_rows():
@@ -294,3 +374,66 @@ def test_experiment3_transcription_matches_the_paper_text():
     assert parsed == ours
     assert "achieves an NLL of 0.469 at approximately  $0.48 \\times 10^6$  FLOPs and  $0.03 \\times 10^6$" in text
     assert "the NLL is reduced to 0.30" in text
+
+
+# ----------------------------------------------------------------------------- Hydra (paper 002)
+
+HYDRA_TEXT = PAPER_TEXT.with_name("002_1040b68332278b1a.txt")
+
+
+def test_hydra_tables_shape_and_cells():
+    t2 = pr.hydra_mnist().set_index("method")
+    assert list(t2.index) == ["Ensemble (M=50)", "Prior Networks (EnD2)", "Knowledge distillation",
+                              "Hydra (head 100-100-10)"]
+    assert (t2.loc["Hydra (head 100-100-10)", ["accuracy", "nll", "brier"]].tolist()) == [0.9857, 0.0465, -0.9776]
+    assert pd.isna(t2.loc["Knowledge distillation", "mu"])
+    np.testing.assert_allclose(t2["brier_standard"], t2["brier"] + 1.0)
+    t1 = pr.hydra_mu_difference().set_index("eval_set")
+    assert list(t1.index) == ["MNIST (test)", "MNIST (shifted)", "MNIST (rotated)", "Fashion-MNIST"]
+    assert t1.loc["MNIST (rotated)", "Hydra"] == 0.0528 and t1.loc["MNIST (shifted)", "Hydra"] == 0.1552
+
+
+def _hydra_line(lines: list[str], start: str) -> str:
+    found = [line for line in lines if line.replace(" ", "").startswith(start.replace(" ", ""))]
+    assert found, f"no line starting with {start!r} in the Hydra paper text"
+    return found[0]
+
+
+def test_hydra_transcription_matches_paper_text():
+    """Tables 1, 2 and 5 of the Hydra paper (MNIST), re-read from its text: the first number of
+    each cell (the mean; the text repeats each number in LaTeX after it)."""
+    if not HYDRA_TEXT.exists():
+        pytest.skip(f"paper text not available at {HYDRA_TEXT}")
+    text = HYDRA_TEXT.read_text(encoding="utf-8")
+    lines = text.splitlines()
+
+    # Table 1 (MNIST rows): Prior Networks then Hydra, after "N/A" for knowledge distillation
+    t1 = pr.hydra_mu_difference().set_index("eval_set")
+    for row in t1.index:
+        cells = _hydra_line(lines, row).split("N/A", 1)[1]
+        if row == "MNIST (test)":  # printed as 2.60*10^-5 (LaTeX "2.60\cdot 10^{-5}")
+            means = [float(m) * 10.0 ** int(e) for m, e in re.findall(r"(\d\.\d+)\\cdot 10\^\{(-\d+)\}", cells)[::2]]
+        else:
+            means = [float(x) for x in re.findall(r"(?<![\d.])(\d\.\d+)(?= ±)", cells)]
+        np.testing.assert_allclose(means, t1.loc[row, ["Prior Networks (EnD2)", "Hydra"]].tolist(), rtol=1e-9,
+                                   err_msg=row)
+
+    # Table 2 (MNIST): accuracy, NLL, Brier score of every row
+    t2 = pr.hydra_mnist().set_index("method")
+    for start, method in (("Ensemble (M=50", "Ensemble (M=50)"), ("Prior Networks 0.98", "Prior Networks (EnD2)"),
+                          ("Knowledge distillation 0.98", "Knowledge distillation"),
+                          ("Hydra 0.98", "Hydra (head 100-100-10)")):
+        line = _hydra_line(lines, start)
+        numbers = [float(x) for x in re.findall(r"(?<![\d.±])(-?\d\.\d{4})(?![\d])", line)][:3]
+        assert numbers == t2.loc[method, ["accuracy", "nll", "brier"]].tolist(), method
+    assert "9.97\\cdot 10^{-6}" in _hydra_line(lines, "Ensemble (M=50")  # the ensemble's MU
+    assert t2.loc["Ensemble (M=50)", "mu"] == 9.97e-6
+    assert "\\mathbf{2.28\\cdot 10^{-5}}" in _hydra_line(lines, "Hydra 0.98")
+    assert t2.loc["Hydra (head 100-100-10)", "mu"] == 2.28e-5
+
+    # Table 5 (MNIST columns): parameters
+    for start, method in (("Ensemble (M=50", "Ensemble (M=50)"), ("Hydra 1,757,700", "Hydra (head 100-100-10)")):
+        params = int(t2.loc[method, "params"])
+        assert f"{params:,}" in text, method
+    assert "Prior Networks 199,210 [2%]" in text and int(t2.loc["Prior Networks (EnD2)", "params"]) == 199210
+    assert "Hydra 1,757,700 [17.6%] 2.5" in text and t2.loc["Hydra (head 100-100-10)", "flops"] == 2.5e7
