@@ -390,9 +390,18 @@ class ParetoExplorer:
     teacher, base student, the selected student ringed) and ``details_html`` (the selected
     student's architecture, widths, costs and metrics, whether it is on the frontier, and its
     ratios to the base student). :meth:`select` picks a student by label and
-    :meth:`select_nearest` the shown point nearest to a (cost, metric) position, which is what a
-    hover or click handler calls under an interactive matplotlib backend (e.g. ipympl; with
-    the static inline backend, use the ``point`` dropdown). ``widget`` is the container to display.
+    :meth:`select_nearest` the shown point nearest to a (cost, metric) position.
+
+    Clicking and hovering: every plot is made with matplotlib handlers connected
+    (``fig.canvas.mpl_connect``): a left click on a student's point (within
+    :attr:`PICK_RADIUS` points of it) selects that student through :meth:`select`, the code the
+    ``point`` dropdown's choice runs, so the details panel and the ringed point follow; hovering
+    over a point shows a tooltip with its architecture, method, cost and metric
+    (:attr:`hover_annotation`). Both need an interactive backend in JupyterLab, i.e. ipympl
+    (``%matplotlib widget``), under which the plot is one live canvas redrawn in place. With the
+    static inline backend the plot is an image and the handlers never fire (they are harmless):
+    select with the ``point`` dropdown. ``fig`` / ``ax`` are the current plot.
+    ``widget`` is the container to display.
 
     Args:
         table: a search table (:func:`gped_kit.search.run_experiment3`, or several concatenated,
@@ -400,6 +409,8 @@ class ParetoExplorer:
     """
 
     METHOD_OPTIONS = (("exhaustive", "exhaustive"), ("group l1/l2", "group_lasso"), ("both", "both"))
+    #: How near (in points) to a student's marker a click or hover must be to find it.
+    PICK_RADIUS = 8.0
 
     def __init__(self, table: pd.DataFrame) -> None:
         from .search import COSTS, METRICS
@@ -415,6 +426,9 @@ class ParetoExplorer:
         self.source = ""
         self._updating = False
         self.last_selection: pd.Series | None = None
+        self.fig: plt.Figure | None = None  # the current plot and its axes (see _draw_plot)
+        self.ax: plt.Axes | None = None
+        self.hover_annotation = None  # the hover tooltip (a matplotlib Annotation) once shown
         models = sorted(table["model"].dropna().astype(str).unique()) if len(table) else []
         costs = [(label, key) for key, label in COSTS.items() if key in table.columns] or [(COSTS["flops"], "flops")]
         self.model = W.Dropdown(options=models or [("(no stored search)", None)], value=models[0] if models else None,
@@ -598,23 +612,102 @@ class ParetoExplorer:
         self.details_html.value = f"<table>{lines}</table><small>cost axis: {COSTS[cost]}</small>"
 
     def _draw_plot(self) -> None:
-        from .plots import plot_pareto
-
+        rows = self._model_rows()
+        if self.fig is not None and _live_canvas(self.fig) and not rows.empty:
+            # interactive backend (ipympl): the canvas shown once is redrawn in place
+            with plt.rc_context():
+                self.ax.clear()
+                self._plot_into(self.ax, rows)
+            self.fig.canvas.draw_idle()
+            return
         with self.plot_out:
             self.plot_out.clear_output(wait=True)
-            rows = self._model_rows()
             if rows.empty:
                 print("No stored Experiment 3 search to plot.")
                 return
-            method = None if self.method.value == "both" else self.method.value
-            with plt.rc_context():
+            with plt.rc_context(), plt.ioff():  # ioff: ipympl must not also show the figure at cell end
                 fig, ax = plt.subplots(figsize=(7, 4.5))
-                plot_pareto(rows, self.metric.value, self.cost.value, method, ax=ax, highlight=self.point.value,
-                            title=f"{self.model.value}: {dict((v, k) for k, v in self.METHOD_OPTIONS)[self.method.value]}")
-                ax.legend(fontsize=8, loc="best")
-                fig.tight_layout()
-                display(fig)
-                plt.close(fig)
+                self._plot_into(ax, rows)
+                self.fig, self.ax = fig, ax
+                fig.canvas.mpl_connect("button_press_event", self._on_canvas_click)
+                fig.canvas.mpl_connect("motion_notify_event", self._on_canvas_motion)
+                if _live_canvas(fig):
+                    display(fig.canvas)  # a live canvas: kept open and redrawn in place
+                else:
+                    display(fig)  # a static image (inline backend): handlers stay connected but never fire
+                    plt.close(fig)
+
+    def _plot_into(self, ax: plt.Axes, rows: pd.DataFrame) -> None:
+        from .plots import plot_pareto
+
+        method = None if self.method.value == "both" else self.method.value
+        plot_pareto(rows, self.metric.value, self.cost.value, method, ax=ax, highlight=self.point.value,
+                    title=f"{self.model.value}: {dict((v, k) for k, v in self.METHOD_OPTIONS)[self.method.value]}")
+        ax.legend(fontsize=8, loc="best")
+        ax.figure.tight_layout()
+        self.hover_annotation = None  # cleared with the axes; made again on the next hover
+
+    # ------------------------------------------------------------------ mouse
+    def student_at(self, x: float, y: float) -> str | None:
+        """The shown student whose point lies within :attr:`PICK_RADIUS` points of the display
+        position (``x``, ``y``) (pixels, as in matplotlib's mouse events) on the current plot,
+        the nearest if several; None if none does or nothing is plotted."""
+        import numpy as np
+
+        ax, rows = self.ax, self.visible()
+        if ax is None or rows.empty:
+            return None
+        ax.get_xlim(), ax.get_ylim()  # bring autoscaled limits up to date before transforming
+        points = np.column_stack([rows[self.cost.value].to_numpy(dtype=float),
+                                  rows[self.metric.value].to_numpy(dtype=float)])
+        with np.errstate(all="ignore"):
+            xy = ax.transData.transform(points)
+            dist = np.hypot(xy[:, 0] - x, xy[:, 1] - y)
+        if not np.isfinite(dist).any():
+            return None
+        i = int(np.nanargmin(dist))
+        return str(rows.iloc[i]["student"]) if dist[i] <= self.PICK_RADIUS * ax.figure.dpi / 72 else None
+
+    def _event_student(self, event: Any) -> str | None:
+        if self.ax is None or getattr(event, "inaxes", None) is not self.ax or event.x is None or event.y is None:
+            return None
+        return self.student_at(event.x, event.y)
+
+    def _on_canvas_click(self, event: Any) -> None:
+        """``button_press_event`` handler: a left click on a student's point selects it (as the
+        dropdown does); ignored while the toolbar's zoom or pan mode is on, or off the points."""
+        if getattr(event, "button", None) != 1 or getattr(getattr(event.canvas, "toolbar", None), "mode", None):
+            return
+        label = self._event_student(event)
+        if label is not None and label != self.point.value:
+            self.select(label)
+
+    def _on_canvas_motion(self, event: Any) -> None:
+        """``motion_notify_event`` handler: while the pointer is over a student's point, a tooltip
+        beside it gives its architecture, method, cost and metric; it hides off the points."""
+        from .search import COSTS, METHODS, METRICS
+
+        label = self._event_student(event)
+        tip = self.hover_annotation
+        if label is None:
+            if tip is not None and tip.get_visible():
+                tip.set_visible(False)
+                self.ax.figure.canvas.draw_idle()
+            return
+        rows = self.visible()
+        row = rows[rows["student"] == label].iloc[0]
+        cost, metric = self.cost.value, self.metric.value
+        text = (f"{row['architecture']}\n{METHODS.get(row['method'], row['method'])}\n"
+                f"{COSTS[cost]}: {_short(row[cost])}\n{METRICS[metric][0]}: {float(row[metric]):.4f}")
+        if tip is None:
+            tip = self.ax.annotate("", xy=(float(row[cost]), float(row[metric])), xytext=(12, 12),
+                                   textcoords="offset points", fontsize=8, zorder=10,
+                                   bbox=dict(boxstyle="round", fc="lightyellow", ec="0.5", alpha=0.95))
+            self.hover_annotation = tip
+        tip.xy = (float(row[cost]), float(row[metric]))
+        tip.set_text(text)
+        tip.set_visible(True)
+        self.ax.figure.canvas.draw_idle()
 
     # ------------------------------------------------------------------ display
     @property
@@ -631,6 +724,12 @@ class ParetoExplorer:
         if bundle is not None:
             bundle["text/plain"] = repr(self)
         return bundle
+
+
+def _live_canvas(fig: plt.Figure) -> bool:
+    """Whether ``fig`` is drawn on a live widget canvas (ipympl, ``%matplotlib widget``), where
+    mouse events reach the kernel, rather than rendered to a static image (inline, Agg)."""
+    return isinstance(fig.canvas, W.DOMWidget)
 
 
 def _short(value: Any) -> str:

@@ -14,9 +14,10 @@ from gped_kit.distill import GPEDConfig, GPEDRun
 from gped_kit.experiments import resolve_parameters
 from gped_kit.models import ArchSpec, build_network, count_parameters
 from gped_kit.samplers import SGLDConfig
-from gped_kit.search import (EXPERIMENT3_PROFILES, SearchSettings, base_student, best_student, evaluate_student,
-                             experiment3_cell, experiment3_comparison, finetune, frontier_table,
-                             group_beats_exhaustive, load_search_results, mask_network, pareto_front, prune,
+from gped_kit.search import (EXPERIMENT3_PROFILES, NO_COMPARABLE, SearchResult, SearchSettings, base_student,
+                             best_student, evaluate_student, experiment3_cell, experiment3_comparison,
+                             figure_availability, finetune, frontier_table, group_beats_exhaustive,
+                             group_vs_exhaustive, load_search_results, mask_network, model_grid, pareto_front, prune,
                              search_candidates, search_on_data, search_students, trend_sentence, unit_keep_masks)
 
 EPS = 1e-3
@@ -131,6 +132,34 @@ def test_group_norm_criterion_is_stricter_than_max_abs():
     assert bool(unit_keep_masks(net, 0.0)[0].all())  # eps = 0 prunes nothing
 
 
+@pytest.mark.parametrize("padding, mode, foldable", [
+    ("valid", "zeros", True), (0, "zeros", True), ((0, 0), "zeros", True),
+    ("same", "zeros", False), (1, "zeros", False), ((0, 1), "zeros", False),
+    (1, "replicate", True), ("same", "reflect", True),
+])
+def test_padding_of_the_next_conv_numeric_or_string(padding, mode, foldable):
+    # A removed channel of the first conv emits the constant relu(0.3); folding it into the next
+    # conv's bias is exact unless that conv pads with zeros (the border then sees 0, not the constant).
+    torch.manual_seed(0)
+    conv = nn.Conv2d(6, 5, 3, padding=padding, padding_mode=mode)
+    features = 5 * conv(torch.zeros(1, 6, 8, 8)).shape[-2:].numel()
+    net = kill_units(nn.Sequential(nn.Conv2d(1, 6, 3), nn.ReLU(), conv, nn.ReLU(), nn.Flatten(),
+                                   nn.Linear(features, 3)), {0: [1, 4]}).eval()
+    masks = unit_keep_masks(net, EPS)
+    assert (~masks[0]).nonzero().flatten().tolist() == [1, 4]
+    x = torch.rand((8, 1, 10, 10), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        bare = prune(net, EPS, fold_bias=False)  # always allowed: equals the masked net with zeroed biases
+        assert weight_layers(bare)[1].padding == conv.padding and weight_layers(bare)[1].padding_mode == mode
+        torch.testing.assert_close(bare(x), mask_network(net, masks, zero_bias=True)(x), rtol=1e-5, atol=1e-5)
+        if foldable:
+            torch.testing.assert_close(prune(net, EPS)(x), mask_network(net, masks)(x), rtol=1e-5, atol=1e-5)
+        else:
+            with pytest.raises(ValueError, match=r"net\[2\]: folding .* zero-padded convolution \(padding="
+                                                 r".*not exact at the border; use fold_bias=False"):
+                prune(net, EPS)
+
+
 def test_prune_does_not_modify_its_input_and_keeps_the_mode():
     net = build_network(ArchSpec("fcnn", 0.05, 0.05, dropout=0.5), (1, 8, 8), 10)
     before = [p.clone() for p in net.parameters()]
@@ -196,10 +225,30 @@ def test_pareto_front_rejects_unknown_names():
 
 
 def test_group_beats_exhaustive_counts_wins_at_equal_or_lower_cost():
-    t = pd.DataFrame({"method": ["exhaustive", "exhaustive", "group_lasso", "group_lasso", "group_lasso"],
-                      "flops": [1, 3, 0.5, 2, 4], "student_nll": [0.5, 0.3, 0.9, 0.4, 0.35]})
-    # 0.5 flops: no cheaper exhaustive -> win; 2: 0.4 < 0.5 -> win; 4: 0.35 > 0.3 -> loss
-    assert group_beats_exhaustive(t, "student_nll", "flops") == "2 of 3"
+    # SYNTHETIC. Exhaustive: (1 FLOP, NLL 0.5), (3, 0.3). Group students:
+    # g1 (0.5, 0.9): cheaper than every exhaustive student and worse -> no comparable student (not a win);
+    # g2 (2, 0.4) beats the 0.5 of the cheaper one -> win; g3 (4, 0.35) loses to 0.3 at 3 -> not better;
+    # g4 (0.2, 0.25): cheaper than all AND better than all (it dominates the grid) -> win;
+    # g5 (1, 0.5): equal cost and equal NLL -> not strictly better.
+    t = pd.DataFrame({"method": ["exhaustive"] * 2 + ["group_lasso"] * 5,
+                      "student": ["e1", "e3", "g1", "g2", "g3", "g4", "g5"],
+                      "flops": [1, 3, 0.5, 2, 4, 0.2, 1], "student_nll": [0.5, 0.3, 0.9, 0.4, 0.35, 0.25, 0.5]})
+    detail = group_vs_exhaustive(t, "student_nll", "flops").set_index("student")
+    assert detail["verdict"].to_dict() == {"g1": NO_COMPARABLE, "g2": "better", "g3": "not better", "g4": "better",
+                                           "g5": "not better"}
+    assert detail.loc["g1", "compared_with"] == "higher cost only" and detail.loc["g1", "reference"] == 0.3
+    assert detail.loc["g2", "compared_with"] == "equal or lower cost" and detail.loc["g2", "reference"] == 0.5
+    assert group_beats_exhaustive(t, "student_nll", "flops") == "2 of 4 (1 more: no comparable exhaustive student)"
+    assert group_beats_exhaustive(t[t["student"] != "g1"], "student_nll", "flops") == "2 of 4"
+    # higher is better for accuracy: a cheap student with the best accuracy dominates the grid
+    acc = t.assign(student_accuracy=[0.8, 0.9, 0.95, 0.85, 0.88, 0.5, 0.8]).drop(columns="student_nll")
+    verdicts = group_vs_exhaustive(acc, "student_accuracy", "flops").set_index("student")["verdict"].to_dict()
+    assert verdicts == {"g1": "better", "g2": "better", "g3": "not better", "g4": NO_COMPARABLE, "g5": "not better"}
+    # no exhaustive student at all: nothing is comparable; missing metrics are left out
+    only_group = t[t["method"] == "group_lasso"]
+    assert group_beats_exhaustive(only_group, "student_nll", "flops") == f"0 of 0 (5 more: {NO_COMPARABLE})"
+    assert group_beats_exhaustive(t.assign(student_nll=math.nan), "student_nll", "flops") == "0 of 0"
+    assert group_vs_exhaustive(t.iloc[:0], "student_nll", "flops").empty
 
 
 # ----------------------------------------------------------------------------- students and settings
@@ -236,6 +285,38 @@ def test_experiment3_cell_uses_the_paper_setting_and_profiles():
     assert (cifar.data.labelled_size, cifar.data.mask_size, cifar.config.burn_in) == (20_000, 0, 10_000)
     assert EXPERIMENT3_PROFILES["paper"]["reg_weights"] == [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3]
     assert set(EXPERIMENT3_PROFILES["default"]) == set(EXPERIMENT3_PROFILES["paper"])
+
+
+def test_k_grids_per_model_and_the_paper_fcnn_ratios_are_reachable():
+    assert model_grid({"k1_values": [0.5, 1]}, "k1_values", "fcnn") == [0.5, 1]
+    assert model_grid({"k1_values": {"fcnn": [1, 5]}}, "k1_values", "fcnn") == [1, 5]
+    with pytest.raises(ValueError, match=r"k1_values gives values for the models \['fcnn'\] only, not for 'cnn_mnist'"):
+        model_grid({"k1_values": {"fcnn": [1]}}, "k1_values", "cnn_mnist")
+    paper = resolve_parameters(EXPERIMENT3_PROFILES, "paper", {})
+    shape = (1, 28, 28)
+    base = build_network(ArchSpec("fcnn"), shape, 10)
+    base_params, base_flops = count_parameters(base), count_flops(base, shape)
+
+    def ratios(arch):
+        net = build_network(arch, shape, 10)
+        return count_parameters(net) / base_params, count_flops(net, shape) / base_flops
+
+    cell = experiment3_cell("fcnn", paper)
+    grid = {(s.arch.k1, s.arch.k2) for s in cell.students if s.regularizer is None}
+    assert len(grid) == len(model_grid(paper, "k1_values", "fcnn")) * len(model_grid(paper, "k2_values", "fcnn"))
+    # Figures 8 and 9: the best FCNN student has ~9.9x the base's parameters and ~10x its FLOPs.
+    # The group l1/l2 students start above that and prune back; the grid has a student within 2% of it.
+    largest = {s.arch for s in cell.students if s.regularizer == "group_lasso"}
+    assert len(largest) == 1
+    assert min(ratios(next(iter(largest)))) > 10.5
+    assert any(abs(p - 9.9) / 9.9 < 0.02 and abs(f - 10) / 10 < 0.02
+               for p, f in (ratios(ArchSpec("fcnn", k1, k2)) for k1, k2 in grid if k1 * k2 >= 16))
+    # the CNNs keep 0.5 ... 4 (already 15.6x the base parameters, beyond the paper's 6.6x)
+    for model in ("cnn_mnist", "cnn_cifar10"):
+        assert max(model_grid(paper, "k1_values", model)) == max(model_grid(paper, "k2_values", model)) == 4.0
+    # an override with one list applies to every model
+    one = resolve_parameters(EXPERIMENT3_PROFILES, "paper", {"k1_values": [1.0], "k2_values": [1.0, 2.0]})
+    assert {(s.arch.k1, s.arch.k2) for s in experiment3_cell("cnn_mnist", one).students} == {(1, 1), (1, 2)}
 
 
 # ----------------------------------------------------------------------------- fine-tuning
@@ -342,3 +423,57 @@ def test_comparison_and_frontiers_on_the_search(searched):
     sentence = trend_sentence(comp.reset_index())
     assert sentence.startswith("Yes" if beats else "No")
     assert trend_sentence(experiment3_comparison(t.iloc[:0], "fcnn")).startswith("No search results")
+
+
+@pytest.fixture(scope="module")
+def searched_two_targets(digits_data, tmp_path_factory):
+    """A small FCNN search with predictive AND expected-entropy students on one chain (what the
+    default profile's proposed `targets=["predictive", "entropy"]` switch turns on)."""
+    results = tmp_path_factory.mktemp("exp3_targets")
+    config = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=400,
+                        burn_in=100, eval_thinning=10, log_every=200, checkpoint_every=200, progress=False,
+                        device="cpu")
+    students = search_students("fcnn", [0.05, 1], [1], [1e-2], targets=("predictive", "entropy"),
+                               thinning={"predictive": 2, "entropy": 2})
+    settings = SearchSettings(finetune_epochs=2.0, latency_batch_size=8, latency_repeats=1)
+    return search_on_data(digits_data, config, students, settings, results)
+
+
+def test_entropy_students_are_searched_pruned_and_compared(searched_two_targets):
+    t = searched_two_targets.table
+    assert set(t.loc[t["method"] != "teacher", "target"]) == {"predictive", "entropy"}
+    entropy = search_candidates(t)[lambda d: d["target"] == "entropy"]
+    assert sorted(entropy["method"]) == ["exhaustive", "exhaustive", "group_lasso"]
+    assert entropy["entropy_mae"].notna().all() and (entropy["entropy_mae"] >= 0).all()
+    stages = t[(t["target"] == "entropy") & (t["method"] == "group_lasso")]["stage"].tolist()
+    assert stages == ["distilled", "pruned", "fine-tuned"]
+    comp = experiment3_comparison(t, "fcnn", "entropy_mae").set_index("quantity")
+    assert set(comp["figure"]) == {"Figure 10"}
+    assert comp.loc["base student expected-entropy MAE", "ours"] == pytest.approx(
+        base_student(t, "entropy")["entropy_mae"])
+
+
+def test_figure_availability_says_why_each_figure_is_missing(searched_two_targets):
+    missing = SearchResult("cnn_cifar10", pd.DataFrame(), "missing data", "data set 'cifar10' (train) not found")
+    results = {"fcnn": searched_two_targets, "cnn_cifar10": missing}
+    both = figure_availability(results, ["predictive", "entropy"], "default").set_index("figure")
+    assert both.index.tolist() == [f"Figure {n}" for n in (2, 6, 7, 8, 9, 10, 11, 12, 13)]
+    assert both.loc[["Figure 8", "Figure 9", "Figure 10"], "produced"].all()
+    assert (both.loc[["Figure 8", "Figure 9", "Figure 10"], "reason"] == "").all()
+    assert not both.loc[["Figure 2", "Figure 6", "Figure 7", "Figure 11", "Figure 12", "Figure 13"], "produced"].any()
+    reason = both["reason"]
+    assert "cnn_mnist is not among the models of the 'default' profile (fcnn, cnn_cifar10)" in reason["Figure 7"]
+    assert "the cifar10 data set is absent here" in both.loc["Figure 13", "reason"]
+    predictive = figure_availability(results, ["predictive"]).set_index("figure")
+    assert predictive.loc[["Figure 8", "Figure 9"], "produced"].all()
+    assert not predictive.loc["Figure 10", "produced"]
+    reason = predictive.loc["Figure 10", "reason"]
+    assert "the entropy target is not distilled in this run (targets ['predictive'])" in reason
+    # targets asked for but absent from the table (e.g. a table stored by another profile), and a failed search
+    only_pred = SearchResult("fcnn", searched_two_targets.table[lambda d: d["target"] != "entropy"], "reused")
+    stale = figure_availability({"fcnn": only_pred}, ["predictive", "entropy"]).set_index("figure")
+    reason = stale.loc["Figure 10", "reason"]
+    assert "the table has no expected-entropy MAE for any searched entropy student of fcnn" in reason
+    failed = figure_availability({"fcnn": SearchResult("fcnn", pd.DataFrame(), "failed", "boom\nmore")},
+                                 ["predictive"]).set_index("figure")
+    assert failed.loc["Figure 9", "reason"] == "not produced: the fcnn search has no results (status 'failed': boom)"

@@ -360,3 +360,97 @@ def test_pareto_bad_tables_and_no_figure_leaks(pareto):
     pareto.method.value = "exhaustive"
     pareto.select("predictive-K1x2")
     assert set(plt.get_fignums()) == before
+
+
+# ----------------------------------------------------------------------------- ParetoExplorer: mouse
+from matplotlib.backend_bases import MouseEvent  # noqa: E402
+
+import gped_kit.widgets as widgets_module  # noqa: E402
+
+
+def _mouse(explorer, name, student=None, axes_fraction=None, button=1, offset=(0.0, 0.0)):
+    """A synthetic matplotlib mouse event on the explorer's current plot, at a student's point (its
+    display coordinates, shifted by ``offset`` pixels) or at a position given in axes fractions."""
+    fig, ax = explorer.fig, explorer.ax
+    fig.canvas.draw()  # as on screen: limits and layout final
+    if student is not None:
+        row = explorer.visible().set_index("student").loc[student]
+        x, y = ax.transData.transform((row[explorer.cost.value], row[explorer.metric.value]))
+    else:
+        x, y = ax.transAxes.transform(axes_fraction)
+    return fig, MouseEvent(name, fig.canvas, x + offset[0], y + offset[1], button=button)
+
+
+def _empty_spot(explorer):
+    """Axes fractions at least 4 pick radii from every shown point."""
+    explorer.fig.canvas.draw()
+    for fx in (0.5, 0.3, 0.7, 0.2, 0.8):
+        for fy in (0.5, 0.3, 0.7, 0.2, 0.8):
+            x, y = explorer.ax.transAxes.transform((fx, fy))
+            saved, explorer.PICK_RADIUS = explorer.PICK_RADIUS, 4 * ParetoExplorer.PICK_RADIUS
+            try:
+                if explorer.student_at(x, y) is None:
+                    return fx, fy
+            finally:
+                explorer.PICK_RADIUS = saved
+    raise AssertionError("no empty spot on the plot")
+
+
+def test_pareto_clicking_a_point_selects_it_through_the_connected_handler(pareto):
+    assert pareto.fig is not None and pareto.ax in pareto.fig.axes
+    assert pareto.fig.canvas.callbacks.callbacks.get("button_press_event")  # connected with mpl_connect
+    before = pareto.status_text
+    assert "arch-2x1" not in before
+    fig, event = _mouse(pareto, "button_press_event", "predictive-K2x1", offset=(3, -2))
+    fig.canvas.callbacks.process("button_press_event", event)  # what the backend does on a click
+    assert pareto.point.value == "predictive-K2x1"
+    text = pareto.status_text
+    assert text != before and "arch-2x1" in text and "K1 x K2: 2 x 1" in text and "vs base: FLOPs: 3.62x" in text
+    assert pareto.fig is not fig  # static backend: the plot was redrawn as a new image, ringing the choice
+    # the right button, a click off the axes and a click on empty space change nothing
+    for event in (_mouse(pareto, "button_press_event", "predictive-K1x1", button=3)[1],
+                  MouseEvent("button_press_event", pareto.fig.canvas, -50, -50, button=1),
+                  _mouse(pareto, "button_press_event", axes_fraction=_empty_spot(pareto))[1]):
+        pareto.fig.canvas.callbacks.process("button_press_event", event)
+        assert pareto.point.value == "predictive-K2x1"
+    # the same in another view: the group l1/l2 panel against parameters
+    pareto.method.value = "group_lasso"
+    pareto.cost.value = "params"
+    fig, event = _mouse(pareto, "button_press_event", "group_lasso-predictive-lambda0.01")
+    fig.canvas.callbacks.process("button_press_event", event)
+    assert pareto.point.value == "group_lasso-predictive-lambda0.01" and "pruned-0.01" in pareto.status_text
+
+
+def test_pareto_hovering_a_point_shows_its_architecture_and_numbers(pareto):
+    selected = pareto.point.value
+    fig, event = _mouse(pareto, "motion_notify_event", "group_lasso-predictive-lambda0.01", button=None)
+    fig.canvas.callbacks.process("motion_notify_event", event)
+    tip = pareto.hover_annotation
+    assert tip is not None and tip.get_visible()
+    assert tip.get_text().splitlines() == ["pruned-0.01", "group l1/l2 + pruning", "FLOPs per input (2 x MACs): 400k",
+                                           "test NLL: 0.5200"]
+    assert pareto.point.value == selected  # hovering does not select
+    _, away = _mouse(pareto, "motion_notify_event", axes_fraction=_empty_spot(pareto), button=None)
+    fig.canvas.callbacks.process("motion_notify_event", away)
+    assert not tip.get_visible()
+
+
+def test_pareto_live_canvas_is_redrawn_in_place(pareto, monkeypatch):
+    # Under ipympl the canvas is a widget; stand in for it: the figure must be kept and redrawn.
+    monkeypatch.setattr(widgets_module, "_live_canvas", lambda fig: True)
+    before = set(plt.get_fignums())
+    pareto._draw_plot()  # from here on the current figure counts as a live canvas
+    fig = pareto.fig
+    try:
+        fig2, event = _mouse(pareto, "button_press_event", "predictive-K1x2")
+        assert fig2 is fig
+        fig.canvas.callbacks.process("button_press_event", event)
+        assert pareto.point.value == "predictive-K1x2" and "arch-1x2" in pareto.status_text
+        assert pareto.fig is fig and pareto.ax in fig.axes and len(fig.axes) == 1  # same canvas, redrawn
+        rings = [c for c in pareto.ax.collections if c.get_sizes().size and c.get_sizes()[0] == 220]
+        assert len(rings) == 1 and tuple(rings[0].get_offsets()[0]) == (850_000, 0.45)
+        pareto.metric.value = "entropy_mae"  # a control change redraws the same canvas too
+        assert pareto.fig is fig and "expected-entropy MAE" in pareto.ax.get_ylabel()
+    finally:
+        plt.close(fig)
+    assert set(plt.get_fignums()) == before
