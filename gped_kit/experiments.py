@@ -74,16 +74,18 @@ FULL_TRAINING_SIZE = {"mnist": 60_000, "cifar10": 50_000}
 # SGD-like part of Eq. 7) is the paper's at every |D| and short chains on small D converge
 # (the posterior does not depend on eta; only mixing speed and discretisation bias do).
 # "paper": Appendix A.2 and the full grids of Section 4 (T = 10^6; fixed eta; H = 100
-# predictive, 10 entropy), for a GPU.
+# predictive, 10 entropy), for a GPU, with the grid's chains run 24 at a time as one batched
+# computation (gped_kit.batched; on the 2-core CPU batching gains nothing, so "default" runs
+# them one by one).
 EXPERIMENT2_PROFILES: dict[str, dict[str, Any]] = {
     "default": dict(num_iterations=5_000, burn_in=3_000, predictive_thinning=2, entropy_thinning=2,
                     eval_thinning=50, log_every=500, checkpoint_every=1_000, scale_step_size=True,
                     labelled_sizes=[10_000, 60_000], mask_sizes=[0, 10, 15, 20, 25],
-                    cifar_labelled_sizes=[10_000, 50_000], lr_check_masks=[0, 15]),
+                    cifar_labelled_sizes=[10_000, 50_000], lr_check_masks=[0, 15], chains_per_batch=1),
     "paper": dict(num_iterations=1_000_000, burn_in=None, predictive_thinning=100, entropy_thinning=10,
                   eval_thinning=100, log_every=10_000, checkpoint_every=50_000, scale_step_size=False,
                   labelled_sizes=[10_000, 20_000, 30_000, 60_000], mask_sizes=[0, 5, 10, 15, 20, 25],
-                  cifar_labelled_sizes=[10_000, 20_000, 50_000], lr_check_masks=[]),
+                  cifar_labelled_sizes=[10_000, 20_000, 50_000], lr_check_masks=[], chains_per_batch=24),
 }
 #: T of the paper's chains (Appendix A.2).
 PAPER_NUM_ITERATIONS = 1_000_000
@@ -233,7 +235,7 @@ Evaluate = Callable[[GridCell, GPEDResult], Mapping[str, pd.DataFrame]]
 
 
 def run_grid(cells: Sequence[GridCell], results_dir: str | Path, recompute: bool = False,
-             progress: bool = True, evaluate: Evaluate | None = None) -> GridResult:
+             progress: bool = True, evaluate: Evaluate | None = None, chains_per_batch: int = 1) -> GridResult:
     """Run every cell (one chain each) through the results store, in order.
 
     Finished cells are reloaded, interrupted ones resume from their checkpoints. A cell that
@@ -242,33 +244,119 @@ def run_grid(cells: Sequence[GridCell], results_dir: str | Path, recompute: bool
     result)``, if given, turns a finished cell's result (with its test and OOD tensors) into
     named tables; each is written as ``<name>.csv`` beside the cell's ``summary.csv`` and
     collected in :attr:`GridResult.extras`.
+
+    ``chains_per_batch`` K > 1 runs up to K consecutive unfinished cells that can share one
+    computation (:func:`gped_kit.batched.check_batchable`: same model, T, students, ...; at the
+    same step) as one batched computation (:class:`gped_kit.batched.BatchedGPED`), for a GPU;
+    the others run one by one. It changes how the chains are computed, not what: a cell's key,
+    store and checkpoints are the same either way (results agree up to round-off, and dropout
+    masks differ). A batch that fails marks each of its cells failed.
     """
+    if not (isinstance(chains_per_batch, int) and chains_per_batch >= 1):
+        raise ValueError(f"chains_per_batch={chains_per_batch!r}: must be an integer >= 1")
+    outcomes: dict[int, tuple[str, object, float, str]] = {}  # index -> (status, result | error, seconds, how)
+
+    def stored_run(cell: GridCell) -> tuple[GPEDRun, Path]:
+        data = prepare_data(cell.data, device=resolve_device(cell.config.device))
+        config = cell.config if progress else dataclasses.replace(cell.config, progress=False)
+        run = GPEDRun(data, config, cell.students)
+        return run, _open_store(run, results_dir, recompute)
+
+    def record(i: int, started: float, result: object = None, error: BaseException | None = None,
+               how: str = "") -> None:
+        seconds = round(time.perf_counter() - started, 1)
+        if isinstance(error, DatasetNotFoundError):
+            outcomes[i] = ("missing data", str(error), seconds, how)
+        elif error is not None:
+            outcomes[i] = ("failed", f"{type(error).__name__}: {error}", seconds, how)
+        else:
+            outcomes[i] = (result.summary["store_status"].iloc[0], result, seconds, how)
+        status, detail, _, _ = outcomes[i]
+        if progress:
+            print(f"[{i + 1}/{len(cells)}] {cells[i].label}: {status} ({seconds} s{how})"
+                  + (f" -- {detail.splitlines()[0]}" if isinstance(detail, str) else ""), flush=True)
+
+    def run_alone(i: int, run: GPEDRun | None = None, checkpoint: Path | None = None) -> None:
+        started = time.perf_counter()
+        try:
+            if run is None:
+                run, checkpoint = stored_run(cells[i])
+            record(i, started, _close_store(run, run.run(checkpoint=checkpoint), checkpoint.parent))
+        except Exception as exc:  # noqa: BLE001 -- recorded, the grid goes on
+            record(i, started, error=exc)
+
+    def run_together(batch: list[tuple[int, GPEDRun, Path]]) -> None:
+        from .batched import BatchedGPED
+
+        if len(batch) == 1:
+            run_alone(*batch[0])
+            return
+        started = time.perf_counter()
+        how = f", one of {len(batch)} chains batched"
+        try:
+            runs, paths = [b[1] for b in batch], [b[2] for b in batch]
+            results = BatchedGPED(runs).run(checkpoints=paths)
+            for (i, run, path), result in zip(batch, results):
+                record(i, started, _close_store(run, result, path.parent), how=how)
+        except Exception as exc:  # noqa: BLE001 -- recorded, the grid goes on
+            for i, _, _ in batch:
+                record(i, started, error=exc, how=how)
+
+    if chains_per_batch == 1:
+        for i in range(len(cells)):
+            run_alone(i)
+    else:
+        from .batched import check_batchable
+
+        batch: list[tuple[int, GPEDRun, Path]] = []
+        for i, cell in enumerate(cells):
+            started = time.perf_counter()
+            try:
+                run, checkpoint = stored_run(cell)
+                if checkpoint.exists():
+                    run.load_checkpoint(checkpoint)  # its step decides which chains it can join
+            except Exception as exc:  # noqa: BLE001
+                record(i, started, error=exc)
+                continue
+            if run.t >= run.config.num_iterations:  # finished: reload it alone
+                run_alone(i, run, checkpoint)
+                continue
+            candidate = batch + [(i, run, checkpoint)]
+            try:
+                check_batchable([b[1] for b in candidate])
+                fits = len(candidate) <= chains_per_batch
+            except ValueError:
+                fits = False
+            if fits:
+                batch = candidate
+            else:
+                if batch:
+                    run_together(batch)
+                batch = [(i, run, checkpoint)]
+        if batch:
+            run_together(batch)
+
     rows, status_rows, extras = [], [], {}
     for i, cell in enumerate(cells):
-        started = time.perf_counter()
+        status, detail, seconds, how = outcomes[i]
         entry = {"cell": cell.label, "model": cell.config.model, "labelled_size": cell.data.labelled_size,
-                 "mask_size": cell.data.mask_size, "error": ""}
-        try:
-            data = prepare_data(cell.data, device=resolve_device(cell.config.device))
-            config = cell.config if progress else GPEDConfig(**{**cell.config.__dict__, "progress": False})
-            result = run_stored(data, config, cell.students, results_dir, recompute=recompute)
-            entry["status"] = result.summary["store_status"].iloc[0]
+                 "mask_size": cell.data.mask_size, "status": status, "error": "", "seconds": seconds,
+                 "batched": bool(how)}
+        if isinstance(detail, str):
+            entry["error"] = detail
+        else:
+            result = detail
             rows.append(result.summary.assign(cell=cell.label))
             if evaluate is not None:
                 run_dir = Path(results_dir) / result.summary["run_key"].iloc[0]
-                for name, frame in evaluate(cell, result).items():
-                    frame = frame.assign(cell=cell.label, run_key=run_dir.name)
-                    frame.to_csv(run_dir / f"{name}.csv", index=False)
-                    extras.setdefault(name, []).append(frame)
-        except DatasetNotFoundError as exc:
-            entry.update(status="missing data", error=str(exc))
-        except Exception as exc:  # noqa: BLE001 -- recorded, the grid goes on
-            entry.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-        entry["seconds"] = round(time.perf_counter() - started, 1)
+                try:
+                    for name, frame in evaluate(cell, result).items():
+                        frame = frame.assign(cell=cell.label, run_key=run_dir.name)
+                        frame.to_csv(run_dir / f"{name}.csv", index=False)
+                        extras.setdefault(name, []).append(frame)
+                except Exception as exc:  # noqa: BLE001 -- recorded, the grid goes on
+                    entry.update(status="failed", error=f"evaluate: {type(exc).__name__}: {exc}")
         status_rows.append(entry)
-        if progress:
-            print(f"[{i + 1}/{len(cells)}] {cell.label}: {entry['status']} ({entry['seconds']} s)"
-                  + (f" -- {entry['error'].splitlines()[0]}" if entry["error"] else ""), flush=True)
     table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     return GridResult(table, pd.DataFrame(status_rows),
                       {name: pd.concat(frames, ignore_index=True) for name, frames in extras.items()})
@@ -449,22 +537,32 @@ def run_stored(data: ExperimentData, config: GPEDConfig, students: Sequence[Stud
                results_dir: str | Path, recompute: bool = False) -> GPEDResult:
     """Run (or resume, or reload) one chain and its students in the results store."""
     run = GPEDRun(data, config, students)
+    checkpoint = _open_store(run, results_dir, recompute)
+    return _close_store(run, run.run(checkpoint=checkpoint), checkpoint.parent)
+
+
+def _open_store(run: GPEDRun, results_dir: str | Path, recompute: bool) -> Path:
+    """The run's store directory ``results_dir/<key>/`` (an old one set aside first when
+    ``recompute``), with its ``config.json`` written; returns the checkpoint path in it."""
     key = run_key(run)
     run_dir = Path(results_dir) / key
     if recompute and run_dir.exists():
         run_dir.rename(run_dir.with_name(f"{key}.old-{time.strftime('%Y%m%d-%H%M%S')}"))
-    checkpoint = run_dir / "checkpoint.pt"
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(json.loads(run.fingerprint()), indent=2, sort_keys=True))
-    result = run.run(checkpoint=checkpoint)
+    return run_dir / "checkpoint.pt"
+
+
+def _close_store(run: GPEDRun, result: GPEDResult, run_dir: Path) -> GPEDResult:
+    """Write a finished (or stopped) run's ``summary.csv`` and ``history.csv`` with its status."""
     if run.resumed_from is None:
         status = "ran"
     else:
-        status = "reused" if run.resumed_from >= config.num_iterations else "resumed"
-    result.summary["run_key"] = key
+        status = "reused" if run.resumed_from >= run.config.num_iterations else "resumed"
+    result.summary["run_key"] = run_dir.name
     result.summary["store_status"] = status
     result.summary.to_csv(run_dir / "summary.csv", index=False)
-    result.history.assign(run_key=key).to_csv(run_dir / "history.csv", index=False)
+    result.history.assign(run_key=run_dir.name).to_csv(run_dir / "history.csv", index=False)
     return result
 
 

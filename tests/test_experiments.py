@@ -319,3 +319,27 @@ def test_gap_by_schedule_compares_the_smallest_and_largest_labelled_set():
     assert out.loc["paper-shaped", "halvings_at_10000"] == 50
     assert out.loc["paper-shaped", "halvings_at_60000"] == 8
     assert out.loc["constant", "halvings_at_60000"] == 0
+
+
+def test_grid_batches_compatible_cells_and_matches_one_by_one(tmp_path, write_tiny_cifar10):
+    import dataclasses
+
+    write_tiny_cifar10(tmp_path / "data", per_batch=8, n_test=6)
+    params = dict(num_iterations=24, burn_in=8, predictive_thinning=2, entropy_thinning=2, eval_thinning=4,
+                  log_every=8, checkpoint_every=8)
+    root = str(tmp_path / "data")
+    a = distillation_cell("cnn_cifar10", 20, 0, params, device="cpu", data_root=root, verify_checksums=False)
+    b = distillation_cell("cnn_cifar10", 16, 0, params, seed=1, device="cpu", data_root=root, verify_checksums=False)
+    missing = distillation_cell("cnn_cifar10", 20, 0, params, device="cpu", data_root=str(tmp_path / "empty"))
+    longer = dataclasses.replace(a, config=dataclasses.replace(a.config, num_iterations=32))  # other T: not with a, b
+    cells = [a, missing, b, longer]
+    one_by_one = run_grid(cells, tmp_path / "seq", progress=False)
+    batched = run_grid(cells, tmp_path / "bat", progress=False, chains_per_batch=4)
+    assert list(batched.cells["status"]) == ["ran", "missing data", "ran", "ran"]
+    assert list(batched.cells["batched"]) == [True, False, True, False]  # a and b together; T differs for the last
+    cols = ["run_key", "student", "teacher_nll", "student_nll", "entropy_mae"]
+    pd.testing.assert_frame_equal(batched.table[cols], one_by_one.table[cols], rtol=1e-4)  # same keys, same numbers
+    again = run_grid(cells, tmp_path / "bat", progress=False, chains_per_batch=4)
+    assert list(again.cells["status"]) == ["reused", "missing data", "reused", "reused"]
+    with pytest.raises(ValueError, match="chains_per_batch=0"):
+        run_grid(cells, tmp_path / "bat", chains_per_batch=0)
