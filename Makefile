@@ -39,13 +39,14 @@ STAMP          := $(VENV)/.gped-installed
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
 HEADLESS       := MPLBACKEND=Agg
 
-.PHONY: help venv test figures lab bench clean-venv
+.PHONY: help venv test figures lab bench bench-batched clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
 	@echo "make test      set up .venv, run pytest over tests/ and nbval over notebooks/*.ipynb"
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
 	@echo "make bench     set up .venv and run benchmarks/bench_distill.py"
+	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
 	@echo "make venv      only set up .venv"
 	@echo "make clean-venv  delete .venv"
 
@@ -88,6 +89,9 @@ lab: venv
 
 bench: venv
 	$(HEADLESS) $(VENV_PY) benchmarks/bench_distill.py $(BENCH_ARGS)
+
+bench-batched: venv
+	$(HEADLESS) $(VENV_PY) benchmarks/bench_batched.py $(BENCH_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

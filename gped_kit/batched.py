@@ -73,7 +73,7 @@ from torch.func import functional_call, vmap
 from torch.nn import functional as F
 
 from .distill import GPEDResult, GPEDRun
-from .models import ArchSpec, count_parameters
+from .models import ArchSpec, count_parameters, flat_parameters
 from .targets import OnlineMeanEstimator, SplitEstimator, StochasticEstimator, Target
 
 __all__ = ["BatchedGPED", "check_batchable", "batch_memory_bytes", "memory_estimate",
@@ -372,7 +372,7 @@ def _stack_modules(modules: Sequence[torch.nn.Module], device: torch.device
     """Stack the modules' parameters into one ``(K, P)`` tensor (parameter order, as
     ``parameters_to_vector``) and point every module's parameters at views of it."""
     names, shapes, _ = _flat_layout(modules[0])
-    flat = torch.stack([torch.nn.utils.parameters_to_vector(m.parameters()).detach() for m in modules]).to(device)
+    flat = torch.stack([flat_parameters(m) for m in modules]).to(device)
     views = _views(flat, names, shapes)
     for k, module in enumerate(modules):
         params = dict(module.named_parameters())

@@ -34,7 +34,8 @@ from torch.nn import functional as F
 from . import losses as losses_mod
 from . import metrics
 from .data import ExperimentData
-from .models import EVAL_CHUNK_SIZE, ArchSpec, build_network, count_parameters, inference_network
+from .models import (EVAL_CHUNK_SIZE, ArchSpec, build_network, count_parameters, cpu_training_layout,
+                     flat_parameters, inference_network)
 from .samplers import SGLD, SGLDConfig
 from .targets import ESTIMATORS, PosteriorAccumulator, Target, make_estimator, resolve_target
 
@@ -266,7 +267,8 @@ class GPEDRun:
 
         with self._rng():
             torch.manual_seed(config.seed)
-            self.teacher = build_network(ArchSpec(config.model), data.input_shape, data.num_classes).to(self.device)
+            self.teacher = cpu_training_layout(
+                build_network(ArchSpec(config.model), data.input_shape, data.num_classes).to(self.device))
             self.students = [self._make_student(s) for s in students]
             self._dropout_rng = self._rng_state()
         dev = self.device
@@ -304,7 +306,8 @@ class GPEDRun:
     def _make_student(self, cfg: StudentConfig) -> _Student:
         target = resolve_target(cfg.target)
         arch = cfg.arch or ArchSpec(self.config.model)
-        net = build_network(arch, self.data.input_shape, target.out_dim(self.num_classes)).to(self.device)
+        net = cpu_training_layout(
+            build_network(arch, self.data.input_shape, target.out_dim(self.num_classes)).to(self.device))
         reg = cfg.regularizer
         reg_fn = losses_mod.REGULARIZERS[reg] if isinstance(reg, str) else reg
         return _Student(
@@ -423,8 +426,7 @@ class GPEDRun:
                     self.train_nll_sum += loss.detach()
                     self._steps_in_sum += 1
                     if t in self._snapshot_at:
-                        self.snapshots[self._snapshot_at[t]] = torch.nn.utils.parameters_to_vector(
-                            self.teacher.parameters()).detach()
+                        self.snapshots[self._snapshot_at[t]] = flat_parameters(self.teacher)
                         self.num_snapshots_taken = self._snapshot_at[t] + 1
                     if t > cfg.burn_in:
                         if t % cfg.eval_thinning == 0:

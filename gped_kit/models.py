@@ -178,6 +178,36 @@ class OutputHead(nn.Module):
 EVAL_CHUNK_SIZE = 500
 
 
+def _convolutional(net: nn.Module) -> bool:
+    return any(isinstance(m, nn.Conv2d) for m in net.modules())
+
+
+def _channels_last(net: nn.Module) -> bool:
+    return all(m.weight.is_contiguous(memory_format=torch.channels_last)
+               for m in net.modules() if isinstance(m, nn.Conv2d))
+
+
+def cpu_training_layout(net: nn.Module) -> nn.Module:
+    """``net`` with its convolution weights in channels-last memory format when it has
+    convolutions and lives on the CPU (in place; returned for chaining); otherwise unchanged.
+
+    oneDNN's kernels for these narrow layers are faster on channels-last weights: a CNN-MNIST
+    chain with four students ran 1.19x faster (26.0 s -> 21.9 s for 700 steps, 2-core CPU) and
+    a forward pass over the test set 3x faster. The function computed is the same; the float
+    round-off differs, as with any other kernel choice. Parameters are then not contiguous:
+    flatten them with :func:`flat_parameters`, not ``parameters_to_vector``.
+    """
+    if _convolutional(net) and next(net.parameters()).device.type == "cpu":
+        net.to(memory_format=torch.channels_last)
+    return net
+
+
+def flat_parameters(net: nn.Module) -> torch.Tensor:
+    """All parameters as one detached vector, in ``parameters()`` order (the order of
+    ``torch.nn.utils.vector_to_parameters``), whatever their memory format."""
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+
+
 def inference_network(net: nn.Module) -> nn.Module:
     """``net`` ready for batched inference, in eval mode.
 
@@ -185,12 +215,12 @@ def inference_network(net: nn.Module) -> nn.Module:
     memory format: oneDNN runs these narrow convolutions about 3x faster that way (measured:
     CNN-MNIST over the 10,000 test images in chunks of 500, 0.49 s -> 0.26 s; 0.78 s with chunks
     of 2,500), and the training network's own layout, which the samplers, snapshots and pruning
-    rely on, stays untouched. Otherwise (no convolutions, or CUDA) it is ``net`` itself,
-    switched to eval mode. The outputs are the same function of the same parameters.
+    rely on, stays untouched. Otherwise (no convolutions, CUDA, or a network already in
+    channels-last format, see :func:`cpu_training_layout`) it is ``net`` itself, switched to
+    eval mode. The outputs are the same function of the same parameters.
     """
     net.eval()
-    convolutional = any(isinstance(m, nn.Conv2d) for m in net.modules())
-    if not convolutional or next(net.parameters()).device.type != "cpu":
+    if not _convolutional(net) or next(net.parameters()).device.type != "cpu" or _channels_last(net):
         return net
     import copy
 

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from gped_kit.models import ArchSpec, OutputHead, build_network, count_parameters, inference_network, scaled_width
+from gped_kit.models import (ArchSpec, OutputHead, build_network, count_parameters, cpu_training_layout,
+                             flat_parameters, inference_network, scaled_width)
 
 
 def test_teacher_parameter_counts_match_appendix_a2():
@@ -59,3 +60,20 @@ def test_inference_network_computes_the_same_function_and_leaves_the_network_alo
     assert not fast.training
     if family == "fcnn":
         assert fast is net  # nothing to gain: no copy
+
+
+def test_cpu_training_layout_keeps_the_function_and_flat_parameters_the_order():
+    torch.manual_seed(0)
+    net = build_network(ArchSpec("cnn_mnist"), (1, 28, 28), 10)
+    reference = torch.nn.utils.parameters_to_vector(net.parameters()).detach().clone()
+    x = torch.randn(5, 1, 28, 28)
+    with torch.no_grad():
+        before = net(x)
+    assert cpu_training_layout(net) is net
+    assert not net[3].weight.is_contiguous()  # 20 x 10 x 4 x 4 weights now channels-last
+    with torch.no_grad():
+        torch.testing.assert_close(net(x), before, rtol=1e-5, atol=1e-5)
+    assert torch.equal(flat_parameters(net), reference)  # same values, same order
+    assert inference_network(net) is net  # already in the fast layout: no copy
+    fcnn = build_network(ArchSpec("fcnn"), (1, 28, 28), 10)
+    assert cpu_training_layout(fcnn) is fcnn and all(p.is_contiguous() for p in fcnn.parameters())
