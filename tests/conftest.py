@@ -1,5 +1,5 @@
-"""Shared fixtures: a small real data set (scikit-learn's 8x8 digits) shaped like ExperimentData, and a
-writer of tiny CIFAR-10 files in torchvision's layout (random pixels: for code paths, not for learning)."""
+"""Shared fixtures: a small real data set (scikit-learn's 8x8 digits) as GPEDData, and a writer of tiny
+CIFAR-10 files in torchvision's layout (random pixels: for code paths, not for learning)."""
 
 import pickle
 from pathlib import Path
@@ -9,21 +9,21 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from gped_kit.data import DataConfig, ExperimentData
+from gped_kit.data.container import GPEDData
 
 
-def make_digits_data(n_train: int = 1200) -> ExperimentData:
+def make_digits_data(n_train: int = 1200) -> GPEDData:
     digits = load_digits()
     x = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16.0
     y = torch.tensor(digits.target, dtype=torch.long)
     perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
     train, test = perm[:n_train], perm[n_train:]
-    return ExperimentData(train_x=x[train], train_y=y[train], distill_x=x[train], test_x=x[test], test_y=y[test],
-                          num_classes=10, input_shape=(1, 8, 8), masking_rate=0.0, config=DataConfig())
+    return GPEDData(train_x=x[train], train_y=y[train], distill_x=x[train], test_x=x[test], test_y=y[test],
+                    num_outputs=10, info={"dataset": "digits"})
 
 
 @pytest.fixture(scope="session")
-def digits_data() -> ExperimentData:
+def digits_data() -> GPEDData:
     return make_digits_data()
 
 

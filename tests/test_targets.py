@@ -1,9 +1,15 @@
-"""Targets g and estimators U_s / U_o (Eqs. 9-10) against closed forms and batch Monte Carlo."""
+"""Targets g, estimators U_s / U_o (Eqs. 9-10), likelihoods and Adam against closed forms,
+batch Monte Carlo and torch's own implementations."""
 
 import pytest
 import torch
+from torch.func import vmap
 
-from gped_kit import targets as T
+from gped_kit.baselines import endd
+from gped_kit.core import likelihoods, targets as T
+from gped_kit.core.adam import adam_init, adam_update_, bias_corrections
+from gped_kit.core.estimators import estimates, estimator_init, estimator_update_
+from gped_kit.core.options import Estimator, parse_option
 
 
 def dirichlet_draws(alpha, n, seed=0):
@@ -15,9 +21,9 @@ def dirichlet_draws(alpha, n, seed=0):
 def test_entropy_target_is_positive_entropy_with_zero_convention():
     p = torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]])
     h = T.entropy_g(p.log())
-    manual = torch.tensor([0.6931472, 0.0, -(0.2 * 0.2 ** 0 * torch.tensor(0.2).log() + 0.3 * torch.tensor(0.3).log() + 0.5 * torch.tensor(0.5).log())])
+    third = -(0.2 * torch.tensor(0.2).log() + 0.3 * torch.tensor(0.3).log() + 0.5 * torch.tensor(0.5).log())
     assert h.shape == (3, 1)
-    assert torch.allclose(h.squeeze(1), manual, atol=1e-6)
+    assert torch.allclose(h.squeeze(1), torch.stack([torch.tensor(0.6931472), torch.tensor(0.0), third]), atol=1e-6)
     assert (h >= 0).all()
 
 
@@ -35,27 +41,44 @@ def test_marginal_variance_and_combined_targets():
 def test_u_o_equals_batch_monte_carlo_average_with_repeated_indices():
     gen = torch.Generator().manual_seed(0)
     n, dim = 7, 3
-    est = T.OnlineMeanEstimator(n, dim)
+    store = estimator_init(Estimator.U_O, n, dim)
     seen = {i: [] for i in range(n)}
     for _ in range(50):
         idx = torch.randint(0, n, (5,), generator=gen)  # with replacement: duplicates happen
         values = torch.rand(5, dim, generator=gen)
-        out = est.update(idx, values)
-        for k, (i, v) in enumerate(zip(idx.tolist(), values)):
+        out = estimator_update_(Estimator.U_O, store, idx, values)
+        for i, v in zip(idx.tolist(), values):
             seen[i].append(v)
         for k, i in enumerate(idx.tolist()):
             assert torch.allclose(out[k], torch.stack(seen[i]).mean(0), atol=1e-6)
-    assert est.counts.sum() == 250
+    assert store.counts.sum() == 250
+    visited = torch.tensor([i for i in range(n) if seen[i]])
+    assert torch.allclose(estimates(store, visited), torch.stack([torch.stack(seen[i]).mean(0) for i in visited.tolist()]))
 
 
 def test_u_o_matches_eq10_recursion():
-    est = T.OnlineMeanEstimator(1, 1)
+    store = estimator_init(Estimator.U_O, 1, 1)
     g_hat, m = torch.zeros(1), 0
     for v in [0.3, 1.0, -2.0, 0.5]:
         g_hat = (m * g_hat + v) / (m + 1)  # Eq. 10
         m += 1
-        out = est.update(torch.tensor([0]), torch.tensor([[v]]))
+        out = estimator_update_(Estimator.U_O, store, torch.tensor([0]), torch.tensor([[v]]))
         assert torch.allclose(out.squeeze(), g_hat)
+
+
+def test_estimator_update_under_vmap_equals_separate_chains():
+    gen = torch.Generator().manual_seed(3)
+    K, n, dim, m = 3, 10, 2, 6
+    stacked = estimator_init(Estimator.U_O, n, dim)
+    stacked = type(stacked)(stacked.sums.expand(K, -1, -1).clone(), stacked.counts.expand(K, -1).clone())
+    separate = [estimator_init(Estimator.U_O, n, dim) for _ in range(K)]
+    for _ in range(4):
+        idx, val = torch.randint(n, (K, m), generator=gen), torch.randn(K, m, dim, generator=gen)
+        out = vmap(lambda s, i, v: estimator_update_(Estimator.U_O, s, i, v))(stacked, idx, val)
+        for k in range(K):
+            assert torch.allclose(out[k], estimator_update_(Estimator.U_O, separate[k], idx[k], val[k]))
+    for k in range(K):
+        assert torch.equal(stacked.sums[k], separate[k].sums) and torch.equal(stacked.counts[k], separate[k].counts)
 
 
 @pytest.mark.parametrize("target", [T.PREDICTIVE, T.ENTROPY])
@@ -66,80 +89,145 @@ def test_estimators_are_unbiased_for_dirichlet_posterior(target):
     a0 = alpha.sum()
     exact = {"predictive": alpha / a0,
              "entropy": (torch.digamma(a0 + 1) - (alpha / a0 * torch.digamma(alpha + 1)).sum()).reshape(1)}[target.name]
-    draws = dirichlet_draws(alpha, 40_000)
-    logp = draws.log()
-    u_s = T.StochasticEstimator()
-    u_o = T.OnlineMeanEstimator(1, target.out_dim(4), dtype=torch.float64)
+    logp = dirichlet_draws(alpha, 40_000).log()
+    u_s = estimator_init(Estimator.U_S, 1, target.out_dim(4))
+    u_o = estimator_init(Estimator.U_O, 1, target.out_dim(4), dtype=torch.float64)
     singles = []
     for chunk in logp.split(1000):
         g = target.g(chunk)
-        singles.append(u_s.update(torch.zeros(len(chunk), dtype=torch.long), g))
-        last = u_o.update(torch.zeros(len(chunk), dtype=torch.long), g)
+        zero = torch.zeros(len(chunk), dtype=torch.long)
+        singles.append(estimator_update_(Estimator.U_S, u_s, zero, g))
+        last = estimator_update_(Estimator.U_O, u_o, zero, g)
     singles = torch.cat(singles)
     se = singles.std(0) / len(singles) ** 0.5
     assert ((singles.mean(0) - exact).abs() < 4 * se + 1e-9).all()  # U_s unbiased
     assert ((last[-1] - exact).abs() < 4 * se + 1e-9).all()  # U_o converges to the same value
     assert torch.allclose(last[-1], singles.mean(0))  # and equals the batch MC mean
+    assert u_s.nbytes == 0
 
 
-def test_posterior_accumulator_is_the_sample_mean():
-    x = torch.randn(6, 3)
-    acc = T.PosteriorAccumulator(x, 4, [T.ENTROPY], chunk_size=4)
-    weights = [torch.randn(3, 4) for _ in range(5)]
-    for w in weights:
-        acc.accumulate(lambda inp, w=w: torch.log_softmax(inp @ w, -1))
-    probs = torch.stack([torch.softmax(x @ w, -1) for w in weights])
-    assert torch.allclose(acc.mean("predictive"), probs.mean(0), atol=1e-6)
-    assert torch.allclose(acc.mean("entropy").squeeze(1), torch.special.entr(probs).sum(-1).mean(0), atol=1e-6)
-    empty = T.PosteriorAccumulator(x, 4, [])
-    with pytest.raises(RuntimeError, match="no samples"):
-        empty.mean("predictive")
+def test_split_estimator_is_u_s_on_predictive_columns_and_u_o_on_the_last():
+    store = estimator_init(Estimator.U_S_U_O, 6, 3)
+    idx = torch.tensor([1, 1, 4])
+    first = torch.tensor([[0.2, 0.8, 1.0], [0.4, 0.6, 3.0], [0.5, 0.5, 2.0]])
+    out = estimator_update_(Estimator.U_S_U_O, store, idx, first)
+    assert torch.equal(out[:, :2], first[:, :2])  # U_s: the current sample only
+    assert torch.allclose(out[:, 2], torch.tensor([2.0, 2.0, 2.0]))  # U_o: mean of visits (1+3)/2 and 2
+    second = torch.tensor([[0.1, 0.9, 5.0]])
+    out = estimator_update_(Estimator.U_S_U_O, store, torch.tensor([1]), second)
+    assert torch.equal(out[:, :2], second[:, :2]) and torch.allclose(out[:, 2], torch.tensor([3.0]))
+    assert store.nbytes == 6 * 4 * 2
+    with pytest.raises(ValueError, match="at least 2"):
+        estimator_init(Estimator.U_S_U_O, 6, 1)
 
 
 def test_custom_target_and_resolution_errors():
     tgt = T.custom_target("max_prob", lambda lp: lp.exp().max(-1, keepdim=True).values, out_dim=1)
     assert tgt.out_dim(10) == 1
-    raw = torch.zeros(2, 1)
-    assert torch.allclose(tgt.loss(torch.ones(2, 1), raw), torch.ones(2))
+    assert torch.allclose(tgt.loss(torch.ones(2, 1), torch.zeros(2, 1)), torch.ones(2))
     assert T.resolve_target(tgt) is tgt and T.resolve_target("entropy") is T.ENTROPY
     with pytest.raises(ValueError, match="target='varience'.*allowed"):
         T.resolve_target("varience")
-    with pytest.raises(ValueError, match="estimator='U_x'"):
-        T.make_estimator("U_x", 10, 1)
+    with pytest.raises(ValueError, match="estimator='U_x'.*allowed"):
+        parse_option(Estimator, "U_x", "estimator")
     with pytest.raises(TypeError):
         T.custom_target("bad", g=3, out_dim=1)
+    with pytest.raises(ValueError, match="built-in"):
+        T.custom_target("entropy", g=T.entropy_g, out_dim=1)
 
 
 def test_endd_target_tempers_smooths_and_links_to_the_dirichlet_mean():
     log_p = torch.log_softmax(torch.randn(5, 4), -1)
-    g = T.ENDD.g(log_p)
-    pi = torch.softmax(log_p / T.ENDD_TEMPERATURE, -1) * (1 - T.ENDD_SMOOTHING) + T.ENDD_SMOOTHING / 4
+    g = endd.ENDD.g(log_p)
+    pi = torch.softmax(log_p / endd.ENDD_TEMPERATURE, -1) * (1 - endd.ENDD_SMOOTHING) + endd.ENDD_SMOOTHING / 4
     assert torch.allclose(g, pi.log(), atol=1e-6) and torch.allclose(g.exp().sum(-1), torch.ones(5))
-    # tempering flattens: the tempered distribution has higher entropy than the original
-    assert (T.entropy_g(g) > T.entropy_g(log_p)).all()
+    assert (T.entropy_g(g) > T.entropy_g(log_p)).all()  # tempering flattens
     raw = torch.randn(5, 4)
-    out = T.ENDD.link(raw)
+    out = endd.ENDD.link(raw)
     assert out.shape == (5, 5) and torch.allclose(out[:, :4], torch.softmax(raw, -1), atol=1e-6)
     assert torch.allclose(out[:, 4], raw.exp().sum(-1))
-    assert T.ENDD.predictive_classes and not T.ENDD.estimates_g
-    assert T.resolve_target("endd") is T.ENDD and T.endd_target(1.0).name == "endd-T1-s0.001"
+    assert endd.ENDD.predictive_classes and not endd.ENDD.estimates_g
+    assert endd.endd_target(1.0).name == "endd-T1-s0.001"
     with pytest.raises(ValueError, match="temperature"):
-        T.endd_target(0.0)
+        endd.endd_target(0.0)
+    # closed-form marginal variance of the Dirichlet against Monte Carlo
+    alpha = torch.tensor([[2.0, 1.0, 0.5, 4.0]])
+    mv = endd.dirichlet_marginal_variance(torch.cat([alpha / alpha.sum(), alpha.sum(-1, keepdim=True)], -1), 4)
+    draws = dirichlet_draws(alpha[0].double(), 200_000)
+    assert torch.allclose(mv[0].double(), (draws * (1 - draws)).mean(0), atol=2e-3)
 
 
-def test_split_estimator_is_u_s_on_predictive_columns_and_u_o_on_the_last():
-    est = T.make_estimator("U_s+U_o", 6, 3)
-    idx = torch.tensor([1, 1, 4])
-    first = torch.tensor([[0.2, 0.8, 1.0], [0.4, 0.6, 3.0], [0.5, 0.5, 2.0]])
-    out = est.update(idx, first)
-    assert torch.equal(out[:, :2], first[:, :2])  # U_s: the current sample only
-    assert torch.allclose(out[:, 2], torch.tensor([2.0, 2.0, 2.0]))  # U_o: mean of visits (1+3)/2 and 2
-    second = torch.tensor([[0.1, 0.9, 5.0]])
-    out = est.update(torch.tensor([1]), second)
-    assert torch.equal(out[:, :2], second[:, :2]) and torch.allclose(out[:, 2], torch.tensor([3.0]))
-    assert est.nbytes == 6 * 4 * 2
-    clone = T.make_estimator("U_s+U_o", 6, 3)
-    clone.load_state_dict(est.state_dict())
-    assert torch.allclose(clone.update(torch.tensor([4]), second)[:, 2], torch.tensor([3.5]))
-    with pytest.raises(ValueError, match="dim >= 2"):
-        T.make_estimator("U_s+U_o", 6, 1)
+def test_regression_targets_split_predictive_variance_exactly():
+    """predictive_variance g = (mu, mu^2, sigma^2): averaged over 'samples' it gives E[mu],
+    Var[mu] (epistemic) and E[sigma^2] (aleatoric) exactly."""
+    gen = torch.Generator().manual_seed(0)
+    mu, var = torch.randn(50, 4, 2, generator=gen), torch.rand(50, 4, 2, generator=gen) + 0.1
+    g = torch.stack([T.PREDICTIVE_VARIANCE.g(torch.cat([m, v], -1)) for m, v in zip(mu, var)]).mean(0)
+    moments = T.regression_moments(g)
+    assert torch.allclose(moments.mean, mu.mean(0), atol=1e-6)
+    assert torch.allclose(moments.epistemic, mu.var(0, unbiased=False), atol=1e-5)
+    assert torch.allclose(moments.aleatoric, var.mean(0), atol=1e-6)
+    assert torch.allclose(moments.total, moments.aleatoric + moments.epistemic)
+    raw = torch.randn(4, 6)
+    linked = T.PREDICTIVE_VARIANCE.link(raw)
+    back = T.regression_moments(linked)
+    assert torch.allclose(back.mean, raw[:, :2]) and torch.allclose(back.epistemic, raw[:, 2:4].exp(), atol=1e-5)
+    assert torch.allclose(back.aleatoric, raw[:, 4:].exp())
+
+
+def test_likelihoods_mean_nll_and_statistics():
+    raw, y = torch.randn(6, 3), torch.tensor([0, 2, 1, 1, 0, 2])
+    cat = likelihoods.CATEGORICAL
+    assert torch.allclose(cat.mean_nll(raw, y), torch.nn.functional.cross_entropy(raw, y))
+    assert torch.allclose(cat.statistics(raw).exp().sum(-1), torch.ones(6))
+    hetero, fixed = likelihoods.Gaussian(), likelihoods.Gaussian(noise_variance=0.25)
+    target = torch.randn(6, 2)
+    mean, log_var = torch.randn(6, 2), torch.randn(6, 2)
+    expected = -torch.distributions.Normal(mean, log_var.exp().sqrt()).log_prob(target).sum(-1).mean()
+    assert torch.allclose(hetero.mean_nll(torch.cat([mean, log_var], -1), target), expected, atol=1e-5)
+    expected = -torch.distributions.Normal(mean, 0.5).log_prob(target).sum(-1).mean()
+    assert torch.allclose(fixed.mean_nll(mean, target), expected, atol=1e-5)
+    assert hetero.raw_outputs(2) == 4 and fixed.raw_outputs(2) == 2
+    assert torch.allclose(fixed.statistics(mean), torch.cat([mean, torch.full_like(mean, 0.25)], -1))
+    with pytest.raises(ValueError, match="noise_variance"):
+        likelihoods.Gaussian(noise_variance=0.0)
+    with pytest.raises(ValueError, match="likelihood='poisson'"):
+        likelihoods.resolve_likelihood("poisson")
+
+
+def test_adam_update_equals_torch_adam_for_one_and_many_chains():
+    torch.manual_seed(0)
+    shapes = {"w": (4, 3), "b": (4,)}
+    params = {k: torch.randn(s) for k, s in shapes.items()}
+    reference = [torch.nn.Parameter(v.clone()) for v in params.values()]
+    optimizer = torch.optim.Adam(reference, lr=3e-3)
+    state = adam_init(params)
+    lr = torch.tensor(3e-3)
+    for step in range(1, 30):
+        grads = {k: torch.randn(s) for k, s in shapes.items()}
+        for p, g in zip(reference, grads.values()):
+            p.grad = g.clone()
+        optimizer.step()
+        adam_update_(params, {k: g.clone() for k, g in grads.items()}, state, lr, *bias_corrections(step))
+    for p, q in zip(reference, params.values()):
+        torch.testing.assert_close(p.detach(), q, rtol=1e-5, atol=1e-7)
+    # K chains with their own learning rates under vmap = K separate updates
+    K = 3
+    lrs = torch.tensor([1e-3, 5e-3, 2e-2])
+    stacked = {k: torch.randn(K, *s) for k, s in shapes.items()}
+    separate = [{k: v[i].clone() for k, v in stacked.items()} for i in range(K)]
+    st_state, sep_states = adam_init(stacked), [adam_init(p) for p in separate]
+    for step in range(1, 6):
+        grads = {k: torch.randn(K, *s) for k, s in shapes.items()}
+
+        def update(p, g, s, lr, step=step):
+            adam_update_(p, g, s, lr, *bias_corrections(step))
+            return p
+
+        vmap(update)(stacked, {k: g.clone() for k, g in grads.items()}, st_state, lrs)
+        for i in range(K):
+            adam_update_(separate[i], {k: g[i].clone() for k, g in grads.items()}, sep_states[i], lrs[i],
+                         *bias_corrections(step))
+    for i in range(K):
+        for k in shapes:
+            torch.testing.assert_close(stacked[k][i], separate[i][k])

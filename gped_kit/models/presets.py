@@ -2,7 +2,8 @@
 
 Every network maps an input batch ``(B, C, H, W)`` to *raw* outputs ``(B, out_dim)``; the
 meaning of those outputs (softmax probabilities, an exponentiated entropy, or both) is given
-by an :class:`OutputHead`, which the distillation targets pick (``gped_kit.targets``).
+by an :class:`OutputHead`, which the distillation targets pick (:mod:`gped_kit.core.targets`).
+These are presets: the engine takes any ``nn.Module`` (:mod:`gped_kit.models.build`).
 
 Architectures (ReLU between all hidden layers):
 
@@ -19,15 +20,16 @@ other two families. Widths use the paper's floor rule for all families.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn import functional as F
+
+from ..core.targets import HEADS
 
 ARCHITECTURES = ("fcnn", "cnn_mnist", "cnn_cifar10")
-HEADS = ("softmax", "exp", "softmax+exp", "dirichlet", "identity")
 
 # Base widths (teacher, K = 1) and which multiplier scales each layer.
 _BASE_WIDTHS = {
@@ -82,20 +84,20 @@ class ArchSpec:
         return widths
 
 
-def build_network(
-    arch: ArchSpec | str, input_shape: tuple[int, int, int], out_dim: int
-) -> nn.Sequential:
-    """Build the network for ``arch`` on inputs of shape ``(C, H, W)`` with ``out_dim`` raw outputs."""
+def build_network(arch: ArchSpec | str, input_shape: tuple[int, ...], out_dim: int) -> nn.Sequential:
+    """Build the network for ``arch`` with ``out_dim`` raw outputs, on inputs of shape ``(C, H, W)``
+    (the CNNs) or any shape (the FCNN flattens its input: images or feature vectors)."""
     if isinstance(arch, str):
         arch = ArchSpec(arch)
-    if len(input_shape) != 3 or min(input_shape) < 1:
-        raise ValueError(f"input_shape={input_shape!r}: expected (channels, height, width)")
+    spec = _BASE_WIDTHS[arch.family]
+    if not input_shape or min(input_shape) < 1 or (spec["conv"] and len(input_shape) != 3):
+        raise ValueError(f"input_shape={input_shape!r}: expected (channels, height, width)"
+                         + ("" if spec["conv"] else " or (features,)"))
     if out_dim < 1:
         raise ValueError(f"out_dim={out_dim!r}: must be >= 1")
-    spec = _BASE_WIDTHS[arch.family]
     widths = arch.hidden_widths()
     layers: list[nn.Module] = []
-    channels, height, width = input_shape
+    channels, height, width = input_shape if spec["conv"] else (math.prod(input_shape), 1, 1)
     for i, (_, _, kernel) in enumerate(spec["conv"]):
         if height < kernel or width < kernel:
             raise ValueError(f"input {input_shape} too small for the {arch.family} conv layers")
@@ -113,36 +115,6 @@ def build_network(
     return nn.Sequential(*layers)
 
 
-def softmax_head(raw: torch.Tensor) -> torch.Tensor:
-    """Class probabilities: the predictive-distribution head."""
-    return F.softmax(raw, dim=-1)
-
-
-def exp_head(raw: torch.Tensor) -> torch.Tensor:
-    """A positive output (the expected-entropy head); the raw output is its log."""
-    return raw.exp()
-
-
-def softmax_exp_head(raw: torch.Tensor) -> torch.Tensor:
-    """The C+1 head of Experiment 4: softmax over the first C outputs, exp of the last."""
-    return torch.cat([F.softmax(raw[:, :-1], dim=-1), raw[:, -1:].exp()], dim=-1)
-
-
-def dirichlet_head(raw: torch.Tensor) -> torch.Tensor:
-    """An EnD2 prior network's head (paper 003, Appendix A.3-A.4): concentrations alpha = exp(raw),
-    returned as ``[alpha / alpha_0, alpha_0]`` (C+1 columns): the Dirichlet's mean, which is the
-    predictive distribution, and its precision alpha_0 = sum_c alpha_c. ``alpha`` is their product."""
-    alpha = raw.clamp(max=DIRICHLET_MAX_LOG_ALPHA).exp()
-    alpha0 = alpha.sum(dim=-1, keepdim=True)
-    return torch.cat([alpha / alpha0, alpha0], dim=-1)
-
-
-DIRICHLET_MAX_LOG_ALPHA = 20.0  # concentrations are capped at e^20 so exp cannot overflow
-
-_HEAD_FUNCTIONS = {"softmax": softmax_head, "exp": exp_head, "softmax+exp": softmax_exp_head,
-                   "dirichlet": dirichlet_head, "identity": lambda raw: raw}
-
-
 class OutputHead(nn.Module):
     """Output activation turning raw outputs into the distilled quantity (Appendix A.2, A.4).
 
@@ -158,18 +130,12 @@ class OutputHead(nn.Module):
     def __init__(self, kind: str, num_classes: int) -> None:
         super().__init__()
         if kind not in HEADS:
-            raise ValueError(f"OutputHead kind={kind!r} is not known; allowed: {HEADS}")
+            raise ValueError(f"OutputHead kind={kind!r} is not known; allowed: {sorted(HEADS)}")
         self.kind = kind
         self.num_classes = num_classes
 
-    def out_dim(self) -> int:
-        return {"softmax": self.num_classes, "exp": 1, "softmax+exp": self.num_classes + 1,
-                "dirichlet": self.num_classes}.get(
-            self.kind, self.num_classes
-        )
-
     def forward(self, raw: torch.Tensor) -> torch.Tensor:
-        return _HEAD_FUNCTIONS[self.kind](raw)
+        return HEADS[self.kind](raw)
 
 
 #: Inputs per forward pass when a network is evaluated on a whole set (test set, OOD sets, D').
@@ -222,8 +188,6 @@ def inference_network(net: nn.Module) -> nn.Module:
     net.eval()
     if not _convolutional(net) or next(net.parameters()).device.type != "cpu" or _channels_last(net):
         return net
-    import copy
-
     return copy.deepcopy(net).to(memory_format=torch.channels_last).eval()
 
 

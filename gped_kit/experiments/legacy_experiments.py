@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from . import metrics, uncertainty
-from .data import DataConfig, DatasetNotFoundError, ExperimentData, OOD_SETS, ood_available, prepare_data
+from .data import OOD_SETS, DataConfig, DatasetNotFoundError, ExperimentData, ood_available, prepare_data
 from .distill import GPEDConfig, GPEDResult, GPEDRun, StudentConfig, resolve_device
 from .models import ArchSpec
 from .samplers import SGLDConfig

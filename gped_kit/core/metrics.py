@@ -7,6 +7,7 @@
 * mean absolute error between a student's and the teacher's expectation estimates (the
   paper's "MAE (Entropy)");
 * the student-teacher NLL gap, ``NLL_student - NLL_teacher``;
+* regression (Gaussian likelihood): the Gaussian NLL of real targets and the RMSE of the mean;
 * the multiclass Brier score ``mean_i sum_c (1[y_i = c] - p_c(x_i))^2`` in [0, 2] (Brier, 1950;
   scikit-learn's ``brier_score_loss``); the Hydra paper (002) reports ``sum_c p_c^2 - 2 p_y``
   (Ovadia et al.'s convention), which is this minus 1;
@@ -41,6 +42,24 @@ def brier_score(probs: torch.Tensor, labels: torch.Tensor) -> float:
     p = p / p.sum(dim=1, keepdim=True)  # float32 averages sum to 1 only up to round-off
     return float(brier_score_loss(_numpy(labels).astype(int), p.numpy(), labels=list(range(c)),
                                   scale_by_half=False))
+
+
+def gaussian_nll(mean: torch.Tensor, variance: torch.Tensor, targets: torch.Tensor) -> float:
+    """Mean negative log-likelihood of real ``targets`` under independent Gaussians N(mean, variance),
+    summed over output dimensions: ``mean_i sum_d [ (y - mu)^2 / (2 s^2) + log(2 pi s^2) / 2 ]``."""
+    if not (mean.shape == variance.shape == targets.shape):
+        raise ValueError(f"gaussian_nll: shapes differ, mean {tuple(mean.shape)}, variance "
+                         f"{tuple(variance.shape)}, targets {tuple(targets.shape)}")
+    var = variance.clamp_min(PROB_FLOOR)
+    per_dim = 0.5 * ((targets - mean) ** 2 / var + torch.log(2 * torch.pi * var))
+    return float(per_dim.reshape(per_dim.shape[0], -1).sum(1).mean())
+
+
+def rmse(mean: torch.Tensor, targets: torch.Tensor) -> float:
+    """Root mean squared error over examples and output dimensions."""
+    if mean.shape != targets.shape:
+        raise ValueError(f"rmse: shapes differ, {tuple(mean.shape)} vs {tuple(targets.shape)}")
+    return float((mean - targets).pow(2).mean().sqrt())
 
 
 def mae(estimate: torch.Tensor, reference: torch.Tensor) -> float:

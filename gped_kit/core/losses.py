@@ -14,6 +14,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+#: Prior-network concentrations are capped at e^20 so that exp cannot overflow.
+DIRICHLET_MAX_LOG_ALPHA = 20.0
+
 
 def cross_entropy(target_probs: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
     """l(p, q) = -sum_y p(y) log q(y) with q = softmax(raw) (Bayesian Dark Knowledge loss).
@@ -39,33 +42,39 @@ def dirichlet_nll(mean_log_pi: torch.Tensor, raw: torch.Tensor, temperature: flo
 
         -[ ln Gamma(alpha_0) - sum_c ln Gamma(alpha_c) + sum_c (alpha_c - 1) E_m[ln pi_mc] ]
 
-    with alpha = exp(raw / temperature) (capped like :func:`gped_kit.models.dirichlet_head`).
+    with alpha = exp(raw / temperature) (capped at exp(:data:`DIRICHLET_MAX_LOG_ALPHA`)).
     The samples enter only through ``mean_log_pi`` = E_m[ln pi_m] (B, C), in which the loss is
     linear: a single-sample target (U_s) gives an unbiased gradient, and U_o's running mean of
     ln pi is the Monte Carlo estimate of Eq. 11's inner average.
     """
-    from .models import DIRICHLET_MAX_LOG_ALPHA
-
     log_alpha = (raw / temperature).clamp(max=DIRICHLET_MAX_LOG_ALPHA)
     alpha = log_alpha.exp()
     log_norm = torch.lgamma(alpha.sum(-1)) - torch.lgamma(alpha).sum(-1)
     return -(log_norm + ((alpha - 1.0) * mean_log_pi).sum(-1))
 
 
-def group_lasso(module: nn.Module) -> torch.Tensor:
+def group_weight_names(module: nn.Module) -> list[str]:
+    """Names (as in ``module.named_parameters()``) of the weights grouped by :func:`group_lasso`:
+    every ``nn.Linear`` and ``nn.Conv2d`` weight but the last layer's."""
+    layers = [name for name, m in module.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    if len(layers) < 2:
+        raise ValueError("group_lasso: the module needs a hidden Linear or Conv2d layer")
+    return [f"{name}.weight" if name else "weight" for name in layers[:-1]]
+
+
+def group_lasso(params: dict[str, torch.Tensor], module: nn.Module) -> torch.Tensor:
     """Group l1/l2 regulariser R(phi) = sum_k ||phi_{G_k}||_2 (Section 3.3).
 
     One group per unit of every ``nn.Linear`` (its incoming weights, a row of the weight
-    matrix) and per output channel of every ``nn.Conv2d`` (its incoming kernel weights).
-    Biases are not regularised, nor is the output layer (the last such layer): its units are
-    the outputs, which cannot be pruned.
+    matrix) and per output channel of every ``nn.Conv2d`` (its incoming kernel weights) of
+    ``module``, read from ``params`` (the values of ``module.named_parameters()``, e.g. a
+    functional state). Biases are not regularised, nor is the output layer (the last such
+    layer): its units are the outputs, which cannot be pruned.
     """
-    layers = [m for m in module.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
-    if len(layers) < 2:
-        raise ValueError("group_lasso: the module needs a hidden Linear or Conv2d layer")
-    return torch.stack([layer.weight.flatten(1).norm(dim=1).sum() for layer in layers[:-1]]).sum()
+    return torch.stack([params[name].flatten(1).norm(dim=1).sum() for name in group_weight_names(module)]).sum()
 
 
+#: Regularisers R(params, module) by name (Eq. 8's lambda R(phi)).
 REGULARIZERS = {"group_lasso": group_lasso}
 
 

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from .models import count_parameters
+from .presets import count_parameters
 
 __all__ = ["count_parameters", "count_flops", "count_macs", "analytic_macs", "measure_latency", "Latency",
            "network_cost", "layer_widths", "describe_architecture"]

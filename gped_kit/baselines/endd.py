@@ -1,0 +1,62 @@
+"""Ensemble Distribution Distillation (EnD2; Malinin et al., 2020) as a GPED target (paper 003, A.3-A.4).
+
+EnD2 distils the *distribution* of the teacher's categoricals pi(x, theta) into a prior network:
+a student whose outputs are the concentrations alpha = exp(raw) of a Dirichlet over pi, trained
+with the Dirichlet negative log-likelihood of the samples (Eq. 11,
+:func:`gped_kit.core.losses.dirichlet_nll`). The loss depends on the samples only through
+E_m[ln pi_m], so it fits Algorithm 1 as a target with g = ln pi_T: U_s uses one sample's
+log-probabilities, U_o their running mean. The teacher sample is heated (temperature T = 2.5,
+fixed, Appendix A.4) and mixed with the uniform distribution (``smoothing``) so ln pi stays
+finite. The student's linked output is ``[alpha / alpha_0, alpha_0]`` (the Dirichlet's mean,
+i.e. its predictive distribution, and its precision); its uncertainties come in closed form
+(:func:`gped_kit.core.uncertainty.from_dirichlet`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..core import losses
+from ..core.targets import Target, dirichlet_head
+
+ENDD_TEMPERATURE = 2.5  # Appendix A.4: fixed training temperature of the prior networks
+ENDD_SMOOTHING = 1e-3  # pi is mixed with the uniform distribution so ln pi stays finite
+
+
+def endd_target(temperature: float = ENDD_TEMPERATURE, smoothing: float = ENDD_SMOOTHING) -> Target:
+    """The EnD2 baseline as a GPED target (paper 003, Appendix A.3-A.4).
+
+    g = ln pi_T with pi_T = (1 - smoothing) softmax(ln p / T) + smoothing / C, the teacher
+    sample's class distribution at training temperature T (Malinin et al. heat both the
+    ensemble and the prior network; at test time T = 1). The loss is Eq. 11 with
+    alpha = exp(raw / T); the link is :func:`~gped_kit.core.targets.dirichlet_head`, outputs
+    ``[alpha/alpha_0, alpha_0]`` at T = 1.
+    """
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"endd temperature={temperature!r}: must be finite and > 0")
+    if not 0 <= smoothing < 1:
+        raise ValueError(f"endd smoothing={smoothing!r}: must lie in [0, 1)")
+    name = "endd" if (temperature, smoothing) == (ENDD_TEMPERATURE, ENDD_SMOOTHING) else \
+        f"endd-T{temperature:g}-s{smoothing:g}"
+
+    def g(log_probs: torch.Tensor) -> torch.Tensor:
+        pi = torch.softmax(log_probs / temperature, dim=-1)
+        return (pi * (1 - smoothing) + smoothing / pi.shape[-1]).log()
+
+    return Target(name, g, out_dim=lambda c: c, link=dirichlet_head,
+                  loss=lambda target, raw: losses.dirichlet_nll(target, raw, temperature),
+                  predictive_classes=True, estimates_g=False)
+
+
+#: EnD2 with the paper's settings.
+ENDD = endd_target()
+
+
+def dirichlet_marginal_variance(output: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """E[pi_c (1 - pi_c)] under the student's Dirichlet, from its linked output
+    ``[alpha/alpha_0, alpha_0]``: ``alpha_c (alpha_0 - alpha_c) / (alpha_0 (alpha_0 + 1))``, (N, C)."""
+    alpha = output[:, :num_classes] * output[:, num_classes:]
+    alpha0 = alpha.sum(-1, keepdim=True)
+    return alpha * (alpha0 - alpha) / (alpha0 * (alpha0 + 1))

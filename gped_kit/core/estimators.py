@@ -1,0 +1,81 @@
+"""Online estimators U of the distillation targets g_hat (Eqs. 9 and 10), as state and update.
+
+* ``U_s`` (Eq. 9): ``g_hat_i <- g(y, x_i, theta_t)``, the current sample only; no state.
+* ``U_o`` (Eq. 10): ``g_hat_i <- (m_i g_hat_i + g(theta_t)) / (m_i + 1)``, a running Monte Carlo
+  mean per distillation input with visit count ``m_i``. It is kept as running sums and counts
+  (``g_hat_i = sum_i / m_i``), the same estimate, which stays correct when an index occurs
+  several times in one minibatch (drawn with replacement): each occurrence is one more visit
+  with the same theta_t. Storage is ``|D'| x (D + 1)`` numbers and grows linearly with |D'|.
+* ``U_s+U_o``: U_s on all target columns but the last, U_o on the last (Experiment 4's C+1
+  student: "for distilling entropy ... we always use U_o").
+
+Both estimators are unbiased after burn-in; U_o has lower variance. :func:`estimator_update_`
+works for one chain and, unchanged, under ``torch.func.vmap`` over stacked states.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from .options import Estimator
+
+
+class EstimatorState(NamedTuple):
+    """U_o's running ``sums`` (n, D) and visit ``counts`` (n,); empty (0-row) tensors for U_s."""
+
+    sums: torch.Tensor
+    counts: torch.Tensor
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self)
+
+
+def store_width(estimator: Estimator, dim: int) -> int:
+    """Columns U keeps per input for a target of ``dim`` columns (0 for U_s)."""
+    if estimator is Estimator.U_S:
+        return 0
+    if estimator is Estimator.U_O:
+        return dim
+    if dim < 2:
+        raise ValueError(f"estimator 'U_s+U_o' splits the target's columns and needs at least 2, got {dim}; "
+                         "use it with the 'predictive+entropy' target")
+    return 1
+
+
+def estimator_init(estimator: Estimator, num_examples: int, dim: int, device: torch.device | str = "cpu",
+                   dtype: torch.dtype = torch.float32) -> EstimatorState:
+    """The empty store of ``estimator`` for a distillation set of ``num_examples`` inputs and targets of
+    ``dim`` columns."""
+    width = store_width(estimator, dim)
+    if width and num_examples < 1:
+        raise ValueError(f"{estimator} store needs num_examples >= 1, got {num_examples}")
+    rows = num_examples if width else 0
+    return EstimatorState(torch.zeros(rows, width, device=device, dtype=dtype),
+                          torch.zeros(rows, device=device, dtype=dtype))
+
+
+def _online_update_(state: EstimatorState, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    state.sums.index_add_(0, index, value.to(state.sums.dtype))
+    state.counts.index_add_(0, index, torch.ones_like(index, dtype=state.counts.dtype))
+    return state.sums[index] / state.counts[index].unsqueeze(-1)
+
+
+def estimator_update_(estimator: Estimator, state: EstimatorState, index: torch.Tensor,
+                      value: torch.Tensor) -> torch.Tensor:
+    """Add the current sample's ``value`` = g(x_i, theta_t) (M', D) for the distillation inputs
+    ``index`` (M',) to the store (in place) and return the targets g_hat_i (M', D)."""
+    if estimator is Estimator.U_S:
+        return value
+    if estimator is Estimator.U_O:
+        return _online_update_(state, index, value)
+    return torch.cat([value[:, :-1], _online_update_(state, index, value[:, -1:])], dim=-1)
+
+
+def estimates(state: EstimatorState, index: torch.Tensor | None = None) -> torch.Tensor:
+    """U_o's current estimates for ``index`` (all inputs by default); NaN for never-visited inputs."""
+    if index is None:
+        return state.sums / state.counts.unsqueeze(-1)
+    return state.sums[index] / state.counts[index].unsqueeze(-1)

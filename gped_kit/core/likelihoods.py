@@ -1,0 +1,113 @@
+"""Likelihoods p(y | x, theta) of the teacher: what a network's raw outputs mean.
+
+A likelihood gives the teacher's training loss (the minibatch *mean* negative log-likelihood
+``L`` of Eq. 7), the *output statistics* that the posterior expectations g of
+:mod:`gped_kit.core.targets` are computed from, and the metrics of a predictive distribution
+on labelled data.
+
+* :class:`Categorical` (classification, the paper): raw outputs are C logits;
+  ``log p(y | x, theta) = log_softmax(f(x; theta))_y``; the output statistics are the C
+  log-probabilities.
+* :class:`Gaussian` (regression): ``y ~ N(mu(x; theta), sigma^2(x; theta))`` per output
+  dimension. With ``noise_variance`` given the network outputs the D means and sigma^2 is that
+  constant (homoscedastic); with ``noise_variance=None`` it outputs 2D values, the means and
+  the log-variances (heteroscedastic). The output statistics are ``[mu, sigma^2]`` (2D values).
+  The posterior predictive of y has mean E[mu] and variance E[sigma^2] + Var[mu]: aleatoric
+  plus epistemic (targets ``predictive_mean`` and ``predictive_variance``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+
+from . import metrics
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """p(y | x, theta) = softmax(f(x; theta))_y over C classes."""
+
+    name = "categorical"
+    #: the target every teacher ensemble accumulates (its predictive distribution)
+    ensemble_target = "predictive"
+
+    def raw_outputs(self, num_outputs: int) -> int:
+        """Raw network outputs for C = ``num_outputs`` classes: C logits."""
+        return num_outputs
+
+    def mean_nll(self, raw: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The minibatch mean of -log p(y_i | x_i, theta)."""
+        return F.cross_entropy(raw, y)
+
+    def statistics(self, raw: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities (B, C): what targets g take."""
+        return F.log_softmax(raw, dim=-1)
+
+    def predictive_metrics(self, ensemble: dict[str, torch.Tensor], y: torch.Tensor) -> dict[str, float]:
+        """NLL and accuracy of the ensemble's predictive E[p(y|x, theta)] on labelled data."""
+        probs = ensemble[self.ensemble_target]
+        return {"nll": metrics.nll(probs, y), "accuracy": metrics.accuracy(probs, y)}
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """y ~ N(mu(x; theta), sigma^2) per output dimension; ``noise_variance`` fixes sigma^2, None
+    makes the network output log sigma^2 too."""
+
+    noise_variance: float | None = None
+    name = "gaussian"
+    ensemble_target = "predictive_variance"
+
+    def __post_init__(self) -> None:
+        if self.noise_variance is not None and not (self.noise_variance > 0 and math.isfinite(self.noise_variance)):
+            raise ValueError(f"Gaussian noise_variance={self.noise_variance!r}: must be finite and > 0, or None "
+                             "(the network then outputs log-variances)")
+
+    def raw_outputs(self, num_outputs: int) -> int:
+        return num_outputs if self.noise_variance is not None else 2 * num_outputs
+
+    def mean_and_variance(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.noise_variance is not None:
+            return raw, torch.full_like(raw, self.noise_variance)
+        mean, log_var = raw.chunk(2, dim=-1)
+        return mean, log_var.exp()
+
+    def mean_nll(self, raw: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The minibatch mean of -log N(y; mu, sigma^2), summed over output dimensions."""
+        mean, var = self.mean_and_variance(raw)
+        y = y.reshape(mean.shape)
+        per_dim = 0.5 * ((y - mean) ** 2 / var + torch.log(2 * math.pi * var))
+        return per_dim.sum(-1).mean()
+
+    def statistics(self, raw: torch.Tensor) -> torch.Tensor:
+        """``[mu, sigma^2]`` (B, 2D): what regression targets g take."""
+        mean, var = self.mean_and_variance(raw)
+        return torch.cat([mean, var], dim=-1)
+
+    def predictive_metrics(self, ensemble: dict[str, torch.Tensor], y: torch.Tensor) -> dict[str, float]:
+        """Gaussian NLL and RMSE of the ensemble's predictive (mean E[mu], variance E[sigma^2] + Var[mu])."""
+        moments = ensemble[self.ensemble_target]
+        mean, second, aleatoric = moments.chunk(3, dim=-1)
+        variance = aleatoric + (second - mean ** 2).clamp_min(0)
+        y = y.reshape(mean.shape)
+        return {"nll": metrics.gaussian_nll(mean, variance, y), "rmse": metrics.rmse(mean, y)}
+
+
+Likelihood = Categorical | Gaussian
+CATEGORICAL = Categorical()
+
+
+def resolve_likelihood(likelihood: str | Likelihood) -> Likelihood:
+    """``"categorical"``, ``"gaussian"`` (heteroscedastic) or a likelihood object."""
+    if isinstance(likelihood, (Categorical, Gaussian)):
+        return likelihood
+    if likelihood == "categorical":
+        return CATEGORICAL
+    if likelihood == "gaussian":
+        return Gaussian()
+    raise ValueError(f"likelihood={likelihood!r} is not known; allowed: ['categorical', 'gaussian'] or "
+                     "Gaussian(noise_variance=...)")

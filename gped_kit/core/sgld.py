@@ -1,0 +1,138 @@
+"""Stochastic gradient Langevin dynamics (Welling and Teh, 2011) in the paper's convention.
+
+Eq. 7 of the GPED paper::
+
+    theta_{t+1} = theta_t + (eta_t / 2) * ( grad log p(theta) + (N / M) * sum_{i in S} grad log p(y_i | x_i, theta_t) )
+                  + z_t,            z_t ~ N(0, eta_t I)
+
+with a spherical Gaussian prior of mean 0 and precision tau, ``grad log p(theta) = -tau theta``.
+
+**Convention.** ``eta`` multiplies *half* the gradient and is the *variance* of the noise.
+Libraries that write ``theta += lr * grad + N(0, 2 lr)`` (e.g. ``posteriors``) use
+``lr = eta / 2``. For a full-batch Gaussian target of precision ``a`` the chain's stationary
+variance is ``1 / (a (1 - eta a / 4))`` (:func:`stationary_variance`); the tests check exactly
+this, which a wrong factor would break.
+
+In terms of the minibatch *mean* negative log-likelihood ``L``,
+``(N / M) sum_i grad log p(y_i|x_i, theta) = -N grad L``, so the update is::
+
+    theta <- theta - (eta / 2) (N grad L + tau theta) + sqrt(eta) xi,    xi ~ N(0, I)
+
+i.e. SGD on the mean NLL with learning rate ``eta N / 2`` plus noise. :func:`sgld_update_`
+computes it in place, as three multiply-adds per parameter tensor, from three per-chain
+coefficients (:meth:`SGLDConfig.coefficients`: ``tau / N``, ``-eta_0 N / 2``, ``sqrt(eta_0)``)
+times the schedule's factors at step t (:meth:`SGLDConfig.scales`: ``1``, ``eta_t / eta_0``,
+``sqrt(eta_t / eta_0)``, host floats shared by every chain of a batch). With the coefficients
+given per chain (a tensor under ``torch.func.vmap``) it is the same formula for a batch of chains.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+
+from .options import StepSchedule, check_int, check_positive, parse_option
+
+#: Number of per-chain coefficients :func:`sgld_update_` takes: (tau / N, -eta N / 2, sqrt(eta)).
+NUM_COEFFICIENTS = 3
+
+
+@dataclass(frozen=True)
+class SGLDConfig:
+    """Hyper-parameters of the SGLD teacher (Appendix A.2 defaults for MNIST).
+
+    ``step_size`` is eta (Eq. 7); with ``schedule="polynomial"`` the step is
+    ``eta_t = step_size * (1 + t / decay_steps) ** (-decay_power)`` (Welling and Teh's
+    ``a (b + t)^-gamma`` form, normalised so that eta_0 = step_size). ``prior_precision`` is
+    tau; ``batch_size`` is M.
+    """
+
+    step_size: float = 4e-6
+    prior_precision: float = 10.0
+    batch_size: int = 100
+    schedule: StepSchedule = StepSchedule.CONSTANT
+    decay_steps: float = 1e4
+    decay_power: float = 0.55
+
+    def __post_init__(self) -> None:
+        check_positive("SGLDConfig.step_size", self.step_size)
+        check_positive("SGLDConfig.prior_precision", self.prior_precision, allow_zero=True)
+        check_int("SGLDConfig.batch_size (M)", self.batch_size, 1)
+        object.__setattr__(self, "schedule", parse_option(StepSchedule, self.schedule, "SGLDConfig.schedule"))
+        if self.schedule is StepSchedule.POLYNOMIAL and not (self.decay_steps > 0 and 0 < self.decay_power <= 1):
+            raise ValueError(
+                f"polynomial schedule needs decay_steps > 0 and 0 < decay_power <= 1, got "
+                f"decay_steps={self.decay_steps!r}, decay_power={self.decay_power!r}"
+            )
+
+    def step_size_at(self, t: int) -> float:
+        """eta_t for iteration t (a host-side float: no device synchronisation)."""
+        if self.schedule is StepSchedule.CONSTANT:
+            return self.step_size
+        return self.step_size * (1.0 + t / self.decay_steps) ** (-self.decay_power)
+
+    @property
+    def varies(self) -> bool:
+        """True when the coefficients change from step to step."""
+        return self.schedule is not StepSchedule.CONSTANT
+
+    def coefficients(self, num_data: int) -> tuple[float, float, float]:
+        """The per-chain coefficients of Eq. 7 for a labelled set of ``num_data`` = N examples:
+        ``(tau / N, -eta_0 N / 2, sqrt(eta_0))`` (see :func:`sgld_update_`)."""
+        eta = self.step_size
+        return self.prior_precision / num_data, -0.5 * eta * num_data, math.sqrt(eta)
+
+    def scales(self, t: int) -> tuple[float, float, float]:
+        """The schedule's factors at step ``t``: ``(1, eta_t / eta_0, sqrt(eta_t / eta_0))``."""
+        if self.schedule is StepSchedule.CONSTANT:
+            return 1.0, 1.0, 1.0
+        ratio = self.step_size_at(t) / self.step_size
+        return 1.0, ratio, math.sqrt(ratio)
+
+    # The teacher-sampler interface the engine calls (one algorithm per config class):
+    num_coefficients = NUM_COEFFICIENTS
+
+    def init_state(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Sampler state beyond theta: none for SGLD."""
+        return {}
+
+    def update_(self, params: dict[str, torch.Tensor], state: dict[str, torch.Tensor],
+                nll_grads: dict[str, torch.Tensor], noise: dict[str, torch.Tensor], coefficients: torch.Tensor,
+                scales: tuple[float, float, float]) -> None:
+        """One step of Eq. 7 in place (:func:`sgld_update_`); ``state`` is unused."""
+        sgld_update_(params.values(), (nll_grads[k] for k in params), (noise[k] for k in params), coefficients,
+                     scales)
+
+
+def sgld_update_(params: Iterable[torch.Tensor], nll_grads: Iterable[torch.Tensor], noise: Iterable[torch.Tensor],
+                 coefficients: torch.Tensor, scales: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> None:
+    """Eq. 7 in place: ``theta <- theta + (-eta_t N / 2) (g + (tau / N) theta) + sqrt(eta_t) xi``.
+
+    ``nll_grads`` are the gradients of the minibatch *mean* NLL and ``noise`` standard normal
+    draws of the parameters' shapes (both used as scratch space and overwritten);
+    ``coefficients`` the three values of :meth:`SGLDConfig.coefficients` as a tensor of shape
+    ``(3,)`` (one chain; under ``torch.func.vmap`` each chain has its own); ``scales`` the
+    schedule's factors at this step (:meth:`SGLDConfig.scales`). Computed as
+    ``g += prior * theta; theta += step * g; theta += scale * xi`` with operations that ``vmap``
+    batches natively (each term rounded on its own, as the equation reads: folding the prior into
+    one factor ``1 + step * prior`` would round that factor to float32 and bias tau by up to 0.3%).
+    """
+    prior, step, scale = coefficients[0], coefficients[1], coefficients[2]
+    if scales[1] != 1.0:
+        step, scale = step * scales[1], scale * scales[2]
+    with torch.no_grad():
+        for theta, grad, xi in zip(params, nll_grads, noise):
+            grad.add_(theta * prior)
+            theta.add_(grad.mul_(step)).add_(xi.mul_(scale))
+
+
+def stationary_variance(precision: float, step_size: float) -> float:
+    """The exact stationary variance of full-batch SGLD (Eq. 7) on a 1-D Gaussian target of
+    precision ``precision``: ``1 / (a (1 - eta a / 4))``; it exists for ``0 < eta a < 4``."""
+    a, eta = precision, step_size
+    if not 0 < eta * a < 4:
+        raise ValueError(f"the chain is unstable for eta * a = {eta * a!r}; it needs 0 < eta * a < 4")
+    return 1.0 / (a * (1.0 - eta * a / 4.0))

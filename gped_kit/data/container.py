@@ -1,0 +1,167 @@
+"""The data of one GPED chain: the labelled set D, the distillation set D' and evaluation sets.
+
+:class:`GPEDData` holds tensors on one device, so the sampling loop never waits for a data
+loader: D (inputs and labels or regression targets) for the teacher's SGLD minibatches, D'
+(inputs only) for the students' distillation minibatches, a labelled test set, and further
+*unlabelled* evaluation sets (out-of-distribution sets, shifted copies, a grid for uncertainty
+maps) on which the teacher ensemble and the students are evaluated too. Inputs may be images
+``(N, C, H, W)`` or feature vectors ``(N, F)``: the engine only indexes the first axis.
+
+Build it from tensors (:meth:`GPEDData.from_tensors`) or from any ``torch.utils.data.Dataset``
+(:meth:`GPEDData.from_datasets`, which reads each set once into tensors), or with the kit's
+loaders for the paper's data (:func:`gped_kit.data.experiment.prepare_data`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+Labelled = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class GPEDData:
+    """D, D' and the evaluation sets of one chain (see the module docstring).
+
+    ``num_outputs`` is the number of classes (categorical likelihood) or of regression output
+    dimensions (Gaussian likelihood); ``distill_noise_std`` adds Bayesian Dark Knowledge's
+    Gaussian input noise to every D' minibatch; ``info`` holds descriptive columns copied into
+    every result row (e.g. ``dataset``, ``labelled_size``, ``masking_rate``); ``identity``
+    is what identifies the data in result keys (a data configuration's fields; None: a
+    checksum of the tensors, :meth:`fingerprint`).
+    """
+
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    distill_x: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_outputs: int
+    ood_x: dict[str, torch.Tensor] = field(default_factory=dict)
+    distill_noise_std: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    identity: Any = None
+
+    def __post_init__(self) -> None:
+        for name in ("train", "test"):
+            x, y = getattr(self, f"{name}_x"), getattr(self, f"{name}_y")
+            if x.shape[0] != y.shape[0]:
+                raise ValueError(f"data: {name}_x has {x.shape[0]} rows but {name}_y has {y.shape[0]}")
+        if self.train_x.shape[0] < 1 or self.distill_x.shape[0] < 1:
+            raise ValueError("data: the labelled set D and the distillation set D' must be non-empty")
+        shapes = {"distill_x": self.distill_x, "test_x": self.test_x, **{f"ood_x[{k!r}]": v for k, v in self.ood_x.items()}}
+        for name, x in shapes.items():
+            if tuple(x.shape[1:]) != self.input_shape:
+                raise ValueError(f"data: {name} has inputs of shape {tuple(x.shape[1:])}, D has {self.input_shape}")
+        if isinstance(self.num_outputs, bool) or not isinstance(self.num_outputs, int) or self.num_outputs < 1:
+            raise ValueError(f"data: num_outputs={self.num_outputs!r} must be an integer >= 1")
+        if not self.distill_noise_std >= 0:
+            raise ValueError(f"data: distill_noise_std={self.distill_noise_std!r} must be >= 0")
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The shape of one input (without the batch axis)."""
+        return tuple(self.train_x.shape[1:])
+
+    @property
+    def num_classes(self) -> int:
+        """``num_outputs`` under its classification name."""
+        return self.num_outputs
+
+    @property
+    def device(self) -> torch.device:
+        return self.train_x.device
+
+    def to(self, device: str | torch.device) -> GPEDData:
+        """A copy with all tensors on ``device`` (``self`` if they are there already)."""
+        device = torch.device(device)
+        if self.train_x.device == device:
+            return self
+        moved = {f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
+                 if isinstance(getattr(self, f.name), torch.Tensor)}
+        return dataclasses.replace(self, **moved, ood_x={k: v.to(device) for k, v in self.ood_x.items()})
+
+    def fingerprint(self) -> Any:
+        """What identifies these data in result keys: ``identity`` when given, else the SHA-256 of
+        every tensor's bytes (and ``num_outputs`` and the D' noise)."""
+        if self.identity is not None:
+            return self.identity
+        digest = hashlib.sha256()
+        for name in ("train_x", "train_y", "distill_x", "test_x", "test_y"):
+            _update(digest, name, getattr(self, name))
+        for name in sorted(self.ood_x):
+            _update(digest, f"ood:{name}", self.ood_x[name])
+        return {"sha256": digest.hexdigest(), "num_outputs": self.num_outputs,
+                "distill_noise_std": self.distill_noise_std}
+
+    @classmethod
+    def from_tensors(cls, train: Labelled, test: Labelled, distill: torch.Tensor | None = None,
+                     ood: Mapping[str, torch.Tensor] | None = None, num_outputs: int | None = None,
+                     distill_noise_std: float = 0.0, info: Mapping[str, Any] | None = None) -> GPEDData:
+        """Data from tensors: ``train = (x, y)`` is D, ``test = (x, y)``, ``distill`` is D'
+        (default: D's inputs), ``ood`` further unlabelled evaluation sets. ``num_outputs``
+        defaults to ``max(label) + 1`` for integer labels and to the number of target columns for
+        real-valued targets."""
+        (train_x, train_y), (test_x, test_y) = train, test
+        if num_outputs is None:
+            num_outputs = infer_num_outputs(train_y)
+        base_info = {"labelled_size": int(train_x.shape[0])}
+        return cls(train_x, train_y, train_x if distill is None else distill, test_x, test_y, num_outputs,
+                   dict(ood or {}), distill_noise_std, {**base_info, **dict(info or {})})
+
+    @classmethod
+    def from_datasets(cls, train: Dataset, test: Dataset, distill: Dataset | None = None,
+                      ood: Mapping[str, Dataset] | None = None, num_outputs: int | None = None,
+                      distill_noise_std: float = 0.0, info: Mapping[str, Any] | None = None,
+                      batch_size: int = 1024) -> GPEDData:
+        """Data from ``torch.utils.data.Dataset`` objects, read once into tensors. ``train`` and
+        ``test`` yield ``(x, y)`` pairs; ``distill`` and the ``ood`` sets yield inputs (or pairs,
+        whose labels are dropped)."""
+        train_x, train_y = read_dataset(train, batch_size, labelled=True)
+        test_x, test_y = read_dataset(test, batch_size, labelled=True)
+        distill_x = train_x if distill is None else read_dataset(distill, batch_size, labelled=False)[0]
+        ood_x = {name: read_dataset(ds, batch_size, labelled=False)[0] for name, ds in (ood or {}).items()}
+        return cls.from_tensors((train_x, train_y), (test_x, test_y), distill_x, ood_x, num_outputs,
+                                distill_noise_std, info)
+
+
+def infer_num_outputs(y: torch.Tensor) -> int:
+    """Classes ``max(y) + 1`` for integer labels; columns for real-valued targets (1 for a vector)."""
+    if not y.is_floating_point():
+        if y.dim() != 1:
+            raise ValueError(f"data: integer labels must be a vector (N,), got shape {tuple(y.shape)}")
+        return int(y.max()) + 1
+    return 1 if y.dim() == 1 else int(y.shape[1])
+
+
+def read_dataset(dataset: Dataset, batch_size: int, labelled: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """All items of ``dataset`` as tensors via a ``DataLoader``: ``(inputs, labels)`` for pairs
+    (``labelled`` requires them), ``(inputs, None)`` otherwise."""
+    xs, ys = [], []
+    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+        if isinstance(batch, (list, tuple)):
+            xs.append(torch.as_tensor(batch[0]))
+            if len(batch) > 1:
+                ys.append(torch.as_tensor(batch[1]))
+        else:
+            xs.append(torch.as_tensor(batch))
+    if not xs:
+        raise ValueError(f"data: the dataset {type(dataset).__name__} is empty")
+    if labelled and not ys:
+        raise ValueError(f"data: the dataset {type(dataset).__name__} must yield (input, label) pairs")
+    x = torch.cat(xs)
+    if not x.is_floating_point():
+        x = x.float()
+    return x, (torch.cat(ys) if ys else None)
+
+
+def _update(digest: Any, name: str, tensor: torch.Tensor) -> None:
+    digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+    digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())

@@ -1,0 +1,126 @@
+"""The paper's data for one chain (Appendix A.1): which data set, the labelled-set size, masking, seeds.
+
+:class:`DataConfig` names the data of an experiment; :func:`prepare_data` loads the files
+(:mod:`gped_kit.data.sources`, :mod:`gped_kit.data.ood`), applies the manipulations
+(:mod:`gped_kit.data.transforms`) and returns a :class:`~gped_kit.data.container.GPEDData`
+whose ``identity`` (the configuration plus a checksum of the raw arrays read) keys stored
+results, so a result is never reused for different data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import torch
+
+from .container import GPEDData
+from .ood import OOD_SETS, load_ood
+from .sources import DATASETS, canonical_name, load_split
+from .transforms import apply_square_mask, derive_seed, masking_rate, subsample_indices
+
+#: DataConfig fields that say where and how files are read, not what the data are.
+_ACCESS_FIELDS = ("root", "download", "verify_checksums")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which data an experiment uses and how it is manipulated (validated on creation).
+
+    ``root``, ``download`` and ``verify_checksums`` say where and how files are read, not what
+    the data are, so they are not part of the data's identity (:func:`data_identity`)."""
+
+    dataset: str = "mnist"
+    labelled_size: int | None = None  # |D| for the teacher; None = full training set
+    mask_size: int = 0  # m; masking rate r = m^2 / (H W)
+    seed: int = 0
+    root: str | None = None  # None -> default_data_root()
+    download: bool = False
+    distill_noise_std: float = 0.0  # Gaussian perturbation of D' minibatches (BDK); 0 = off
+    verify_checksums: bool = True  # torchvision's md5 checks (CIFAR-10, SVHN); off only for test fixtures
+    ood_datasets: tuple[str, ...] = ()  # Experiment 4: OOD test sets (OOD_SETS), masked like the test set
+    ood_size: int | None = None  # keep a seeded random subset of each OOD set; None = all
+    mask_ood: bool = True  # OOD sets get the test set's masking (m x m squares); False leaves them whole
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ood_datasets, (str, list)):
+            object.__setattr__(self, "ood_datasets", (self.ood_datasets,) if isinstance(self.ood_datasets, str)
+                               else tuple(self.ood_datasets))
+        unknown = [n for n in self.ood_datasets if n not in OOD_SETS]
+        if unknown:
+            raise ValueError(f"ood_datasets={list(self.ood_datasets)}: unknown {unknown}; allowed: {sorted(OOD_SETS)}")
+        if self.ood_size is not None and (not isinstance(self.ood_size, int) or self.ood_size < 1):
+            raise ValueError(f"ood_size={self.ood_size!r} must be an integer >= 1 or None (all)")
+        _, h, w = DATASETS[canonical_name(self.dataset)].input_shape
+        if not 0 <= self.mask_size <= min(h, w):
+            raise ValueError(f"mask_size={self.mask_size} must lie in [0, {min(h, w)}] for {self.dataset}")
+        if self.labelled_size is not None and self.labelled_size < 1:
+            raise ValueError(f"labelled_size={self.labelled_size} must be >= 1 or None (full set)")
+        if self.distill_noise_std < 0:
+            raise ValueError(f"distill_noise_std={self.distill_noise_std} must be >= 0")
+
+
+
+# Sub-streams of DataConfig.seed, so each random draw is independent of the others.
+SEED_SUBSAMPLE, SEED_MASK_TRAIN, SEED_MASK_DISTILL, SEED_MASK_TEST = range(4)
+SEED_OOD = 100  # OOD set i uses streams SEED_OOD + 2 i (subset) and SEED_OOD + 2 i + 1 (mask)
+
+
+def _to_unit(images: torch.Tensor) -> torch.Tensor:
+    return images.to(torch.float32).div_(255.0)
+
+
+def data_identity(cfg: DataConfig, checksum: str) -> dict:
+    """What identifies prepared data in result keys: the configuration's fields that decide the
+    data (not where the files live) and ``checksum``, the SHA-256 of the raw arrays read."""
+    fields = {k: v for k, v in cfg.__dict__.items() if k not in _ACCESS_FIELDS}
+    fields["ood_datasets"] = list(cfg.ood_datasets)
+    return {**fields, "sha256": checksum}
+
+
+def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDData:
+    """Load, subsample and mask the data of ``cfg`` as in paper 003, Appendix A.1.
+
+    D is a random subset (``labelled_size``) of the training set; D' is always the whole
+    training set. As in the authors' code, masks are drawn independently (different seeds
+    derived from ``cfg.seed``) for D, D' and the test set, so an image in both D and D'
+    usually carries different masks. D's masks are drawn for the whole training set before
+    subsampling, so nested subsets share them. OOD sets (``cfg.ood_datasets``) get the test
+    set's masking (same m, their own draws) unless ``cfg.mask_ood`` is False, so the mask
+    itself does not tell them apart.
+    """
+    name = canonical_name(cfg.dataset)
+    train = load_split(name, "train", cfg.root, cfg.download, verify_checksums=cfg.verify_checksums)
+    test = load_split(name, "test", cfg.root, cfg.download, verify_checksums=cfg.verify_checksums)
+    n = len(train)
+    if cfg.labelled_size is not None and cfg.labelled_size > n:
+        raise ValueError(f"labelled_size={cfg.labelled_size} exceeds the {n} training images of {name}")
+    idx = subsample_indices(n, cfg.labelled_size, derive_seed(cfg.seed, SEED_SUBSAMPLE))
+    m = cfg.mask_size
+    shape = tuple(train.images.shape[1:])
+    digest = hashlib.sha256()
+    for array in (train.images, train.labels, test.images, test.labels):
+        digest.update(array.contiguous().numpy().tobytes())
+    ood_x = {}
+    for i, ood_name in enumerate(cfg.ood_datasets):
+        raw = load_ood(ood_name, shape, cfg.root, cfg.ood_size, derive_seed(cfg.seed, SEED_OOD + 2 * i), cfg.download,
+                       verify_checksums=cfg.verify_checksums)
+        digest.update(ood_name.encode() + raw.contiguous().numpy().tobytes())
+        ood_m = m if cfg.mask_ood else 0
+        ood_x[ood_name] = _to_unit(apply_square_mask(raw, ood_m, derive_seed(cfg.seed, SEED_OOD + 2 * i + 1)))
+    train_masked = apply_square_mask(train.images, m, derive_seed(cfg.seed, SEED_MASK_TRAIN))
+    rate = masking_rate(m, *train.images.shape[2:])
+    data = GPEDData(
+        train_x=_to_unit(train_masked[idx]),
+        train_y=train.labels[idx].clone(),
+        distill_x=_to_unit(apply_square_mask(train.images, m, derive_seed(cfg.seed, SEED_MASK_DISTILL))),
+        test_x=_to_unit(apply_square_mask(test.images, m, derive_seed(cfg.seed, SEED_MASK_TEST))),
+        test_y=test.labels.clone(),
+        num_outputs=train.num_classes,
+        ood_x=ood_x,
+        distill_noise_std=cfg.distill_noise_std,
+        info={"dataset": name, "labelled_size": int(idx.shape[0]), "mask_size": m, "masking_rate": rate,
+              "data_seed": cfg.seed, "distill_noise_std": cfg.distill_noise_std},
+        identity=data_identity(cfg, digest.hexdigest()),
+    )
+    return data.to(device)

@@ -1,0 +1,32 @@
+"""The GPED engine: Algorithm 1 as explicit state and step functions, one chain or many.
+
+* :mod:`~gped_kit.engine.config` -- :class:`GPEDConfig` (teacher chain, loop) and :class:`StudentConfig`;
+* :mod:`~gped_kit.engine.spec` -- a chain made concrete: networks, initial values, groups;
+* :mod:`~gped_kit.engine.state` -- the typed state containers (chain axis first);
+* :mod:`~gped_kit.engine.steps` -- ``teacher_step``, ``distill_step``, ``ensemble_step``;
+* :mod:`~gped_kit.engine.streams` -- per-chain random generators;
+* :mod:`~gped_kit.engine.engine` -- :class:`GPEDEngine`: K chains, the loop, evaluation;
+* :mod:`~gped_kit.engine.checkpoint` -- per-chain checkpoints, bit-identical resume;
+* :mod:`~gped_kit.engine.run` -- :func:`distill` / :func:`distill_many`.
+
+Quick use::
+
+    from gped_kit.engine import GPEDConfig, StudentConfig, distill
+    result = distill(data, GPEDConfig(model="fcnn", num_iterations=5_000, burn_in=1_000),
+                     [StudentConfig("predictive", "U_s", thinning=2)])
+    result.summary
+"""
+
+from .config import (
+           GPEDConfig,
+           StudentConfig,
+           resolve_device,
+           snapshot_steps,
+           student_lr,
+)
+from .engine import GPEDEngine, check_batchable
+from .result import GPEDResult
+from .run import distill, distill_many
+
+__all__ = ["GPEDConfig", "StudentConfig", "GPEDEngine", "GPEDResult", "check_batchable", "distill", "distill_many",
+           "resolve_device", "snapshot_steps", "student_lr"]

@@ -1,0 +1,246 @@
+"""What a GPED run computes: the teacher chain (:class:`GPEDConfig`) and its students (:class:`StudentConfig`).
+
+Both are frozen dataclasses validated on creation, so bad input is rejected before any work
+starts with the parameter, the value and what is allowed. String options are parsed into the
+enums of :mod:`gped_kit.core.options`; models are any specification of
+:mod:`gped_kit.models.build` (a preset name, an ``ArchSpec``, a factory or an ``nn.Module``).
+:meth:`GPEDConfig.record` / :meth:`StudentConfig.record` give the key records of
+:mod:`gped_kit.core.schema`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from ..core import losses
+from ..core.likelihoods import Likelihood, resolve_likelihood
+from ..core.options import (
+    Estimator,
+    InputGenerator,
+    check_int,
+    check_positive,
+    parse_option,
+)
+from ..core.schema import record, record_fields
+from ..core.sgld import SGLDConfig
+from ..core.targets import Target, resolve_target
+from ..models.build import ModelSpec, as_model_spec, describe
+from ..models.presets import EVAL_CHUNK_SIZE, ArchSpec
+
+#: A regulariser R(params, module) -> scalar (Eq. 8's R(phi)); built-ins by name in
+#: :data:`gped_kit.core.losses.REGULARIZERS`.
+Regularizer = Callable[[dict[str, torch.Tensor], nn.Module], torch.Tensor]
+
+
+def _model_record(spec: ModelSpec | None) -> Any:
+    return None if spec is None else describe(spec)
+
+
+@dataclass(frozen=True)
+class StudentConfig:
+    """One student distilled from the chain: target g, estimator U, architecture, optimiser, inputs.
+
+    ``thinning`` is H (the paper: 100 for the predictive target, 10 for entropy); ``batch_size``
+    is M'; ``lr`` is alpha_0 for Adam, halved every ``lr_halving_epochs`` epochs of the
+    *teacher* after burn-in (one epoch = N/M SGLD steps, as in the authors' code; None keeps it
+    constant; :func:`student_lr`); ``regularizer``/``reg_weight`` are R and lambda of Eq. 8
+    (``"group_lasso"`` or a callable ``(params, module) -> scalar``). ``arch`` None means the
+    teacher's architecture (its preset, or its factory with this target's output size).
+
+    ``input_generator`` picks the distillation inputs x' (Papamakarios' thesis, Section 2.3;
+    :class:`~gped_kit.core.options.InputGenerator`); ``input_noise_std`` is the ``perturb``
+    generator's noise. ``derivative_weight`` gamma > 0 adds the thesis' derivative matching
+    (Section 2.2.2): gamma times the squared error between the student's and the current teacher
+    sample's input-gradients of the log class probabilities (one Rademacher projection of the
+    class axis per example; predictive targets only). Like the entropy loss it is non-linear in
+    the teacher sample, so its single-sample (online) version is biased (thesis, Section 3.3.3).
+    """
+
+    target: str | Target = "predictive"
+    estimator: Estimator = Estimator.U_S
+    arch: ModelSpec | None = None
+    thinning: int = 100
+    batch_size: int = 100
+    lr: float = 1e-3
+    lr_halving_epochs: float | None = 200.0
+    regularizer: str | Regularizer | None = None
+    reg_weight: float = 0.0
+    name: str | None = None
+    input_generator: InputGenerator = InputGenerator.DATA
+    input_noise_std: float = 0.1
+    derivative_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        target = resolve_target(self.target)
+        est = parse_option(Estimator, self.estimator, "StudentConfig.estimator")
+        object.__setattr__(self, "estimator", est)
+        gen = parse_option(InputGenerator, "data" if self.input_generator is None else self.input_generator,
+                           "StudentConfig.input_generator")
+        object.__setattr__(self, "input_generator", gen)
+        if self.arch is not None:
+            object.__setattr__(self, "arch", as_model_spec(self.arch, "StudentConfig.arch"))
+        if est is Estimator.U_S_U_O and target.out_dim(2) < 2:
+            raise ValueError(f"StudentConfig.estimator='U_s+U_o' needs a target with several columns (U_s on all "
+                             f"but the last, U_o on the last); target {target.name!r} has one")
+        check_int("StudentConfig.thinning (H)", self.thinning, 1)
+        check_int("StudentConfig.batch_size (M')", self.batch_size, 1)
+        check_positive("StudentConfig.lr", self.lr)
+        if self.lr_halving_epochs is not None:
+            check_positive("StudentConfig.lr_halving_epochs", self.lr_halving_epochs)
+        if isinstance(self.regularizer, str) and self.regularizer not in losses.REGULARIZERS:
+            raise ValueError(f"StudentConfig.regularizer={self.regularizer!r} is not known; allowed: "
+                             f"{sorted(losses.REGULARIZERS)} or a callable (params, module) -> scalar")
+        check_positive("StudentConfig.reg_weight", self.reg_weight, allow_zero=True)
+        if gen is InputGenerator.NOISE and est.uses_store:
+            raise ValueError(f"StudentConfig.estimator={est.value!r} with input_generator='noise': U_o averages the "
+                             "teacher over repeated visits of stored inputs, and noise inputs are fresh every step; "
+                             "use estimator='U_s'")
+        check_positive("StudentConfig.input_noise_std", self.input_noise_std, allow_zero=True)
+        check_positive("StudentConfig.derivative_weight", self.derivative_weight, allow_zero=True)
+        if self.derivative_weight > 0 and not target.predictive_classes:
+            raise ValueError(f"StudentConfig.derivative_weight={self.derivative_weight!r}: derivative matching needs a "
+                             f"target whose first C outputs are class probabilities; {target.name!r} has none")
+
+    @property
+    def resolved_target(self) -> Target:
+        return resolve_target(self.target)
+
+    @property
+    def matches_derivatives(self) -> bool:
+        return self.derivative_weight > 0
+
+    @property
+    def group_key(self) -> tuple:
+        """Students with equal (H, M', input generator and its noise, derivative matching or not)
+        share S', its random stream and the teacher's forward pass on it."""
+        std = self.input_noise_std if self.input_generator is InputGenerator.PERTURB else 0.0
+        return (self.thinning, self.batch_size, self.input_generator.value, std, self.matches_derivatives)
+
+    @property
+    def label(self) -> str:
+        """The student's name in tables: ``name``, or ``<target>-<estimator>[-K<k1>x<k2>]``."""
+        if self.name:
+            return self.name
+        shape = f"-K{self.arch.k1:g}x{self.arch.k2:g}" if isinstance(self.arch, ArchSpec) else ""
+        return f"{self.resolved_target.name}-{self.estimator.value}{shape}"
+
+    def record(self) -> dict:
+        """The key record (:func:`gped_kit.core.schema.record`) with the target by name and the
+        architecture and regulariser described."""
+        out = record_fields(self, skip=("target", "arch", "regularizer"))
+        out["target"] = self.resolved_target.name
+        if self.arch is not None:
+            out["arch"] = _model_record(self.arch)
+        if self.regularizer is not None:
+            out["regularizer"] = record(self.regularizer)
+        return out
+
+
+@dataclass(frozen=True)
+class GPEDConfig:
+    """The teacher chain and the loop (Algorithm 1; Appendix A.2 defaults for MNIST).
+
+    ``model`` is the teacher's architecture (a preset name, an ``ArchSpec``, a factory
+    ``out_dim -> nn.Module`` or an ``nn.Module``); ``likelihood`` is ``"categorical"``,
+    ``"gaussian"`` or a likelihood object (:mod:`gped_kit.core.likelihoods`); ``sampler`` the
+    SG-MCMC sampler of the teacher (the paper's SGLD, Eq. 7). ``num_iterations`` is T,
+    ``burn_in`` is B. ``eval_thinning`` is how often (in steps, after burn-in) the teacher sample
+    is added to the ensemble on the evaluation sets; ``log_every`` how often a history row is
+    written (the only host synchronisation); ``checkpoint_every`` how often the run is saved
+    when a checkpoint path is given. ``num_snapshots`` S > 0 keeps S posterior samples'
+    parameters, evenly thinned over the steps after burn-in (:func:`snapshot_steps`), for methods
+    that need fixed members (Hydra: one head per snapshot).
+
+    ``device``, ``progress`` and ``eval_batch_size`` say how the run executes, not what it
+    computes: they are not part of result keys.
+    """
+
+    model: ModelSpec = "fcnn"
+    likelihood: str | Likelihood = "categorical"
+    sampler: SGLDConfig = field(default_factory=SGLDConfig)
+    num_iterations: int = 10_000
+    burn_in: int = 1_000
+    eval_thinning: int = 100
+    log_every: int = 1_000
+    checkpoint_every: int = 10_000
+    seed: int = 0
+    num_snapshots: int = 0
+    device: str = field(default="auto", metadata={"key": False})
+    progress: bool = field(default=True, metadata={"key": False})
+    eval_batch_size: int = field(default=EVAL_CHUNK_SIZE, metadata={"key": False})
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model", as_model_spec(self.model, "GPEDConfig.model"))
+        object.__setattr__(self, "likelihood", resolve_likelihood(self.likelihood))
+        if not isinstance(self.sampler, SGLDConfig):
+            raise ValueError(f"GPEDConfig.sampler={self.sampler!r}: must be a sampler configuration such as "
+                             "SGLDConfig(step_size=..., prior_precision=...)")
+        check_int("GPEDConfig.num_iterations (T)", self.num_iterations, 1)
+        check_int("GPEDConfig.burn_in (B)", self.burn_in, 0)
+        if self.burn_in >= self.num_iterations:
+            raise ValueError(f"GPEDConfig.burn_in={self.burn_in} must be < num_iterations={self.num_iterations}: "
+                             "nothing would be distilled")
+        for name in ("eval_thinning", "log_every", "checkpoint_every", "eval_batch_size"):
+            check_int(f"GPEDConfig.{name}", getattr(self, name), 1)
+        check_int("GPEDConfig.seed", self.seed, 0)
+        check_int("GPEDConfig.num_snapshots", self.num_snapshots, 0)
+        if self.num_snapshots > self.num_iterations - self.burn_in:
+            raise ValueError(f"GPEDConfig.num_snapshots={self.num_snapshots} exceeds the "
+                             f"{self.num_iterations - self.burn_in} steps after burn-in")
+        resolve_device(self.device)
+
+    @property
+    def model_name(self) -> str:
+        """The preset family, or the user model's class name (for tables)."""
+        if isinstance(self.model, ArchSpec):
+            return self.model.family
+        return type(self.model).__name__ if isinstance(self.model, nn.Module) else getattr(
+            self.model, "__name__", type(self.model).__name__)
+
+    def record(self) -> dict:
+        out = record_fields(self, skip=("model", "likelihood"))
+        out["model"] = _model_record(self.model)
+        if self.likelihood.name != "categorical":  # the default, left out of keys
+            out["likelihood"] = {"name": self.likelihood.name, **record_fields(self.likelihood)}
+        return out
+
+
+def snapshot_steps(config: GPEDConfig) -> list[int]:
+    """The steps t whose new sample theta_{t+1} is kept as a snapshot: S evenly spaced steps
+    after burn-in, the last one the chain's final step."""
+    span, s = config.num_iterations - config.burn_in, config.num_snapshots
+    return [config.burn_in + (k + 1) * span // s - 1 for k in range(s)]
+
+
+def student_lr(config: StudentConfig, t: int, burn_in: int, steps_per_epoch: float) -> float:
+    """The student's Adam learning rate at teacher step ``t`` (Appendix A.2): alpha_0 halved every
+    ``lr_halving_epochs`` teacher epochs (one epoch = N/M SGLD steps, ``steps_per_epoch``, as in
+    the authors' code), counted from the end of burn-in, when the student starts learning.
+
+    The epoch is the *labelled* set's, so the schedule depends on N: the paper's 200 epochs are
+    20,000 steps at N = 10k and 120,000 at N = 60k, i.e. 50 vs 8 halvings over T = 10^6. (With
+    the paper's B = 1,000 << 20,000, counting from 0 or from B is the same schedule up to a
+    1,000-step shift; counting from B keeps a shortened profile's long burn-in from decaying the
+    rate before the student has learnt anything.)
+    """
+    if config.lr_halving_epochs is None:
+        return config.lr
+    return config.lr * 0.5 ** math.floor(max(t - burn_in, 0) / (config.lr_halving_epochs * steps_per_epoch))
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` picks CUDA when present, else the CPU; asking for CUDA without it is an error."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={device!r} is not known; allowed: 'auto', 'cpu', 'cuda' or 'cuda:<index>'") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={str(device)!r} was asked for but CUDA is not available; use 'auto' or 'cpu'")
+    return resolved

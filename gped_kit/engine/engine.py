@@ -1,0 +1,601 @@
+"""Algorithm 1 for K >= 1 chains as one computation, and the run loop.
+
+:class:`GPEDEngine` holds the stacked state of K chains (:mod:`gped_kit.engine.state`), their
+data (:class:`~gped_kit.engine.sets.ChainSets`) and random streams
+(:class:`~gped_kit.engine.streams.ChainStreams`), and advances them with the step functions of
+:mod:`gped_kit.engine.steps`: called directly on chain 0's views when K = 1, and through
+``torch.func.vmap`` over the chain axis when K > 1. Everything else -- which steps distil,
+which add to the ensemble, the order of random draws -- is the same code for both, so K chains
+in one batch compute what K separate runs compute (up to floating-point round-off: batched
+matrix products sum in another order).
+
+**One iteration t** (:meth:`GPEDEngine.step`): every chain draws its minibatch of D and its
+SGLD noise and takes one step of Eq. 7; the sample after step t is kept as a snapshot when t is
+a snapshot step; after burn-in (t > B) the sample is added to the ensemble every
+``eval_thinning`` steps, and every student group whose H divides t draws S' from D' (and its
+input noise), computes the teacher's statistics on it once, and updates each of its students
+(:func:`~gped_kit.engine.steps.distill_step`).
+
+**No host synchronisation between log points**: indices, noise and learning rates stay on the
+device; per-chain learning-rate changes are written with ``fill_`` (no upload); the only reads
+are at log points (:meth:`GPEDEngine.log`: history rows, divergence checks) and checkpoints.
+
+**The run loop** (:meth:`GPEDEngine.run`) calls hooks (:class:`Hook`) at log points and at the
+end; progress display and checkpointing are hooks.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from typing import Any, Callable, Protocol, Sequence
+
+import pandas as pd
+import torch
+from torch.func import functional_call, vmap
+
+from ..core import metrics
+from ..core.adam import bias_corrections
+from ..core.autodiff import Autodiff
+from ..core.estimators import estimates, estimator_init
+from ..core.options import InputGenerator
+from ..core.schema import record
+from ..models.presets import ArchSpec
+from .config import student_lr
+from .result import GPEDResult
+from .sets import ChainSets
+from .spec import ChainSpec
+from .state import (
+    ChainState,
+    EnsembleState,
+    StudentState,
+    chain_view,
+    flat,
+    init_chain_state,
+    init_student_state,
+    stack_trees,
+    tree_leaves,
+)
+from .steps import (
+    StudentFns,
+    TeacherFns,
+    distill_step,
+    ensemble_step,
+    teacher_statistics,
+    teacher_statistics_and_gradient,
+    teacher_step,
+)
+from .streams import ChainStreams
+
+
+class Hook(Protocol):
+    """Called by :meth:`GPEDEngine.run`: ``on_log`` after each log point (with each chain's new
+    history rows), ``on_checkpoint`` every ``checkpoint_every`` steps and at the last step,
+    ``on_end`` once when the loop stops (normally or by an error)."""
+
+    def on_log(self, engine: GPEDEngine, rows: list[list[dict]]) -> None: ...
+
+    def on_checkpoint(self, engine: GPEDEngine) -> None: ...
+
+    def on_end(self, engine: GPEDEngine) -> None: ...
+
+
+def check_batchable(chains: Sequence[ChainSpec]) -> None:
+    """Raise ``ValueError`` naming the first field in which ``chains`` cannot share one batched
+    computation; return None when they can.
+
+    Shared: the teacher's and each student slot's network structure, the likelihood, input
+    shape and number of outputs, device, T, B, ``eval_thinning``, ``log_every``, snapshots, the
+    sampler's kind, batch size M and schedule, the evaluation sets (names and sizes), and per
+    student slot the target, estimator, H, M' and input generator; |D'| when a student keeps a
+    U_o store. Per chain they may differ in the data (N, masks, D'), seed, step size, prior
+    precision and the students' learning rates and schedules.
+    """
+    chains = list(chains)
+    if not chains:
+        raise ValueError("check_batchable: no chains given")
+    ref = chains[0]
+
+    def eval_layout(c: ChainSpec) -> list:
+        return [(name, int(x.shape[0])) for name, x in c.eval_sets.items()]
+
+    fields: list[tuple[str, Callable[[ChainSpec], Any]]] = [
+        ("teacher network", lambda c: c.teacher.structure),
+        ("likelihood", lambda c: record(c.likelihood) or c.likelihood.name),
+        ("input shape", lambda c: c.data.input_shape),
+        ("number of outputs", lambda c: c.data.num_outputs),
+        ("device", lambda c: c.device),
+        ("GPEDConfig.num_iterations (T)", lambda c: c.config.num_iterations),
+        ("GPEDConfig.burn_in (B)", lambda c: c.config.burn_in),
+        ("GPEDConfig.eval_thinning", lambda c: c.config.eval_thinning),
+        ("GPEDConfig.log_every", lambda c: c.config.log_every),
+        ("GPEDConfig.num_snapshots", lambda c: c.config.num_snapshots),
+        ("sampler kind", lambda c: type(c.config.sampler).__name__),
+        ("sampler batch size M", lambda c: c.config.sampler.batch_size),
+        ("sampler schedule", lambda c: (c.config.sampler.schedule, c.config.sampler.decay_steps,
+                                        c.config.sampler.decay_power) if c.config.sampler.varies else "constant"),
+        ("evaluation sets (name, size)", eval_layout),
+        ("number of students", lambda c: len(c.students)),
+    ]
+    for k, chain in enumerate(chains[1:], start=1):
+        for name, get in fields:
+            if get(chain) != get(ref):
+                raise ValueError(f"check_batchable: chain {k} differs from chain 0 in {name}: {get(chain)!r} != {get(ref)!r}")
+        for j, (s, s0) in enumerate(zip(chain.students, ref.students)):
+            slot = [("target", lambda x: x.target.name), ("target definition", lambda x: x.target),
+                    ("estimator", lambda x: x.estimator), ("network", lambda x: x.network.structure),
+                    ("distillation group (H, M', input generator)", lambda x: x.group),
+                    ("regulariser", lambda x: (x.regularizer, x.config.reg_weight)),
+                    ("derivative weight", lambda x: x.config.derivative_weight)]
+            for name, get in slot:
+                if get(s) != get(s0):
+                    raise ValueError(f"check_batchable: chain {k} student {j} ({s.label!r}) differs from chain 0's "
+                                     f"({s0.label!r}) in {name}: {get(s)!r} != {get(s0)!r}")
+        if any(s.estimator.uses_store for s in ref.students) and chain.num_distill != ref.num_distill:
+            raise ValueError(f"check_batchable: chain {k} has |D'| = {chain.num_distill}, chain 0 {ref.num_distill}; "
+                             "U_o stores of different sizes cannot be stacked")
+
+
+class GPEDEngine:
+    """K chains of Algorithm 1 (see the module docstring). Build it from :class:`ChainSpec` s
+    (:func:`gped_kit.engine.spec.build_chain`); all chains start at step 0 (load checkpoints with
+    :func:`gped_kit.engine.checkpoint.load_checkpoints`)."""
+
+    def __init__(self, chains: Sequence[ChainSpec]) -> None:
+        chains = list(chains)
+        check_batchable(chains)
+        self.chains = chains
+        self.K = K = len(chains)
+        ref = chains[0]
+        self.config = ref.config
+        self.device = ref.device
+        self.batched = K > 1
+        self.autodiff = Autodiff.FUNCTORCH if self.batched else Autodiff.AUTOGRAD
+        self.num_outputs = ref.data.num_outputs
+        self.t = 0
+        self.elapsed = 0.0
+        self.history: list[list[dict]] = [[] for _ in chains]
+        self.resumed_from: int | None = None
+
+        # data: D (inputs, labels), D' (inputs), evaluation inputs (test, then further sets)
+        self.train = ChainSets([(c.data.train_x, c.data.train_y) for c in chains])
+        self.distill = ChainSets([(c.data.distill_x,) for c in chains])
+        self.eval_slices: dict[str, slice] = {}
+        start = 0
+        for name, x in ref.eval_sets.items():
+            self.eval_slices[name] = slice(start, start + int(x.shape[0]))
+            start += int(x.shape[0])
+        self.num_eval = start
+        self.evaluation = ChainSets([(torch.cat(list(c.eval_sets.values())) if len(c.eval_sets) > 1
+                                      else c.data.test_x,) for c in chains])
+        self.test_labels = [c.data.test_y for c in chains]
+        self.distill_noise = [float(c.data.distill_noise_std) for c in chains]
+
+        # state
+        self.chain = stack_trees([init_chain_state(*c.initial[0], c.config.sampler.init_state(c.initial[0][0]))
+                                  for c in chains])
+        for k, c in enumerate(chains):
+            for i, value in enumerate(c.config.sampler.coefficients(c.num_train)):
+                self.chain.coefficients[k, i].fill_(value)
+        self.students: list[StudentState] = []
+        for j, s in enumerate(ref.students):
+            states = []
+            for c in chains:
+                sc = c.students[j]
+                store = estimator_init(sc.estimator, c.num_distill, sc.out_dim, self.device)
+                states.append(init_student_state(*c.initial[1 + j], sc.config.lr, store))
+            self.students.append(stack_trees(states))
+        self.lr_values = [[c.students[j].config.lr for c in chains] for j in range(len(ref.students))]
+        self.adam_steps = [0] * len(ref.students)
+        self.steps_since_log = [0] * len(ref.students)
+        self.steps_in_nll_sum = 0
+        self.ensemble = EnsembleState({name: torch.zeros(K, self.num_eval, target.out_dim(self.num_outputs),
+                                                         device=self.device)
+                                       for name, target in ref.ensemble_targets.items()})
+        self.ensemble_count = 0
+        self.snapshots = torch.zeros(K, self.config.num_snapshots, ref.teacher.num_params, device=self.device)
+        self.snapshots_taken = 0
+
+        # buffers for one step's draws
+        m = self.config.sampler.batch_size
+        self._idx = torch.empty(K, m, dtype=torch.long, device=self.device)
+        self._noise_flat = torch.empty(K, ref.teacher.num_params, device=self.device)
+        self._noise = {}
+        offset = 0
+        for name in ref.teacher.param_names:
+            p = self.chain.params[name]
+            n = p[0].numel()
+            self._noise[name] = self._noise_flat[:, offset:offset + n].view(p.shape)
+            offset += n
+        self._group_idx = {key: torch.empty(K, key[1], dtype=torch.long, device=self.device) for key in ref.groups}
+        self.streams = ChainStreams([c.config.seed for c in chains], list(ref.groups), self.device)
+
+        # step functions: the same for one chain and, under vmap, for many
+        self.teacher_fns = TeacherFns(ref.teacher.train, ref.teacher.eval, ref.likelihood, self.config.sampler)
+        self.student_fns = [StudentFns(s.network.train, s.target, s.estimator, s.regularizer, s.config.reg_weight,
+                                       s.config.derivative_weight, self.num_outputs) for s in ref.students]
+        self._views = (chain_view(self.chain, 0), [chain_view(s, 0) for s in self.students],
+                       chain_view(self.ensemble, 0)) if not self.batched else None
+        # dropout masks come from the global random stream, seeded with the chain's initial values
+        self._dropout_state: dict[str, torch.Tensor] = dict(ref.rng_after_init)
+
+    # ------------------------------------------------------------------ plumbing
+    def _map(self, fn: Callable, in_dims: tuple) -> Callable:
+        """``fn`` for one chain, or vmapped over the chain axis (arguments with in_dim None are shared)."""
+        if not self.batched:
+            return fn
+        return vmap(fn, in_dims=in_dims, randomness="different")
+
+    def _state(self) -> tuple[ChainState, list[StudentState], EnsembleState]:
+        return self._views if self._views is not None else (self.chain, self.students, self.ensemble)
+
+    def _one(self, x: torch.Tensor) -> torch.Tensor:
+        """A per-step input for the step functions: chain 0's slice when there is one chain."""
+        return x if self.batched else x[0]
+
+    # ------------------------------------------------------------------ one iteration
+    def step(self) -> None:
+        """Iteration t of Algorithm 1 for every chain (see the module docstring)."""
+        t, cfg = self.t, self.config
+        chain, students, ensemble = self._state()
+        self.streams.teacher_indices(self._idx, self.train.sizes)
+        self.streams.sgld_noise(self._noise_flat)
+        x, y = self.train.gather(self._idx)
+        noise = {k: self._one(v) for k, v in self._noise.items()}
+        step = functools.partial(teacher_step, fns=self.teacher_fns, scales=cfg.sampler.scales(t),
+                                 autodiff=self.autodiff)
+        self._map(step, (0, 0, 0, 0))(chain, self._one(x), self._one(y), noise)
+        self.steps_in_nll_sum += 1
+        snapshot = self.chains[0].snapshot_at.get(t)
+        if snapshot is not None:
+            self.snapshots[:, snapshot] = flat(self.chain.params)
+            self.snapshots_taken = snapshot + 1
+        if t > cfg.burn_in:
+            if t % cfg.eval_thinning == 0:
+                self._accumulate(chain, ensemble)
+            for key, slots in self.chains[0].groups.items():
+                if t % key[0] == 0:
+                    self._distill(key, slots, chain, students, t)
+        self.t = t + 1
+
+    def _accumulate(self, chain: ChainState, ensemble: EnsembleState) -> None:
+        """The current sample into the ensemble's sums on every evaluation input, in chunks."""
+        targets = self.chains[0].ensemble_targets
+        chunk = self.config.eval_batch_size
+        for start in range(0, self.num_eval, chunk):
+            (x,), batched = self.evaluation.rows(start, min(start + chunk, self.num_eval))
+            fn = functools.partial(ensemble_step, start=start, fns=self.teacher_fns, targets=targets)
+            self._map(fn, (0, 0, 0, 0 if batched else None))(ensemble, chain.params, chain.buffers,
+                                                              self._one(x) if batched else x)
+        self.ensemble_count += 1
+
+    def _distill_inputs(self, key: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+        """S' for every chain: indices (K, M') into D' and the inputs x' of the group's generator."""
+        _, m, generator, std, _ = key
+        idx = self._group_idx[key]
+        self.streams.group_indices(key, idx, self.distill.sizes)
+        if generator == InputGenerator.NOISE.value:
+            shape = (self.K, m, *self.chains[0].data.input_shape)
+            x = torch.empty(shape, device=self.device)
+            self.streams.group_normal(key, x, range(self.K))
+            moments = torch.tensor([c.noise_moments for c in self.chains], device=self.device)
+            view = (self.K,) + (1,) * (x.dim() - 1)
+            return idx, moments[:, 0].view(view) + moments[:, 1].view(view) * x
+        (x,) = self.distill.gather(idx)
+        stds = self.distill_noise if generator == InputGenerator.DATA.value else (
+            [std] * self.K if generator == InputGenerator.PERTURB.value else [0.0] * self.K)
+        noisy = [k for k, s in enumerate(stds) if s > 0]
+        if noisy:
+            eps = torch.zeros_like(x)
+            self.streams.group_normal(key, eps, noisy)
+            scale = torch.tensor(stds, device=self.device).view((self.K,) + (1,) * (x.dim() - 1))
+            x = x + scale * eps
+        return idx, x
+
+    def _distill(self, key: tuple, slots: Sequence[int], chain: ChainState, students: list[StudentState],
+                 t: int) -> None:
+        idx, x = self._distill_inputs(key)
+        projection = teacher_grad = None
+        if key[4]:  # derivative matching: one Rademacher projection of the class axis per example
+            projection = torch.empty(self.K, key[1], self.num_outputs, device=self.device)
+            self.streams.group_signs(key, projection)
+            fn = functools.partial(teacher_statistics_and_gradient, fns=self.teacher_fns, autodiff=self.autodiff)
+            stats, teacher_grad = self._map(fn, (0, 0, 0, 0))(chain.params, chain.buffers, self._one(x),
+                                                               self._one(projection))
+        else:
+            fn = functools.partial(teacher_statistics, fns=self.teacher_fns)
+            stats = self._map(fn, (0, 0, 0))(chain.params, chain.buffers, self._one(x))
+        for j in slots:
+            self._set_lr(j, t)
+            self.adam_steps[j] += 1
+            step = functools.partial(distill_step, fns=self.student_fns[j],
+                                     corrections=bias_corrections(self.adam_steps[j]), autodiff=self.autodiff)
+            if projection is None:
+                fn = functools.partial(step, projection=None, teacher_grad=None)
+                self._map(fn, (0, 0, 0, 0))(students[j], self._one(x), self._one(idx), stats)
+            else:
+                self._map(step, (0, 0, 0, 0, 0, 0))(students[j], self._one(x), self._one(idx), stats,
+                                                     self._one(projection), teacher_grad)
+            self.steps_since_log[j] += 1
+
+    def _set_lr(self, j: int, t: int) -> None:
+        """Each chain's learning rate of student slot ``j`` at step t (Appendix A.2's halving), written
+        into the state only when it changes (``fill_``: no upload, no synchronisation)."""
+        for k, c in enumerate(self.chains):
+            lr = student_lr(c.students[j].config, t, c.config.burn_in, c.steps_per_epoch)
+            if lr != self.lr_values[j][k]:
+                self.students[j].lr[k].fill_(lr)
+                self.lr_values[j][k] = lr
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, stop: int | None = None, hooks: Sequence[Hook] = ()) -> None:
+        """Iterate up to step ``stop`` (default T), logging every ``log_every`` steps and at
+        ``stop``; hooks are called at log points, checkpoint points and at the end."""
+        cfg = self.config
+        stop = cfg.num_iterations if stop is None else min(stop, cfg.num_iterations)
+        started = time.perf_counter()
+        with torch.random.fork_rng(devices=[self.device.index or 0] if self.device.type == "cuda" else []):
+            _set_global_rng(self._dropout_state, self.device)
+            try:
+                while self.t < stop:
+                    self.step()
+                    if self.t % cfg.log_every == 0 or self.t == stop:
+                        now = time.perf_counter()
+                        self.elapsed += now - started
+                        started = now
+                        rows = self.log()
+                        for hook in hooks:
+                            hook.on_log(self, rows)
+                    if self.t % cfg.checkpoint_every == 0 or self.t == stop:
+                        self._dropout_state = _global_rng(self.device)
+                        for hook in hooks:
+                            hook.on_checkpoint(self)
+            finally:
+                self._dropout_state = _global_rng(self.device)
+                for hook in hooks:
+                    hook.on_end(self)
+
+    @property
+    def finished(self) -> bool:
+        return self.t >= self.config.num_iterations
+
+    # ------------------------------------------------------------------ evaluation
+    def log(self) -> list[list[dict]]:
+        """One history row per (chain, student) at the current step (the teacher's columns
+        repeated; one row with the teacher's columns alone for a chain without students); checks
+        every chain for divergence. Reads the device: call at log points only."""
+        train_nll = (self.chain.train_nll_sum / max(self.steps_in_nll_sum, 1)).tolist()
+        losses = [(s.loss_sum / max(n, 1)).tolist() for s, n in zip(self.students, self.steps_since_log)]
+        for k, value in enumerate(train_nll):
+            if not math.isfinite(value):
+                c = self.chains[k]
+                eta = c.config.sampler.step_size_at(self.t)
+                raise FloatingPointError(
+                    f"{self._chain_name(k)}SGLD diverged before step {self.t}: the teacher's minibatch NLL is {value}. "
+                    f"The step size eta={eta:g} is likely too large for N={c.num_train} (the gradient step on the mean "
+                    f"NLL is eta*N/2={eta * c.num_train / 2:g}); lower GPEDConfig.sampler.step_size.")
+        for j, (values, n) in enumerate(zip(losses, self.steps_since_log)):
+            for k, value in enumerate(values):
+                if n and not math.isfinite(value):
+                    s = self.chains[k].students[j]
+                    raise FloatingPointError(f"{self._chain_name(k)}student {s.label!r} diverged before step {self.t} "
+                                             f"(training loss {value}); lower its lr={s.config.lr:g}")
+        self.chain.train_nll_sum.zero_()
+        self.steps_in_nll_sum = 0
+        for j, s in enumerate(self.students):
+            s.loss_sum.zero_()
+        outputs = self.student_outputs(["test"]) if self.t > self.config.burn_in else None
+        rows_per_chain = []
+        for k, c in enumerate(self.chains):
+            base = {"step": self.t, "teacher_train_nll": train_nll[k], "teacher_samples": self.ensemble_count,
+                    "elapsed_s": self.elapsed, **self.teacher_metrics(k)}
+            rows = []
+            for j, s in enumerate(c.students):
+                row = dict(base, student=s.label, student_train_loss=losses[j][k] if self.steps_since_log[j]
+                           else float("nan"))
+                if outputs is not None:
+                    row.update(self.student_metrics(k, j, outputs[k]["test"][s.label]))
+                rows.append(row)
+            rows = rows or [base]
+            self.history[k].extend(rows)
+            rows_per_chain.append(rows)
+        self.steps_since_log = [0] * len(self.steps_since_log)
+        return rows_per_chain
+
+    def _chain_name(self, k: int) -> str:
+        return f"chain {k} of the batch: " if self.batched else ""
+
+    def ensemble_means(self, k: int, eval_set: str = "test") -> dict[str, torch.Tensor]:
+        """Chain k's teacher-ensemble estimates of E[g] per tracked target on ``eval_set`` (empty
+        before the first sample)."""
+        if self.ensemble_count == 0:
+            return {}
+        sl = self.eval_slices[eval_set]
+        return {name: sums[k, sl] / self.ensemble_count for name, sums in self.ensemble.sums.items()}
+
+    def teacher_metrics(self, k: int) -> dict[str, float]:
+        """The teacher ensemble's predictive metrics on chain k's test set (``teacher_nll`` etc.)."""
+        means = self.ensemble_means(k)
+        if not means:
+            return {}
+        found = self.chains[k].likelihood.predictive_metrics(means, self.test_labels[k])
+        return {f"teacher_{name}": value for name, value in found.items()}
+
+    def student_metrics(self, k: int, j: int, output: torch.Tensor) -> dict[str, float]:
+        """Test metrics of student j of chain k from its linked outputs (see :func:`prediction_metrics`)."""
+        spec = self.chains[k]
+        return prediction_metrics(spec, spec.students[j].target, output, self.ensemble_means(k))
+
+    @torch.no_grad()
+    def student_outputs(self, eval_sets: Sequence[str] | None = None) -> list[dict[str, dict[str, torch.Tensor]]]:
+        """Every chain's students' linked outputs (evaluation mode) on the evaluation sets:
+        ``[chain k][set][student label] -> (n, D)``."""
+        names = list(self.eval_slices) if eval_sets is None else list(eval_sets)
+        out: list[dict[str, dict[str, torch.Tensor]]] = [{n: {} for n in names} for _ in self.chains]
+        chunk = self.config.eval_batch_size
+        for j, spec in enumerate(self.chains[0].students):
+            module, link = spec.network.eval, spec.target.link
+            state = self.students[j]
+
+            def forward(params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
+                return link(functional_call(module, (params, buffers), (x,)))
+
+            for name in names:
+                sl = self.eval_slices[name]
+                parts = []
+                for start in range(sl.start, sl.stop, chunk):
+                    (x,), batched = self.evaluation.rows(start, min(start + chunk, sl.stop))
+                    if self.batched:
+                        parts.append(vmap(forward, in_dims=(0, 0, 0 if batched else None))(
+                            state.params, state.buffers, x))
+                    else:
+                        parts.append(forward(chain_view(state.params, 0), chain_view(state.buffers, 0),
+                                             x[0] if batched else x).unsqueeze(0))
+                values = torch.cat(parts, dim=1)
+                for k, c in enumerate(self.chains):
+                    out[k][name][c.students[j].label] = values[k]
+        return out
+
+    def memory_bytes(self) -> dict[str, int]:
+        """Bytes the batch's state and data hold now, by part (data: each distinct set once)."""
+        def size(tree: Any) -> int:
+            return sum(t.numel() * t.element_size() for t in tree_leaves(tree))
+
+        out = {"teacher": size(self.chain) + size(self._noise_flat) + size(self.snapshots),
+               "students": sum(size((s.params, s.buffers, s.adam, s.lr, s.loss_sum)) for s in self.students),
+               "u_o_stores": sum(size(s.store) for s in self.students),
+               "ensemble": size(self.ensemble),
+               "data": self.train.nbytes + self.distill.nbytes + self.evaluation.nbytes}
+        out["total"] = sum(out.values())
+        return out
+
+    # ------------------------------------------------------------------ results
+    def results(self) -> list[GPEDResult]:
+        """Each chain's :class:`GPEDResult` at the current step."""
+        outputs = self.student_outputs()
+        results = []
+        for k, c in enumerate(self.chains):
+            history = pd.DataFrame(self.history[k])
+            last = history[history["step"] == self.t] if len(history) else history
+            rows = []
+            for j, s in enumerate(c.students):
+                row = config_columns(c, s, self.device)
+                match = last[last["student"] == s.label] if "student" in last else last
+                if len(match):
+                    row.update({key: v for key, v in match.iloc[-1].items() if key not in ("student", "step")})
+                row["steps_done"] = self.t
+                row["iterations_per_s"] = self.t / self.elapsed if self.elapsed else float("nan")
+                rows.append(row)
+            teacher = {name: {n: v.cpu() for n, v in self.ensemble_means(k, name).items()} for name in self.eval_slices}
+            students = {name: {label: v.cpu() for label, v in outputs[k][name].items()} for name in self.eval_slices}
+            snapshots = self.snapshots[k, :self.snapshots_taken].cpu() if self.config.num_snapshots else None
+            results.append(GPEDResult(
+                summary=pd.DataFrame(rows), history=history, teacher_outputs=teacher, student_outputs=students,
+                steps_done=self.t, finished=self.finished, snapshots=snapshots,
+                student_params=[{n: v[k].detach().cpu().clone() for n, v in s.params.items()} for s in self.students],
+                student_buffers=[{n: v[k].detach().cpu().clone() for n, v in s.buffers.items()} for s in self.students],
+                stores=[_store_estimates(s.store, k) if c.students[j].estimator.uses_store else None
+                        for j, s in enumerate(self.students)],
+                spec=c))
+        return results
+
+
+def _store_estimates(store, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    counts = store.counts[k]
+    visited = torch.nonzero(counts > 0).squeeze(1)
+    chain_store = type(store)(store.sums[k], counts)
+    return visited.cpu(), estimates(chain_store, visited).cpu()
+
+
+def prediction_metrics(spec: ChainSpec, target, output: torch.Tensor,
+                       ensemble: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Test metrics of a student's linked outputs as Algorithm 1 reports them.
+
+    Classification: ``student_nll``/``student_accuracy`` when the first C columns are a
+    predictive distribution, and ``nll_gap`` = student NLL - ensemble NLL. Against the ensemble's
+    estimate of E[g] (when the outputs estimate it): ``target_mae``, and ``entropy_mae`` for
+    entropy targets. Regression (``predictive_mean`` / ``predictive_variance``): ``student_rmse``,
+    ``student_nll`` (Gaussian, the variance target only), ``mean_mae``, and for the variance
+    target ``epistemic_mae`` and ``aleatoric_mae``.
+    """
+    labels = spec.data.test_y.to(output.device)
+    out: dict[str, float] = {}
+    c = spec.data.num_outputs
+    reference = ensemble.get(target.name)
+    if reference is not None:
+        reference = reference.to(output.device)
+    if target.likelihood == "categorical":
+        if target.predictive_classes:
+            probs = output[:, :c]
+            out["student_nll"] = metrics.nll(probs, labels)
+            out["student_accuracy"] = metrics.accuracy(probs, labels)
+        if target.estimates_g and reference is not None:
+            out["target_mae"] = metrics.mae(output, reference)
+            if target.name in ("entropy", "predictive+entropy"):
+                out["entropy_mae"] = metrics.mae(output[:, -1], reference[:, -1])
+        if "student_nll" in out and "predictive" in ensemble:
+            out["nll_gap"] = out["student_nll"] - metrics.nll(ensemble["predictive"].to(output.device), labels)
+        return out
+    from_moments = target.name == "predictive_variance"
+    mean = output.chunk(3, dim=-1)[0] if from_moments else output
+    y = labels.reshape(mean.shape)
+    out["student_rmse"] = metrics.rmse(mean, y)
+    if from_moments:
+        second, aleatoric = output.chunk(3, dim=-1)[1:]
+        variance = aleatoric + (second - mean ** 2).clamp_min(0)
+        out["student_nll"] = metrics.gaussian_nll(mean, variance, y)
+    if reference is not None:
+        ref_mean = reference.chunk(3, dim=-1)[0] if from_moments else reference
+        out["mean_mae"] = metrics.mae(mean, ref_mean)
+        if from_moments:
+            def split(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                m, sq, a = v.chunk(3, dim=-1)
+                return (sq - m * m).clamp_min(0), a
+            (e_s, a_s), (e_t, a_t) = split(output), split(reference)
+            out["epistemic_mae"] = metrics.mae(e_s, e_t)
+            out["aleatoric_mae"] = metrics.mae(a_s, a_t)
+    if "student_nll" in out and "predictive_variance" in ensemble:
+        teacher = spec.likelihood.predictive_metrics(ensemble, spec.data.test_y)
+        out["nll_gap"] = out["student_nll"] - teacher["nll"]
+    return out
+
+
+def config_columns(spec: ChainSpec, student, device: torch.device) -> dict[str, Any]:
+    """The tidy configuration columns of one (chain, student) row."""
+    cfg, sc = spec.config, student.config
+    arch = sc.arch if sc.arch is not None else cfg.model
+    preset = arch if isinstance(arch, ArchSpec) else None
+    cols = dict(spec.data.info)
+    cols.update(
+        model=cfg.model_name, likelihood=spec.likelihood.name, step_size=cfg.sampler.step_size,
+        schedule=str(cfg.sampler.schedule), prior_precision=cfg.sampler.prior_precision,
+        batch_size=cfg.sampler.batch_size, num_iterations=cfg.num_iterations, burn_in=cfg.burn_in,
+        eval_thinning=cfg.eval_thinning, seed=cfg.seed, device=str(device), torch_version=torch.__version__,
+        student=sc.label, target=student.target.name, estimator=sc.estimator.value,
+        student_arch=preset.family if preset else _model_name(arch),
+        k1=preset.k1 if preset else float("nan"), k2=preset.k2 if preset else float("nan"),
+        dropout=preset.dropout if preset else float("nan"), thinning=sc.thinning, student_batch_size=sc.batch_size,
+        lr=sc.lr, lr_halving_epochs=sc.lr_halving_epochs,
+        regularizer=record(sc.regularizer) if sc.regularizer is not None else None, reg_weight=sc.reg_weight,
+        input_generator=sc.input_generator.value, derivative_weight=sc.derivative_weight,
+        student_params=student.network.num_params, teacher_params=spec.teacher.num_params)
+    return cols
+
+
+def _model_name(model: Any) -> str:
+    return type(model).__name__ if isinstance(model, torch.nn.Module) else getattr(model, "__name__", type(model).__name__)
+
+
+def _global_rng(device: torch.device) -> dict[str, torch.Tensor]:
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_global_rng(state: dict[str, torch.Tensor], device: torch.device) -> None:
+    torch.set_rng_state(state["cpu"].cpu())
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
+

@@ -1,0 +1,76 @@
+"""What a run of Algorithm 1 produced, for one chain: tidy tables, evaluation outputs, networks."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from torch import nn
+
+from .spec import ChainSpec
+
+
+@dataclass
+class GPEDResult:
+    """One chain's results.
+
+    ``summary``: one tidy row per student (configuration columns and the final metrics);
+    ``history``: one row per (log point, student). ``teacher_outputs[set][target]``: the teacher
+    ensemble's estimate of E[g] on each evaluation set (``"test"`` and the further sets);
+    ``student_outputs[set][label]``: each student's linked outputs there. ``snapshots``: the kept
+    posterior samples (``GPEDConfig.num_snapshots``), one flattened parameter vector per row
+    (``named_parameters()`` order). ``student_params``/``student_buffers``: each student's final
+    values; ``stores``: per student, U_o's visited D' indices and estimates (None for U_s).
+    Results reloaded from a results store without a checkpoint carry tables and outputs only
+    (``spec`` and the parameters are then None/empty).
+    """
+
+    summary: pd.DataFrame
+    history: pd.DataFrame
+    teacher_outputs: dict[str, dict[str, torch.Tensor]]
+    student_outputs: dict[str, dict[str, torch.Tensor]]
+    steps_done: int
+    finished: bool
+    snapshots: torch.Tensor | None = None
+    student_params: list[dict[str, torch.Tensor]] = field(default_factory=list, repr=False)
+    student_buffers: list[dict[str, torch.Tensor]] = field(default_factory=list, repr=False)
+    stores: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list, repr=False)
+    spec: ChainSpec | None = field(default=None, repr=False)
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.summary["student"]) if "student" in self.summary else []
+
+    def _slot(self, label: str) -> int:
+        labels = self.labels
+        if label not in labels:
+            raise ValueError(f"student={label!r} is not in this run; allowed: {labels}")
+        return labels.index(label)
+
+    def student_network(self, label: str) -> nn.Module:
+        """Student ``label``'s final network as an ``nn.Module`` on the CPU, in evaluation mode
+        (raw outputs; apply the target's ``link`` for its prediction)."""
+        if self.spec is None or not self.student_params:
+            raise ValueError("this result was reloaded without its checkpoint: it holds tables and outputs only; "
+                             "recompute the run to get its networks")
+        j = self._slot(label)
+        net = copy.deepcopy(self.spec.students[j].network.eval).to_empty(device="cpu")
+        net.load_state_dict({**self.student_params[j], **self.student_buffers[j]})
+        return net.eval()
+
+    def store(self, label: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The U_o Monte Carlo estimates (Eq. 10) the chain kept for ``label``'s target: (indices of
+        the visited D' inputs, their estimates g_hat_i). Taken from the student itself if it uses
+        U_o, else from another U_o student of the same target; ValueError if there is none."""
+        j = self._slot(label)
+        if self.spec is None:
+            raise ValueError("this result was reloaded without its checkpoint: no U_o store")
+        target = self.spec.students[j].target.name
+        for i in [j, *range(len(self.spec.students))]:
+            same = self.spec.students[i].target.name == target
+            if same and self.stores[i] is not None and self.spec.students[i].estimator.value == "U_o":
+                return self.stores[i]
+        raise ValueError(f"student {label!r}: no U_o student of target {target!r} in this chain, so there are no "
+                         "stored Monte Carlo estimates; use estimator='U_o'")

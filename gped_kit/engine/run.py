@@ -1,0 +1,107 @@
+"""Running chains: one call for one chain or a batch, with checkpoints, resume and progress.
+
+* :func:`distill` -- one chain of Algorithm 1 from ``(data, GPEDConfig, students)``;
+* :func:`distill_many` -- K chains as one batched computation (:class:`GPEDEngine`);
+* :class:`CheckpointHook`, :class:`ProgressHook` -- the loop's hooks for saving and progress.
+
+``checkpoint=path`` saves every ``checkpoint_every`` steps and at the end; calling again with
+the same path (in a new process too) continues from the checkpoint and gives the same result
+as an uninterrupted run. A checkpoint made by another configuration is never overwritten: it
+raises :class:`~gped_kit.engine.checkpoint.CheckpointError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from tqdm.auto import tqdm
+
+from ..data.container import GPEDData
+from .checkpoint import load_checkpoints, save_checkpoints
+from .config import GPEDConfig, StudentConfig
+from .engine import GPEDEngine, Hook
+from .result import GPEDResult
+from .spec import build_chain
+
+Chain = tuple[GPEDData, GPEDConfig, Sequence[StudentConfig]]
+
+
+class CheckpointHook:
+    """Saves each chain's checkpoint at the loop's checkpoint points (``checkpoint_every`` and the
+    last step)."""
+
+    def __init__(self, paths: Sequence[str | Path | None]) -> None:
+        self.paths = list(paths)
+
+    def on_log(self, engine: GPEDEngine, rows: list[list[dict]]) -> None:
+        pass
+
+    def on_checkpoint(self, engine: GPEDEngine) -> None:
+        save_checkpoints(engine, self.paths)
+
+    def on_end(self, engine: GPEDEngine) -> None:
+        pass
+
+
+class ProgressHook:
+    """A progress bar over the chain's steps, updated at log points with the ensemble's test NLL
+    and the teacher's minibatch NLL (averaged over the batch's chains)."""
+
+    def __init__(self, engine: GPEDEngine, description: str = "GPED") -> None:
+        label = description if engine.K == 1 else f"{description} x{engine.K}"
+        self.bar = tqdm(total=engine.config.num_iterations, initial=engine.t, desc=label, unit="it", mininterval=1.0)
+
+    def on_log(self, engine: GPEDEngine, rows: list[list[dict]]) -> None:
+        self.bar.update(engine.t - self.bar.n)
+        firsts = [r[0] for r in rows]
+        self.bar.set_postfix(teacher_nll=_mean(r.get("teacher_nll", float("nan")) for r in firsts),
+                             train_nll=_mean(r["teacher_train_nll"] for r in firsts))
+
+    def on_checkpoint(self, engine: GPEDEngine) -> None:
+        pass
+
+    def on_end(self, engine: GPEDEngine) -> None:
+        self.bar.close()
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else float("nan")
+
+
+def distill_many(chains: Sequence[Chain], checkpoints: Sequence[str | Path | None] | None = None,
+                 resume: bool = True, max_steps: int | None = None, hooks: Sequence[Hook] = ()) -> list[GPEDResult]:
+    """Run (or continue) K chains as one batched computation up to T, or ``max_steps`` more steps.
+
+    ``chains`` are ``(data, config, students)`` triples that can share one computation
+    (:func:`~gped_kit.engine.engine.check_batchable`); ``checkpoints`` one path or None per chain.
+    With one chain this is :func:`distill`. Returns one :class:`GPEDResult` per chain.
+    """
+    engine = GPEDEngine([build_chain(*chain) for chain in chains])
+    return run_engine(engine, checkpoints, resume, max_steps, hooks)
+
+
+def run_engine(engine: GPEDEngine, checkpoints: Sequence[str | Path | None] | None = None, resume: bool = True,
+               max_steps: int | None = None, hooks: Sequence[Hook] = ()) -> list[GPEDResult]:
+    """Resume ``engine`` from existing checkpoints, run it (saving them) and return its results."""
+    paths = [None if p is None else Path(p) for p in (checkpoints or [None] * engine.K)]
+    existing = [p for p in paths if p is not None and p.exists()]
+    if existing and not resume:
+        raise FileExistsError(f"checkpoint {existing[0]} exists; pass resume=True to continue it, or another path")
+    load_checkpoints(engine, paths)
+    stop = engine.config.num_iterations if max_steps is None else engine.t + max_steps
+    all_hooks = list(hooks)
+    if any(p is not None for p in paths):
+        all_hooks.append(CheckpointHook(paths))
+    if engine.config.progress and engine.t < min(stop, engine.config.num_iterations):
+        all_hooks.append(ProgressHook(engine))
+    engine.run(stop, all_hooks)
+    return engine.results()
+
+
+def distill(data: GPEDData, config: GPEDConfig, students: Sequence[StudentConfig],
+            checkpoint: str | Path | None = None, resume: bool = True, max_steps: int | None = None,
+            hooks: Sequence[Hook] = ()) -> GPEDResult:
+    """Run (or continue, from ``checkpoint``) one chain of Algorithm 1; see the module docstring."""
+    return distill_many([(data, config, students)], [checkpoint], resume, max_steps, hooks)[0]

@@ -1,0 +1,209 @@
+"""A chain of Algorithm 1 made concrete: data, configuration, networks and initial values.
+
+:func:`build_chain` validates a (data, :class:`GPEDConfig`, students) triple, builds the
+teacher's and every student's network once (to learn their shapes and check them against the
+data and the likelihood) and keeps them as *skeletons* on the ``meta`` device: the engine's
+state holds the parameter values, and the skeletons are evaluated with
+``torch.func.functional_call``. The initial values are drawn under the chain's seed exactly
+once, in a fixed order (teacher, then each student), so they do not depend on anything else.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from ..core import losses
+from ..core.likelihoods import Likelihood
+from ..core.options import Estimator, InputGenerator
+from ..core.schema import record
+from ..core.targets import TARGETS, Target
+from ..data.container import GPEDData
+from ..models.build import instantiate
+from ..models.presets import count_parameters, cpu_training_layout
+from .config import (
+    GPEDConfig,
+    Regularizer,
+    StudentConfig,
+    resolve_device,
+    snapshot_steps,
+)
+
+
+@dataclass
+class NetworkSpec:
+    """A network as the engine evaluates it: skeletons (``meta`` device) in training and evaluation
+    mode, and the names of its parameters and buffers in ``named_parameters()`` order."""
+
+    train: nn.Module
+    eval: nn.Module
+    param_names: tuple[str, ...]
+    buffer_names: tuple[str, ...]
+    num_params: int
+    structure: str  # the skeleton's repr: equal structures can be batched together
+
+    @classmethod
+    def of(cls, net: nn.Module) -> NetworkSpec:
+        skeleton = copy.deepcopy(net).to("meta")
+        return cls(train=skeleton.train(), eval=copy.deepcopy(skeleton).eval(),
+                   param_names=tuple(n for n, _ in net.named_parameters()),
+                   buffer_names=tuple(n for n, _ in net.named_buffers()),
+                   num_params=count_parameters(net), structure=repr(skeleton))
+
+
+@dataclass
+class StudentSpec:
+    """One student of a chain: its configuration, target, network and where it sits."""
+
+    config: StudentConfig
+    target: Target
+    estimator: Estimator
+    out_dim: int
+    network: NetworkSpec
+    regularizer: Regularizer | None
+    group: tuple
+
+    @property
+    def label(self) -> str:
+        return self.config.label
+
+
+@dataclass
+class ChainSpec:
+    """Everything fixed about one chain. ``initial`` holds the initial parameter and buffer
+    values (teacher first, then each student), drawn under ``config.seed``."""
+
+    data: GPEDData
+    config: GPEDConfig
+    students: tuple[StudentSpec, ...]
+    teacher: NetworkSpec
+    likelihood: Likelihood
+    device: torch.device
+    groups: dict[tuple, tuple[int, ...]]
+    ensemble_targets: dict[str, Target]
+    initial: list[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]] = field(repr=False)
+    snapshot_at: dict[int, int] = field(default_factory=dict)
+    noise_moments: tuple[float, float] | None = None
+    rng_after_init: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+
+    @property
+    def num_train(self) -> int:
+        """N = |D|."""
+        return int(self.data.train_x.shape[0])
+
+    @property
+    def num_distill(self) -> int:
+        """|D'|."""
+        return int(self.data.distill_x.shape[0])
+
+    @property
+    def steps_per_epoch(self) -> float:
+        """One teacher epoch in SGLD steps: N / M."""
+        return self.num_train / self.config.sampler.batch_size
+
+    @property
+    def eval_sets(self) -> dict[str, torch.Tensor]:
+        """The evaluation inputs: the test set first, then the further (OOD) sets."""
+        return {"test": self.data.test_x, **self.data.ood_x}
+
+    @property
+    def labels(self) -> list[str]:
+        return [s.label for s in self.students]
+
+    def record(self) -> dict:
+        """The key record of the chain: data identity, configuration and students, in order."""
+        return {"data": record(self.data.fingerprint()), "gped": self.config.record(),
+                "students": [s.config.record() for s in self.students]}
+
+
+def _regularizer(cfg: StudentConfig) -> Regularizer | None:
+    if cfg.reg_weight == 0 or cfg.regularizer is None:
+        return None
+    return losses.REGULARIZERS[cfg.regularizer] if isinstance(cfg.regularizer, str) else cfg.regularizer
+
+
+def _student_model(cfg: StudentConfig, teacher_model: object):
+    if cfg.arch is not None:
+        return cfg.arch
+    if isinstance(teacher_model, nn.Module):
+        raise ValueError(f"student {cfg.label!r}: the teacher is an nn.Module instance, whose output size is fixed; "
+                         "give StudentConfig.arch (a module or a factory out_dim -> nn.Module)")
+    return teacher_model
+
+
+def build_chain(data: GPEDData, config: GPEDConfig, students: Sequence[StudentConfig]) -> ChainSpec:
+    """Validate and build one chain; see the module docstring. Raises ``ValueError`` naming the
+    problem before any sampling starts."""
+    if not isinstance(data, GPEDData):
+        raise TypeError(f"data must be a GPEDData (gped_kit.data.container), got {type(data).__name__}")
+    students = list(students)
+    for i, s in enumerate(students):
+        if not isinstance(s, StudentConfig):
+            raise TypeError(f"students[{i}] is a {type(s).__name__}, not a StudentConfig")
+    labels = [s.label for s in students]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"student labels must be unique, got {labels}; set StudentConfig.name")
+    likelihood = config.likelihood
+    for s in students:
+        target = s.resolved_target
+        if target.likelihood != likelihood.name:
+            raise ValueError(f"student {s.label!r}: target {target.name!r} is for a {target.likelihood} likelihood, "
+                             f"but the teacher's is {likelihood.name}")
+    if likelihood.name == "categorical" and data.train_y.is_floating_point():
+        raise ValueError("data: the categorical likelihood needs integer class labels in train_y; "
+                         "for real-valued targets use GPEDConfig(likelihood='gaussian')")
+    device = resolve_device(config.device)
+    data = data.to(device)
+    num_outputs = data.num_outputs
+    shape = data.input_shape
+    cpu_layout = device.type == "cpu"
+
+    def place(net: nn.Module) -> nn.Module:
+        net = net.to(device)
+        return cpu_training_layout(net) if cpu_layout else net
+
+    initial = []
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(config.seed)
+        teacher = place(instantiate(config.model, shape, likelihood.raw_outputs(num_outputs), "GPEDConfig.model"))
+        initial.append(_values(teacher))
+        student_specs = []
+        for s in students:
+            target = s.resolved_target
+            out_dim = target.out_dim(num_outputs)
+            net = place(instantiate(_student_model(s, config.model), shape, out_dim, f"student {s.label!r}"))
+            initial.append(_values(net))
+            student_specs.append(StudentSpec(config=s, target=target, estimator=s.estimator, out_dim=out_dim,
+                                             network=NetworkSpec.of(net), regularizer=_regularizer(s),
+                                             group=s.group_key))
+        # the global stream after initialisation drives dropout masks (as when modules are built and trained)
+        rng = {"cpu": torch.get_rng_state()}
+        if cuda:
+            rng["cuda"] = torch.cuda.get_rng_state(device)
+    for s in student_specs:
+        if s.regularizer is not None:
+            s.regularizer(initial[1 + student_specs.index(s)][0], s.network.train)  # fails now, not mid-run
+    groups: dict[tuple, list[int]] = {}
+    for j, s in enumerate(student_specs):
+        groups.setdefault(s.group, []).append(j)
+    ensemble = {likelihood.ensemble_target: TARGETS[likelihood.ensemble_target]}
+    for s in student_specs:
+        ensemble.setdefault(s.target.name, s.target)
+    noise_moments = None
+    if any(s.config.input_generator is InputGenerator.NOISE for s in student_specs):
+        noise_moments = (float(data.distill_x.mean()), float(data.distill_x.std()))
+    return ChainSpec(data=data, config=config, students=tuple(student_specs), teacher=NetworkSpec.of(teacher),
+                     likelihood=likelihood, device=device,
+                     groups={k: tuple(v) for k, v in sorted(groups.items())},
+                     ensemble_targets=ensemble, initial=initial,
+                     snapshot_at={t: k for k, t in enumerate(snapshot_steps(config))}, noise_moments=noise_moments,
+                     rng_after_init=rng)
+
+
+def _values(net: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    return ({n: p.detach() for n, p in net.named_parameters()}, {n: b.detach() for n, b in net.named_buffers()})

@@ -1,0 +1,298 @@
+"""Algorithm 1 end to end on real (8x8 digits) data: learning, invariants, resume, errors."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from gped_kit.baselines.endd import ENDD
+from gped_kit.core.sgld import SGLDConfig
+from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill, resolve_device, student_lr
+from gped_kit.engine.checkpoint import CheckpointError, load_checkpoints, save_checkpoints
+from gped_kit.engine.run import run_engine
+from gped_kit.engine.spec import build_chain
+from gped_kit.engine.state import flat
+from gped_kit.models.presets import ArchSpec
+
+SGLD = SGLDConfig(step_size=5e-5, batch_size=50)
+
+
+def config(**kw):
+    base = dict(model="fcnn", sampler=SGLD, num_iterations=400, burn_in=100, eval_thinning=10, log_every=100,
+                checkpoint_every=100, progress=False, device="cpu")
+    base.update(kw)
+    return GPEDConfig(**base)
+
+
+def engine(data, cfg, students):
+    return GPEDEngine([build_chain(data, cfg, students)])
+
+
+def teacher(e):
+    return flat(e.chain.params)[0]
+
+
+def student(e, j):
+    return flat(e.students[j].params)[0]
+
+
+@pytest.fixture(scope="module")
+def trained(digits_data):
+    students = [StudentConfig("predictive", "U_s", thinning=2),
+                StudentConfig("entropy", "U_o", thinning=2),
+                StudentConfig("predictive+entropy", "U_o", thinning=4, arch=ArchSpec("fcnn", 0.5, 0.5))]
+    e = engine(digits_data, config(num_iterations=2000, burn_in=300, log_every=500), students)
+    return e, run_engine(e)[0]
+
+
+def test_teacher_and_students_learn_on_real_digits(trained):
+    e, result = trained
+    s = result.summary.set_index("student")
+    assert result.finished and result.steps_done == 2000
+    assert s.loc["predictive-U_s", "teacher_accuracy"] > 0.9
+    assert s.loc["predictive-U_s", "student_accuracy"] > 0.85
+    assert s.loc["predictive-U_s", "nll_gap"] < 0.3
+    assert s.loc["entropy-U_o", "entropy_mae"] < 0.15
+    assert s.loc["predictive+entropy-U_o-K0.5x0.5", "student_params"] < s.loc["predictive-U_s", "student_params"]
+    # tidy: one row per student, config + metric columns, history one row per (log point, student)
+    assert len(result.summary) == 3
+    assert {"dataset", "step_size", "estimator", "k1", "teacher_nll", "student_nll", "torch_version"} <= set(result.summary)
+    assert len(result.history) == 4 * 3 and result.history["step"].max() == 2000
+    assert result.teacher_outputs["test"]["predictive"].shape == (len(e.chains[0].data.test_y), 10)
+    assert result.teacher_outputs["test"]["entropy"].shape == (len(e.chains[0].data.test_y), 1)
+
+
+def test_u_o_store_counts_every_distillation_visit(trained):
+    e, result = trained
+    steps = len([t for t in range(2000) if t > 300 and t % 2 == 0])
+    assert int(e.students[1].store.counts.sum()) == steps * 100
+    assert e.ensemble_count == len([t for t in range(2000) if t > 300 and t % 10 == 0])
+    visited, values = result.store("entropy-U_o")
+    assert len(visited) == int((e.students[1].store.counts[0] > 0).sum()) and values.shape == (len(visited), 1)
+    with pytest.raises(ValueError, match="no U_o student"):
+        result.store("predictive-U_s")
+
+
+def test_student_network_reproduces_the_reported_outputs(trained, digits_data):
+    _, result = trained
+    net = result.student_network("predictive-U_s")
+    with torch.no_grad():
+        probs = torch.softmax(net(digits_data.test_x), -1)
+    torch.testing.assert_close(probs, result.student_outputs["test"]["predictive-U_s"], rtol=1e-4, atol=1e-5)
+
+
+def test_teacher_chain_does_not_depend_on_attached_students(digits_data):
+    alone = engine(digits_data, config(num_iterations=250), [])
+    alone.run()
+    with_students = engine(digits_data, config(num_iterations=250),
+                           [StudentConfig("predictive", thinning=3), StudentConfig("entropy", "U_o", thinning=5)])
+    with_students.run()
+    assert torch.equal(teacher(alone), teacher(with_students))
+    assert alone.teacher_metrics(0) == with_students.teacher_metrics(0)
+
+
+def test_seed_reproducibility(digits_data):
+    students = [StudentConfig("predictive", thinning=5, arch=ArchSpec("fcnn", dropout=0.5))]
+    runs = [engine(digits_data, config(num_iterations=200, seed=s), students) for s in (0, 0, 1)]
+    for r in runs:
+        r.run()
+    a, b, c = runs
+    assert torch.equal(teacher(a), teacher(b)) and torch.equal(student(a, 0), student(b, 0))
+    assert not torch.equal(teacher(a), teacher(c))
+
+
+def test_resume_from_checkpoint_equals_uninterrupted_run(digits_data, tmp_path):
+    students = [StudentConfig("predictive", thinning=3, arch=ArchSpec("fcnn", dropout=0.5)),
+                StudentConfig("entropy", "U_o", thinning=5)]
+    cfg = config(num_iterations=300, checkpoint_every=1000)
+    full = engine(digits_data, cfg, students)
+    full_result = run_engine(full)[0]
+    ckpt = tmp_path / "run.pt"
+    partial = run_engine(engine(digits_data, cfg, students), [ckpt], max_steps=170)[0]  # "interrupted"
+    assert not partial.finished and ckpt.exists()
+    resumed = engine(digits_data, cfg, students)  # a fresh object, as in a new process
+    out = run_engine(resumed, [ckpt])[0]
+    assert out.finished and resumed.t == 300 and resumed.resumed_from == 170
+    assert torch.equal(teacher(full), teacher(resumed))
+    for j in range(2):
+        assert torch.equal(student(full, j), student(resumed, j))
+    assert torch.equal(full.students[1].store.sums, resumed.students[1].store.sums)
+    assert full.teacher_metrics(0) == resumed.teacher_metrics(0)
+    # the interrupted run logged at step 170 too: every other row is the uninterrupted run's, and the
+    # running averages since the last log point differ only in the row after the interruption (step 200)
+    hist = out.history[out.history["step"] != 170].reset_index(drop=True)
+    cols = [c for c in full_result.history if c != "elapsed_s"]
+    same = hist["step"] != 200
+    assert full_result.history.loc[same, cols].equals(hist.loc[same, cols])
+    evaluation = [c for c in cols if "train" not in c]
+    assert full_result.history.loc[~same, evaluation].equals(hist.loc[~same, evaluation])
+    # a finished checkpoint resumes to the same result without further steps
+    again = engine(digits_data, cfg, students)
+    run_engine(again, [ckpt])
+    assert again.resumed_from == 300 and torch.equal(teacher(again), teacher(full))
+
+
+def test_checkpoint_is_never_silently_overwritten_and_corrupt_files_are_kept(digits_data, tmp_path):
+    ckpt = tmp_path / "run.pt"
+    distill(digits_data, config(num_iterations=120), [], checkpoint=ckpt)
+    before = ckpt.read_bytes()
+    with pytest.raises(FileExistsError, match="resume=True"):
+        distill(digits_data, config(num_iterations=120), [], checkpoint=ckpt, resume=False)
+    with pytest.raises(CheckpointError, match="another configuration"):
+        distill(digits_data, config(num_iterations=120, seed=3), [], checkpoint=ckpt)
+    assert ckpt.read_bytes() == before
+    ckpt.write_bytes(before[: len(before) // 2])  # truncated, as by a full disk or a killed copy
+    with pytest.raises(CheckpointError, match=r"run\.pt cannot be read.*left in place.*recompute"):
+        distill(digits_data, config(num_iterations=120), [], checkpoint=ckpt)
+    assert ckpt.exists() and len(ckpt.read_bytes()) == len(before) // 2
+    # checkpoints hold tensors and plain data only
+    good = tmp_path / "good.pt"
+    distill(digits_data, config(num_iterations=120), [StudentConfig("entropy", "U_o", thinning=5)], checkpoint=good)
+    torch.load(good, weights_only=True)
+    assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+
+
+def test_diverging_chain_stops_with_a_message_naming_the_step_size(digits_data):
+    bad = config(num_iterations=200, sampler=SGLDConfig(step_size=5.0, batch_size=50), log_every=50)
+    with pytest.raises(FloatingPointError, match=r"step size eta=5.*lower GPEDConfig.sampler.step_size"):
+        distill(digits_data, bad, [StudentConfig("predictive", thinning=2)])
+
+
+def test_bad_input_is_rejected_before_any_work(digits_data):
+    with pytest.raises(ValueError, match="estimator='U_x'"):
+        StudentConfig(estimator="U_x")
+    with pytest.raises(ValueError, match="thinning.*>= 1"):
+        StudentConfig(thinning=0)
+    with pytest.raises(ValueError, match="target='variance'"):
+        StudentConfig(target="variance")
+    with pytest.raises(ValueError, match="regularizer='l1'"):
+        StudentConfig(regularizer="l1")
+    with pytest.raises(ValueError, match="burn_in=500 must be < num_iterations=500"):
+        config(num_iterations=500, burn_in=500)
+    with pytest.raises(ValueError, match="model='mlp'"):
+        config(model="mlp")
+    with pytest.raises(ValueError, match="unique"):
+        build_chain(digits_data, config(), [StudentConfig(), StudentConfig()])
+    with pytest.raises(ValueError, match="gaussian likelihood"):
+        build_chain(digits_data, config(), [StudentConfig("predictive_mean")])
+    with pytest.raises(ValueError, match=r"maps 2 inputs to \(2, 7\)"):
+        build_chain(digits_data, config(model=lambda out: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 7))), [])
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            resolve_device("cuda")
+
+
+def test_group_lasso_regulariser_shrinks_groups(digits_data):
+    base = dict(target="predictive", thinning=2, arch=ArchSpec("fcnn", 0.25, 0.25))
+    plain = engine(digits_data, config(num_iterations=500), [StudentConfig(**base)])
+    reg = engine(digits_data, config(num_iterations=500),
+                 [StudentConfig(**base, regularizer="group_lasso", reg_weight=1e-2)])
+    plain.run(), reg.run()
+    norm = lambda e: float(e.students[0].params["1.weight"][0].norm(dim=1).sum())  # noqa: E731
+    assert norm(reg) < 0.7 * norm(plain)
+    assert reg.results()[0].summary.loc[0, "regularizer"] == "group_lasso"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_loop_has_no_host_synchronisation(digits_data):
+    e = engine(digits_data, config(num_iterations=150, log_every=1000, device="cuda"),
+               [StudentConfig("predictive", thinning=2), StudentConfig("entropy", "U_o", thinning=2)])
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        e.run(stop=149)  # stops before the final log point, which synchronises on purpose
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+def test_ood_sets_get_teacher_ensemble_and_student_outputs(digits_data):
+    ood = torch.rand(30, 1, 8, 8, generator=torch.Generator().manual_seed(3))
+    data = dataclasses.replace(digits_data, ood_x={"noise": ood})
+    students = [StudentConfig("predictive+entropy", "U_s+U_o", thinning=2),
+                StudentConfig(ENDD, "U_o", thinning=2)]
+    result = distill(data, config(num_iterations=300, burn_in=100), students)
+    n_test = len(digits_data.test_y)
+    assert result.teacher_outputs["test"]["predictive+entropy"].shape == (n_test, 11)
+    assert result.teacher_outputs["noise"]["predictive+entropy"].shape == (30, 11)
+    assert result.student_outputs["noise"]["endd-U_o"].shape == (30, 11)
+    assert torch.allclose(result.teacher_outputs["noise"]["predictive"].sum(-1), torch.ones(30), atol=1e-5)
+    with torch.no_grad():
+        raw = result.student_network("endd-U_o")(ood)
+    torch.testing.assert_close(result.student_outputs["noise"]["endd-U_o"], ENDD.link(raw), rtol=1e-4, atol=1e-5)
+    summary = result.summary.set_index("student")
+    assert "target_mae" not in summary.columns or summary["target_mae"].isna()["endd-U_o"]
+    assert summary.loc["endd-U_o", "student_nll"] > 0 and summary.loc["predictive+entropy-U_s+U_o", "entropy_mae"] > 0
+
+
+def test_record_leaves_fields_at_their_defaults_out_of_keys(digits_data):
+    spec = build_chain(digits_data, config(), [StudentConfig()])
+    rec = spec.record()
+    assert "progress" not in rec["gped"] and "device" not in rec["gped"] and "num_snapshots" not in rec["gped"]
+    assert rec["students"] == [{"target": "predictive"}]
+    assert build_chain(digits_data, config(num_snapshots=3), []).record()["gped"]["num_snapshots"] == 3
+    with pytest.raises(ValueError, match="U_s\\+U_o"):
+        StudentConfig("entropy", "U_s+U_o")
+
+
+def test_input_generators_and_derivative_matching_students(digits_data):
+    students = [StudentConfig("predictive", "U_s", thinning=2, name="resample"),
+                StudentConfig("predictive", "U_s", thinning=2, name="noise", input_generator="noise"),
+                StudentConfig("predictive", "U_s", thinning=2, name="perturb", input_generator="perturb",
+                              input_noise_std=0.2),
+                StudentConfig("predictive", "U_s", thinning=2, name="derivative", derivative_weight=0.1)]
+    e = engine(digits_data, config(num_iterations=1200, burn_in=200, log_every=600), students)
+    assert len(e.chains[0].groups) == 4  # each generator (and derivative matching) draws its own S'
+    # the noise generator draws pure noise with D''s overall pixel moments
+    noise_key = students[1].group_key
+    _, x = e._distill_inputs(noise_key)
+    mean, std = float(digits_data.distill_x.mean()), float(digits_data.distill_x.std())
+    assert x.shape == (1, 100, 1, 8, 8)
+    assert abs(float(x.mean()) - mean) < 0.05 and abs(float(x.std()) - std) < 0.05
+    e.streams = type(e.streams)([0], list(e.chains[0].groups), e.device)  # undo the draw above
+    result = run_engine(e)[0]
+    s = result.summary.set_index("student")
+    assert s.loc["resample", "student_accuracy"] > 0.85 and s.loc["derivative", "student_accuracy"] > 0.85
+    assert s.loc["noise", "student_nll"] > s.loc["resample", "student_nll"] + 0.1  # the thesis: noise is bad
+    assert s.loc["noise", "input_generator"] == "noise" and s.loc["resample", "input_generator"] == "data"
+    # adding these students leaves the teacher and the first student unchanged
+    plain = distill(digits_data, config(num_iterations=1200, burn_in=200, log_every=600), students[:1])
+    torch.testing.assert_close(plain.teacher_outputs["test"]["predictive"], result.teacher_outputs["test"]["predictive"])
+    torch.testing.assert_close(plain.student_outputs["test"]["resample"], result.student_outputs["test"]["resample"])
+    with pytest.raises(ValueError, match="U_s"):
+        StudentConfig("predictive", "U_o", input_generator="noise")
+    with pytest.raises(ValueError, match="input_generator"):
+        StudentConfig(input_generator="gaussian")
+    with pytest.raises(ValueError, match="derivative"):
+        StudentConfig("entropy", derivative_weight=1.0)
+
+
+def test_snapshots_are_the_teacher_after_the_snapshot_steps(digits_data):
+    cfg = config(num_iterations=60, burn_in=20, num_snapshots=4, log_every=20)
+    e = engine(digits_data, cfg, [])
+    taken = {}
+    while e.t < cfg.num_iterations:
+        e.step()
+        taken[e.t - 1] = teacher(e).clone()
+    steps = sorted(e.chains[0].snapshot_at)
+    assert steps[-1] == 59 and len(steps) == 4
+    for k, t in enumerate(steps):
+        assert torch.equal(e.snapshots[0, k], taken[t])
+
+
+def test_student_lr_halves_every_k_labelled_set_epochs_after_burn_in():
+    s = StudentConfig(lr=1e-3, lr_halving_epochs=200)
+    # N = 10k, M = 100: an epoch is 100 steps, so the rate halves every 20,000 steps after B.
+    assert student_lr(s, 1_000, burn_in=1_000, steps_per_epoch=100) == 1e-3
+    assert student_lr(s, 20_999, burn_in=1_000, steps_per_epoch=100) == 1e-3
+    assert student_lr(s, 21_000, burn_in=1_000, steps_per_epoch=100) == 5e-4
+    assert student_lr(s, 1_000_000, burn_in=1_000, steps_per_epoch=100) == 1e-3 * 0.5 ** 49
+    # N = 60k: 120,000 steps per halving, 8 halvings over the paper's T = 10^6.
+    assert student_lr(s, 1_000_000, burn_in=1_000, steps_per_epoch=600) == 1e-3 * 0.5 ** 8
+    assert student_lr(s, 500, burn_in=1_000, steps_per_epoch=600) == 1e-3  # burn-in: not started
+    assert student_lr(StudentConfig(lr=3e-4, lr_halving_epochs=None), 10**6, 0, 1.0) == 3e-4
+
+
+def test_engine_applies_the_halving_schedule_to_the_student_state(digits_data):
+    # N = 1200, M = 50: an epoch is 24 steps; halving every 0.5 epochs = 12 steps after B = 100.
+    e = engine(digits_data, config(num_iterations=140), [StudentConfig(thinning=2, lr=1e-3, lr_halving_epochs=0.5)])
+    e.run()
+    assert float(e.students[0].lr[0]) == pytest.approx(1e-3 * 0.5 ** ((138 - 100) // 12))
