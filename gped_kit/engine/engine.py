@@ -140,9 +140,10 @@ def check_batchable(chains: Sequence[ChainSpec]) -> None:
 class GPEDEngine:
     """K chains of Algorithm 1 (see the module docstring). Build it from :class:`ChainSpec` s
     (:func:`gped_kit.engine.spec.build_chain`); all chains start at step 0 (load checkpoints with
-    :func:`gped_kit.engine.checkpoint.load_checkpoints`)."""
+    :func:`gped_kit.engine.checkpoint.load_checkpoints`). ``use_vmap`` forces (True) or avoids (False,
+    only for K = 1) the vmapped path; by default it is used exactly when K > 1."""
 
-    def __init__(self, chains: Sequence[ChainSpec]) -> None:
+    def __init__(self, chains: Sequence[ChainSpec], use_vmap: bool | None = None) -> None:
         chains = list(chains)
         check_batchable(chains)
         self.chains = chains
@@ -150,7 +151,9 @@ class GPEDEngine:
         ref = chains[0]
         self.config = ref.config
         self.device = ref.device
-        self.batched = K > 1
+        if use_vmap is False and K > 1:
+            raise ValueError(f"use_vmap=False needs one chain, got {K}")
+        self.batched = K > 1 if use_vmap is None else bool(use_vmap)
         self.autodiff = Autodiff.FUNCTORCH if self.batched else Autodiff.AUTOGRAD
         self.num_outputs = ref.data.num_outputs
         self.t = 0

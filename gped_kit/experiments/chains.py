@@ -1,0 +1,275 @@
+"""Chains of Algorithm 1 through the results store: run, resume or reuse, one by one or batched.
+
+A :class:`ChainTask` names one chain (its data, :class:`~gped_kit.engine.GPEDConfig` and
+students). :func:`run_chains` gives each task its store entry (kind ``"chain"``, keyed by the
+chain's record -- data identity with checksums, configuration, students -- and the code
+fingerprint of the numerics packages) and then, per task:
+
+* **reused**: the entry is complete: its compact tables (``summary``, ``history``) and kept
+  outputs are read back, nothing is computed. A task that needs the run's full state
+  (``requires_state``: networks, U_o stores, every output, snapshots) reuses it only from the
+  entry's checkpoint, and recomputes when there is none (e.g. in a fresh clone, where
+  checkpoints are not committed);
+* **resumed** / **ran**: computed, continuing from the entry's checkpoint if an interrupted run
+  left one, with up to ``chains_per_batch`` compatible tasks as one batched computation
+  (:class:`~gped_kit.engine.GPEDEngine`); the compact results are then written and the entry
+  marked complete;
+* **failed** (e.g. a diverging chain) or **missing data** (the loader's message): recorded; the
+  other tasks go on. :meth:`ChainGrid.raise_if_failed` stops a notebook at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import torch
+
+from ..data.container import GPEDData
+from ..data.experiment import DataConfig, prepare_data
+from ..data.sources import DatasetNotFoundError
+from ..data.spiral import SpiralConfig, spiral_data
+from ..engine import GPEDConfig, GPEDEngine, GPEDResult, StudentConfig, check_batchable, resolve_device
+from ..engine.checkpoint import load_checkpoints, read_checkpoint
+from ..engine.run import run_engine
+from ..engine.spec import ChainSpec, build_chain
+from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
+
+DataSpec = DataConfig | SpiralConfig | GPEDData
+
+
+@dataclass(frozen=True)
+class ChainTask:
+    """One chain: its data (a configuration of the kit's data, or tensors), configuration and
+    students. ``keep_outputs`` names the evaluation sets (``"test"``, OOD set names) whose teacher
+    and student outputs the compact results keep (float16), for figures drawn without the run."""
+
+    data: DataSpec
+    config: GPEDConfig
+    students: tuple[StudentConfig, ...]
+    keep_outputs: tuple[str, ...] = ()
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        info = self.data if isinstance(self.data, DataConfig) else None
+        size = f" N={info.labelled_size}" if info is not None and info.labelled_size is not None else ""
+        mask = f" m={info.mask_size}" if info is not None else ""
+        return f"{self.config.model_name}{size}{mask} seed={self.config.seed}"
+
+
+@dataclass
+class ChainOutcome:
+    """What became of one task: ``status`` (ran / resumed / reused / failed / missing data), the result
+    (None unless it ran or was reused), the error message, the seconds it took, whether it was part
+    of a batch, and its store entry."""
+
+    task: ChainTask
+    status: str
+    result: GPEDResult | None = None
+    error: str = ""
+    seconds: float = 0.0
+    batched: bool = False
+    entry: Entry | None = None
+
+
+@dataclass
+class ChainGrid:
+    """The outcomes of :func:`run_chains`, in task order."""
+
+    outcomes: list[ChainOutcome] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[GPEDResult | None]:
+        return [o.result for o in self.outcomes]
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """Every finished chain's summary rows (one per student), with ``cell``, ``run_key`` and
+        ``store_status`` columns."""
+        frames = [o.result.summary.assign(cell=o.task.label, run_key=o.entry.key, store_status=o.status)
+                  for o in self.outcomes if o.result is not None]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    @property
+    def cells(self) -> pd.DataFrame:
+        """One status row per task."""
+        rows = []
+        for o in self.outcomes:
+            info = o.task.data if isinstance(o.task.data, DataConfig) else None
+            rows.append({"cell": o.task.label, "model": o.task.config.model_name,
+                         "labelled_size": None if info is None else info.labelled_size,
+                         "mask_size": None if info is None else info.mask_size, "status": o.status, "error": o.error,
+                         "seconds": round(o.seconds, 1), "batched": o.batched,
+                         "run_key": o.entry.key if o.entry is not None else ""})
+        return pd.DataFrame(rows)
+
+    @property
+    def failed(self) -> pd.DataFrame:
+        cells = self.cells
+        return cells[cells["status"] == "failed"] if len(cells) else cells
+
+    def raise_if_failed(self) -> None:
+        if len(self.failed):
+            raise RuntimeError(f"{len(self.failed)} chain(s) failed:\n" + self.failed[["cell", "error"]].to_string(index=False))
+
+
+def load_data(spec: DataSpec, device: torch.device) -> GPEDData:
+    """The data of a task on ``device`` (the kit's loaders for configurations)."""
+    if isinstance(spec, GPEDData):
+        return spec.to(device)
+    if isinstance(spec, SpiralConfig):
+        return spiral_data(spec).to(device)
+    return prepare_data(spec, device=device)
+
+
+def chain_code() -> str:
+    """The code fingerprint of chain entries: the numerics packages (:data:`~gped_kit.experiments.store.NUMERICS`)."""
+    return code_fingerprint(*NUMERICS)
+
+
+def result_from_entry(entry: Entry) -> GPEDResult:
+    """A chain's compact results read back (tables and kept outputs; no networks or stores)."""
+    summary, history = entry.table("summary"), entry.table("history")
+    teacher: dict[str, dict[str, torch.Tensor]] = {}
+    students: dict[str, dict[str, torch.Tensor]] = {}
+    for key, array in entry.arrays().items():
+        who, eval_set, name = key.split("/", 2)
+        (teacher if who == "teacher" else students).setdefault(eval_set, {})[name] = torch.from_numpy(array).float()
+    steps = int(summary["steps_done"].iloc[0]) if "steps_done" in summary and len(summary) else 0
+    return GPEDResult(summary=summary, history=history, teacher_outputs=teacher, student_outputs=students,
+                      steps_done=steps, finished=True)
+
+
+def write_compact(entry: Entry, result: GPEDResult, keep_outputs: Sequence[str]) -> None:
+    """The compact results of a finished chain: summary and history tables, the kept outputs."""
+    entry.write_table("summary", result.summary)
+    entry.write_table("history", result.history)
+    arrays = {}
+    for eval_set in keep_outputs:
+        for name, value in result.teacher_outputs.get(eval_set, {}).items():
+            arrays[f"teacher/{eval_set}/{name}"] = value
+        for label, value in result.student_outputs.get(eval_set, {}).items():
+            arrays[f"student/{eval_set}/{label}"] = value
+    if arrays:
+        entry.write_arrays(arrays)
+
+
+def _has_outputs(entry: Entry, keep_outputs: Sequence[str]) -> bool:
+    if not keep_outputs:
+        return True
+    stored = {k.split("/")[1] for k in entry.arrays()}
+    return set(keep_outputs) <= stored
+
+
+def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool = False, chains_per_batch: int = 1,
+               progress: bool = True, requires_state: bool = False) -> ChainGrid:
+    """Run, resume or reuse every task through ``store`` (see the module docstring).
+
+    ``chains_per_batch`` K > 1 computes up to K consecutive tasks that can share one computation
+    (:func:`~gped_kit.engine.check_batchable`, at the same step) as one batch, for a GPU; it
+    changes how chains are computed, not their keys or results (equal up to round-off; dropout
+    masks differ). ``requires_state`` asks for full results (see :class:`ChainOutcome`).
+    """
+    if not (isinstance(chains_per_batch, int) and not isinstance(chains_per_batch, bool) and chains_per_batch >= 1):
+        raise ValueError(f"chains_per_batch={chains_per_batch!r}: must be an integer >= 1")
+    code = chain_code()
+    outcomes: list[ChainOutcome | None] = [None] * len(tasks)
+    data_cache: dict[Any, GPEDData] = {}
+    pending: list[tuple[int, ChainSpec, Entry, int]] = []  # (task index, spec, entry, resume step)
+
+    def report(i: int) -> None:
+        o = outcomes[i]
+        if progress:
+            how = ", one of a batch" if o.batched else ""
+            print(f"[{i + 1}/{len(tasks)}] {o.task.label}: {o.status} ({o.seconds:.1f} s{how})"
+                  + (f" -- {o.error.splitlines()[0]}" if o.error else ""), flush=True)
+
+    for i, task in enumerate(tasks):
+        started = time.perf_counter()
+        try:
+            device = resolve_device(task.config.device)
+            key = (task.data, str(device)) if not isinstance(task.data, GPEDData) else (id(task.data), str(device))
+            if key not in data_cache:
+                data_cache[key] = load_data(task.data, device)
+            config = task.config if progress else dataclasses.replace(task.config, progress=False)
+            spec = build_chain(data_cache[key], config, task.students)
+            entry = store.entry("chain", spec.record(), code)
+            with store.lock(entry):
+                if recompute and entry.path.exists():
+                    entry.set_aside()
+                if entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs):
+                    outcomes[i] = ChainOutcome(task, "reused", result_from_entry(entry),
+                                               seconds=time.perf_counter() - started, entry=entry)
+                    report(i)
+                    continue
+                # computed, resumed, or reloaded from a finished checkpoint (full state)
+                step = read_checkpoint(entry.checkpoint)["t"] if entry.checkpoint.exists() else 0
+            pending.append((i, spec, entry, step))
+        except DatasetNotFoundError as exc:
+            outcomes[i] = ChainOutcome(task, "missing data", error=str(exc), seconds=time.perf_counter() - started)
+            report(i)
+        except Exception as exc:  # noqa: BLE001 -- recorded, the grid goes on
+            outcomes[i] = ChainOutcome(task, "failed", error=f"{type(exc).__name__}: {exc}",
+                                       seconds=time.perf_counter() - started)
+            report(i)
+
+    for batch in _batches(pending, chains_per_batch):
+        _compute(batch, tasks, outcomes, store)
+        for i, *_ in batch:
+            report(i)
+    return ChainGrid([o for o in outcomes if o is not None])
+
+
+def _batches(pending: list, size: int) -> list[list]:
+    """Consecutive pending tasks grouped into batches of at most ``size`` that can share one computation."""
+    batches: list[list] = []
+    for item in pending:
+        if batches and len(batches[-1]) < size and batches[-1][0][3] == item[3]:
+            try:
+                check_batchable([b[1] for b in batches[-1]] + [item[1]])
+                batches[-1].append(item)
+                continue
+            except ValueError:
+                pass
+        batches.append([item])
+    return batches
+
+
+def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: ResultsStore) -> None:
+    started = time.perf_counter()
+    entries = [b[2] for b in batch]
+    with ExitStack() as stack:
+        for entry in sorted(entries, key=lambda e: e.key):  # one order: no deadlock between processes
+            stack.enter_context(store.lock(entry))
+        try:
+            engine = GPEDEngine([b[1] for b in batch])
+            paths = [e.checkpoint for e in entries]
+            loaded = load_checkpoints(engine, paths)
+            resumed_from = engine.t if any(loaded) else None
+            if engine.t >= engine.config.num_iterations:  # finished before: reload from the checkpoint
+                results = engine.results()
+            else:
+                results = run_engine(engine, paths)
+            for (i, spec, entry, _), result in zip(batch, results):
+                task = tasks[i]
+                write_compact(entry, result, task.keep_outputs)
+                # the tables as stored, so that fresh and reused results read alike (e.g. None -> NaN)
+                result.summary, result.history = entry.table("summary"), entry.table("history")
+                entry.finish(seconds=round(engine.elapsed, 2), device=str(engine.device), steps=engine.t,
+                             batched_with=len(batch))
+                status = "reused" if resumed_from is not None and resumed_from >= engine.config.num_iterations else (
+                    "resumed" if resumed_from else "ran")
+                outcomes[i] = ChainOutcome(task, status, result, seconds=time.perf_counter() - started,
+                                           batched=len(batch) > 1, entry=entry)
+        except Exception as exc:  # noqa: BLE001 -- recorded for every chain of the batch; the grid goes on
+            for i, spec, entry, _ in batch:
+                outcomes[i] = ChainOutcome(tasks[i], "failed", error=f"{type(exc).__name__}: {exc}",
+                                           seconds=time.perf_counter() - started, batched=len(batch) > 1, entry=entry)

@@ -1,0 +1,223 @@
+"""One results store for every stored result: chains, search students, Hydra, the thesis' toys.
+
+The store is a directory ``root/<kind>/<key>/`` of *entries*. An entry's key is a hash
+(:func:`gped_kit.core.schema.key_of`) of its kind, the record of the configuration that
+produced it (:func:`gped_kit.core.schema.record`: fields at their defaults are left out, so
+adding a field changes no key) and the *code fingerprint* of the library code that computes it
+(:func:`code_fingerprint`: a SHA-256 of the source files of the packages given). A result made
+by unchanged code for the same configuration and data is reused; a change to the numerics
+code, the configuration or the data (whose checksums are in the record) gives a new key, so
+the result is recomputed and the old entry is left where it was.
+
+An entry holds tidy tables (``<name>.csv``), compact arrays (``arrays.npz``, compressed),
+``entry.json`` (the record, the code fingerprint, the machine, torch version, device and time
+that made it, and ``complete``) and, while it is computed, a ``checkpoint.pt`` (never
+committed). ``entry.json`` is written last: an entry without ``"complete": true`` is an
+interrupted computation, which the next run resumes from its checkpoint.
+
+**Several processes and machines may share a store.** Every write goes to a uniquely named
+temporary file in the entry's directory and is renamed over the target (atomic on POSIX), and
+computing an entry holds a file lock (the ``filelock`` library) on ``<kind>/<key>.lock``: a
+second process asking for the same entry waits, then reuses what the first one wrote. Nothing
+is overwritten: ``recompute=True`` moves the old entry aside (``<key>.old-<time>-<id>``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from functools import lru_cache
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from filelock import FileLock
+
+from ..core.schema import SCHEMA_VERSION, key_of
+
+#: Packages whose source decides a chain's numbers (not plots, widgets or the notebook runner).
+NUMERICS = ("gped_kit.core", "gped_kit.engine", "gped_kit.models", "gped_kit.data", "gped_kit.baselines")
+ENTRY_FILE = "entry.json"
+ARRAYS_FILE = "arrays.npz"
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+@lru_cache(maxsize=None)
+def code_fingerprint(*modules: str) -> str:
+    """SHA-256 (16 hex digits) of the source of the given modules or packages (every ``.py`` file
+    under a package, in sorted order, with its path relative to the package)."""
+    digest = hashlib.sha256()
+    for name in sorted(modules):
+        module = import_module(name)
+        path = Path(module.__file__)
+        files = sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+        for f in files:
+            digest.update(f"{name}:{f.relative_to(path.parent).as_posix()}\n".encode())
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def machine_description() -> dict[str, str]:
+    """Where a result was made: host, platform, processor count, torch version."""
+    return {"host": socket.gethostname(), "platform": platform.platform(), "cpus": str(os.cpu_count()),
+            "torch": torch.__version__, "python": platform.python_version()}
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+class Entry:
+    """One stored result (see the module docstring)."""
+
+    def __init__(self, store: ResultsStore, kind: str, key: str, record: Any, code: str) -> None:
+        self.store, self.kind, self.key, self.record, self.code = store, kind, key, record, code
+        self.path = store.root / kind / key
+
+    def __repr__(self) -> str:
+        return f"Entry({self.kind}/{self.key}, {'complete' if self.complete else 'incomplete'})"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / CHECKPOINT_FILE
+
+    @property
+    def meta(self) -> dict:
+        """``entry.json`` (empty for an entry not yet written)."""
+        f = self.path / ENTRY_FILE
+        return json.loads(f.read_text()) if f.exists() else {}
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.meta.get("complete"))
+
+    def table_names(self) -> list[str]:
+        return sorted(f.stem for f in self.path.glob("*.csv"))
+
+    def table(self, name: str) -> pd.DataFrame:
+        f = self.path / f"{name}.csv"
+        if not f.exists():
+            raise KeyError(f"entry {self.kind}/{self.key} has no table {name!r}; it has {self.table_names()}")
+        return pd.read_csv(f)
+
+    def write_table(self, name: str, frame: pd.DataFrame) -> None:
+        if not name.isidentifier():
+            raise ValueError(f"table name {name!r}: must be an identifier")
+        _atomic_write_bytes(self.path / f"{name}.csv", frame.to_csv(index=False).encode())
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        f = self.path / ARRAYS_FILE
+        if not f.exists():
+            return {}
+        with np.load(f, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+
+    def write_arrays(self, arrays: Mapping[str, np.ndarray | torch.Tensor], dtype: Any = np.float16) -> None:
+        """Compressed arrays (floats stored as ``dtype``: compact results for figures)."""
+        out = {}
+        for k, v in arrays.items():
+            a = v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+            out[k] = a.astype(dtype) if a.dtype.kind == "f" and dtype is not None else a
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **out)
+        _atomic_write_bytes(self.path / ARRAYS_FILE, buffer.getvalue())
+
+    def finish(self, seconds: float | None = None, device: str | None = None, **extra: Any) -> None:
+        """Mark the entry complete (``entry.json``, written last) with what made it."""
+        meta = {"schema": SCHEMA_VERSION, "kind": self.kind, "key": self.key, "complete": True, "code": self.code,
+                "record": self.record, "made": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": seconds,
+                "device": device, "machine": machine_description(), **extra}
+        _atomic_write_bytes(self.path / ENTRY_FILE, json.dumps(meta, indent=1, sort_keys=True, default=str).encode())
+
+    def set_aside(self) -> Path:
+        """Move the entry's directory aside (``<key>.old-<time>-<id>``) and return the new path."""
+        target = self.path.with_name(f"{self.key}.old-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}")
+        self.path.rename(target)
+        return target
+
+
+class ResultsStore:
+    """A results store rooted at ``root`` (see the module docstring)."""
+
+    def __init__(self, root: str | Path, lock_timeout: float = -1) -> None:
+        self.root = Path(root)
+        self.lock_timeout = lock_timeout
+
+    def __repr__(self) -> str:
+        return f"ResultsStore({str(self.root)!r})"
+
+    def entry(self, kind: str, record: Any, code: str) -> Entry:
+        """The entry of ``record`` computed by code ``code`` (it need not exist)."""
+        if not (kind.isidentifier() and kind.islower()):
+            raise ValueError(f"kind={kind!r}: must be a lower-case identifier")
+        return Entry(self, kind, key_of({"kind": kind, "record": record, "code": code}), record, code)
+
+    @contextmanager
+    def lock(self, entry: Entry) -> Iterator[None]:
+        """Hold the entry's file lock (other processes asking for it wait)."""
+        entry.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(entry.path.parent / f"{entry.key}.lock"), timeout=self.lock_timeout):
+            yield
+
+    @contextmanager
+    def open(self, kind: str, record: Any, code: str, recompute: bool = False) -> Iterator[Entry]:
+        """The entry of ``record`` under its lock, for reading (``entry.complete``) or computing;
+        ``recompute`` sets a complete entry aside first, so it is computed afresh."""
+        entry = self.entry(kind, record, code)
+        with self.lock(entry):
+            if recompute and entry.path.exists():
+                entry.set_aside()
+            entry.path.mkdir(parents=True, exist_ok=True)
+            yield entry
+
+    def cached(self, kind: str, record: Any, code: str, compute: Callable[[Entry], None],
+               recompute: bool = False) -> tuple[Entry, str]:
+        """The entry of ``record``, computing it with ``compute(entry)`` (which writes its tables and
+        arrays; the entry is then marked complete) unless it is stored already. Returns the entry
+        and ``"reused"`` or ``"ran"``."""
+        with self.open(kind, record, code, recompute) as entry:
+            if entry.complete:
+                return entry, "reused"
+            started = time.perf_counter()
+            compute(entry)
+            entry.finish(seconds=round(time.perf_counter() - started, 2))
+            return entry, "ran"
+
+    def entries(self, kind: str | None = None, complete: bool = True) -> list[Entry]:
+        """Stored entries (of ``kind``), complete ones only by default; entries set aside are skipped."""
+        kinds = [kind] if kind else sorted(p.name for p in self.root.glob("*") if p.is_dir())
+        out = []
+        for k in kinds:
+            for path in sorted((self.root / k).glob("*")):
+                if not path.is_dir() or ".old-" in path.name or not (path / ENTRY_FILE).exists() and complete:
+                    continue
+                meta = json.loads((path / ENTRY_FILE).read_text()) if (path / ENTRY_FILE).exists() else {}
+                entry = Entry(self, k, path.name, meta.get("record"), meta.get("code", ""))
+                if not complete or meta.get("complete"):
+                    out.append(entry)
+        return out
+
+    def load(self, table: str, kind: str, where: Callable[[Entry], bool] | None = None) -> pd.DataFrame:
+        """One table of every complete ``kind`` entry (that ``where`` accepts), concatenated, with the
+        entry's key in column ``entry``; empty when there are none."""
+        frames = [e.table(table).assign(entry=e.key) for e in self.entries(kind)
+                  if table in e.table_names() and (where is None or where(e))]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

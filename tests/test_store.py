@@ -1,0 +1,176 @@
+"""The results store: keys from configuration records, atomic entries, locks shared by processes,
+and chains run, resumed or reused through it."""
+
+import dataclasses
+import json
+import multiprocessing
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+import torch
+
+from gped_kit.core.schema import key_of, record
+from gped_kit.core.sgld import SGLDConfig
+from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
+from gped_kit.engine.run import run_engine
+from gped_kit.engine.spec import build_chain
+from gped_kit.experiments import chains
+from gped_kit.experiments.chains import ChainTask, run_chains
+from gped_kit.experiments.store import ResultsStore, code_fingerprint
+
+
+@dataclass(frozen=True)
+class Old:
+    x: int = 1
+
+
+@dataclass(frozen=True)
+class New:  # Old with one more field
+    x: int = 1
+    y: float = 0.5
+
+
+def test_a_field_added_with_a_default_changes_no_key():
+    assert record(Old(x=3)) == record(New(x=3)) == {"x": 3}
+    assert key_of(record(Old(x=3))) == key_of(record(New(x=3)))
+    assert key_of(record(New(x=3, y=1.0))) != key_of(record(Old(x=3)))
+    # the engine's configurations follow the same rule
+    assert GPEDConfig().record() == {"model": {"family": "fcnn", "k1": 1.0, "k2": 1.0, "dropout": 0.0}}
+    assert "progress" not in GPEDConfig(progress=False, device="cpu").record()
+    assert StudentConfig().record() == {"target": "predictive"}
+
+
+def test_entries_are_written_atomically_listed_and_set_aside_on_recompute(tmp_path):
+    store = ResultsStore(tmp_path)
+    table = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
+    entry, status = store.cached("toy", {"n": 1}, "code1", lambda e: (e.write_table("summary", table),
+                                                                       e.write_arrays({"z": torch.arange(3.0)})))
+    assert status == "ran" and entry.complete and entry.meta["record"] == {"n": 1}
+    assert entry.meta["machine"]["torch"] == torch.__version__
+    again, status = store.cached("toy", {"n": 1}, "code1", lambda e: pytest.fail("must not recompute"))
+    assert status == "reused" and again.table("summary").equals(table)
+    assert list(again.arrays()["z"]) == [0.0, 1.0, 2.0]
+    other, _ = store.cached("toy", {"n": 1}, "code2", lambda e: e.write_table("summary", table.assign(a=0)))
+    assert other.key != entry.key  # other code, other entry: the first one is still there
+    assert len(store.entries("toy")) == 2 and len(store.load("summary", "toy")) == 4
+    fresh, status = store.cached("toy", {"n": 1}, "code1", lambda e: e.write_table("summary", table.assign(a=5)),
+                                 recompute=True)
+    assert status == "ran" and list(fresh.table("summary")["a"]) == [5, 5]
+    aside = [p for p in (tmp_path / "toy").iterdir() if ".old-" in p.name]
+    assert len(aside) == 1 and pd.read_csv(aside[0] / "summary.csv").equals(table)  # nothing lost
+    assert not list(tmp_path.rglob(".*.tmp"))
+    with pytest.raises(KeyError, match="no table 'nope'"):
+        fresh.table("nope")
+
+
+def test_code_fingerprint_follows_the_source(tmp_path, monkeypatch):
+    pkg = tmp_path / "fp_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = code_fingerprint("fp_pkg")
+    code_fingerprint.cache_clear()
+    (pkg / "a.py").write_text("x = 2\n")
+    assert code_fingerprint("fp_pkg") != first
+    code_fingerprint.cache_clear()
+
+
+def tiny_tasks(digits_data, seeds=(0, 1), steps=60):
+    cfg = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=steps, burn_in=20,
+                     eval_thinning=5, log_every=20, checkpoint_every=20, progress=False, device="cpu")
+    students = (StudentConfig("predictive", "U_s", thinning=2), StudentConfig("entropy", "U_o", thinning=2))
+    return [ChainTask(digits_data, dataclasses.replace(cfg, seed=s), students, keep_outputs=("test",), name=f"s{s}")
+            for s in seeds]
+
+
+def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path)
+    first = run_chains(tiny_tasks(digits_data), store, progress=False)
+    assert list(first.cells["status"]) == ["ran", "ran"]
+    second = run_chains(tiny_tasks(digits_data), store, progress=False)
+    assert list(second.cells["status"]) == ["reused", "reused"]
+    cols = [c for c in first.table if c not in ("store_status", "elapsed_s", "iterations_per_s")]
+    pd.testing.assert_frame_equal(first.table[cols], second.table[cols], check_dtype=False)
+    torch.testing.assert_close(second.results[0].student_outputs["test"]["entropy-U_o"],
+                               first.results[0].student_outputs["test"]["entropy-U_o"], rtol=1e-3, atol=1e-3)
+    # the full state comes back from the checkpoint, without steps
+    state = run_chains(tiny_tasks(digits_data), store, progress=False, requires_state=True)
+    assert list(state.cells["status"]) == ["reused", "reused"] and state.results[0].student_params
+    # without checkpoints (a fresh clone), full state means recomputing, with the same numbers
+    for o in first.outcomes:
+        o.entry.checkpoint.unlink()
+    again = run_chains(tiny_tasks(digits_data), store, progress=False, requires_state=True)
+    assert list(again.cells["status"]) == ["ran", "ran"]
+    assert again.table["teacher_nll"].tolist() == first.table["teacher_nll"].tolist()
+    # other numerics code: other entries, computed afresh; the old ones stay
+    monkeypatch.setattr(chains, "chain_code", lambda: "changed-code")
+    changed = run_chains(tiny_tasks(digits_data), store, progress=False)
+    assert list(changed.cells["status"]) == ["ran", "ran"] and len(store.entries("chain")) == 4
+
+
+def test_interrupted_chain_resumes_in_the_store_and_batches_equal_single_runs(digits_data, tmp_path):
+    store = ResultsStore(tmp_path)
+    tasks = tiny_tasks(digits_data, seeds=(0, 1, 2))
+    spec = build_chain(digits_data, tasks[1].config, tasks[1].students)
+    entry = store.entry("chain", spec.record(), chains.chain_code())
+    run_engine(GPEDEngine([spec]), [entry.checkpoint], max_steps=30)  # killed at step 30
+    grid = run_chains(tasks, store, progress=False)
+    assert list(grid.cells["status"]) == ["ran", "resumed", "ran"]
+    alone = run_chains(tasks, ResultsStore(tmp_path / "other"), progress=False)
+    assert grid.table["teacher_nll"].tolist() == alone.table["teacher_nll"].tolist()
+    batched = run_chains(tasks, ResultsStore(tmp_path / "batched"), progress=False, chains_per_batch=3)
+    assert batched.cells["batched"].all()
+    torch.testing.assert_close(torch.tensor(batched.table["teacher_nll"].values),
+                               torch.tensor(alone.table["teacher_nll"].values), rtol=1e-4, atol=1e-5)
+
+
+def test_failures_and_corrupt_checkpoints_are_recorded_and_the_grid_goes_on(digits_data, tmp_path):
+    store = ResultsStore(tmp_path)
+    tasks = tiny_tasks(digits_data)
+    bad = dataclasses.replace(tasks[0], config=dataclasses.replace(tasks[0].config, sampler=SGLDConfig(step_size=5.0,
+                                                                                                     batch_size=50)),
+                              name="diverging")
+    spec = build_chain(digits_data, tasks[1].config, tasks[1].students)
+    entry = store.entry("chain", spec.record(), chains.chain_code())
+    entry.path.mkdir(parents=True)
+    entry.checkpoint.write_bytes(b"not a checkpoint")
+    grid = run_chains([bad, tasks[1]], store, progress=False)
+    cells = grid.cells.set_index("cell")
+    assert cells.loc["diverging", "status"] == "failed" and "SGLD diverged" in cells.loc["diverging", "error"]
+    assert cells.loc["s1", "status"] == "failed" and "cannot be read" in cells.loc["s1", "error"]
+    assert entry.checkpoint.read_bytes() == b"not a checkpoint"  # kept for inspection
+    with pytest.raises(RuntimeError, match="2 chain"):
+        grid.raise_if_failed()
+
+
+def _worker(args):
+    root, seeds, tag = args
+    torch.set_num_threads(1)
+    from conftest import make_digits_data  # the test data, rebuilt in the worker
+
+    grid = run_chains(tiny_tasks(make_digits_data(), seeds=seeds, steps=40), ResultsStore(root), progress=False)
+    return tag, list(grid.cells["status"]), grid.table["teacher_nll"].tolist()
+
+
+def test_four_processes_share_one_store_without_losing_or_overwriting_entries(tmp_path):
+    """Four processes ask for overlapping chains at once: each chain is computed exactly once, the
+    others wait for its lock and reuse it, and every entry is complete and readable."""
+    jobs = [(str(tmp_path), seeds, k) for k, seeds in enumerate([(0, 1), (1, 2), (2, 0), (0, 1, 2)])]
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        outputs = pool.map(_worker, jobs)
+    statuses = [s for _, st, _ in outputs for s in st]
+    assert statuses.count("ran") == 3 and statuses.count("reused") == len(statuses) - 3
+    store = ResultsStore(tmp_path)
+    entries = store.entries("chain")
+    assert len(entries) == 3 and all(e.complete for e in entries)
+    nll = {}
+    for _, _, values in outputs:
+        for v in values:
+            nll.setdefault(round(v, 12), 0)
+    assert len(nll) == 3  # three chains, one value each, whichever process read it
+    for e in entries:
+        meta = json.loads((e.path / "entry.json").read_text())
+        assert meta["complete"] and len(e.table("summary")) == 2
+    assert not list(tmp_path.rglob(".*.tmp"))
