@@ -1,0 +1,305 @@
+"""Experiments 1 and 2 (paper 003, Section 4): one chain per (model, |D|, m) cell, four students each.
+
+Experiment 1 (Table 1) distils the predictive distribution (U_s, as the paper's Table 1) and the
+expected entropy (U_o) from one chain per model on the full, unmasked training set; Experiment 2
+(Figures 1, 4, 5; Tables 5-7) repeats this over labelled-set sizes |D| and masking rates, with
+U_s and U_o students for both targets, and checks the trends the paper reports. Both build their
+chains with :func:`distillation_task`, so a cell computed once serves both (the results store
+keys it by its configuration).
+
+Profiles (:data:`PROFILES`): ``default`` is a reduced grid with short chains for a 2-core CPU
+(T = 5,000, B = 3,000, students updated every 2 steps, eta scaled so that eta * N is the
+paper's at every |D|, masks {0, 15, 20, 25}); ``paper`` is Appendix A.2 and the full grids
+(T = 10^6, fixed eta, H = 100 predictive / 10 entropy), for a GPU, with the grid's chains run
+24 at a time as one batched computation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..data.experiment import DataConfig
+from ..engine import StudentConfig
+from ..models.presets import ArchSpec
+from . import paper_tables
+from .chains import ChainTask
+from .paper import FULL_TRAINING_SIZE, ChainSettings, paper_model, paper_shaped_lr_scale, teacher_config
+
+
+@dataclass(frozen=True)
+class Experiment2Settings(ChainSettings):
+    """A profile of Experiments 1 and 2: the chains (:class:`~gped_kit.experiments.paper.ChainSettings`),
+    the MNIST grid (``labelled_sizes`` x ``mask_sizes``), the CIFAR-10 sizes, the masks of the
+    learning-rate schedule check, and how many chains run as one batch."""
+
+    labelled_sizes: tuple[int, ...] = (10_000, 60_000)
+    mask_sizes: tuple[int, ...] = (0, 15, 20, 25)
+    cifar_labelled_sizes: tuple[int, ...] = (10_000, 50_000)
+    lr_check_masks: tuple[int, ...] = (15,)
+    chains_per_batch: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("labelled_sizes", "mask_sizes", "cifar_labelled_sizes", "lr_check_masks"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+PROFILES: dict[str, Experiment2Settings] = {
+    "default": Experiment2Settings(num_iterations=5_000, burn_in=3_000, predictive_thinning=2, entropy_thinning=2,
+                                   eval_thinning=50, log_every=500, checkpoint_every=1_000, scale_step_size=True),
+    "paper": Experiment2Settings(num_iterations=1_000_000, burn_in=None, predictive_thinning=100, entropy_thinning=10,
+                                 eval_thinning=100, log_every=10_000, checkpoint_every=50_000, scale_step_size=False,
+                                 labelled_sizes=(10_000, 20_000, 30_000, 60_000), mask_sizes=(0, 5, 10, 15, 20, 25),
+                                 cifar_labelled_sizes=(10_000, 20_000, 50_000), lr_check_masks=(),
+                                 chains_per_batch=24),
+}
+
+
+def distillation_task(model: str, labelled_size: int, mask_size: int, settings: ChainSettings, seed: int = 0,
+                      device: str = "auto", data_root: str | None = None,
+                      targets: Sequence[str] = ("predictive", "entropy"), estimators: Sequence[str] = ("U_s", "U_o"),
+                      lr_halving_scale: float = 1.0, keep_outputs: tuple[str, ...] = ()) -> ChainTask:
+    """The Experiment 1/2 chain for ``model`` on (|D|, m): one SGLD chain with the paper's settings
+    for that model, feeding one student per (target, estimator), all with the teacher's
+    architecture (and the paper's student dropout). ``lr_halving_scale`` multiplies the paper's
+    student lr-halving period (200 or 400 teacher epochs; see
+    :func:`~gped_kit.experiments.paper.paper_shaped_lr_scale`)."""
+    if not (lr_halving_scale > 0 and math.isfinite(lr_halving_scale)):
+        raise ValueError(f"lr_halving_scale={lr_halving_scale!r}: must be finite and > 0")
+    paper = paper_model(model)
+    data = DataConfig(paper.dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed, root=data_root)
+    thinning = {"predictive": settings.predictive_thinning, "entropy": settings.entropy_thinning}
+    students = tuple(
+        StudentConfig(target=target, estimator=estimator, thinning=thinning.get(target, settings.predictive_thinning),
+                      arch=ArchSpec(model, dropout=paper.student_dropout),
+                      lr_halving_epochs=paper.lr_halving_epochs * lr_halving_scale)
+        for target in targets for estimator in estimators)
+    return ChainTask(data, teacher_config(model, labelled_size, settings, seed, device), students, keep_outputs)
+
+
+def experiment1_tasks(models: Sequence[str], settings: ChainSettings, seed: int = 0, device: str = "auto",
+                      data_root: str | None = None) -> list[ChainTask]:
+    """Table 1's chains: each model on its full, unmasked training set."""
+    return [distillation_task(m, FULL_TRAINING_SIZE[paper_model(m).dataset], 0, settings, seed, device, data_root)
+            for m in models]
+
+
+def experiment2_tasks(models: Sequence[str], settings: Experiment2Settings, seed: int = 0, device: str = "auto",
+                      data_root: str | None = None) -> list[ChainTask]:
+    """The MNIST grid: every model x |D| x m of the profile."""
+    return [distillation_task(model, n, m, settings, seed, device, data_root)
+            for model in models for n in settings.labelled_sizes for m in settings.mask_sizes]
+
+
+def lr_schedule_tasks(model: str, settings: Experiment2Settings, seed: int = 0, device: str = "auto",
+                      data_root: str | None = None) -> list[ChainTask]:
+    """Experiment 2 cells (|D| in ``labelled_sizes`` x m in ``lr_check_masks``) whose predictive
+    students follow the paper-shaped schedule (:func:`~gped_kit.experiments.paper.paper_shaped_lr_scale`):
+    the check of whether the paper's "gap falls with more labelled data" comes from its student
+    schedule."""
+    scale = paper_shaped_lr_scale(model, settings)
+    return [distillation_task(model, n, m, settings, seed, device, data_root, targets=("predictive",),
+                              lr_halving_scale=scale)
+            for n in settings.labelled_sizes for m in settings.lr_check_masks]
+
+
+def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Student - teacher NLL gap per (schedule, model, m, estimator) at every |D|, and whether it
+    falls from the smallest to the largest |D|. ``tables`` maps a schedule name to per-student
+    Experiment 2 rows (``GridResult.table``); only the (model, m) cells present in *every* table
+    are compared. ``halvings_at_<N>`` is the number of lr halvings the schedule makes over the
+    chain's distillation steps at that |D| (0 for a constant rate; the paper's: 49 at N = 10k and
+    8 at N = 60k)."""
+    cells = {name: experiment2_cells(table) for name, table in tables.items()}
+    common = set.intersection(*(set(zip(c["model"], c["mask_size"])) for c in cells.values()))
+
+    def in_common(df: pd.DataFrame) -> pd.Series:
+        return pd.Series([(mo, m) in common for mo, m in zip(df["model"], df["mask_size"])], index=df.index)
+
+    frames = []
+    for name, table in tables.items():
+        c = cells[name]
+        c = c[in_common(c)]
+        wide = c.pivot_table(index=["model", "mask_size", "estimator"], columns="labelled_size", values="nll_gap")
+        sizes = sorted(wide.columns)
+        wide.columns = [f"gap_at_{n}" for n in sizes]
+        wide["gap_falls_with_more_data"] = wide[f"gap_at_{sizes[-1]}"] < wide[f"gap_at_{sizes[0]}"]
+        pred = table[(table["target"] == "predictive") & in_common(table)]
+        for n in sizes:
+            row = pred[pred["labelled_size"] == n].iloc[0]
+            epochs = row["lr_halving_epochs"]
+            span = row["num_iterations"] - row["burn_in"]
+            wide[f"halvings_at_{n}"] = 0 if pd.isna(epochs) else math.floor(span / (epochs * n / row["batch_size"]))
+        frames.append(wide.reset_index().assign(schedule=name))
+    out = pd.concat(frames, ignore_index=True)
+    return out[["schedule", *[c for c in out.columns if c != "schedule"]]]
+
+
+
+
+def experiment2_wide(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, |D|, m) with the Tables 5-7 columns: teacher NLL, student NLL and
+    entropy MAE for U_o and U_s (predictive students give the NLLs, entropy students the MAEs)."""
+    if table.empty:
+        return table
+    keys = ["model", "labelled_size", "mask_size", "masking_rate"]
+    pred = table[table["target"] == "predictive"].pivot_table(index=keys, columns="estimator", values="student_nll")
+    ent = table[table["target"] == "entropy"].pivot_table(index=keys, columns="estimator", values="entropy_mae")
+    teacher = table.groupby(keys)["teacher_nll"].first()
+    wide = pd.concat([teacher, pred.add_prefix("student_nll_"), ent.add_prefix("entropy_mae_")], axis=1)
+    return wide.reset_index()
+
+
+#: One row of :func:`experiment2_cells` per combination of these columns.
+CELL_COLUMNS = ("model", "labelled_size", "mask_size", "masking_rate", "estimator")
+#: Columns the per-student results table must have (besides at least one metric column).
+REQUIRED_COLUMNS = (*CELL_COLUMNS, "target", "teacher_nll")
+#: Metric columns; a missing one is read as all-NaN, but at least one must be present.
+METRIC_COLUMNS = ("nll_gap", "entropy_mae")
+def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.DataFrame:
+    """Collapse per-student Experiment 2 rows to one row per (model, N, m, r, estimator).
+
+    ``results`` is a grid's table (:attr:`~gped_kit.experiments.chains.ChainGrid.table`): one row per
+    (chain, student) with the columns of :data:`REQUIRED_COLUMNS` and ``nll_gap`` and/or
+    ``entropy_mae`` (``student_nll`` optional). Within one chain (``run_key``; without that
+    column every cell counts as one chain), ``nll_gap`` and ``student_nll`` are taken from the
+    ``target == "predictive"`` student of the estimator and ``entropy_mae`` from its
+    ``target == "entropy"`` student; ``teacher_nll`` is the chain's. Several students of the same target and estimator in one chain, and several chains of one
+    cell (e.g. seeds), are averaged; ``n_runs`` counts the chains. A metric whose student is
+    absent is NaN. Rows of other targets are ignored.
+
+    Args:
+        results: per-student rows; an empty frame (no stored runs) gives an empty table.
+        dataset: if given and ``results`` has a ``dataset`` column, keep only that data set.
+
+    Returns:
+        Columns ``model, labelled_size, mask_size, masking_rate, estimator, teacher_nll,
+        student_nll, nll_gap, entropy_mae, n_runs``, sorted by model, estimator, N and m.
+
+    Raises:
+        TypeError: ``results`` is not a DataFrame.
+        ValueError: required columns are missing (named in the message).
+    """
+    out_cols = [*CELL_COLUMNS, "teacher_nll", "student_nll", *METRIC_COLUMNS, "n_runs"]
+    if not isinstance(results, pd.DataFrame):
+        raise TypeError(f"results must be a pandas DataFrame, got {type(results).__name__}")
+    if results.empty and len(results.columns) == 0:
+        return pd.DataFrame(columns=out_cols)
+    missing = [c for c in REQUIRED_COLUMNS if c not in results.columns]
+    if not any(c in results.columns for c in METRIC_COLUMNS):
+        missing.append(" or ".join(METRIC_COLUMNS))
+    if missing:
+        raise ValueError(f"results lack the required column(s) {missing}; Experiment 2 results need "
+                         f"{list(REQUIRED_COLUMNS)} and at least one of {list(METRIC_COLUMNS)} "
+                         f"(one row per student, as a ChainGrid's table has them)")
+    df = results.copy()
+    for col in ("student_nll", *METRIC_COLUMNS):
+        if col not in df.columns:
+            df[col] = math.nan
+    if dataset is not None and "dataset" in df.columns:
+        df = df[df["dataset"].astype(str).str.lower() == str(dataset).lower()]
+    if "run_key" not in df.columns:
+        df["run_key"] = "_cell"
+    df = df[df["target"].isin(("predictive", "entropy"))]
+    if df.empty:
+        return pd.DataFrame(columns=out_cols)
+    chain_keys = [*CELL_COLUMNS, "run_key"]
+    teacher = df.groupby(chain_keys, dropna=False)["teacher_nll"].mean()
+    pred = df[df["target"] == "predictive"].groupby(chain_keys, dropna=False)[["student_nll", "nll_gap"]].mean()
+    mae = df[df["target"] == "entropy"].groupby(chain_keys, dropna=False)["entropy_mae"].mean()
+    per_chain = pd.concat([teacher, pred, mae], axis=1).reset_index()
+    table = (per_chain.groupby(list(CELL_COLUMNS), dropna=False)
+             .agg(teacher_nll=("teacher_nll", "mean"), student_nll=("student_nll", "mean"),
+                  nll_gap=("nll_gap", "mean"),
+                  entropy_mae=("entropy_mae", "mean"), n_runs=("run_key", "nunique"))
+             .reset_index())
+    table["labelled_size"] = table["labelled_size"].astype(int)
+    table["mask_size"] = table["mask_size"].astype(int)
+    return table.sort_values(["model", "estimator", "labelled_size", "mask_size"]).reset_index(drop=True)[out_cols]
+
+
+def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:
+    """Check the trends the paper reports for Experiment 2 (Section 4.2) on a table from
+    :func:`experiment2_cells` (one row per model, |D|, m, estimator).
+
+    Returns one row per (model, trend) with ``holds`` (in a majority of the comparisons),
+    ``count`` ("k of n" comparisons that agree) and the paper's statement. Trends:
+    teacher NLL falls with more data (per m) and rises with masking (per |D|); the
+    student-teacher NLL gap falls with more data (per m) and peaks at a moderate masking rate
+    (per |D| and estimator: the largest gap is at neither the smallest nor the largest m);
+    the same peak for the entropy MAE; U_o at least as good as U_s (per cell, NLL and MAE).
+    Comparisons need at least two sizes / three mask sizes; otherwise the trend is NaN.
+    """
+    rows = []
+    for model, df in cells.groupby("model"):
+        teacher = df.groupby(["labelled_size", "mask_size"])["teacher_nll"].first().unstack()  # N x m
+        gap = df.pivot_table(index=["estimator", "labelled_size"], columns="mask_size", values="nll_gap")
+        mae = df.pivot_table(index=["estimator", "labelled_size"], columns="mask_size", values="entropy_mae")
+        sizes, masks = list(teacher.index), list(teacher.columns)
+
+        def record(trend: str, paper: str, outcomes: list[bool]) -> None:
+            k, n = sum(outcomes), len(outcomes)
+            rows.append({"model": model, "trend": trend, "holds": (k > n / 2) if n else math.nan,
+                         "count": f"{k} of {n}", "paper": paper})
+
+        more_data = len(sizes) > 1
+        record("teacher NLL falls with more labelled data", "yes, for every masking rate",
+               [teacher.loc[sizes[-1], m] < teacher.loc[sizes[0], m] for m in masks] if more_data else [])
+        record("teacher NLL rises with masking", "yes, steeply",
+               [bool(teacher.loc[n].is_monotonic_increasing) for n in sizes] if len(masks) > 1 else [])
+        record("NLL gap falls with more labelled data", "yes, for every masking rate",
+               [gap.loc[(e, sizes[-1]), m] < gap.loc[(e, sizes[0]), m] for e in gap.index.levels[0]
+                for m in masks if (e, sizes[0]) in gap.index] if more_data else [])
+        for name, table, paper in (("NLL gap peaks at moderate masking", gap, "yes (hardest at r = 0.29-0.51)"),
+                                   ("entropy MAE peaks at moderate masking", mae, "yes, the same trend")):
+            record(name, paper, [table.loc[i].idxmax() not in (masks[0], masks[-1]) for i in table.index
+                                 if table.loc[i].notna().all()] if len(masks) > 2 else [])
+        both = df.pivot_table(index=["labelled_size", "mask_size"], columns="estimator",
+                              values=["nll_gap", "entropy_mae"])
+        outcomes = []
+        if {"U_o", "U_s"} <= set(df["estimator"]):
+            for metric in ("nll_gap", "entropy_mae"):
+                pair = both[metric].dropna()
+                outcomes += list(pair["U_o"] <= pair["U_s"])
+        record("U_o at least as good as U_s", "almost always", outcomes)
+    return pd.DataFrame(rows)
+
+
+def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 from a grid's student rows: per model, the teacher NLL, the predictive student's
+    NLL (U_s, as in the paper's Table 1) and the entropy student's MAE (U_o), beside the
+    paper's numbers (columns ending in ``_paper``)."""
+    paper = paper_tables.table1().set_index("model")[["teacher_nll", "student_nll", "entropy_mae"]].add_suffix("_paper")
+    if table.empty:
+        return paper.reset_index()
+    pred = table[(table["target"] == "predictive") & (table["estimator"] == "U_s")].set_index("model")
+    ent = table[(table["target"] == "entropy") & (table["estimator"] == "U_o")].set_index("model")
+    ours = pd.DataFrame({"teacher_nll": pred["teacher_nll"], "student_nll": pred["student_nll"],
+                         "teacher_accuracy": pred["teacher_accuracy"], "student_accuracy": pred["student_accuracy"],
+                         "entropy_mae": ent["entropy_mae"]})
+    out = ours.join(paper, how="outer")
+    return out[["teacher_nll", "teacher_nll_paper", "student_nll", "student_nll_paper", "entropy_mae",
+                "entropy_mae_paper", "teacher_accuracy", "student_accuracy"]].reset_index()
+
+
+def experiment2_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Tables 5-7 for ``model``: our U_o/U_s numbers per (|D|, m) beside the paper's (``_paper``).
+    Joined on (|D|, m); the paper prints rounded masking rates, we keep the exact m^2/(H W)."""
+    columns = ["teacher_nll", "student_nll_U_o", "student_nll_U_s", "entropy_mae_U_o", "entropy_mae_U_s"]
+    paper = paper_tables.experiment2_table(model).set_index(["labelled_size", "mask_size"])[columns].add_suffix("_paper")
+    cells = experiment2_cells(table)
+    cells = cells[cells["model"] == model]
+    wide = cells.pivot_table(index=["labelled_size", "mask_size", "masking_rate"], columns="estimator",
+                             values=["student_nll", "entropy_mae"])
+    wide.columns = [f"{metric}_{est}" for metric, est in wide.columns]
+    wide = wide.join(cells.groupby(["labelled_size", "mask_size", "masking_rate"])["teacher_nll"].first())
+    wide = wide.reset_index("masking_rate")
+    out = wide.join(paper, how="left")
+    ordered = ["masking_rate"] + [c for col in columns for c in (col, f"{col}_paper") if c in out]
+    return out[ordered].reset_index()
+
+

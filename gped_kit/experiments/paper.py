@@ -1,0 +1,111 @@
+"""The paper's settings (paper 003, Appendix A) and the teacher chain every experiment builds on.
+
+:data:`PAPER_MODELS` holds, per teacher family, what Appendix A.2 fixes: the data set, the SGLD
+step size eta, the burn-in B, the student dropout and the student learning-rate halving period
+(in teacher epochs); :data:`PRIOR_PRECISION` is tau = 10. :class:`ChainSettings` is the part of
+every experiment's profile that shapes the chain (T, B, thinning, logging), and
+:func:`teacher_config` turns it into a :class:`~gped_kit.engine.GPEDConfig` with the paper's
+values for the model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..core.options import check_int
+from ..core.sgld import SGLDConfig
+from ..engine import GPEDConfig
+
+
+@dataclass(frozen=True)
+class PaperModel:
+    """Appendix A.2's settings for one teacher family."""
+
+    dataset: str
+    step_size: float
+    burn_in: int
+    student_dropout: float
+    lr_halving_epochs: float
+    endd_dropout: float  # Appendix A.4: the EnD2 prior network's dropout
+    finetune_lr: float  # Appendix A.2: the learning rate fine-tuning restarts at after pruning
+
+
+PAPER_MODELS: dict[str, PaperModel] = {
+    "fcnn": PaperModel("mnist", 4e-6, 1_000, 0.5, 200.0, 0.5, 1e-4),
+    "cnn_mnist": PaperModel("mnist", 4e-6, 1_000, 0.0, 200.0, 0.3, 1e-3),
+    "cnn_cifar10": PaperModel("cifar10", 2e-6, 10_000, 0.0, 400.0, 0.3, 1e-3),
+}
+PRIOR_PRECISION = 10.0  # tau, Appendix A.2
+SGLD_BATCH_SIZE = 100  # M = M' = 100 (the authors' code)
+FULL_TRAINING_SIZE = {"mnist": 60_000, "cifar10": 50_000}
+#: T of the paper's chains (Appendix A.2).
+PAPER_NUM_ITERATIONS = 1_000_000
+#: Fine-tuning length after pruning, in teacher epochs (Appendix A.2).
+FINETUNE_EPOCHS = {"mnist": 600.0, "cifar10": 800.0}
+
+
+def paper_model(model: str) -> PaperModel:
+    """Appendix A.2's settings for ``model``; ``ValueError`` names the known families."""
+    if model not in PAPER_MODELS:
+        raise ValueError(f"model={model!r} is not known; allowed: {sorted(PAPER_MODELS)}")
+    return PAPER_MODELS[model]
+
+
+@dataclass(frozen=True)
+class ChainSettings:
+    """How long a profile's chains run and how they are thinned, evaluated and logged.
+
+    ``burn_in`` None takes the paper's B for the model; ``scale_step_size`` keeps eta * N (the
+    SGD-like part of Eq. 7) at the full-data value, so short chains on small D converge (the
+    posterior does not depend on eta; only mixing and discretisation bias do)."""
+
+    num_iterations: int
+    burn_in: int | None
+    predictive_thinning: int
+    entropy_thinning: int
+    eval_thinning: int
+    log_every: int
+    checkpoint_every: int
+    scale_step_size: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("num_iterations", "predictive_thinning", "entropy_thinning", "eval_thinning", "log_every",
+                     "checkpoint_every"):
+            check_int(name, getattr(self, name), 1)
+        if self.burn_in is not None:
+            check_int("burn_in", self.burn_in, 0)
+
+
+def teacher_config(model: str, labelled_size: int, chain: ChainSettings, seed: int = 0, device: str = "auto",
+                   num_snapshots: int = 0) -> GPEDConfig:
+    """The teacher chain of ``model`` with Appendix A.2's settings (eta, tau = 10, M = 100, B) and the
+    profile's chain length, evaluation and logging."""
+    paper = paper_model(model)
+    step_size = paper.step_size
+    if chain.scale_step_size:
+        step_size *= FULL_TRAINING_SIZE[paper.dataset] / labelled_size
+    return GPEDConfig(model=model, sampler=SGLDConfig(step_size=step_size, prior_precision=PRIOR_PRECISION,
+                                                      batch_size=SGLD_BATCH_SIZE),
+                      num_iterations=chain.num_iterations,
+                      burn_in=paper.burn_in if chain.burn_in is None else chain.burn_in,
+                      eval_thinning=chain.eval_thinning, log_every=chain.log_every,
+                      checkpoint_every=chain.checkpoint_every, seed=seed, device=device, num_snapshots=num_snapshots)
+
+
+def paper_shaped_lr_scale(model: str, chain: ChainSettings) -> float:
+    """The factor that gives a shortened chain the paper's student learning-rate schedule *shape*:
+    as many halvings over its T - B distillation steps as the paper's schedule makes over its
+    T - B = 10^6 - B (8.3 at N = 60k, 50 at N = 10k for MNIST), i.e.
+    ``(T - B) / (T_paper - B_paper)``.
+
+    Why it matters: the paper halves the student's rate every 200 teacher epochs of the
+    *labelled* set, so a student distilled from a chain on N = 10k decays six times faster
+    (in teacher steps) than one on N = 60k and stops learning after a fraction of the chain.
+    """
+    paper = paper_model(model)
+    burn_in = paper.burn_in if chain.burn_in is None else chain.burn_in
+    scale = (chain.num_iterations - burn_in) / (PAPER_NUM_ITERATIONS - paper.burn_in)
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"the profile's chain (T = {chain.num_iterations}, B = {burn_in}) has no distillation steps")
+    return scale
