@@ -1,17 +1,19 @@
-"""Tests for gped_kit.batch: tiny notebooks run by the real papermill executor,
+"""Tests for gped_kit.cli.batch: tiny notebooks run by the real papermill executor,
 plus fast checks of planning and bookkeeping with a fake executor."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
 
-from gped_kit import batch
-from gped_kit.batch import (
+from gped_kit.cli import batch
+from gped_kit.cli.batch import (
     Executor,
     LocalPapermillExecutor,
     NotebookRun,
@@ -145,6 +147,23 @@ def test_main_exit_status_outputs_kept(notebook_dir: Path, tmp_path: Path) -> No
     assert main(common + ["--only", "00_params,01_fails"]) == 1
     summary = pd.read_csv(out / batch.SUMMARY_FILENAME, keep_default_na=False)
     assert list(summary["status"]) == ["ran", "failed"]
+
+
+def test_module_entry_point_uses_the_default_folders(notebook_dir: Path) -> None:
+    """``python -m gped_kit.cli.batch`` runs as a script: notebooks from ./notebooks, outputs planned
+    in ./outputs/notebooks/<profile>, the parameters each notebook declares."""
+    cmd = [sys.executable, "-m", "gped_kit.cli.batch", "--dry-run", "--profile", "ci", "-p", "lr=0.5"]
+    done = subprocess.run(cmd, cwd=notebook_dir.parent, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("dry run: 3 notebook(s)")
+    for name in ("00_params", "01_fails", "02_plain"):
+        assert f"notebooks/{name}.ipynb -> outputs/notebooks/ci/{name}.ipynb" in done.stdout
+    assert '"lr": 0.5' in done.stdout and '"profile": "ci"' in done.stdout
+    assert not (notebook_dir.parent / "outputs").exists()  # a dry run writes nothing
+    usage = subprocess.run([sys.executable, "-m", "gped_kit.cli.batch", "--no-such-option"], cwd=notebook_dir.parent,
+                           capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2 and "python -m gped_kit.cli.batch" in usage.stderr
 
 
 # ------------------------------------------------------------------- fast checks

@@ -1,10 +1,29 @@
+"""Tests for gped_kit.viz.plots: every figure is drawn from small hand-made tables (made-up
+numbers) and checked for what it shows; saved figures and tables land in tmp_path."""
+
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
 import torch  # noqa: E402
+from test_widgets import synthetic_search  # noqa: E402
 
-from gped_kit.plots import plot_entropy_agreement, plot_learning_curves, save_figure  # noqa: E402
+from gped_kit.core.uncertainty import from_samples  # noqa: E402
+from gped_kit.experiments.experiment3 import pareto_front, search_candidates  # noqa: E402
+from gped_kit.viz.plots import (  # noqa: E402
+    plot_comparison,
+    plot_data_uncertainty_joint,
+    plot_entropy_agreement,
+    plot_experiment4_in_distribution,
+    plot_learning_curves,
+    plot_pareto,
+    plot_pareto_figure,
+    plot_uncertainty_maps,
+    save_figure,
+    save_table,
+)
 
 
 def test_figures_are_drawn_and_saved_as_png_and_pdf(tmp_path):
@@ -22,12 +41,8 @@ def test_figures_are_drawn_and_saved_as_png_and_pdf(tmp_path):
 
 
 def test_experiment4_figures_and_save_table(tmp_path):
-    import pandas as pd
-    import torch
-
-    from gped_kit.plots import plot_data_uncertainty_joint, plot_experiment4_in_distribution, save_table
-
-    rows = [dict(model="fcnn", method=m, estimator=e, student=s, metric=k, value=v, value_paper=0.4 if k == "nll" else None)
+    rows = [dict(model="fcnn", method=m, estimator=e, student=s, metric=k, value=v,
+                 value_paper=0.4 if k == "nll" else None)
             for m in ("Ensemble", "GPED", "EnD2") for e in ("U_s", "U_o") for s in ("base", "largest_width_multiplier")
             for k, v in (("nll", 0.5), ("accuracy", 0.8))]
     fig = plot_experiment4_in_distribution(pd.DataFrame(rows), title="t")
@@ -40,12 +55,6 @@ def test_experiment4_figures_and_save_table(tmp_path):
 
 
 def test_pareto_panels_mark_students_frontier_teacher_and_base(tmp_path):
-    import matplotlib.pyplot as plt
-
-    from gped_kit.plots import plot_pareto, plot_pareto_figure
-    from gped_kit.search import pareto_front, search_candidates
-    from test_widgets import synthetic_search
-
     table = synthetic_search()
     cnn = table[table["model"] == "cnn_mnist"]
     ax = plot_pareto(cnn, "student_nll", "flops", "exhaustive", highlight="predictive-K2x1")
@@ -54,7 +63,8 @@ def test_pareto_panels_mark_students_frontier_teacher_and_base(tmp_path):
     assert len(ax.collections[0].get_offsets()) == len(students)  # IS: every individual student
     frontier = [line for line in ax.lines if line.get_label() == "S: Pareto frontier"][0]
     expected = pareto_front(students, "student_nll", "flops")
-    assert list(frontier.get_xdata()) == list(expected["flops"]) and list(frontier.get_ydata()) == list(expected["student_nll"])
+    assert list(frontier.get_xdata()) == list(expected["flops"])
+    assert list(frontier.get_ydata()) == list(expected["student_nll"])
     labels = [line.get_label() for line in ax.lines]
     assert "base student's cost" in labels and "T: teacher ensemble (20 samples)" in labels
     assert ax.get_xscale() == "log"
@@ -68,15 +78,11 @@ def test_pareto_panels_mark_students_frontier_teacher_and_base(tmp_path):
     assert fig.axes[0].get_xlabel().startswith("FLOPs") and fig.axes[2].get_xlabel() == "parameters"
     assert all(p.stat().st_size > 1000 for p in save_figure(fig, "pareto", tmp_path))
     plt.close(fig)
-    import pytest
     with pytest.raises(ValueError, match="metric='loss'"):
         plot_pareto(cnn, "loss", "flops")
 
 
 def test_uncertainty_maps_and_comparison_figures():
-    from gped_kit.plots import plot_comparison, plot_uncertainty_maps
-    from gped_kit.uncertainty import from_samples
-
     maps = {m: from_samples(torch.rand(3, 16, 2).softmax(-1)) for m in ("Teacher", "Hydra")}
     fig = plot_uncertainty_maps(maps, 4, 2.0, torch.rand(10, 2, 1, 1), torch.randint(0, 2, (10,)))
     assert len([a for a in fig.axes if a.images]) == 6

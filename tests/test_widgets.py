@@ -1,10 +1,13 @@
-"""Tests for gped_kit.widgets, driving the explorer's controls from Python.
+"""Tests for gped_kit.viz.widgets, driving the explorers' controls from Python.
 
-The results tables below are SYNTHETIC (made-up numbers in the shape of the Experiment 2
-store, for these tests only); nothing is written to results/ or figures/.
+The results tables below are SYNTHETIC (made-up numbers in the shape of the chain summaries and
+Experiment 3 search tables, for these tests only); stores are built in tmp_path, nothing is
+written to results/ or figures/.
 """
 
 from __future__ import annotations
+
+import math
 
 import matplotlib
 
@@ -13,11 +16,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.backend_bases import MouseEvent  # noqa: E402
 
-from gped_kit.data import apply_square_mask  # noqa: E402
-from gped_kit.widgets import (  # noqa: E402
+import gped_kit.viz.widgets as widgets_module  # noqa: E402
+from gped_kit.data.transforms import apply_square_mask  # noqa: E402
+from gped_kit.experiments.experiment3 import pareto_front  # noqa: E402
+from gped_kit.experiments.experiment12 import experiment2_cells  # noqa: E402
+from gped_kit.experiments.store import ResultsStore  # noqa: E402
+from gped_kit.viz.widgets import (  # noqa: E402
     MaskingExplorer,
-    experiment2_cells,
+    ParetoExplorer,
+    chain_lengths,
+    experiment12_rows,
     plot_masked_examples,
     select_examples,
     square_mask_region,
@@ -25,14 +35,15 @@ from gped_kit.widgets import (  # noqa: E402
 
 SIZES = (10_000, 60_000)
 MASKS = (0, 5, 10, 15)
+T = 5_000  # the chain length of the synthetic Experiment 2 chains
 
 
 def synthetic_results() -> pd.DataFrame:
     """Made-up per-student rows: fcnn on every (N, m); cnn_mnist only at N=60000, m=0.
 
-    Each chain has four students (predictive/entropy x U_o/U_s). Numbers are chosen so every
-    metric of every cell is distinct: teacher 0.1 + m/100 + (N==10000)/10, gap and MAE add
-    estimator-specific offsets.
+    Each chain has four students (predictive/entropy x U_o/U_s) with the teacher's architecture
+    (K1 = K2 = 1), all chains of length T. Numbers are chosen so every metric of every cell is
+    distinct: teacher 0.1 + m/100 + (N==10000)/10, gap and MAE add estimator-specific offsets.
     """
     rows = []
 
@@ -40,7 +51,8 @@ def synthetic_results() -> pd.DataFrame:
         teacher = 0.1 + m / 100 + (0.1 if n == 10_000 else 0.0)
         for est, off in (("U_o", 0.001), ("U_s", 0.002)):
             base = dict(dataset="mnist", model=model, labelled_size=n, mask_size=m, masking_rate=m * m / 784,
-                        estimator=est, teacher_nll=teacher, teacher_accuracy=0.9, run_key=f"{model}-{n}-{m}")
+                        estimator=est, teacher_nll=teacher, teacher_accuracy=0.9, run_key=f"{model}-{n}-{m}",
+                        student_arch=model, k1=1.0, k2=1.0, num_iterations=T)
             rows.append({**base, "student": f"predictive ({est})", "target": "predictive",
                          "student_nll": teacher + 0.02 + off + m / 1000, "nll_gap": 0.02 + off + m / 1000,
                          "student_accuracy": 0.88, "entropy_mae": float("nan")})
@@ -124,7 +136,10 @@ def test_plot_masked_examples_grid_has_titles_with_m_and_r():
 
 # ----------------------------------------------------------------------------- explorer
 def test_controls_reflect_the_results(explorer):
-    assert explorer.mask_size.min == 0 and explorer.mask_size.max == 28 and explorer.mask_size.value == 14
+    # opens on the stored mask size nearest to Figure 3's m = 14 (none is stored at 14)
+    assert explorer.mask_size.min == 0 and explorer.mask_size.max == 28 and explorer.mask_size.value == 15
+    assert explorer.effective_mask_size() == 15 and "nearest" not in explorer.metrics_html.value
+    assert explorer.chain_length.value == T == explorer.num_iterations and explorer.chain_length.disabled
     assert list(explorer.labelled_size.options) == list(SIZES) and explorer.labelled_size.value == 60_000
     assert list(explorer.model.options) == ["cnn_mnist", "fcnn"]
     assert explorer.model.value == "fcnn"  # the model with the most stored cells
@@ -141,7 +156,9 @@ def test_rate_label_and_displayed_images_follow_the_slider(explorer):
         assert f"{m * m / 784:.3f}" in explorer.rate_label.value
         assert int((explorer.masked_images == 0).sum()) == k * m * m  # the images hold no zeros before masking
         assert torch.equal(explorer.masked_images, apply_square_mask(explorer.examples, m, seed=0))
-    assert "0.250" in MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=4).rate_label.value
+    assert "0.287" in MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=4).rate_label.value
+    nothing = MaskingExplorer(pd.DataFrame(), images=synthetic_images(), num_examples=4)
+    assert nothing.mask_size.value == 14 and "0.250" in nothing.rate_label.value  # Figure 3's m without results
     again = MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=4, seed=0)
     assert torch.equal(again.examples, explorer.examples)  # the same images every time
 
@@ -199,15 +216,82 @@ def test_empty_results_still_show_images(tmp_path):
     assert "nothing_here" in store.metrics_html.value and store.selected_row() is None
 
 
-def test_from_store_reads_summary_files(tmp_path):
-    res = synthetic_results()
-    for key, rows in res.groupby("run_key"):
-        (tmp_path / key).mkdir()
-        rows.to_csv(tmp_path / key / "summary.csv", index=False)
+def _other_chains() -> pd.DataFrame:
+    """Chains of the same store that are not Experiment 1-2 chains, or not of T: an Experiment 3
+    search chain (students of other widths), the learning-rate schedule check (predictive students
+    only), an Experiment 4 chain (C+1 and EnD2 students), a Fashion-MNIST chain, and an
+    Experiment 2 chain of another length (T = 2,000) at a cell that is stored with T too."""
+    base = synthetic_results()
+    one = base[base["run_key"] == "fcnn-60000-5"]
+    search = one.assign(run_key="search", teacher_nll=9.0)
+    search = pd.concat([search, search.assign(k1=2.0, student_arch="fcnn")])
+    lr_check = one[one["target"] == "predictive"].assign(run_key="lr-check", teacher_nll=9.0, nll_gap=9.0)
+    exp4 = one.assign(run_key="exp4", teacher_nll=9.0, target=["predictive+entropy", "endd"] * 2)
+    fashion = one.assign(run_key="fashion", dataset="fashion_mnist", teacher_nll=9.0)
+    short = one.assign(run_key="short", num_iterations=2_000, teacher_nll=0.7)
+    return pd.concat([search, lr_check, exp4, fashion, short], ignore_index=True)
+
+
+def _write_store(root, summary: pd.DataFrame) -> ResultsStore:
+    """One "chain" entry per run_key, holding the chain's summary table (as run_chains writes it:
+    without the run_key column; the store's entry key names the chain)."""
+    store = ResultsStore(root)
+    for key, rows in summary.groupby("run_key"):
+        table = rows.drop(columns="run_key")
+        _, status = store.cached("chain", {"chain": key}, "test-code", lambda e: e.write_table("summary", table))
+        assert status == "ran"
+    return store
+
+
+def test_experiment12_rows_keep_whole_experiment12_chains_only():
+    rows = experiment12_rows(pd.concat([synthetic_results(), _other_chains()], ignore_index=True))
+    assert set(rows["run_key"]) == set(synthetic_results()["run_key"]) | {"short"}
+    assert (rows["teacher_nll"] < 9).all() and set(rows["target"]) == {"predictive", "entropy"}
+    assert chain_lengths(rows) == {2_000: 1, T: len(SIZES) * len(MASKS) + 1}
+    # without a chain column the same tests apply row by row
+    loose = experiment12_rows(_other_chains().drop(columns="run_key"))
+    assert set(loose["teacher_nll"]) == {0.7, 9.0} and len(loose) == 4 + 4 + 2  # short, search K=1, lr check
+    assert experiment12_rows(pd.DataFrame()).empty
+    with pytest.raises(TypeError):
+        experiment12_rows([{"model": "fcnn"}])
+
+
+def test_from_store_reads_the_chain_entries_of_experiments_1_2(tmp_path):
+    _write_store(tmp_path, pd.concat([synthetic_results(), _other_chains()], ignore_index=True))
     ex = MaskingExplorer.from_store(tmp_path, images=synthetic_images(), num_examples=2)
+    assert ex.source == str(tmp_path) and ex.num_iterations == T  # the most common chain length
+    assert [v for _, v in ex.chain_length.options] == [2_000, T] and not ex.chain_length.disabled
+    assert len(ex.table) == len(SIZES) * len(MASKS) * 2 + 2 and (ex.table["n_runs"] == 1).all()
+    assert ex.table["teacher_nll"].max() < 9  # no other experiment's or data set's chain came in
     ex.mask_size.value = 5
     assert ex.selected_row().teacher_nll == pytest.approx(0.15)
-    assert "0.1500" in ex.metrics_html.value
+    html = ex.metrics_html.value
+    assert "0.1500" in html and "5,000" in html
+    header, values = ex.status_text.splitlines()[-2:]
+    assert "T=5000" in repr(ex) and header.endswith("chain length T") and values.endswith("| 5,000")
+    assert ex.stored_masking_rates() == [(m, pytest.approx(m * m / 784)) for m in MASKS]
+
+    ex.chain_length.value = 2_000  # the other profile: one chain, fcnn at N = 60000, m = 5
+    assert len(ex.table) == 2 and ex.selected_row().teacher_nll == pytest.approx(0.7)
+    assert (ex.model.value, ex.labelled_size.value) == ("fcnn", 60_000) and list(ex.model.options) == ["fcnn"]
+    ex.mask_size.value = 20
+    assert ex.selected_row().mask_size == 5 and "nearest" in ex.metrics_html.value
+    ex.chain_length.value = T  # back: the choices made are kept where they are stored
+    assert (ex.model.value, ex.labelled_size.value, ex.selected_row().mask_size) == ("fcnn", 60_000, 15)
+
+    short = MaskingExplorer.from_store(tmp_path, num_iterations=2_000, images=synthetic_images(), num_examples=2)
+    assert short.num_iterations == 2_000 and short.mask_size.value == 5  # opens where a run is stored
+    with pytest.raises(ValueError, match=r"num_iterations=1234.*stored: \[2000, 5000\]"):
+        MaskingExplorer.from_store(tmp_path, num_iterations=1234, images=synthetic_images(), num_examples=2)
+
+
+def test_from_store_with_other_chains_only_says_so(tmp_path):
+    _write_store(tmp_path, _other_chains()[lambda d: d["run_key"] != "short"])
+    ex = MaskingExplorer.from_store(tmp_path, images=synthetic_images(), num_examples=2)
+    assert ex.table.empty and ex.selected_row() is None and ex.num_iterations is None
+    assert ex.stored_masking_rates() == []
+    message = ex.metrics_html.value
+    assert "No Experiment 2 results stored yet" in message and "other experiments" in message
 
 
 def test_bad_arguments_raise_clear_errors():
@@ -231,10 +315,6 @@ def test_redraws_do_not_leak_figures(explorer):
 
 
 # ============================================================================= ParetoExplorer
-import math  # noqa: E402
-
-from gped_kit.search import pareto_front  # noqa: E402
-from gped_kit.widgets import ParetoExplorer  # noqa: E402
 
 
 def synthetic_search() -> pd.DataFrame:
@@ -326,7 +406,8 @@ def test_pareto_metric_cost_and_method_controls(pareto):
     assert set(pareto.visible()["target"]) == {"entropy"}
     assert "expected-entropy MAE" in pareto.status_text
     pareto.method.value = "group_lasso"
-    assert pareto.visible()["student"].tolist() == ["group_lasso-entropy-lambda0.01", "group_lasso-entropy-lambda0.0001"]
+    assert pareto.visible()["student"].tolist() == ["group_lasso-entropy-lambda0.01",
+                                                    "group_lasso-entropy-lambda0.0001"]
     pareto.metric.value = "student_accuracy"
     assert pareto.selected_row()["student_accuracy"] == pytest.approx(1 - 0.35 / 3)
     pareto.model.value = "fcnn"  # no entropy students: the metric list shrinks
@@ -334,20 +415,24 @@ def test_pareto_metric_cost_and_method_controls(pareto):
     assert pareto.metric.value == "student_accuracy" and set(pareto.visible()["model"]) == {"fcnn"}
 
 
-def test_pareto_empty_and_from_store(tmp_path):
+def test_pareto_empty_and_from_store(tmp_path, monkeypatch):
     empty = ParetoExplorer(pd.DataFrame())
     assert empty.model.disabled and empty.selected_row() is None and empty.visible().empty
     assert "No Experiment 3 search stored yet" in empty.details_html.value
     assert empty.select_nearest(1.0, 1.0) is None
-    absent = ParetoExplorer.from_store(tmp_path / "nothing")
-    assert "nothing" in absent.details_html.value
-    table = synthetic_search()
-    for i, (model, rows) in enumerate(table.groupby("model")):
-        (tmp_path / f"key{i}").mkdir()
-        rows.to_csv(tmp_path / f"key{i}" / "experiment3_search.csv", index=False)
+    absent = ParetoExplorer.from_store(tmp_path / "nothing")  # the real loader on an absent store
+    assert "nothing" in absent.details_html.value and absent.visible().empty
+    asked = []
+
+    def load(store):  # stands in for experiment3's loader: the explorer must hand it the store
+        asked.append(store)
+        return synthetic_search()
+
+    monkeypatch.setattr(widgets_module, "load_search_results", load)
     stored = ParetoExplorer.from_store(tmp_path)
+    assert len(asked) == 1 and isinstance(asked[0], ResultsStore) and asked[0].root == tmp_path
     assert list(stored.model.options) == ["cnn_mnist", "fcnn"] and len(stored.visible()) == 6
-    assert stored.point.value == "group_lasso-predictive-lambda0.0001"
+    assert stored.point.value == "group_lasso-predictive-lambda0.0001" and stored.source == str(tmp_path)
 
 
 def test_pareto_bad_tables_and_no_figure_leaks(pareto):
@@ -363,9 +448,6 @@ def test_pareto_bad_tables_and_no_figure_leaks(pareto):
 
 
 # ----------------------------------------------------------------------------- ParetoExplorer: mouse
-from matplotlib.backend_bases import MouseEvent  # noqa: E402
-
-import gped_kit.widgets as widgets_module  # noqa: E402
 
 
 def _mouse(explorer, name, student=None, axes_fraction=None, button=1, offset=(0.0, 0.0)):

@@ -1,16 +1,20 @@
 """Batch notebook runner: execute the project's notebooks headlessly.
 
-Command line (``python -m gped_kit.batch --help`` lists every option)::
+Command line, from the repository root (``python -m gped_kit.cli.batch --help`` lists every option)::
 
-    python -m gped_kit.batch                          # every notebooks/*.ipynb, profile "default"
-    python -m gped_kit.batch --profile paper          # pass profile="paper" to every notebook
-    python -m gped_kit.batch --only 00_quickstart     # one notebook (name, path or glob)
-    python -m gped_kit.batch -p seed=1 -p 01_teacher:steps=500
-    python -m gped_kit.batch --dry-run                # show what would run, run nothing
+    python -m gped_kit.cli.batch                      # every notebooks/*.ipynb, profile "default"
+    python -m gped_kit.cli.batch --profile paper      # pass profile="paper" to every notebook
+    python -m gped_kit.cli.batch --only 00_quickstart # one notebook (name, path or glob)
+    python -m gped_kit.cli.batch -p seed=1 -p 01_teacher:steps=500
+    python -m gped_kit.cli.batch --dry-run            # show what would run, run nothing
+
+Notebooks are discovered in ``notebooks/`` and executed into ``outputs/notebooks/<profile>/``
+(with ``batch_summary.csv``), both relative to the current directory; ``--notebook-dir`` and
+``--output-dir`` choose others. Each kernel runs in its notebook's own folder.
 
 Library use::
 
-    from gped_kit.batch import LocalPapermillExecutor, NotebookRun, run_batch
+    from gped_kit.cli.batch import LocalPapermillExecutor, NotebookRun, run_batch
     runs = [NotebookRun(Path("notebooks/00_quickstart.ipynb"), {"profile": "ci"},
                         Path("outputs/notebooks/ci/00_quickstart.ipynb"))]
     summary = run_batch(runs, LocalPapermillExecutor(kernel_name="python3"))
@@ -59,9 +63,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pandas as pd
+import papermill
+import yaml
+from jupyter_client.kernelspec import KernelSpecManager
+from papermill.translators import papermill_translators
 
-logger = logging.getLogger("gped_kit.batch")
+logger = logging.getLogger("gped_kit.cli.batch")
 
 DEFAULT_NOTEBOOK_DIR = Path("notebooks")
 DEFAULT_OUTPUT_ROOT = Path("outputs") / "notebooks"
@@ -190,8 +199,6 @@ class LocalPapermillExecutor(Executor):
         return f"papermill (local, kernel {self.resolved_kernel_name()!r})"
 
     def execute(self, run: NotebookRun) -> None:
-        import papermill
-
         extra_arguments = []
         if self.matplotlib_backend:
             extra_arguments.append(f"--matplotlib={self.matplotlib_backend}")
@@ -213,8 +220,6 @@ class LocalPapermillExecutor(Executor):
 def default_kernel_name() -> str:
     """``gped-kit`` if that Jupyter kernel is registered, else ``python3``."""
     try:
-        from jupyter_client.kernelspec import KernelSpecManager
-
         specs = KernelSpecManager().find_kernel_specs()
     except Exception:  # noqa: BLE001 - any failure means "not registered"
         return FALLBACK_KERNEL
@@ -288,9 +293,6 @@ def inspect_parameters(path: Path) -> dict[str, Any] | None:
     Returns ``None`` if the notebook has no cell tagged ``parameters``. Uses
     papermill's translators, i.e. the same parser papermill uses when injecting.
     """
-    import nbformat
-    from papermill.translators import papermill_translators
-
     nb = nbformat.read(str(path), as_version=4)
     cell = next(
         (c for c in nb.cells if PARAMETERS_TAG in c.get("metadata", {}).get("tags", [])),
@@ -323,8 +325,6 @@ def parse_value(raw: str) -> Any:
     except ValueError:
         pass
     try:
-        import yaml
-
         value = yaml.safe_load(text)
     except Exception:  # noqa: BLE001 - not a literal: keep the string
         return raw
@@ -554,9 +554,9 @@ def format_summary(summary: pd.DataFrame) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``python -m gped_kit.batch`` argument parser."""
+    """The ``python -m gped_kit.cli.batch`` argument parser."""
     parser = argparse.ArgumentParser(
-        prog="python -m gped_kit.batch",
+        prog="python -m gped_kit.cli.batch",
         description="Execute the gped-kit notebooks headlessly with papermill, one after another.",
         epilog=(
             "Existing files in the output directory are renamed to <stem>.<YYYYmmdd-HHMMSS>.<ext> "

@@ -1,7 +1,14 @@
-"""Figures shared by the notebooks; every figure is saved to ``figures/`` as PNG and PDF."""
+"""Figures shared by the notebooks; every figure is saved to ``figures/`` as PNG and PDF.
+
+Plots draw tables and tensors that the experiments computed (a chain's history, an
+Experiment 2 cells table, an Experiment 3 search table, uncertainties on a grid); they compute
+nothing of the science themselves: the Pareto frontier of Figures 2 and 6-13 is
+:func:`gped_kit.experiments.experiment3.pareto_front`'s.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -9,6 +16,9 @@ import matplotlib.ticker as mticker
 import pandas as pd
 import seaborn as sns
 import torch
+
+from ..core.uncertainty import Uncertainties
+from ..experiments.experiment3 import COSTS, METHODS, METRIC_TARGET, METRICS, pareto_front, search_candidates
 
 
 def save_figure(fig: plt.Figure, name: str, figures_dir: str | Path) -> list[Path]:
@@ -35,7 +45,8 @@ def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
     """Teacher-ensemble vs student test NLL and accuracy, and entropy MAE, against SGLD iterations."""
     sns.set_theme(style="whitegrid", context="notebook")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    teacher = history.drop_duplicates("step").dropna(subset=["teacher_nll"]) if "teacher_nll" in history else history.iloc[:0]
+    teacher = (history.drop_duplicates("step").dropna(subset=["teacher_nll"]) if "teacher_nll" in history
+               else history.iloc[:0])
     for ax, metric, label in ((axes[0], "nll", "test NLL"), (axes[1], "accuracy", "test accuracy")):
         if len(teacher):
             ax.plot(teacher["step"], teacher[f"teacher_{metric}"], "k-", lw=2, label="teacher ensemble")
@@ -78,7 +89,7 @@ EXPERIMENT2_METRICS = {
 
 def plot_uncertainty_grid(table: pd.DataFrame, x: str = "masking_rate", hue: str = "labelled_size",
                           metrics: dict[str, str] | None = None, highlight: dict | None = None,
-                          style: str | None = None, axes=None) -> plt.Figure:
+                          style: str | None = None, axes: Sequence[plt.Axes] | None = None) -> plt.Figure:
     """Figures 1, 4 and 5 of the paper: one panel per metric against ``x`` (masking rate or
     labelled-set size), one line per ``hue`` value; ``style`` (e.g. ``"estimator"``) draws a
     line style per value. ``table`` has one row per (cell, estimator) with the metric columns.
@@ -134,7 +145,8 @@ METHOD_COLORS = {"Ensemble": "0.35", "GPED": "tab:blue", "EnD2": "tab:orange"}
 def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") -> plt.Figure:
     """Figure 14: test accuracy and NLL of the ensemble, GPED and EnD2 students per
     (estimator, student size), one row per model; the paper's NLL (Tables 2, 8-10) as black
-    crosses. ``comparison`` is :func:`gped_kit.experiments.experiment4_comparison` (in_distribution)."""
+    crosses. ``comparison`` is Experiment 4's in-distribution comparison table (one row per model,
+    method, estimator, student size and metric, with ``value`` and ``value_paper``)."""
     sns.set_theme(style="whitegrid", context="notebook")
     models = list(dict.fromkeys(comparison["model"]))
     fig, axes = plt.subplots(len(models), 2, figsize=(13, 3.6 * len(models)), squeeze=False)
@@ -205,7 +217,8 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
     """One panel of Figures 2 and 6-13 (Experiment 3): ``metric`` of the searched students against
     ``cost`` for one search ``method`` (``"exhaustive"``, ``"group_lasso"``, or None for both).
 
-    ``table`` is a search table (:func:`gped_kit.search.run_experiment3`). Drawn as in the paper:
+    ``table`` is a search table (:func:`gped_kit.experiments.experiment3.load_search_results`).
+    Drawn as in the paper:
     "IS" every individual student (dots), "S" their Pareto frontier (solid blue line, a step:
     the best metric reachable at each cost), "T" the teacher ensemble's metric (dotted
     horizontal line; NLL and accuracy only: the teacher is the reference of the entropy MAE),
@@ -213,8 +226,6 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
     line at its cost. ``highlight`` (a student label) is ringed in red. Costs on a log axis. In a
     group l1/l2 panel the exhaustive search's frontier is drawn faintly (grey dashes) for comparison.
     """
-    from .search import COSTS, METHODS, METRIC_TARGET, METRICS, pareto_front, search_candidates
-
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r} is not known; allowed: {sorted(METRICS)}")
     if cost not in COSTS:
@@ -293,11 +304,11 @@ def plot_pareto_figure(table: pd.DataFrame, metric: str, title: str = "") -> plt
     return fig
 
 
-def plot_uncertainty_maps(maps: dict, grid_size: int, extent: float, points: torch.Tensor | None = None,
-                          labels: torch.Tensor | None = None) -> plt.Figure:
+def plot_uncertainty_maps(maps: dict[str, Uncertainties], grid_size: int, extent: float,
+                          points: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> plt.Figure:
     """Total / expected data / knowledge uncertainty over a 2-D input grid, one row per method
-    (``maps``: method -> :class:`gped_kit.uncertainty.Uncertainties` on the grid of
-    :func:`gped_kit.data.spiral_grid`), on a shared colour scale per column; the labelled
+    (``maps``: method -> :class:`gped_kit.core.uncertainty.Uncertainties` on the grid of
+    :func:`gped_kit.data.spiral.spiral_grid`), on a shared colour scale per column; the labelled
     points are overlaid."""
     kinds = ("total", "data", "knowledge")
     fig, axes = plt.subplots(len(maps), 3, figsize=(10, 3.1 * len(maps)), squeeze=False)

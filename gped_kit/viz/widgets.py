@@ -1,28 +1,32 @@
-"""Interactive explorer of the masking manipulation (paper 003, Appendix A.1, Figure 3) and of the
-Experiment 2 results it produces (Section 4, Figures 1 and 4).
+"""Interactive explorers of the paper's results, read back from the results store.
 
-:class:`MaskingExplorer` puts together, for the mask size m chosen on a slider:
+:class:`MaskingExplorer` (the masking manipulation of paper 003, Appendix A.1, Figure 3, and the
+Experiment 2 results it produces, Section 4, Figures 1 and 4) puts together, for the mask size m
+chosen on a slider:
 
-- a few test images with one random m x m zero square each (:func:`gped_kit.data.apply_square_mask`,
-  seeded, so the same images and squares come back every time) and the masking rate
-  r = m^2 / (H W) (= m^2 / 784 for MNIST);
-- the Experiment 2 curves (:func:`gped_kit.plots.plot_uncertainty_grid`) of the chosen model and
-  target estimator, with the cell (r, labelled-set size N) ringed in red;
+- a few test images with one random m x m zero square each
+  (:func:`gped_kit.data.transforms.apply_square_mask`, seeded, so the same images and squares
+  come back every time) and the masking rate r = m^2 / (H W) (= m^2 / 784 for MNIST);
+- the Experiment 2 curves (:func:`gped_kit.viz.plots.plot_uncertainty_grid`) of the chosen model
+  and target estimator, with the cell (r, labelled-set size N) ringed in red;
 - the stored metrics of that cell (teacher NLL, student - teacher NLL gap, expected-entropy MAE),
   or a message saying that no run is stored for it.
 
-Results come from the store written by ``run_stored`` (``results/<notebook>/<hash>/summary.csv``,
-one row per student), collapsed to one row per cell and estimator by :func:`experiment2_cells`.
-Nothing here writes results or figures.
-
-Example (in JupyterLab)::
-
-    from gped_kit.widgets import MaskingExplorer
-    MaskingExplorer.from_store("../results/02_experiment2_mnist")
+Its results are the ``summary`` tables of the store's ``"chain"`` entries
+(:class:`gped_kit.experiments.store.ResultsStore`, one row per student), narrowed to the chains of
+Experiments 1-2 (:func:`experiment12_rows`) and to one chain length T at a time, and collapsed
+to one row per cell and estimator by :func:`gped_kit.experiments.experiment12.experiment2_cells`.
 
 :class:`ParetoExplorer` (Experiment 3, Figures 2 and 6-13) shows the searched students of the
-store written by :func:`gped_kit.search.run_experiment3` against FLOPs, parameters or latency,
-with their Pareto frontier, and the architecture and numbers of the student selected.
+store's Experiment 3 search tables (:func:`gped_kit.experiments.experiment3.load_search_results`)
+against FLOPs, parameters or latency, with their Pareto frontier, and the architecture and
+numbers of the student selected.
+
+Nothing here computes results or writes results or figures. Example (in JupyterLab)::
+
+    from gped_kit.viz.widgets import MaskingExplorer, ParetoExplorer
+    MaskingExplorer.from_store("../results")
+    ParetoExplorer.from_store("../results")
 """
 
 from __future__ import annotations
@@ -36,19 +40,37 @@ from typing import Any
 
 import ipywidgets as W
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import torch
 from IPython.display import display
 from matplotlib.patches import Rectangle
 
-from .data import apply_square_mask, load_split, masking_rate
-from .experiments import experiment2_cells, load_results
-from .plots import EXPERIMENT2_METRICS, plot_uncertainty_grid
+from ..data.sources import load_split
+from ..data.transforms import apply_square_mask, masking_rate
+from ..experiments.experiment3 import (
+    COSTS,
+    METHODS,
+    METRIC_TARGET,
+    METRICS,
+    base_student,
+    load_search_results,
+    pareto_front,
+    search_candidates,
+)
+from ..experiments.experiment12 import REQUIRED_COLUMNS, experiment2_cells
+from ..experiments.store import ResultsStore
+from .plots import EXPERIMENT2_METRICS, plot_pareto, plot_uncertainty_grid
 
 ESTIMATORS = ("U_o", "U_s")
-#: Mask size of the paper's Figure 3, the slider's initial value (capped at min(H, W)).
+#: Mask size of the paper's Figure 3: the explorer opens on the stored mask size nearest to it.
 FIGURE3_MASK_SIZE = 14
-
+#: The targets of the students of an Experiment 1-2 chain (Section 4): the predictive
+#: distribution and the expected entropy, each with U_s and U_o (Eqs. 9-10).
+EXPERIMENT12_TARGETS = ("predictive", "entropy")
+#: Columns that may name a student's chain, in order of preference (a grid's table has
+#: ``run_key``; :meth:`ResultsStore.load` adds the entry key as ``entry``).
+CHAIN_KEY_COLUMNS = ("run_key", "entry")
 
 
 # ----------------------------------------------------------------------------- images
@@ -137,7 +159,6 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return "&mdash;" if math.isnan(value) else f"{value:.{digits}f}"
 
 
-
 def _html_text(markup: str, cell_separator: str) -> str:
     """An HTML panel as plain text: one line per paragraph or table row, cells joined by
     ``cell_separator``, empty lines dropped."""
@@ -147,42 +168,123 @@ def _html_text(markup: str, cell_separator: str) -> str:
     strip = cell_separator + " "
     return "\n".join(line.strip(strip) for line in text.splitlines() if line.strip(strip))
 
+
+# ----------------------------------------------------------------------------- stored rows
+def _chain_key(rows: pd.DataFrame) -> str | None:
+    return next((c for c in CHAIN_KEY_COLUMNS if c in rows.columns), None)
+
+
+def experiment12_rows(summary: pd.DataFrame, dataset: str | None = "mnist") -> pd.DataFrame:
+    """The student rows of Experiment 1-2 chains among stored chain summaries.
+
+    ``summary`` holds one row per (chain, student), e.g. ``ResultsStore(root).load("summary",
+    "chain")`` (every chain of the store: Experiments 1-4, the comparisons, ...). An Experiment 1-2
+    chain (:func:`gped_kit.experiments.experiment12.distillation_task`) distils the predictive
+    distribution and the expected entropy into students with the teacher's architecture, so a
+    row is kept when its ``target`` is one of :data:`EXPERIMENT12_TARGETS`, its ``student_arch``
+    is its ``model`` and its width multipliers ``k1``, ``k2`` are 1, and (``dataset`` not None)
+    its ``dataset`` is ``dataset``. When the rows name their chain (a column of
+    :data:`CHAIN_KEY_COLUMNS`), a chain is kept whole or not at all: every one of its students
+    must pass, and it must have students of both targets. That leaves out the Experiment 3
+    searches (students of other widths), Experiment 4 and the comparisons (C+1 and EnD2
+    students), and the learning-rate schedule check (predictive students only), whose
+    students would otherwise be averaged into the Experiment 2 cells. A test whose column is
+    absent is not applied.
+
+    Raises:
+        TypeError: ``summary`` is not a DataFrame.
+        ValueError: a column :func:`~gped_kit.experiments.experiment12.experiment2_cells` needs
+            is missing (named in the message); an empty frame without columns is accepted.
+    """
+    if not isinstance(summary, pd.DataFrame):
+        raise TypeError(f"summary must be a pandas DataFrame, got {type(summary).__name__}")
+    if len(summary.columns) == 0:
+        return summary.copy()
+    missing = [c for c in REQUIRED_COLUMNS if c not in summary.columns]
+    if missing:
+        raise ValueError(f"summary lacks the column(s) {missing}; Experiment 1-2 rows need {list(REQUIRED_COLUMNS)} "
+                         f"(one row per student, as a chain entry's summary table has them)")
+    df = summary
+    if dataset is not None and "dataset" in df.columns:
+        df = df[df["dataset"].astype(str).str.lower() == str(dataset).lower()]
+    passes = df["target"].isin(EXPERIMENT12_TARGETS)
+    if "student_arch" in df.columns:
+        passes &= df["student_arch"].astype(str) == df["model"].astype(str)
+    for col in ("k1", "k2"):
+        if col in df.columns:
+            passes &= pd.to_numeric(df[col], errors="coerce").fillna(1.0) == 1.0
+    key = _chain_key(df)
+    if key is None:
+        return df[passes].copy()
+    flags = pd.DataFrame({"passes": passes, **{t: df["target"] == t for t in EXPERIMENT12_TARGETS}})
+    by_chain = flags.groupby(df[key], dropna=False)
+    chains = pd.concat([by_chain["passes"].all(), by_chain[list(EXPERIMENT12_TARGETS)].any()], axis=1)
+    kept = chains.index[chains.all(axis=1)]
+    return df[df[key].isin(kept)].copy()
+
+
+def chain_lengths(rows: pd.DataFrame) -> dict[int, int]:
+    """Number of chains per chain length T (``num_iterations``) among ``rows``, by T; chains are
+    counted by their key (:data:`CHAIN_KEY_COLUMNS`), else every row counts. Empty when the
+    column is absent."""
+    if "num_iterations" not in rows.columns or rows.empty:
+        return {}
+    key = _chain_key(rows)
+    lengths = rows.dropna(subset=["num_iterations"])
+    counts = (lengths.groupby("num_iterations")[key].nunique() if key else lengths.groupby("num_iterations").size())
+    return {int(t): int(n) for t, n in sorted(counts.items())}
+
+
 class MaskingExplorer:
     """Masking explorer: masked example images, masking rate, Experiment 2 curves and stored metrics.
 
     Controls (public, so code and tests can drive them): ``mask_size`` (IntSlider 0..min(H, W)),
     ``labelled_size`` (Dropdown of the labelled-set sizes N in ``results``), ``model`` (Dropdown
-    of the models in ``results``) and ``estimator`` (ToggleButtons ``U_o``/``U_s``). Every change
-    redraws the views: ``rate_label`` (m and r = m^2 / (H W)), ``images_out`` (the masked
-    examples; the tensor shown is ``masked_images``), ``curves_out`` (the Experiment 2 curves of
-    the model and estimator, the selected cell ringed) and ``metrics_html`` (the selected cell's
-    teacher NLL, NLL gap and entropy MAE, or why there is none). If no run is stored at the
-    slider's m, the nearest stored mask size of the same (model, N, estimator) is shown and the
-    message says so. ``widget`` is the container to ``display`` (the explorer also displays
+    of the models in ``results``), ``estimator`` (ToggleButtons ``U_o``/``U_s``) and
+    ``chain_length`` (Dropdown of the chain lengths T stored; one profile is shown at a time,
+    since chains of different lengths are not comparable). Every change redraws the views:
+    ``rate_label`` (m and r = m^2 / (H W)), ``images_out`` (the masked examples; the tensor shown
+    is ``masked_images``), ``curves_out`` (the Experiment 2 curves of the model and estimator,
+    the selected cell ringed) and ``metrics_html`` (the selected cell's teacher NLL, NLL gap and
+    entropy MAE, or why there is none). If no run is stored at the slider's m, the nearest
+    stored mask size of the same (model, N, estimator) is shown and the message says so. The
+    explorer opens on the stored mask size nearest to Figure 3's m = 14 (on m = 14 itself when
+    nothing is stored). ``widget`` is the container to ``display`` (the explorer also displays
     itself as the last expression of a cell).
 
     Args:
-        results: per-student rows as returned by :func:`gped_kit.experiments.load_results`
-            (see :func:`experiment2_cells` for the columns); may be empty.
+        results: per-student rows of stored chains (e.g. ``ResultsStore(root).load("summary",
+            "chain")`` or a grid's table); only those of Experiment 1-2 chains are shown
+            (:func:`experiment12_rows`); may be empty.
         images: (N, H, W) or (N, C, H, W) images to show; None loads the test split of ``dataset``.
         dataset: data set of the images and of the result rows shown (rows of other data sets
             in a ``dataset`` column are left out).
-        data_root: root for :func:`gped_kit.data.load_split` when ``images`` is None.
+        data_root: root for :func:`gped_kit.data.sources.load_split` when ``images`` is None.
         num_examples: how many example images to show.
         seed: picks the examples and places the squares (``apply_square_mask(..., seed)``).
+        num_iterations: the chain length T shown first; None takes the T of the most stored
+            chains (ties: the longer chains).
 
     Raises:
-        TypeError, ValueError: bad ``results``, ``images`` or ``num_examples``.
+        TypeError, ValueError: bad ``results``, ``images``, ``num_examples`` or
+        ``num_iterations`` (a T with no stored chain; the message lists the stored ones).
     """
 
     def __init__(self, results: pd.DataFrame, images: torch.Tensor | None = None, dataset: str = "mnist",
-                 data_root: str | Path | None = None, num_examples: int = 8, seed: int = 0) -> None:
-        self.table: pd.DataFrame = experiment2_cells(results, dataset=dataset)
+                 data_root: str | Path | None = None, num_examples: int = 8, seed: int = 0,
+                 num_iterations: int | None = None) -> None:
+        self.rows: pd.DataFrame = experiment12_rows(results, dataset=dataset)
         self.results_empty: bool = len(results) == 0
         self.dataset = dataset
         self.seed = int(seed)
         if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples < 1:
             raise ValueError(f"num_examples={num_examples!r} must be a positive integer")
+        lengths = chain_lengths(self.rows)
+        if num_iterations is None:
+            num_iterations = max(lengths, key=lambda t: (lengths[t], t)) if lengths else None
+        elif num_iterations not in lengths:
+            raise ValueError(f"num_iterations={num_iterations!r}: no Experiment 1-2 chain of that length is stored; "
+                             f"stored: {sorted(lengths)}")
         if images is None:
             images = load_split(dataset, "test", data_root).images
         self.examples: torch.Tensor = select_examples(images, num_examples, self.seed)
@@ -191,73 +293,125 @@ class MaskingExplorer:
         self.masked_images: torch.Tensor = self.examples.clone()
         self.last_highlight: dict | None = None
         self._curves_state: tuple | None = None  # what curves_out shows; redrawn only when it changes
+        self._updating = False  # set while options are replaced: one redraw at the end
         self.source: str = ""  # set by from_store: where the results were read from
+        self.table: pd.DataFrame = self._cells(num_iterations)
 
-        self.mask_size = W.IntSlider(value=min(FIGURE3_MASK_SIZE, max_m), min=0, max=max_m, step=1,
-                                     description="mask m", continuous_update=False)
-        # the model with the most stored cells first (ties alphabetically), so the default view is the fullest
-        counts = self.table["model"].astype(str).value_counts()
-        models = sorted(counts.index, key=lambda name: (-counts[name], name))
-        sizes = sorted(int(n) for n in self.table["labelled_size"].unique())
-        if sizes:
-            self.labelled_size = W.Dropdown(options=sizes, value=sizes[-1], description="labelled N")
-            self.model = W.Dropdown(options=sorted(models), value=models[0], description="model")
-        else:
-            self.labelled_size = W.Dropdown(options=[("(no stored runs)", None)], value=None,
-                                            description="labelled N", disabled=True)
-            self.model = W.Dropdown(options=[("(no stored runs)", None)], value=None, description="model",
-                                    disabled=True)
         self.estimator = W.ToggleButtons(options=list(ESTIMATORS), value="U_o", description="estimator",
                                          tooltips=["online Monte Carlo average (Eq. 10)",
                                                    "current sample only (Eq. 9)"])
+        self.chain_length = W.Dropdown(
+            options=[(f"T = {t:,} ({n} chain{'s' if n != 1 else ''})", t) for t, n in lengths.items()]
+            or [("(all stored)" if self.rows.size else "(no stored runs)", None)],
+            value=num_iterations, description="chain T", disabled=len(lengths) < 2)
+        self.model = W.Dropdown(description="model")
+        self.labelled_size = W.Dropdown(description="labelled N")
+        self._set_cell_options(keep=False)
+        stored = self._stored_mask_sizes()
+        start = min(stored, key=lambda s: (abs(s - FIGURE3_MASK_SIZE), s)) if stored else FIGURE3_MASK_SIZE
+        self.mask_size = W.IntSlider(value=min(start, max_m), min=0, max=max_m, step=1,
+                                     description="mask m", continuous_update=False)
         self.rate_label = W.Label()
         self.images_out = W.Output()
         self.curves_out = W.Output()
         self.metrics_html = W.HTML()
-        note = W.HTML("<small>Experiment 2 cells: m, N, model and target estimator. Stored runs are read "
-                      "from the results store; rings mark the selected cell in every panel.</small>")
+        note = W.HTML("<small>Experiment 2 cells: m, N, model and target estimator, for chains of length T. "
+                      "Stored runs are read from the results store; rings mark the selected cell in every "
+                      "panel.</small>")
         self.widget = W.VBox([
             W.HBox([self.mask_size, self.rate_label]),
             self.images_out,
             W.HBox([self.model, self.labelled_size, self.estimator]),
-            note,
+            W.HBox([self.chain_length, note]),
             self.metrics_html,
             self.curves_out,
         ])
         self.mask_size.observe(self._on_mask_change, names="value")
         for control in (self.labelled_size, self.model, self.estimator):
             control.observe(self._on_selection_change, names="value")
+        self.chain_length.observe(self._on_chain_length_change, names="value")
         self.refresh()
 
     @classmethod
-    def from_store(cls, results_dir: str | Path, **kwargs: Any) -> MaskingExplorer:
-        """An explorer over every run stored under ``results_dir`` (``<hash>/summary.csv`` files,
-        read by :func:`gped_kit.experiments.load_results`); an empty or absent store gives an
-        explorer that says so. ``kwargs`` go to the constructor."""
-        explorer = cls(load_results(results_dir), **kwargs)
+    def from_store(cls, results_dir: str | Path, num_iterations: int | None = None, **kwargs: Any) -> MaskingExplorer:
+        """An explorer over the Experiment 1-2 chains stored in ``ResultsStore(results_dir)`` (the
+        ``summary`` tables of its ``"chain"`` entries; each entry's key counts as one chain); an
+        empty or absent store gives an explorer that says so. ``num_iterations`` picks the chain
+        length shown first; ``kwargs`` go to the constructor."""
+        summary = ResultsStore(results_dir).load("summary", "chain")
+        if len(summary) and "run_key" not in summary.columns:
+            summary = summary.assign(run_key=summary["entry"])
+        explorer = cls(summary, num_iterations=num_iterations, **kwargs)
         explorer.source = str(results_dir)
         explorer._draw_metrics()
         return explorer
 
     # ------------------------------------------------------------------ state
+    def _cells(self, num_iterations: int | None) -> pd.DataFrame:
+        rows = self.rows
+        if num_iterations is not None:
+            rows = rows[rows["num_iterations"] == num_iterations]
+        return experiment2_cells(rows)
+
+    @property
+    def num_iterations(self) -> int | None:
+        """The chain length T shown (None: the rows give none)."""
+        return self.chain_length.value
+
     @property
     def rate(self) -> float:
         """Masking rate r = m^2 / (H W) of the slider's m."""
         return masking_rate(self.mask_size.value, self.height, self.width)
+
+    def _set_cell_options(self, keep: bool) -> None:
+        """Model and N options from :attr:`table`: the model with the most stored cells first (ties
+        alphabetically) and its largest N, so the default view is the fullest; with ``keep`` the
+        current choices stay where they are still stored."""
+        t = self.table
+        counts = t["model"].astype(str).value_counts()
+        models = sorted(counts.index, key=lambda name: (-counts[name], name))
+        sizes = sorted(int(n) for n in t["labelled_size"].unique())
+        self._updating = True
+        try:
+            if not models:
+                none = [("(no stored runs)", None)]
+                self.model.options, self.model.value, self.model.disabled = none, None, True
+                self.labelled_size.options, self.labelled_size.value, self.labelled_size.disabled = none, None, True
+                return
+            model = self.model.value if keep and self.model.value in models else models[0]
+            own = sorted(int(n) for n in t.loc[t["model"].astype(str) == model, "labelled_size"].unique())
+            size = self.labelled_size.value if keep and self.labelled_size.value in own else own[-1]
+            self.model.options, self.model.value, self.model.disabled = sorted(models), model, False
+            self.labelled_size.options, self.labelled_size.value = sizes, size
+            self.labelled_size.disabled = False
+        finally:
+            self._updating = False
 
     def _candidates(self) -> pd.DataFrame:
         t = self.table
         return t[(t["model"] == self.model.value) & (t["labelled_size"] == self.labelled_size.value)
                  & (t["estimator"] == self.estimator.value)]
 
+    def _stored_mask_sizes(self) -> list[int]:
+        return sorted(int(m) for m in self._candidates()["mask_size"].unique())
+
     def effective_mask_size(self) -> int | None:
         """The stored mask size shown: the slider's m if stored for the selected (model, N,
         estimator), else the nearest stored one (ties go to the smaller m); None if none is stored."""
-        stored = sorted(int(m) for m in self._candidates()["mask_size"].unique())
+        stored = self._stored_mask_sizes()
         if not stored:
             return None
         m = self.mask_size.value
         return min(stored, key=lambda s: (abs(s - m), s))
+
+    def stored_masking_rates(self) -> list[tuple[int, float]]:
+        """Every distinct (mask size m, masking rate r) pair that the stored Experiment 1-2 chains
+        recorded (every chain length, model, N), sorted: the rates the explorer's cells carry. A
+        mask size recorded with two different rates appears twice."""
+        if self.rows.empty:
+            return []
+        pairs = self.rows[["mask_size", "masking_rate"]].drop_duplicates().sort_values(["mask_size", "masking_rate"])
+        return [(int(m), float(r)) for m, r in zip(pairs["mask_size"], pairs["masking_rate"])]
 
     def selected_row(self) -> pd.Series | None:
         """The :func:`experiment2_cells` row shown (after snapping to a stored m), or None."""
@@ -277,6 +431,12 @@ class MaskingExplorer:
         self.refresh()
 
     def _on_selection_change(self, change: dict) -> None:
+        if not self._updating:
+            self._draw_selection()
+
+    def _on_chain_length_change(self, change: dict) -> None:
+        self.table = self._cells(self.chain_length.value)
+        self._set_cell_options(keep=True)
         self._draw_selection()
 
     def _draw_selection(self) -> None:
@@ -304,13 +464,17 @@ class MaskingExplorer:
     def _no_run_message(self) -> str:
         m, n = self.mask_size.value, self.labelled_size.value
         if self.table.empty:
-            where = f" under <code>{html.escape(self.source)}</code>" if self.source else ""
-            extra = " (none for this data set)" if not self.results_empty else ""
+            where = f" in the store <code>{html.escape(self.source)}</code>" if self.source else ""
+            extra = (f" (the chains stored are of other experiments or data sets than {html.escape(self.dataset)})"
+                     if not self.results_empty else "")
             return (f"<b>No Experiment 2 results stored yet{where}{extra}.</b> Run "
                     f"<code>notebooks/02_experiment2_mnist.ipynb</code> to fill the store; the images above "
                     f"work without it.")
         return (f"<b>no stored run for m={m}, N={n}</b> (model {html.escape(str(self.model.value))}, "
-                f"estimator {self.estimator.value}).")
+                f"estimator {self.estimator.value}{self._length_text()}).")
+
+    def _length_text(self) -> str:
+        return "" if self.num_iterations is None else f", chains of T = {self.num_iterations:,}"
 
     def _draw_metrics(self) -> None:
         row = self.selected_row()
@@ -331,6 +495,8 @@ class MaskingExplorer:
                  (EXPERIMENT2_METRICS["nll_gap"], _fmt(row["nll_gap"])),
                  (EXPERIMENT2_METRICS["entropy_mae"], _fmt(row["entropy_mae"])),
                  ("stored chains", f"{int(row['n_runs'])}")]
+        if self.num_iterations is not None:
+            cells.append(("chain length T", f"{self.num_iterations:,}"))
         head = "".join(f"<th style='padding:2px 8px'>{k}</th>" for k, _ in cells)
         body = "".join(f"<td style='padding:2px 8px;text-align:right'>{v}</td>" for _, v in cells)
         parts.append(f"<table><tr>{head}</tr><tr>{body}</tr></table>")
@@ -340,7 +506,7 @@ class MaskingExplorer:
         row = self.selected_row()
         self.last_highlight = (None if row is None else
                                {"masking_rate": row["masking_rate"], "labelled_size": int(row["labelled_size"])})
-        state = (self.model.value, self.estimator.value, repr(self.last_highlight))
+        state = (self.num_iterations, self.model.value, self.estimator.value, repr(self.last_highlight))
         if state == self._curves_state:  # e.g. the slider moved within one snapped cell: same figure
             return
         self._curves_state = state
@@ -354,8 +520,8 @@ class MaskingExplorer:
             with plt.rc_context():
                 fig, axes = plt.subplots(1, len(EXPERIMENT2_METRICS), figsize=(13, 3.6))
                 plot_uncertainty_grid(rows, highlight=self.last_highlight, axes=list(axes))
-                fig.suptitle(f"Experiment 2: {self.model.value}, estimator {self.estimator.value} "
-                             f"(lines: labelled set size N)", fontsize=11)
+                fig.suptitle(f"Experiment 2: {self.model.value}, estimator {self.estimator.value}"
+                             f"{self._length_text()} (lines: labelled set size N)", fontsize=11)
                 fig.tight_layout()
                 display(fig)
                 plt.close(fig)
@@ -368,7 +534,7 @@ class MaskingExplorer:
 
     def __repr__(self) -> str:
         return (f"MaskingExplorer(m={self.mask_size.value}, N={self.labelled_size.value}, model={self.model.value!r}, "
-                f"estimator={self.estimator.value!r}, stored cells={len(self.table)})")
+                f"estimator={self.estimator.value!r}, T={self.num_iterations}, stored cells={len(self.table)})")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
         bundle = self.widget._repr_mimebundle_(**kwargs)
@@ -386,7 +552,7 @@ class ParetoExplorer:
     with stored students for the model), ``cost`` (Dropdown: FLOPs per input, parameters,
     measured latency), ``method`` (ToggleButtons: exhaustive search, group l1/l2 + pruning, both)
     and ``point`` (Dropdown of the students shown, cheapest first; choosing one selects it).
-    Views: ``plot_out`` (the panel of :func:`gped_kit.plots.plot_pareto`: students, frontier,
+    Views: ``plot_out`` (the panel of :func:`gped_kit.viz.plots.plot_pareto`: students, frontier,
     teacher, base student, the selected student ringed) and ``details_html`` (the selected
     student's architecture, widths, costs and metrics, whether it is on the frontier, and its
     ratios to the base student). :meth:`select` picks a student by label and
@@ -404,8 +570,8 @@ class ParetoExplorer:
     ``widget`` is the container to display.
 
     Args:
-        table: a search table (:func:`gped_kit.search.run_experiment3`, or several concatenated,
-            as :func:`gped_kit.search.load_search_results` returns); may be empty.
+        table: Experiment 3 search tables (one row per teacher, searched student and stage, as
+            :func:`gped_kit.experiments.experiment3.load_search_results` returns them); may be empty.
     """
 
     METHOD_OPTIONS = (("exhaustive", "exhaustive"), ("group l1/l2", "group_lasso"), ("both", "both"))
@@ -413,15 +579,13 @@ class ParetoExplorer:
     PICK_RADIUS = 8.0
 
     def __init__(self, table: pd.DataFrame) -> None:
-        from .search import COSTS, METRICS
-
         if not isinstance(table, pd.DataFrame):
             raise TypeError(f"table must be a pandas DataFrame, got {type(table).__name__}")
         needed = ("model", "method", "stage", "target", "student", "is_base")
         missing = [c for c in needed if c not in table.columns]
         if len(table.columns) and missing:
             raise ValueError(f"table lacks the column(s) {missing}; an Experiment 3 search table has "
-                             f"{list(needed)} besides metric and cost columns (see gped_kit.search.run_experiment3)")
+                             f"{list(needed)} besides metric and cost columns (see gped_kit.experiments.experiment3)")
         self.table = table
         self.source = ""
         self._updating = False
@@ -452,11 +616,10 @@ class ParetoExplorer:
 
     @classmethod
     def from_store(cls, results_dir: str | Path) -> ParetoExplorer:
-        """An explorer over every search table stored under ``results_dir``
-        (``<key>/experiment3_search.csv``); an empty or absent store gives one that says so."""
-        from .search import load_search_results
-
-        explorer = cls(load_search_results(results_dir))
+        """An explorer over every Experiment 3 search stored in ``ResultsStore(results_dir)``
+        (:func:`gped_kit.experiments.experiment3.load_search_results`); an empty or absent store
+        gives one that says so."""
+        explorer = cls(load_search_results(ResultsStore(results_dir)))
         explorer.source = str(results_dir)
         explorer._draw_details()
         return explorer
@@ -470,8 +633,6 @@ class ParetoExplorer:
     def visible(self) -> pd.DataFrame:
         """The students shown: search outputs of the chosen model, method and metric's target with
         both the metric and the cost present, cheapest first."""
-        from .search import METRIC_TARGET, search_candidates
-
         rows = self._model_rows()
         if rows.empty or self.metric.value is None:
             return rows
@@ -483,8 +644,6 @@ class ParetoExplorer:
 
     def frontier(self) -> pd.DataFrame:
         """The Pareto frontier of :meth:`visible`."""
-        from .search import pareto_front
-
         rows = self.visible()
         return pareto_front(rows, self.metric.value, self.cost.value) if len(rows) else rows
 
@@ -520,8 +679,6 @@ class ParetoExplorer:
 
     # ------------------------------------------------------------------ updates
     def _update_metric_options(self) -> None:
-        from .search import METRIC_TARGET, METRICS, search_candidates
-
         rows = search_candidates(self._model_rows()) if len(self._model_rows()) else self._model_rows()
         options = [(label, key) for key, (label, _) in METRICS.items()
                    if key in rows.columns and rows[rows["target"] == METRIC_TARGET[key]][key].notna().any()]
@@ -572,8 +729,6 @@ class ParetoExplorer:
         self._draw_plot()
 
     def _draw_details(self) -> None:
-        from .search import COSTS, METHODS, METRICS, base_student
-
         row = self.selected_row()
         self.last_selection = row
         if row is None:
@@ -638,8 +793,6 @@ class ParetoExplorer:
                     plt.close(fig)
 
     def _plot_into(self, ax: plt.Axes, rows: pd.DataFrame) -> None:
-        from .plots import plot_pareto
-
         method = None if self.method.value == "both" else self.method.value
         plot_pareto(rows, self.metric.value, self.cost.value, method, ax=ax, highlight=self.point.value,
                     title=f"{self.model.value}: {dict((v, k) for k, v in self.METHOD_OPTIONS)[self.method.value]}")
@@ -652,8 +805,6 @@ class ParetoExplorer:
         """The shown student whose point lies within :attr:`PICK_RADIUS` points of the display
         position (``x``, ``y``) (pixels, as in matplotlib's mouse events) on the current plot,
         the nearest if several; None if none does or nothing is plotted."""
-        import numpy as np
-
         ax, rows = self.ax, self.visible()
         if ax is None or rows.empty:
             return None
@@ -685,8 +836,6 @@ class ParetoExplorer:
     def _on_canvas_motion(self, event: Any) -> None:
         """``motion_notify_event`` handler: while the pointer is over a student's point, a tooltip
         beside it gives its architecture, method, cost and metric; it hides off the points."""
-        from .search import COSTS, METHODS, METRICS
-
         label = self._event_student(event)
         tip = self.hover_annotation
         if label is None:
