@@ -1,13 +1,20 @@
-"""Costs of a student (gped_kit.cost): parameters, FLOPs per input from PyTorch's counter against
+"""Costs of a student (gped_kit.models.cost): parameters, FLOPs per input from PyTorch's counter against
 analytic multiply-accumulate counts worked out by hand here, latency, architecture strings."""
 
 import pytest
 import torch
 from torch import nn
 
-from gped_kit.cost import (analytic_macs, count_flops, count_macs, describe_architecture, layer_widths,
-                           measure_latency, network_cost)
-from gped_kit.models import ArchSpec, build_network, count_parameters
+from gped_kit.models.cost import (
+    analytic_macs,
+    count_flops,
+    count_macs,
+    describe_architecture,
+    layer_widths,
+    measure_latency,
+    network_cost,
+)
+from gped_kit.models.presets import ArchSpec, build_network, count_parameters
 
 
 def cnn_mnist_macs(c1: int, c2: int, f: int, out: int = 10) -> int:

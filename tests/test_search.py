@@ -1,6 +1,7 @@
-"""Experiment 3 (gped_kit.search): pruning equals masking, analytic sizes of pruned networks,
-Pareto frontiers on hand-made tables, fine-tuning, the students of one chain, and the whole
-search end to end on real (8x8 digits) data. Tables below marked SYNTHETIC are made-up numbers."""
+"""Experiment 3 (gped_kit.experiments.experiment3, gped_kit.models.pruning): pruning equals masking,
+analytic sizes of pruned networks, Pareto frontiers on hand-made tables, fine-tuning, profiles and the
+students of one chain, and the whole search end to end on real (8x8 digits) data through a results
+store. Tables below marked SYNTHETIC are made-up numbers."""
 
 import math
 
@@ -9,16 +10,39 @@ import pytest
 import torch
 from torch import nn
 
-from gped_kit.cost import count_flops
-from gped_kit.distill import GPEDConfig, GPEDRun
-from gped_kit.experiments import resolve_parameters
-from gped_kit.models import ArchSpec, build_network, count_parameters
-from gped_kit.samplers import SGLDConfig
-from gped_kit.search import (EXPERIMENT3_PROFILES, NO_COMPARABLE, SearchResult, SearchSettings, base_student,
-                             best_student, evaluate_student, experiment3_cell, experiment3_comparison,
-                             figure_availability, finetune, frontier_table, group_beats_exhaustive,
-                             group_vs_exhaustive, load_search_results, mask_network, model_grid, pareto_front, prune,
-                             search_candidates, search_on_data, search_students, trend_sentence, unit_keep_masks)
+from gped_kit.core.sgld import SGLDConfig
+from gped_kit.engine import GPEDConfig
+from gped_kit.experiments import experiment3
+from gped_kit.experiments.chains import ChainTask, run_chains
+from gped_kit.experiments.experiment3 import (
+    NO_COMPARABLE,
+    PROFILES,
+    Experiment3Settings,
+    SearchResult,
+    SearchSettings,
+    base_student,
+    best_student,
+    evaluate_student,
+    experiment3_comparison,
+    experiment3_task,
+    figure_availability,
+    finetune,
+    frontier_table,
+    group_beats_exhaustive,
+    group_vs_exhaustive,
+    load_search_results,
+    model_grid,
+    pareto_front,
+    run_experiment3,
+    search_candidates,
+    search_students,
+    trend_sentence,
+)
+from gped_kit.experiments.settings import resolve_settings
+from gped_kit.experiments.store import ResultsStore
+from gped_kit.models.cost import count_flops
+from gped_kit.models.presets import ArchSpec, build_network, count_parameters
+from gped_kit.models.pruning import mask_network, prune, unit_keep_masks
 
 EPS = 1e-3
 
@@ -251,7 +275,7 @@ def test_group_beats_exhaustive_counts_wins_at_equal_or_lower_cost():
     assert group_vs_exhaustive(t.iloc[:0], "student_nll", "flops").empty
 
 
-# ----------------------------------------------------------------------------- students and settings
+# ----------------------------------------------------------------------------- students, settings, profiles
 def test_search_students_one_chain_grid_and_lambda_sweep():
     students = search_students("fcnn", [0.5, 1], [1, 2], [1e-6, 1e-4], targets=("predictive", "entropy"),
                                thinning={"predictive": 4, "entropy": 2})
@@ -264,6 +288,7 @@ def test_search_students_one_chain_grid_and_lambda_sweep():
     assert all((s.arch.k1, s.arch.k2, s.arch.dropout) == (1, 2, 0.0) for s in lasso)  # largest, no dropout
     assert sorted(s.reg_weight for s in lasso) == [1e-6, 1e-6, 1e-4, 1e-4]
     assert all(s.estimator == "U_o" for s in students)
+    assert all(s.lr_halving_epochs == 200.0 for s in students)  # the paper's MNIST schedule
     assert {s.thinning for s in students if s.target == "entropy"} == {2}
     with pytest.raises(ValueError, match=r"reg_weights=\[\].*at least one"):
         search_students("fcnn", [1], [1], [])
@@ -275,16 +300,68 @@ def test_search_students_one_chain_grid_and_lambda_sweep():
         search_students("resnet", [1], [1], [1e-3])
 
 
-def test_experiment3_cell_uses_the_paper_setting_and_profiles():
-    p = resolve_parameters(EXPERIMENT3_PROFILES, "default", {})
-    cell = experiment3_cell("cnn_mnist", p)
-    assert (cell.data.labelled_size, cell.data.mask_size, cell.config.model) == (60_000, 15, "cnn_mnist")
-    assert len(cell.students) == len(p["k1_values"]) * len(p["k2_values"]) + len(p["reg_weights"])
-    assert cell.config.num_iterations == p["num_iterations"] and cell.config.burn_in == 1_000
-    cifar = experiment3_cell("cnn_cifar10", resolve_parameters(EXPERIMENT3_PROFILES, "paper", {}))
-    assert (cifar.data.labelled_size, cifar.data.mask_size, cifar.config.burn_in) == (20_000, 0, 10_000)
-    assert EXPERIMENT3_PROFILES["paper"]["reg_weights"] == [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3]
-    assert set(EXPERIMENT3_PROFILES["default"]) == set(EXPERIMENT3_PROFILES["paper"])
+def test_profiles_keep_the_old_values():
+    default, paper = PROFILES["default"], PROFILES["paper"]
+    assert isinstance(default, Experiment3Settings) and isinstance(paper, Experiment3Settings)
+    assert default.models == paper.models == ("cnn_mnist", "fcnn", "cnn_cifar10")
+    assert (default.targets, paper.targets) == (("predictive",), ("predictive", "entropy"))
+    assert (default.num_iterations, default.burn_in, default.predictive_thinning, default.entropy_thinning,
+            default.eval_thinning, default.log_every, default.checkpoint_every) == (2_200, 1_000, 2, 2, 50, 400, 1_100)
+    assert (paper.num_iterations, paper.burn_in, paper.predictive_thinning, paper.entropy_thinning,
+            paper.eval_thinning, paper.log_every, paper.checkpoint_every) == (10**6, None, 100, 10, 100, 10_000, 50_000)
+    assert not default.scale_step_size and not paper.scale_step_size
+    assert default.k1_values == default.k2_values == (0.5, 1.0, 2.0)
+    assert default.reg_weights == (1e-4, 1e-3, 1e-2)
+    assert paper.reg_weights == (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
+    assert (default.finetune_epochs, paper.finetune_epochs) == (1.0, None)
+    assert (default.latency_repeats, paper.latency_repeats) == (20, 50)
+    for p in (default, paper):
+        assert (p.prune_eps, p.prune_criterion, p.finetune_lr, p.finetune_lr_halving_epochs,
+                p.latency_batch_size) == (1e-3, "max_abs", None, None, 100)
+    assert default.search_settings(seed=3) == SearchSettings(finetune_epochs=1.0, seed=3)
+    assert paper.search_settings().latency_repeats == 50
+
+
+def test_experiment3_task_uses_the_paper_setting_and_profiles():
+    p = resolve_settings(PROFILES, "default", {})
+    task = experiment3_task("cnn_mnist", p)
+    assert isinstance(task, ChainTask)
+    assert (task.data.dataset, task.data.labelled_size, task.data.mask_size) == ("mnist", 60_000, 15)
+    assert task.config.model_name == "cnn_mnist" and task.config.sampler.step_size == 4e-6
+    assert len(task.students) == len(p.k1_values) * len(p.k2_values) + len(p.reg_weights)
+    assert task.config.num_iterations == p.num_iterations and task.config.burn_in == 1_000
+    cifar = experiment3_task("cnn_cifar10", resolve_settings(PROFILES, "paper", {}))
+    assert (cifar.data.dataset, cifar.data.labelled_size, cifar.data.mask_size, cifar.config.burn_in) == (
+        "cifar10", 20_000, 0, 10_000)
+    assert {s.thinning for s in cifar.students if s.resolved_target.name == "entropy"} == {10}
+    assert len(experiment3.experiment3_tasks(p)) == 3
+
+
+def test_settings_validation_and_notebook_overrides():
+    # a notebook's namespace: None = the profile's value; names that are not settings are ignored
+    p = resolve_settings(PROFILES, "default", {"models": ["fcnn"], "targets": ["predictive", "entropy"],
+                                               "reg_weights": [1e-3], "k1_values": None, "seed": 4})
+    assert p.models == ("fcnn",) and p.targets == ("predictive", "entropy") and p.reg_weights == (1e-3,)
+    assert p.k1_values == (0.5, 1.0, 2.0)
+    with pytest.raises(ValueError, match=r"models='resnet' is not known; allowed"):
+        resolve_settings(PROFILES, "default", {"models": ["resnet"]})
+    with pytest.raises(ValueError, match=r"targets=\[\]"):
+        resolve_settings(PROFILES, "default", {"targets": []})
+    with pytest.raises(ValueError, match=r"target='nll' is not known"):
+        resolve_settings(PROFILES, "default", {"targets": ["nll"]})
+    with pytest.raises(ValueError, match=r"reg_weights=\[0\].*> 0"):
+        resolve_settings(PROFILES, "default", {"reg_weights": [0]})
+    with pytest.raises(ValueError, match=r"k1_values\['fcnn'\]=\[\]"):
+        resolve_settings(PROFILES, "default", {"k1_values": {"fcnn": [], "cnn_mnist": [1]}})
+    with pytest.raises(ValueError, match=r"k2_values gives values for the models \['fcnn'\] only, not for "
+                                         r"'cnn_mnist'"):
+        resolve_settings(PROFILES, "paper", {"k2_values": {"fcnn": [1.0]}})
+    with pytest.raises(ValueError, match=r"prune_eps=-1.*>= 0"):
+        resolve_settings(PROFILES, "default", {"prune_eps": -1})
+    with pytest.raises(ValueError, match=r"profile='fast' is not known"):
+        resolve_settings(PROFILES, "fast", {})
+    with pytest.raises(TypeError, match="Experiment3Settings"):
+        experiment3_task("fcnn", {"k1_values": [1]})
 
 
 def test_k_grids_per_model_and_the_paper_fcnn_ratios_are_reachable():
@@ -292,7 +369,7 @@ def test_k_grids_per_model_and_the_paper_fcnn_ratios_are_reachable():
     assert model_grid({"k1_values": {"fcnn": [1, 5]}}, "k1_values", "fcnn") == [1, 5]
     with pytest.raises(ValueError, match=r"k1_values gives values for the models \['fcnn'\] only, not for 'cnn_mnist'"):
         model_grid({"k1_values": {"fcnn": [1]}}, "k1_values", "cnn_mnist")
-    paper = resolve_parameters(EXPERIMENT3_PROFILES, "paper", {})
+    paper = resolve_settings(PROFILES, "paper", {})
     shape = (1, 28, 28)
     base = build_network(ArchSpec("fcnn"), shape, 10)
     base_params, base_flops = count_parameters(base), count_flops(base, shape)
@@ -301,12 +378,13 @@ def test_k_grids_per_model_and_the_paper_fcnn_ratios_are_reachable():
         net = build_network(arch, shape, 10)
         return count_parameters(net) / base_params, count_flops(net, shape) / base_flops
 
-    cell = experiment3_cell("fcnn", paper)
-    grid = {(s.arch.k1, s.arch.k2) for s in cell.students if s.regularizer is None}
+    task = experiment3_task("fcnn", paper)
+    grid = {(s.arch.k1, s.arch.k2) for s in task.students if s.regularizer is None}
     assert len(grid) == len(model_grid(paper, "k1_values", "fcnn")) * len(model_grid(paper, "k2_values", "fcnn"))
+    assert paper.grid("fcnn") == ([0.5, 1.0, 2.0, 3.0, 4.0, 5.0], [0.5, 1.0, 2.0, 3.0, 4.0, 5.0])
     # Figures 8 and 9: the best FCNN student has ~9.9x the base's parameters and ~10x its FLOPs.
     # The group l1/l2 students start above that and prune back; the grid has a student within 2% of it.
-    largest = {s.arch for s in cell.students if s.regularizer == "group_lasso"}
+    largest = {s.arch for s in task.students if s.regularizer == "group_lasso"}
     assert len(largest) == 1
     assert min(ratios(next(iter(largest)))) > 10.5
     assert any(abs(p - 9.9) / 9.9 < 0.02 and abs(f - 10) / 10 < 0.02
@@ -315,8 +393,9 @@ def test_k_grids_per_model_and_the_paper_fcnn_ratios_are_reachable():
     for model in ("cnn_mnist", "cnn_cifar10"):
         assert max(model_grid(paper, "k1_values", model)) == max(model_grid(paper, "k2_values", model)) == 4.0
     # an override with one list applies to every model
-    one = resolve_parameters(EXPERIMENT3_PROFILES, "paper", {"k1_values": [1.0], "k2_values": [1.0, 2.0]})
-    assert {(s.arch.k1, s.arch.k2) for s in experiment3_cell("cnn_mnist", one).students} == {(1, 1), (1, 2)}
+    one = resolve_settings(PROFILES, "paper", {"k1_values": [1.0], "k2_values": [1.0, 2.0]})
+    grid = {(s.arch.k1, s.arch.k2) for s in experiment3_task("cnn_mnist", one).students}
+    assert grid == {(1, 1), (1, 2)}
 
 
 # ----------------------------------------------------------------------------- fine-tuning
@@ -347,23 +426,40 @@ def test_finetune_fits_fixed_targets_and_is_seeded():
 
 
 # ----------------------------------------------------------------------------- end to end
+def small_config(num_iterations: int = 900, burn_in: int = 200, log_every: int = 300) -> GPEDConfig:
+    return GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=num_iterations,
+                      burn_in=burn_in, eval_thinning=10, log_every=log_every, checkpoint_every=log_every,
+                      progress=False, device="cpu")
+
+
+def small_task(data) -> ChainTask:
+    students = search_students("fcnn", [0.05, 1], [0.05, 1], [1e-3, 1e-2], thinning={"predictive": 2})
+    return ChainTask(data, small_config(), students)
+
+
+def no_chain(*args, **kwargs):
+    raise AssertionError("the chain was asked for although the search is stored")
+
+
 @pytest.fixture(scope="module")
 def searched(digits_data, tmp_path_factory):
-    results = tmp_path_factory.mktemp("exp3")
-    config = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=900,
-                        burn_in=200, eval_thinning=10, log_every=300, checkpoint_every=300, progress=False,
-                        device="cpu")
-    students = search_students("fcnn", [0.05, 1], [0.05, 1], [1e-3, 1e-2], thinning={"predictive": 2})
+    store = ResultsStore(tmp_path_factory.mktemp("exp3"))
+    task = small_task(digits_data)
     settings = SearchSettings(finetune_epochs=10.0, latency_batch_size=16, latency_repeats=2)
-    first = search_on_data(digits_data, config, students, settings, results)
-    again = search_on_data(digits_data, config, students, settings, results)
-    return first, again, results, digits_data
+    first = run_experiment3(task, settings, store, progress=False)
+    with pytest.MonkeyPatch.context() as mp:  # a stored search never touches the chain
+        mp.setattr(experiment3, "run_chains", no_chain)
+        again = run_experiment3(task, settings, store, progress=False)
+    # other search settings: a new search entry, from the stored chain's checkpoint (not run again)
+    other = run_experiment3(task, SearchSettings(finetune_epochs=10.0, latency_batch_size=16, latency_repeats=1),
+                            store, progress=False)
+    return first, again, other, store, task
 
 
 def test_search_table_rows_and_costs(searched):
-    first, _, _, _ = searched
+    first, _, _, _, _ = searched
     t = first.table
-    assert first.status == "ran"
+    assert (first.status, first.chain_status, first.error) == ("ran", "ran", "")
     counts = t.groupby(["method", "stage"]).size().to_dict()
     assert counts == {("teacher", "teacher"): 1, ("exhaustive", "distilled"): 4, ("group_lasso", "distilled"): 2,
                       ("group_lasso", "pruned"): 2, ("group_lasso", "fine-tuned"): 2}
@@ -374,38 +470,53 @@ def test_search_table_rows_and_costs(searched):
     strong = t[(t["method"] == "group_lasso") & (t["reg_weight"] == 1e-2)]
     assert strong.set_index("stage").loc["pruned", "params"] < strong.set_index("stage").loc["distilled", "params"]
     assert (t[t["stage"] == "fine-tuned"]["finetune_steps"] == round(10 * 1200 / 50 / 2)).all()
+    assert (t[t["stage"] == "fine-tuned"]["finetune_lr"] == 1e-4).all()  # Appendix A.2, FCNN
     tuned = t[t["stage"] == "fine-tuned"]
     assert (tuned["student_accuracy"] > 0.7).all() and tuned["student_nll"].notna().all()
     assert len(search_candidates(t)) == 6 and len(search_candidates(t, "group_lasso")) == 2
-    assert (first.run_dir / "pruned").is_dir() and len(list((first.run_dir / "pruned").glob("*.pt"))) == 2
+    assert t["run_key"].nunique() == 1 and (t["chain_seconds"] > 0).all() and (t["search_seconds"] > 0).all()
+    teacher = t[t["method"] == "teacher"].iloc[0]
+    # one teacher sample every 10 steps t with B < t < T: t = 210, ..., 890
+    assert teacher["teacher_samples"] == 69 and teacher["params"] == count_parameters(
+        build_network("fcnn", (1, 8, 8), 10))
+    # the search entry holds the table and its record; no networks are kept
+    assert first.run_dir.parent.name == "search" and (first.run_dir / "search.csv").exists()
+    assert first.entry.record["chain"] == t["run_key"].iloc[0]
+    assert not list(first.run_dir.glob("*.pt"))
 
 
 def test_search_reuses_the_stored_table(searched):
-    first, again, results, _ = searched
-    assert again.status == "reused"
-    pd.testing.assert_frame_equal(again.table, pd.read_csv(first.run_dir / "experiment3_search.csv"))
-    assert len(load_search_results(results)) == len(first.table)
-    assert load_search_results(results / "absent").empty
+    first, again, other, store, _ = searched
+    assert (again.status, again.chain_status) == ("reused", "")
+    assert again.entry.key == first.entry.key
+    pd.testing.assert_frame_equal(again.table, first.table)
+    # another latency setting is another search of the same chain, whose state came from its checkpoint
+    assert (other.status, other.chain_status) == ("ran", "reused") and other.entry.key != first.entry.key
+    cols = ["student", "stage", "student_nll", "params", "units_removed"]
+    pd.testing.assert_frame_equal(other.table[[c for c in cols]], first.table[cols])
+    stored = load_search_results(store)
+    assert len(stored) == 2 * len(first.table) and set(stored["entry"]) == {first.entry.key, other.entry.key}
+    assert load_search_results(ResultsStore(store.root / "absent")).empty
+    with pytest.raises(TypeError, match="ResultsStore"):
+        load_search_results(store.root)
 
 
 def test_evaluate_student_reproduces_the_engine_metrics(searched):
-    first, _, _, data = searched
-    config = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=900,
-                        burn_in=200, eval_thinning=10, log_every=300, checkpoint_every=300, progress=False,
-                        device="cpu")
-    students = search_students("fcnn", [0.05, 1], [0.05, 1], [1e-3, 1e-2], thinning={"predictive": 2})
-    run = GPEDRun(data, config, students)
-    run.load_checkpoint(first.run_dir / "checkpoint.pt")
-    teacher = {n: run.accumulator.mean(n) for n in run.accumulator.targets}
+    first, _, _, store, task = searched
+    outcome = run_chains([task], store, requires_state=True, progress=False).outcomes[0]
+    assert outcome.status == "reused" and outcome.entry.key == first.table["run_key"].iloc[0]
+    result = outcome.result
     rows = first.table[first.table["stage"] == "distilled"].set_index("student")
-    for s in run.students:
-        ours = evaluate_student(s.net, s.target, run.data, teacher)
-        assert ours["student_nll"] == pytest.approx(rows.loc[s.config.label, "student_nll"], rel=1e-6)
-        assert ours["nll_gap"] == pytest.approx(rows.loc[s.config.label, "nll_gap"], rel=1e-6, abs=1e-9)
+    summary = result.summary.set_index("student")
+    for s in result.spec.students:
+        ours = evaluate_student(result.student_network(s.label), result.spec, s.target, result.teacher_outputs["test"])
+        assert ours["student_nll"] == pytest.approx(summary.loc[s.label, "student_nll"], rel=1e-6)
+        assert ours["nll_gap"] == pytest.approx(summary.loc[s.label, "nll_gap"], rel=1e-6, abs=1e-9)
+        assert ours["student_nll"] == pytest.approx(rows.loc[s.label, "student_nll"], rel=1e-6)
 
 
 def test_comparison_and_frontiers_on_the_search(searched):
-    first, _, _, _ = searched
+    first, _, _, _, _ = searched
     t = first.table
     front = frontier_table(t, "student_nll", "flops")
     assert set(front["front"]) == {"exhaustive", "group_lasso", "both"}
@@ -425,18 +536,29 @@ def test_comparison_and_frontiers_on_the_search(searched):
     assert trend_sentence(experiment3_comparison(t.iloc[:0], "fcnn")).startswith("No search results")
 
 
+def test_missing_data_and_bad_arguments(tmp_path):
+    store = ResultsStore(tmp_path / "results")
+    p = resolve_settings(PROFILES, "default", {})
+    task = experiment3_task("cnn_cifar10", p, device="cpu", data_root=str(tmp_path / "no-data"))
+    res = run_experiment3(task, p.search_settings(), store, progress=False)
+    assert (res.status, res.entry, res.run_dir) == ("missing data", None, None) and res.table.empty
+    assert "cifar10" in res.error and not (tmp_path / "results").exists()
+    with pytest.raises(TypeError, match="SearchSettings"):
+        run_experiment3(task, p, store)
+    with pytest.raises(TypeError, match="ChainTask"):
+        run_experiment3("cnn_cifar10", p.search_settings(), store)
+
+
 @pytest.fixture(scope="module")
 def searched_two_targets(digits_data, tmp_path_factory):
     """A small FCNN search with predictive AND expected-entropy students on one chain (what the
-    default profile's proposed `targets=["predictive", "entropy"]` switch turns on)."""
-    results = tmp_path_factory.mktemp("exp3_targets")
-    config = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=400,
-                        burn_in=100, eval_thinning=10, log_every=200, checkpoint_every=200, progress=False,
-                        device="cpu")
+    default profile's proposed `targets=("predictive", "entropy")` switch turns on)."""
+    store = ResultsStore(tmp_path_factory.mktemp("exp3_targets"))
     students = search_students("fcnn", [0.05, 1], [1], [1e-2], targets=("predictive", "entropy"),
                                thinning={"predictive": 2, "entropy": 2})
     settings = SearchSettings(finetune_epochs=2.0, latency_batch_size=8, latency_repeats=1)
-    return search_on_data(digits_data, config, students, settings, results)
+    task = ChainTask(digits_data, small_config(num_iterations=400, burn_in=100, log_every=200), students)
+    return run_experiment3(task, settings, store, progress=False)
 
 
 def test_entropy_students_are_searched_pruned_and_compared(searched_two_targets):
