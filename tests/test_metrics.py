@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from gped_kit import metrics
+from gped_kit.core import metrics
 
 
 def test_nll_accuracy_mae_known_values():
@@ -18,36 +18,34 @@ def test_nll_accuracy_mae_known_values():
 
 
 def test_ood_auroc_known_answers_and_direction():
-    from gped_kit.metrics import ood_auroc
 
-    assert ood_auroc([0.1, 0.2], [0.3, 0.4]) == 1.0  # every OOD input more uncertain
-    assert ood_auroc(torch.tensor([0.3, 0.4]), torch.tensor([0.1, 0.2])) == 0.0
-    assert ood_auroc([0.1, 0.3], [0.2, 0.4]) == 0.75  # 3 of 4 (in, out) pairs ordered right
+    assert metrics.ood_auroc([0.1, 0.2], [0.3, 0.4]) == 1.0  # every OOD input more uncertain
+    assert metrics.ood_auroc(torch.tensor([0.3, 0.4]), torch.tensor([0.1, 0.2])) == 0.0
+    assert metrics.ood_auroc([0.1, 0.3], [0.2, 0.4]) == 0.75  # 3 of 4 (in, out) pairs ordered right
     with pytest.raises(ValueError, match="non-empty"):
-        ood_auroc([], [1.0])
+        metrics.ood_auroc([], [1.0])
     with pytest.raises(ValueError, match="NaN"):
-        ood_auroc([float("nan")], [1.0])
+        metrics.ood_auroc([float("nan")], [1.0])
 
 
 def test_ndcg_trials_known_answers():
     import numpy as np
 
-    from gped_kit.metrics import ndcg_trials
 
     ref = np.linspace(0.0, 1.0, 300)
-    assert np.allclose(ndcg_trials(ref, ref, trials=20), 1.0)
-    assert np.allclose(ndcg_trials(ref, 5 * ref + 1, trials=20), 1.0)  # only the order of the estimate matters
-    reversed_ = ndcg_trials(ref, -ref, trials=50)
-    shuffled = ndcg_trials(ref, np.random.default_rng(0).permutation(ref), trials=50)
+    assert np.allclose(metrics.ndcg_trials(ref, ref, trials=20), 1.0)
+    assert np.allclose(metrics.ndcg_trials(ref, 5 * ref + 1, trials=20), 1.0)  # only the order of the estimate matters
+    reversed_ = metrics.ndcg_trials(ref, -ref, trials=50)
+    shuffled = metrics.ndcg_trials(ref, np.random.default_rng(0).permutation(ref), trials=50)
     assert reversed_.mean() < shuffled.mean() < 1.0
     # hand-computed: 3 inputs with gains (3, 2, 0), ranked (2, 3, 0) -> DCG = 2 + 3/log2(3), ideal 3 + 2/log2(3)
-    score = ndcg_trials([3.0, 2.0, 0.0], [1.0, 2.0, 0.0], k=3, subset_size=3, trials=1)[0]
+    score = metrics.ndcg_trials([3.0, 2.0, 0.0], [1.0, 2.0, 0.0], k=3, subset_size=3, trials=1)[0]
     assert score == pytest.approx((2 + 3 / np.log2(3)) / (3 + 2 / np.log2(3)))
-    assert len(ndcg_trials(ref, ref, trials=7)) == 7
+    assert len(metrics.ndcg_trials(ref, ref, trials=7)) == 7
     with pytest.raises(ValueError, match="subset_size=400 exceeds"):
-        ndcg_trials(ref, ref, subset_size=400)
+        metrics.ndcg_trials(ref, ref, subset_size=400)
     with pytest.raises(ValueError, match="k=0"):
-        ndcg_trials(ref, ref, k=0)
+        metrics.ndcg_trials(ref, ref, k=0)
 
 
 def test_brier_score_known_values_and_hydra_convention():

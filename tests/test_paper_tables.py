@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gped_kit import paper_results as pr
+from gped_kit.experiments import paper_tables as pr
 
 PAPER_TEXT = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "003_eefcddab6cd9300e.txt"
 

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from gped_kit import uncertainty as U
+from gped_kit.core import uncertainty as U
+from gped_kit.core.targets import dirichlet_head, softmax_exp_head
 
 
 def test_from_samples_identities_on_a_hand_made_ensemble():
@@ -45,7 +46,6 @@ def test_flat_dirichlet_expected_entropy_known_value():
 
 
 def test_from_student_output_for_gped_and_endd_heads():
-    from gped_kit.models import dirichlet_head, softmax_exp_head
 
     raw = torch.randn(4, 4)
     gped = U.from_student_output("predictive+entropy", softmax_exp_head(raw), 3)

@@ -22,8 +22,12 @@ For regression (Gaussian likelihood, ``D`` output dimensions):
 * ``predictive_variance``: g = (mu, mu^2, sigma^2) per dimension (3D values). The student
   outputs (m, log e, log a) and predicts (m, m^2 + e, a): m estimates E[mu], e the epistemic
   variance Var[mu] = E[mu^2] - E[mu]^2 (>= 0 by construction) and a the aleatoric variance
-  E[sigma^2]; the predictive variance is a + e (:func:`regression_moments`). Squared error,
-  whose minimiser is the mean, so U_s gives unbiased gradients.
+  E[sigma^2]; the predictive variance is a + e (:func:`regression_moments`). The loss
+  (:func:`centered_moments_loss`) is squared error on m, on a, and on e against the *centred*
+  second moment ``g_2 - 2 m g_1 + m^2`` (m held fixed), whose expectation is
+  ``Var[mu] + (E[mu] - m)^2``: linear in the targets, so U_s gives unbiased gradients, and well
+  conditioned when |E[mu]| >> sd(mu) (fitting m^2 + e to E[mu^2] directly is not: an error d in
+  m moves e by 2 |m| d).
 
 The EnD2 baseline is a target too (:mod:`gped_kit.baselines.endd`); any callable
 ``g(statistics) -> (B, D)`` can be wrapped with :func:`custom_target`.
@@ -145,6 +149,19 @@ def predictive_moments_g(stats: torch.Tensor) -> torch.Tensor:
     return torch.cat([mean, mean * mean, var], dim=-1)
 
 
+def centered_moments_loss(target: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+    """The ``predictive_variance`` loss per example: with targets (g_1, g_2, g_3) estimating
+    (E[mu], E[mu^2], E[sigma^2]) and student outputs (m, log e, log a),
+    ``(m - g_1)^2 + (e - (g_2 - 2 m' g_1 + m'^2))^2 + (a - g_3)^2`` summed over dimensions, where
+    m' is m without gradient. Its minimiser is m = E[mu], e = Var[mu], a = E[sigma^2]."""
+    m, log_e, log_a = raw.chunk(3, dim=-1)
+    g1, g2, g3 = target.chunk(3, dim=-1)
+    center = m.detach()
+    centered = g2 - 2 * center * g1 + center * center
+    return losses.squared_error(g1, m) + losses.squared_error(centered, log_e.exp()) + losses.squared_error(
+        g3, log_a.exp())
+
+
 def _predictive_entropy_loss(target: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
     return losses.cross_entropy(target[:, :-1], raw[:, :-1]) + losses.absolute_error(
         target[:, -1:], raw[:, -1:].exp())
@@ -161,8 +178,7 @@ PREDICTIVE_ENTROPY = Target("predictive+entropy", predictive_entropy_g, out_dim=
 PREDICTIVE_MEAN = Target("predictive_mean", predictive_mean_g, out_dim=lambda d: d, link=identity_head,
                          loss=losses.squared_error, likelihood="gaussian")
 PREDICTIVE_VARIANCE = Target("predictive_variance", predictive_moments_g, out_dim=lambda d: 3 * d, link=moments_head,
-                             loss=lambda target, raw: losses.squared_error(target, moments_head(raw)),
-                             likelihood="gaussian")
+                             loss=centered_moments_loss, likelihood="gaussian")
 
 TARGETS: dict[str, Target] = {t.name: t for t in (PREDICTIVE, ENTROPY, MARGINAL_VARIANCE, PREDICTIVE_ENTROPY,
                                                   PREDICTIVE_MEAN, PREDICTIVE_VARIANCE)}

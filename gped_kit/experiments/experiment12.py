@@ -62,16 +62,19 @@ PROFILES: dict[str, Experiment2Settings] = {
 def distillation_task(model: str, labelled_size: int, mask_size: int, settings: ChainSettings, seed: int = 0,
                       device: str = "auto", data_root: str | None = None,
                       targets: Sequence[str] = ("predictive", "entropy"), estimators: Sequence[str] = ("U_s", "U_o"),
-                      lr_halving_scale: float = 1.0, keep_outputs: tuple[str, ...] = ()) -> ChainTask:
+                      lr_halving_scale: float = 1.0, keep_outputs: tuple[str, ...] = (),
+                      verify_checksums: bool = True) -> ChainTask:
     """The Experiment 1/2 chain for ``model`` on (|D|, m): one SGLD chain with the paper's settings
     for that model, feeding one student per (target, estimator), all with the teacher's
     architecture (and the paper's student dropout). ``lr_halving_scale`` multiplies the paper's
     student lr-halving period (200 or 400 teacher epochs; see
-    :func:`~gped_kit.experiments.paper.paper_shaped_lr_scale`)."""
+    :func:`~gped_kit.experiments.paper.paper_shaped_lr_scale`). ``verify_checksums=False`` reads data
+    files without torchvision's md5 check (test fixtures only)."""
     if not (lr_halving_scale > 0 and math.isfinite(lr_halving_scale)):
         raise ValueError(f"lr_halving_scale={lr_halving_scale!r}: must be finite and > 0")
     paper = paper_model(model)
-    data = DataConfig(paper.dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed, root=data_root)
+    data = DataConfig(paper.dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed, root=data_root,
+                      verify_checksums=verify_checksums)
     thinning = {"predictive": settings.predictive_thinning, "entropy": settings.entropy_thinning}
     students = tuple(
         StudentConfig(target=target, estimator=estimator, thinning=thinning.get(target, settings.predictive_thinning),
