@@ -1,13 +1,26 @@
-"""Known-answer tests of the thesis toys (gped_kit.toys; paper 001, Chapter 3)."""
+"""Known-answer tests of the thesis toys (paper 001, Chapter 3): the numerics
+(gped_kit.baselines.thesis_toys), their stored runs and analysis (gped_kit.experiments.thesis) and
+their figures (gped_kit.viz.thesis)."""
 
-import numpy as np
-import pandas as pd
-import pytest
-import torch
-from scipy.special import expit
-from sklearn.mixture import GaussianMixture
+import dataclasses
 
-from gped_kit import toys
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from scipy.special import expit  # noqa: E402
+from sklearn.mixture import GaussianMixture  # noqa: E402
+
+from gped_kit.baselines import thesis_toys as toys  # noqa: E402
+from gped_kit.experiments import thesis  # noqa: E402
+from gped_kit.experiments.settings import resolve_settings  # noqa: E402
+from gped_kit.experiments.store import ResultsStore  # noqa: E402
+from gped_kit.viz import thesis as thesis_plots  # noqa: E402
 
 # ----------------------------------------------------------------------------- Bayesian MoG
 
@@ -99,8 +112,13 @@ SMALL_MOG = toys.MoGConfig(num_data=50, num_samples=3_000, burn_in=300, num_dist
                            minibatch_size=100, grid_size=4_001)
 
 
-def test_online_mog_distillation_is_close_to_batch_at_a_fraction_of_the_memory():
-    result = toys.run_mog(SMALL_MOG)
+@pytest.fixture(scope="module")
+def mog_result():
+    return toys.run_mog(SMALL_MOG)
+
+
+def test_online_mog_distillation_is_close_to_batch_at_a_fraction_of_the_memory(mog_result):
+    result = mog_result
     table = result.table.set_index("mode")
     assert list(result.table["mode"]) == ["batch", "online"]
     kl_b, kl_o = table.loc["batch", "kl_mc_to_student"], table.loc["online", "kl_mc_to_student"]
@@ -154,6 +172,12 @@ def logreg_result():
     return toys.run_logreg(SMALL_LOGREG)
 
 
+def test_logreg_leaves_the_torch_thread_count_as_it_was(logreg_result):
+    before = torch.get_num_threads()
+    toys.run_logreg(TINY_LOGREG)
+    assert torch.get_num_threads() == before
+
+
 def test_logreg_table_has_one_row_per_student_and_memory_from_the_arrays(logreg_result):
     table = logreg_result.table
     assert len(table) == 2 * 2 * 3
@@ -175,9 +199,16 @@ def test_online_cross_entropy_distillation_matches_batch(logreg_result):
         assert abs(online["mean_abs_test"] - batch["mean_abs_test"]) < 0.03
     grids = logreg_result.arrays["student_grids"]
     rows = logreg_result.table.reset_index(drop=True)
-    i_b = rows.index[(rows["mode"] == "batch") & (rows["loss"] == "cross_entropy") & (rows["generator"] == "resample")][0]
-    i_o = rows.index[(rows["mode"] == "online") & (rows["loss"] == "cross_entropy") & (rows["generator"] == "resample")][0]
+    ce_resample = (rows["loss"] == "cross_entropy") & (rows["generator"] == "resample")
+    i_b = rows.index[(rows["mode"] == "batch") & ce_resample][0]
+    i_o = rows.index[(rows["mode"] == "online") & ce_resample][0]
     assert np.abs(grids[i_b] - grids[i_o]).mean() < 0.05
+    # the same comparison through experiments.thesis.logreg_agreement, for every generator
+    agreement = thesis.logreg_agreement(logreg_result).set_index(["loss", "generator"])
+    assert len(agreement) == 2 * 3
+    assert np.isclose(agreement.loc[("cross_entropy", "resample"), "mean_abs_grid_online_batch"],
+                      np.abs(grids[i_b] - grids[i_o]).mean())
+    assert (agreement.loc["cross_entropy", "mean_abs_grid_online_batch"] < 0.05).all()
 
 
 def test_pure_noise_inputs_distil_worse_than_the_data(logreg_result):
@@ -190,19 +221,110 @@ def test_pure_noise_inputs_distil_worse_than_the_data(logreg_result):
             assert t[(mode, loss, "noise")] > 2 * best_data
 
 
-def test_logreg_is_deterministic_and_stored(tmp_path, logreg_result):
-    config = toys.LogRegConfig(num_samples=200, burn_in=50, num_iterations=30, grid_size=5, num_test=20,
-                               generators=("resample",), losses=("cross_entropy",))
-    first = toys.run_stored_toy(config, tmp_path)
-    second = toys.run_stored_toy(config, tmp_path)
-    assert first.status == "ran" and second.status == "reused"
-    metrics = ["mean_abs_test", "mean_kl_test", "mean_abs_grid", "memory_bytes"]
-    pd.testing.assert_frame_equal(first.table[metrics], second.table[metrics])
-    assert np.array_equal(first.arrays["student_grids"], second.arrays["student_grids"])
-    fresh = toys.run_logreg(config)
-    pd.testing.assert_frame_equal(fresh.table[metrics], first.table[metrics])
-    third = toys.run_stored_toy(config, tmp_path, recompute=True)
-    assert third.status == "ran" and len(list(tmp_path.glob("*.old-*"))) == 1
+# ----------------------------------------------------------------------------- stored runs (experiments.thesis)
+
+TINY_LOGREG = toys.LogRegConfig(num_samples=200, burn_in=50, num_iterations=30, grid_size=5, num_test=20,
+                                generators=("resample",), losses=("cross_entropy",))
+TIMING = ["chain_seconds", "train_seconds"]
+
+
+def _assert_arrays_match(stored: dict, computed: dict) -> None:
+    """Stored arrays equal the computed ones up to the stored precision (float16: 2^-11 relative)."""
+    assert set(stored) == set(computed)
+    for name, value in computed.items():
+        kept = stored[name]
+        assert kept.shape == np.shape(value), name
+        if kept.dtype.kind == "f":
+            expected_dtype = np.float32 if name in thesis.FLOAT32_ARRAYS else np.float16
+            assert kept.dtype == expected_dtype, name
+            rtol = 1e-6 if kept.dtype == np.float32 else 1e-3
+            np.testing.assert_allclose(kept.astype(float), value, rtol=rtol, atol=1e-7, err_msg=name)
+        else:
+            assert np.array_equal(kept, value), name
+
+
+def test_a_stored_run_reads_back_as_the_computed_one(tmp_path, mog_result, logreg_result):
+    """Tables exactly (the MoG students' parameter lists included), arrays up to the stored precision."""
+    store = ResultsStore(tmp_path)
+    for config, result in ((SMALL_MOG, mog_result), (SMALL_LOGREG, logreg_result)):
+        entry = store.entry("toy", thesis.toy_record(config), "test-code")
+        thesis.store_toy(entry, result)
+        back = thesis.load_toy(entry, config)
+        pd.testing.assert_frame_equal(back.table, result.table)
+        _assert_arrays_match(back.arrays, result.arrays)
+        assert back.config == result.config and back.key == entry.key
+    files = sorted(p.stat().st_size for p in tmp_path.rglob("arrays.npz"))
+    assert files[-1] < 200_000                               # compact: MoG densities on a 4,001-point grid
+    # the float32 grid keeps the MoG grid's points apart (float16 would merge neighbours beyond |x| = 32)
+    assert np.all(np.diff(thesis.load_toy(store.entry("toy", thesis.toy_record(SMALL_MOG), "test-code"),
+                                          SMALL_MOG).arrays["grid"]) > 0)
+
+
+def test_stored_run_is_reused_for_the_same_code_and_recomputed_when_the_code_changes(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path)
+    first = thesis.run_toy(TINY_LOGREG, store)
+    second = thesis.run_toy(TINY_LOGREG, store)
+    assert first.status == "ran" and second.status == "reused" and first.key == second.key
+    pd.testing.assert_frame_equal(first.table, second.table)       # timings too: both read from the entry
+    for name in first.arrays:
+        assert np.array_equal(first.arrays[name], second.arrays[name])
+    fresh = toys.run_logreg(TINY_LOGREG)                             # deterministic: the stored run is this
+    pd.testing.assert_frame_equal(fresh.table.drop(columns=TIMING), first.table.drop(columns=TIMING))
+    _assert_arrays_match(first.arrays, fresh.arrays)
+    assert len(store.entries("toy")) == 1
+
+    # another configuration: its own entry
+    other = thesis.run_toy(dataclasses.replace(TINY_LOGREG, seed=1), store)
+    assert other.status == "ran" and other.key != first.key and len(store.entries("toy")) == 2
+
+    # the numerics changed (another fingerprint of thesis_toys + core): a new entry, computed again
+    seen = []
+
+    def changed_fingerprint(*modules):
+        seen.append(modules)
+        return "changed-code"
+
+    monkeypatch.setattr(thesis, "code_fingerprint", changed_fingerprint)
+    changed = thesis.run_toy(TINY_LOGREG, store)
+    assert seen == [thesis.TOY_CODE] and set(thesis.TOY_CODE) == {"gped_kit.baselines.thesis_toys", "gped_kit.core"}
+    assert changed.status == "ran" and changed.key != first.key and len(store.entries("toy")) == 3
+    assert thesis.run_toy(TINY_LOGREG, store).status == "reused"
+    monkeypatch.undo()
+    assert thesis.run_toy(TINY_LOGREG, store).key == first.key       # the first entry is still there
+
+    # recompute sets the stored entry aside and runs again
+    third = thesis.run_toy(TINY_LOGREG, store, recompute=True)
+    assert third.status == "ran" and third.key == first.key
+    assert len(list((tmp_path / "toy").glob(f"{first.key}.old-*"))) == 1
+
+
+def test_toy_records_tell_the_toys_and_configurations_apart():
+    records = [thesis.toy_record(c) for c in (toys.MoGConfig(), toys.LogRegConfig(), toys.MoGConfig(num_data=7),
+                                              toys.LogRegConfig(noise_std=3.0))]
+    assert records[0] == {"toy": "mog", "config": {}} and records[1] == {"toy": "logreg", "config": {}}
+    assert records[2]["config"] == {"num_data": 7} and records[3]["config"] == {"noise_std": 3.0}
+    # lists are stored as tuples, so a list gives the same record as the default tuple
+    assert thesis.toy_record(toys.LogRegConfig(generators=["resample", "perturb", "noise"])) == records[1]
+
+
+def test_profiles_are_the_old_profile_values_and_resolve_from_a_namespace():
+    default, paper = thesis.PROFILES["default"], thesis.PROFILES["paper"]
+    assert default.mog_sizes == (2, 10, 100, 1000) and paper.mog_sizes == (2, 5, 10, 20, 50, 100, 200, 500, 1000)
+    assert (default.logreg_num_samples, default.logreg_iterations, default.logreg_lr) == (5_000, 2_000, 3.0)
+    assert (paper.logreg_num_samples, paper.logreg_iterations, paper.logreg_lr) == (10_000, 5_000, 1.0)
+    for p in (default, paper):
+        assert (p.mog_num_samples, p.mog_burn_in, p.mog_distill_samples, p.mog_minibatch_size) == (
+            10_000, 1_000, 1_000, 100)
+        assert (p.logreg_burn_in, p.logreg_batch_size) == (1_000, 10)
+    assert paper == thesis.ThesisToysSettings()
+    namespace = dict(profile="default", mog_sizes=[2, 3], logreg_lr=None, seed=5, results_dir="x")
+    p = resolve_settings(thesis.PROFILES, "default", namespace)
+    assert p.mog_sizes == (2, 3) and p.logreg_lr == 3.0
+    configs = thesis.mog_configs(p, seed=5)
+    assert [c.num_data for c in configs] == [2, 3] and all(c.seed == 5 and c.num_samples == 10_000 for c in configs)
+    lr = thesis.logreg_config(p, seed=5, perturb_std=0.5, noise_std=3.0)
+    assert (lr.num_samples, lr.num_iterations, lr.lr, lr.perturb_std, lr.noise_std, lr.seed) == (
+        5_000, 2_000, 3.0, 0.5, 3.0, 5)
 
 
 @pytest.mark.parametrize("make, match", [
@@ -214,24 +336,75 @@ def test_logreg_is_deterministic_and_stored(tmp_path, logreg_result):
     (lambda: toys.LogRegConfig(modes=()), "modes"),
     (lambda: toys.LogRegConfig(lr=0.0), "lr"),
     (lambda: toys.LogRegConfig(num_samples=10_000, num_iterations=100, batch_size=10), "num_iterations"),
-    (lambda: toys.run_stored_toy({"num_data": 3}, "/nonexistent"), "MoGConfig or LogRegConfig"),
+    (lambda: thesis.run_toy({"num_data": 3}, ResultsStore("/nonexistent")), "MoGConfig or LogRegConfig"),
     (lambda: toys.mog_dataset(0), "num_data"),
+    (lambda: thesis.ThesisToysSettings(mog_sizes=()), "mog_sizes"),
+    (lambda: thesis.ThesisToysSettings(mog_sizes=(2, 0)), "mog_sizes"),
+    (lambda: thesis.ThesisToysSettings(logreg_lr=-1.0), "logreg_lr"),
+    (lambda: resolve_settings(thesis.PROFILES, "fast", {}), "profile"),
 ])
 def test_bad_input_is_refused_before_any_work(make, match):
     with pytest.raises(ValueError, match=match):
         make()
 
 
+# ----------------------------------------------------------------------------- analysis and figures
+
+
 def test_claims_are_computed_from_the_tables_and_can_fail():
     mog = pd.DataFrame({"num_data": [2, 2, 10, 10], "mode": ["batch", "online"] * 2,
                         "kl_mc_to_student": [0.010, 0.012, 0.010, 0.050], "memory_bytes": [1000, 10] * 2})
-    rows = [dict(mode=m, loss=l, generator=g, memory_bytes=1000 if m == "batch" else 10,
-                 mean_kl_test={"resample": 0.01, "perturb": 0.02, "noise": 0.1}[g] * (0.5 if l != "cross_entropy" else 1))
-            for m in toys.MODES for l in toys.LOSSES for g in toys.INPUT_GENERATORS]
-    claims = toys.thesis_toys_claims(mog, pd.DataFrame(rows)).set_index("claim")
+    kl = {"resample": 0.01, "perturb": 0.02, "noise": 0.1}
+    rows = [dict(mode=m, loss=loss, generator=g, memory_bytes=1000 if m == "batch" else 10,
+                 mean_kl_test=kl[g] * (0.5 if loss != "cross_entropy" else 1))
+            for m in toys.MODES for loss in toys.LOSSES for g in toys.INPUT_GENERATORS]
+    claims = thesis.thesis_toys_claims(mog, pd.DataFrame(rows)).set_index("claim")
     mog_claim = claims.loc["MoG: online EM as close to p_MC as batch EM"]
     assert not mog_claim["holds"] and (mog_claim["count"], mog_claim["of"]) == (1, 2)   # 0.05 > 2 * 0.01 + 0.002
     assert claims.loc["MoG: online needs a fraction of the memory", "holds"]
     assert claims.loc["Pure-noise inputs distil worse than data-based inputs", "holds"]
     assert claims.loc["Derivative square error closer to p_MC than cross-entropy", "count"] == 6
-    assert toys.thesis_toys_claims(mog.iloc[:0], pd.DataFrame()).empty
+    assert thesis.thesis_toys_claims(mog.iloc[:0], pd.DataFrame()).empty
+
+
+def test_online_vs_batch_pairs_the_modes_and_names_missing_columns():
+    table = pd.DataFrame({"num_data": [2, 2, 10, 10], "mode": ["batch", "online"] * 2,
+                          "kl_mc_to_student": [0.01, 0.02, 0.04, 0.01], "memory_bytes": [1000, 10] * 2})
+    wide = thesis.online_vs_batch(table, "kl_mc_to_student", ["num_data"])
+    assert list(wide["kl_mc_to_student_ratio"]) == [2.0, 0.25] and list(wide["memory_ratio"]) == [0.01, 0.01]
+    with pytest.raises(ValueError, match="memory_bytes"):
+        thesis.online_vs_batch(table.drop(columns="memory_bytes"), "kl_mc_to_student", ["num_data"])
+
+
+def test_mog_agreement_on_hand_built_students():
+    """Two unit-variance Gaussians at 0 and d apart have total variation 2 Phi(d / 2) - 1."""
+    grid = np.linspace(-20, 20, 8001)
+    pdf = lambda m: np.exp(-0.5 * (grid - m) ** 2) / np.sqrt(2 * np.pi)  # noqa: E731
+    table = pd.DataFrame({"num_data": [5, 5], "mode": ["batch", "online"], "kl_mc_to_student": [0.01, 0.02],
+                          "student_means": [[2.0, -1.0, 0.0], [0.1, 2.3, -1.0]]})
+    result = toys.ToyResult(table, {"grid": grid, "batch": pdf(0.0), "online": pdf(1.0)}, {})
+    row = thesis.mog_agreement([result]).iloc[0]
+    assert row["num_data"] == 5 and np.isclose(row["mean_difference"], 0.3)       # sorted means compared
+    assert np.isclose(row["tv_online_batch"], 0.3829, atol=1e-3)                  # 2 Phi(0.5) - 1
+    assert (row["kl_batch"], row["kl_online"]) == (0.01, 0.02)
+
+
+def test_figures_draw_stored_runs(tmp_path, mog_result, logreg_result):
+    store = ResultsStore(tmp_path)
+    stored = []
+    for config, result in ((SMALL_MOG, mog_result), (SMALL_LOGREG, logreg_result)):
+        entry = store.entry("toy", thesis.toy_record(config), "test-code")
+        thesis.store_toy(entry, result)
+        stored.append(thesis.load_toy(entry, config))
+    mog, logreg = stored
+    fig = thesis_plots.plot_mog([mog, mog], title="t")
+    assert len(fig.axes) == 4 and len(fig.axes[1].lines) == 5      # true, p_MC, batch, online, data
+    fig = thesis_plots.plot_online_vs_batch(mog.table, "kl_mc_to_student", "num_data")
+    assert [len(ax.lines) for ax in fig.axes] == [2, 2]
+    fig = thesis_plots.plot_logreg(logreg, "noise")
+    assert len(fig.axes) == 2 * 5 + 1                              # p_MC + 4 students, two rows, a colorbar
+    with pytest.raises(ValueError, match="generator"):
+        thesis_plots.plot_logreg(logreg, "gan")
+    fig = thesis_plots.plot_generators(logreg.table)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list(toys.INPUT_GENERATORS)
+    plt.close("all")

@@ -19,14 +19,15 @@ Two toys, each small enough to run on a CPU in seconds:
   stepping out, started at 0, as the thesis) gives the chain. The compact model is Eq. 3.44, an
   average of S' = 10 logistic regressors, trained by SGD (learning rate decayed linearly to 0)
   with **cross-entropy** (Eq. 3.22) or the **derivative square error** (Eqs. 3.24-3.26, computed
-  with :func:`gped_kit.losses.input_gradients` and :func:`gped_kit.losses.derivative_square_error`),
-  **batch** (teacher = p_MC of the stored bag of S samples, Eq. 3.43) or **online** (teacher =
-  the current sample's sigma(w_m^T x_m), Eq. 3.38: B fresh chain samples per step, nothing
-  stored). The **input generator** p(x) of the distillation inputs is a parameter: ``"resample"``
-  (the 24 data points, resampled), ``"perturb"`` (resampled points plus Gaussian noise) or
-  ``"noise"`` (pure Gaussian noise N(0, noise_std^2 I); with noise_std = 10 this is the thesis'
-  own Eq. 3.45). Distances from p_MC: mean |f - p_MC| and mean Bernoulli KL(p_MC || f), on a grid
-  over the data region and on fresh test points from the data distribution.
+  with :func:`gped_kit.core.losses.input_gradients` and
+  :func:`gped_kit.core.losses.derivative_square_error`), **batch** (teacher = p_MC of the stored
+  bag of S samples, Eq. 3.43) or **online** (teacher = the current sample's sigma(w_m^T x_m),
+  Eq. 3.38: B fresh chain samples per step, nothing stored). The **input generator** p(x) of the
+  distillation inputs is a parameter: ``"resample"`` (the 24 data points, resampled),
+  ``"perturb"`` (resampled points plus Gaussian noise) or ``"noise"`` (pure Gaussian noise
+  N(0, noise_std^2 I); with noise_std = 10 this is the thesis' own Eq. 3.45). Distances from
+  p_MC: mean |f - p_MC| and mean Bernoulli KL(p_MC || f), on a grid over the data region and on
+  fresh test points from the data distribution.
 
 **Memory** (column ``memory_bytes``) is the sum of ``nbytes`` of the arrays a method holds while
 it updates, taken from the arrays themselves: batch = the stored bag of weight
@@ -35,50 +36,39 @@ minibatch of weight samples (+ its data samples / inputs, statistics and paramet
 own state and the evaluation are not counted. All randomness comes from ``seed``; results are
 deterministic. Tables are tidy: one row per (toy, configuration, method), config columns first.
 
-Figures for these toys are at the end of this module (section "Figures").
+This module is the numerics only: :func:`run_mog` and :func:`run_logreg` return a
+:class:`ToyResult` in memory. Stored runs, profiles and the analysis of the tables are in
+:mod:`gped_kit.experiments.thesis`, the figures in :mod:`gped_kit.viz.thesis`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 from torch.nn import functional as F
 
-from . import losses
+from ..core import losses
 
-# ----------------------------------------------------------------------------- profiles
+Mode = Literal["batch", "online"]
+Loss = Literal["cross_entropy", "derivative_square_error"]
+Generator = Literal["resample", "perturb", "noise"]
 
-#: Notebook ``08_thesis_toys`` profiles. "default": CPU, under a minute of compute; the logistic
-#: regression students take 2,000 SGD iterations at learning rate 3 (measured here: the thesis'
-#: 5,000 iterations at learning rate 1 reach the same distances; 2,000 at 1 under-train) and a bag
-#: of S = 5,000 samples. "paper": the thesis' sizes (S = 10,000 MCMC samples, burn-in 1,000,
-#: M = 1,000 EM samples, online minibatches of 100, N in {2, ..., 1000}; logistic regression
-#: 5,000 iterations of minibatch 10 at learning rate 1 decayed linearly to 0).
-THESIS_TOYS_PROFILES: dict[str, dict[str, Any]] = {
-    "default": dict(mog_sizes=[2, 10, 100, 1000], mog_num_samples=10_000, mog_burn_in=1_000,
-                    mog_distill_samples=1_000, mog_minibatch_size=100,
-                    logreg_num_samples=5_000, logreg_burn_in=1_000, logreg_iterations=2_000,
-                    logreg_batch_size=10, logreg_lr=3.0),
-    "paper": dict(mog_sizes=[2, 5, 10, 20, 50, 100, 200, 500, 1000], mog_num_samples=10_000, mog_burn_in=1_000,
-                  mog_distill_samples=1_000, mog_minibatch_size=100,
-                  logreg_num_samples=10_000, logreg_burn_in=1_000, logreg_iterations=5_000,
-                  logreg_batch_size=10, logreg_lr=1.0),
-}
-
-MODES = ("batch", "online")
-LOSSES = ("cross_entropy", "derivative_square_error")
-INPUT_GENERATORS = ("resample", "perturb", "noise")
+#: Distillation modes (Section 3.2.2): the stored bag of samples, or each sample as it comes.
+MODES: tuple[Mode, ...] = ("batch", "online")
+#: Student losses (Section 3.3): cross-entropy (Eq. 3.22), derivative square error (Eq. 3.24).
+LOSSES: tuple[Loss, ...] = ("cross_entropy", "derivative_square_error")
+#: Input generators p(x) of the distillation inputs (Section 2.3; Eq. 3.45 for ``noise``).
+INPUT_GENERATORS: tuple[Generator, ...] = ("resample", "perturb", "noise")
 
 
 def _check(name: str, value: Any, ok: bool, allowed: str) -> None:
@@ -379,26 +369,26 @@ class OnlineEM:
         return self.params
 
 
-_trapezoid = getattr(np, "trapezoid", None) or np.trapz
-
-
 def _grid_kl_tv(p: np.ndarray, q: np.ndarray, grid: np.ndarray) -> tuple[float, float]:
     """KL(p || q) and total variation 0.5 int |p - q| by the trapezoid rule on ``grid``."""
     pos = p > 0
     integrand = np.where(pos, p * (np.log(np.where(pos, p, 1.0)) - np.log(np.maximum(q, 1e-300))), 0.0)
-    return float(_trapezoid(integrand, grid)), float(0.5 * _trapezoid(np.abs(p - q), grid))
+    return float(np.trapezoid(integrand, grid)), float(0.5 * np.trapezoid(np.abs(p - q), grid))
 
 
 @dataclass
 class ToyResult:
-    """What a toy run returns and the results store keeps: the tidy ``table`` (one row per
-    method), the ``arrays`` the figures need (densities on grids, weights, ...), the ``config``
-    as a dict, and ``status`` (``"ran"`` or ``"reused"`` from the store)."""
+    """What a toy run returns: the tidy ``table`` (one row per method), the ``arrays`` the
+    figures need (densities on grids, weights, ...), the ``config`` as a dict
+    (:func:`config_dict`), and, for a run read through the results store
+    (:func:`gped_kit.experiments.thesis.run_toy`), ``status`` (``"ran"`` or ``"reused"``) and the
+    store entry's ``key``."""
 
     table: pd.DataFrame
     arrays: dict[str, np.ndarray]
     config: dict[str, Any]
     status: str = "ran"
+    key: str | None = None
 
 
 def run_mog(config: MoGConfig) -> ToyResult:
@@ -461,7 +451,7 @@ def run_mog(config: MoGConfig) -> ToyResult:
     arrays = {"grid": grid, "p_mc": p_mc, "true_pdf": true_pdf, "batch": densities["batch"],
               "online": densities["online"], "data": data_x, "hist_edges": hist_edges,
               "mean_hist": np.stack([np.histogram(bag[:, k], bins=hist_edges)[0] for k in range(bag.shape[1])])}
-    return ToyResult(table, arrays, _config_dict(cfg))
+    return ToyResult(table, arrays, config_dict(cfg))
 
 
 # ============================================================================= Bayesian logistic regression
@@ -497,9 +487,9 @@ class LogRegConfig:
     batch_size: int = 10
     lr: float = 1.0
     init_std: float = 1.0
-    modes: tuple[str, ...] = MODES
-    losses: tuple[str, ...] = LOSSES
-    generators: tuple[str, ...] = INPUT_GENERATORS
+    modes: tuple[Mode, ...] = MODES
+    losses: tuple[Loss, ...] = LOSSES
+    generators: tuple[Generator, ...] = INPUT_GENERATORS
     perturb_std: float = 1.0
     noise_std: float = 10.0
     grid_limit: float = 6.0
@@ -508,6 +498,9 @@ class LogRegConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("class_mean", "modes", "losses", "generators"):   # lists given: stored as tuples
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         _check("LogRegConfig.num_per_class", self.num_per_class, _is_int(self.num_per_class, 1), "an integer >= 1")
         _check("LogRegConfig.class_mean", self.class_mean,
                len(self.class_mean) == 2 and all(math.isfinite(v) for v in self.class_mean), "two finite numbers")
@@ -635,7 +628,7 @@ def _pair_log_outputs(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def _teacher_outputs(log_outputs_fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, want_grad: bool
                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The teacher's class probabilities (n, 2) and, if ``want_grad``, the input-Jacobian of its
-    log probabilities (n, 2, 2) from the same forward pass (:func:`gped_kit.losses.input_gradients`,
+    log probabilities (n, 2, 2) from the same forward pass (:func:`gped_kit.core.losses.input_gradients`,
     no graph kept: the teacher is a constant of the loss)."""
     if not want_grad:
         with torch.no_grad():
@@ -722,7 +715,28 @@ def run_logreg(config: LogRegConfig) -> ToyResult:
     (Eq. 3.39) and keep only them; the first S post-burn-in samples are also stored, forming the
     bag of the batch students (trained after the chain, teacher p_MC of Eq. 3.43) and the
     reference p_MC of every distance.
+
+    Runs with one PyTorch intra-op thread (restored afterwards): every tensor here is tiny, and
+    PyTorch's CPU ``logsigmoid`` opens a parallel region even for 10 elements, which costs
+    milliseconds per call when the cores are shared (measured: 8 ms against 4 us). The numbers
+    do not depend on the thread count (element-wise operations and reductions far below
+    PyTorch's parallel grain size).
     """
+    with _one_torch_thread():
+        return _run_logreg(config)
+
+
+@contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_logreg(config: LogRegConfig) -> ToyResult:
     cfg = config
     dtype = torch.float64
     data_np, labels = logreg_dataset(cfg.num_per_class, cfg.class_mean, cfg.class_std, cfg.seed, stream=0)
@@ -826,235 +840,9 @@ def run_logreg(config: LogRegConfig) -> ToyResult:
               "mc_grid": mc_grid.reshape(cfg.grid_size, cfg.grid_size), "bag_subsample": bag[np.sort(keep)],
               "bag_mean": bag.mean(0), "bag_cov": np.cov(bag.T),
               "student_grids": np.stack(student_grids), "student_weights": np.stack(student_weights)}
-    return ToyResult(table, arrays, _config_dict(cfg))
+    return ToyResult(table, arrays, config_dict(cfg))
 
 
-# ============================================================================= results store
-
-
-def _config_dict(config: Any) -> dict[str, Any]:
+def config_dict(config: MoGConfig | LogRegConfig) -> dict[str, Any]:
+    """The configuration as JSON data (every field; tuples as lists): :attr:`ToyResult.config`."""
     return json.loads(json.dumps(dataclasses.asdict(config), default=list))
-
-
-def toy_key(config: MoGConfig | LogRegConfig) -> str:
-    """A short, stable hash of the toy's name and full configuration."""
-    payload = json.dumps({"toy": type(config).__name__, "config": _config_dict(config)}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:12]
-
-
-def run_stored_toy(config: MoGConfig | LogRegConfig, results_dir: str | Path, recompute: bool = False) -> ToyResult:
-    """Run a toy in the results store ``results_dir/<key>/`` (``config.json``, ``summary.csv``,
-    ``arrays.npz``), or reload it when it has run before; ``recompute=True`` moves the old
-    directory aside (timestamped) and runs again."""
-    if not isinstance(config, (MoGConfig, LogRegConfig)):
-        raise ValueError(f"config={type(config).__name__}: allowed: MoGConfig or LogRegConfig")
-    key = toy_key(config)
-    run_dir = Path(results_dir) / key
-    if recompute and run_dir.exists():
-        run_dir.rename(run_dir.with_name(f"{key}.old-{time.strftime('%Y%m%d-%H%M%S')}"))
-    summary, arrays_file = run_dir / "summary.csv", run_dir / "arrays.npz"
-    if summary.exists() and arrays_file.exists():
-        with np.load(arrays_file) as stored:
-            arrays = {k: stored[k] for k in stored.files}
-        table = pd.read_csv(summary).assign(run_key=key, store_status="reused")
-        return ToyResult(table, arrays, _config_dict(config), status="reused")
-    result = run_mog(config) if isinstance(config, MoGConfig) else run_logreg(config)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps({"toy": type(config).__name__, "config": result.config},
-                                                    indent=2, sort_keys=True))
-    np.savez_compressed(arrays_file, **result.arrays)
-    result.table.to_csv(summary, index=False)
-    result.table = result.table.assign(run_key=key, store_status="ran")
-    return result
-
-
-# ============================================================================= summaries
-
-
-def online_vs_batch(table: pd.DataFrame, metric: str, keys: Sequence[str]) -> pd.DataFrame:
-    """One row per ``keys`` with the batch and online values of ``metric``, their ratio
-    online / batch, and the memory of each and its ratio online / batch."""
-    for col in (*keys, "mode", metric, "memory_bytes"):
-        if col not in table.columns:
-            raise ValueError(f"online_vs_batch: column {col!r} missing; the table has {list(table.columns)}")
-    wide = table.pivot_table(index=list(keys), columns="mode", values=[metric, "memory_bytes"], aggfunc="first")
-    wide.columns = [f"{a}_{b}" for a, b in wide.columns]
-    wide = wide.reset_index()
-    wide[f"{metric}_ratio"] = wide[f"{metric}_online"] / wide[f"{metric}_batch"]
-    wide["memory_ratio"] = wide["memory_bytes_online"] / wide["memory_bytes_batch"]
-    return wide
-
-
-def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "mean_kl_test",
-                       factor: float = 2.0, slack: float = 0.002) -> pd.DataFrame:
-    """The thesis' findings checked on our numbers, one row per claim: ``claim``, what the
-    ``thesis`` says, ``ours`` (the numbers), ``holds`` (bool), ``count`` of ``of`` comparisons.
-
-    "Online ~ batch" holds for a comparison when the online student's distance is at most
-    ``factor`` times the batch student's plus ``slack`` (KL on the MoG grid for ``mog``; ``metric``
-    for ``logreg``). Either table may be empty (its claims are then left out).
-    """
-    rows = []
-
-    def add(claim: str, thesis: str, outcomes: Sequence[bool], ours: str) -> None:
-        rows.append(dict(claim=claim, thesis=thesis, ours=ours, holds=bool(len(outcomes)) and all(outcomes),
-                         count=int(sum(outcomes)), of=len(outcomes)))
-
-    if len(mog):
-        w = online_vs_batch(mog, "kl_mc_to_student", ["num_data"])
-        ok = list(w["kl_mc_to_student_online"] <= factor * w["kl_mc_to_student_batch"] + slack)
-        add("MoG: online EM as close to p_MC as batch EM", "online close to batch (Figures 3.1-3.9)", ok,
-            "KL(p_MC||q) online / batch per N: " + ", ".join(
-                f"N={n}: {o:.4f}/{b:.4f}" for n, o, b in zip(w["num_data"], w["kl_mc_to_student_online"],
-                                                              w["kl_mc_to_student_batch"])))
-        add("MoG: online needs a fraction of the memory", "100 instead of 10,000 MCMC samples and 1,000 data samples",
-            list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
-    if len(logreg):
-        for loss, label, thesis in (("cross_entropy", "cross-entropy", "equivalent in expectation (Eq. 3.40)"),
-                                    ("derivative_square_error", "derivative square error",
-                                     "online similar to batch although its loss differs (Section 3.3.3)")):
-            rows_loss = logreg[logreg["loss"] == loss]
-            if rows_loss["mode"].nunique() < 2:
-                continue
-            w = online_vs_batch(rows_loss, metric, ["generator"])
-            add(f"LogReg {label}: online as close to p_MC as batch", thesis,
-                list(w[f"{metric}_online"] <= factor * w[f"{metric}_batch"] + slack),
-                f"{metric} online / batch: " + ", ".join(
-                    f"{g}: {o:.4f}/{b:.4f}" for g, o, b in zip(w["generator"], w[f"{metric}_online"],
-                                                              w[f"{metric}_batch"])))
-        if logreg["mode"].nunique() == 2:
-            w = online_vs_batch(logreg, metric, ["loss", "generator"])
-            add("LogReg: online needs a fraction of the memory", "10 instead of 10,000 MCMC samples",
-                list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
-        gens = set(logreg["generator"])
-        if "noise" in gens and gens & {"resample", "perturb"}:
-            wide = logreg.pivot_table(index=["mode", "loss"], columns="generator", values=metric, aggfunc="first")
-            data_best = wide[[g for g in ("resample", "perturb") if g in wide.columns]].min(axis=1)
-            ratio = wide["noise"] / data_best
-            add("Pure-noise inputs distil worse than data-based inputs",
-                "Gaussian noise inputs far worse (Chapter 2, Tables 2.1-2.2)", list(ratio > 1),
-                f"{metric} noise / best data-based generator: " + ", ".join(
-                    f"{m} {('CE' if l == 'cross_entropy' else 'DSE')}: {r:.1f}x" for (m, l), r in ratio.items()))
-        if set(logreg["loss"]) == set(LOSSES):
-            wide = logreg.pivot_table(index=["mode", "generator"], columns="loss", values=metric, aggfunc="first")
-            better = wide["derivative_square_error"] < wide["cross_entropy"]
-            add("Derivative square error closer to p_MC than cross-entropy",
-                "DSE better than CE (Section 3.3.4, inputs N(0, 100 I))", list(better),
-                f"{metric} DSE / CE: " + ", ".join(
-                    f"{m} {g}: {d / c:.2f}" for (m, g), d, c in zip(wide.index, wide["derivative_square_error"],
-                                                                     wide["cross_entropy"])))
-    return pd.DataFrame(rows, columns=["claim", "thesis", "ours", "holds", "count", "of"])
-
-
-# ============================================================================= Figures
-
-
-def plot_mog(results: Sequence[ToyResult], title: str = ""):
-    """Figures 3.1-3.9 of the thesis, one row per data-set size N: the Gibbs histograms of
-    m_1, m_2, m_3 with the true means (left), and the true model, p_MC and the batch and online
-    students (right)."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(results), 2, figsize=(11, 2.6 * len(results)), squeeze=False)
-    colors = ("tab:red", "tab:green", "tab:blue")
-    for row, result in zip(axes, results):
-        a, n = result.arrays, int(result.table["num_data"].iloc[0])
-        edges = a["hist_edges"]
-        for k, counts in enumerate(a["mean_hist"]):
-            row[0].stairs(counts / counts.sum() / np.diff(edges), edges, color=colors[k], fill=True, alpha=0.4,
-                          label=f"m{k + 1}")
-            row[0].axvline(MOG_TRUE_MEANS[k], color=colors[k], ls="--", lw=1)
-        row[0].set(title=f"N = {n}: posterior of the means (Gibbs)", xlabel="m")
-        row[0].legend(fontsize=7)
-        grid = a["grid"]
-        show = (grid > -15) & (grid < 15)
-        row[1].plot(grid[show], a["true_pdf"][show], "k:", lw=1.5, label="true p(x|w)")
-        row[1].plot(grid[show], a["p_mc"][show], "k-", lw=1.5, label="p_MC (Monte Carlo)")
-        row[1].plot(grid[show], a["batch"][show], "-", color="tab:orange", lw=1.5, label="batch EM student")
-        row[1].plot(grid[show], a["online"][show], "--", color="tab:purple", lw=1.5, label="online EM student")
-        row[1].plot(a["data"], np.zeros_like(a["data"]), "|", color="gray", ms=8)
-        row[1].set(title=f"N = {n}: predictive densities", xlabel="x")
-        row[1].legend(fontsize=7)
-    if title:
-        fig.suptitle(title, y=1.0)
-    fig.tight_layout()
-    return fig
-
-
-def plot_online_vs_batch(table: pd.DataFrame, metric: str, x: str, hue: Sequence[str] = (), ylabel: str = "",
-                         title: str = ""):
-    """Distance (``metric``, log scale) and memory (log scale) of batch and online students
-    against ``x``, one line per mode and ``hue`` combination."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    keys = ["mode", *hue]
-    for label, rows in table.groupby(keys):
-        rows = rows.sort_values(x)
-        name = " / ".join(str(v) for v in (label if isinstance(label, tuple) else (label,)))
-        ls = "-" if rows["mode"].iloc[0] == "batch" else "--"
-        axes[0].plot(rows[x], rows[metric], marker="o", ls=ls, label=name)
-        axes[1].plot(rows[x], rows["memory_bytes"], marker="o", ls=ls, label=name)
-    axes[0].set(yscale="log", xlabel=x, ylabel=ylabel or metric, title="distance from p_MC")
-    axes[1].set(yscale="log", xlabel=x, ylabel="bytes held", title="memory")
-    for ax in axes:
-        if pd.api.types.is_numeric_dtype(table[x]) and table[x].min() > 0:
-            ax.set_xscale("log")
-        ax.legend(fontsize=7)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def plot_logreg(result: ToyResult, generator: str = "noise", title: str = ""):
-    """Figures 3.11-3.13, 3.15-3.16 of the thesis for one input generator: top row, the chain's
-    samples in weight space (10% shown, grey) with each compact model's S' weights (black);
-    bottom row, p(y = 1 | x) of p_MC and of the four students (batch / online x CE / DSE), with the
-    data (red y = 1, blue y = 0)."""
-    import matplotlib.pyplot as plt
-
-    a, table = result.arrays, result.table.reset_index(drop=True)
-    chosen = table[table["generator"] == generator]
-    if chosen.empty:
-        raise ValueError(f"generator={generator!r}: allowed {sorted(table['generator'].unique())}")
-    n = len(chosen) + 1
-    fig, axes = plt.subplots(2, n, figsize=(3.1 * n, 6.2), squeeze=False)
-    axis = a["grid_axis"]
-    panels = [("p_MC (Monte Carlo)", None, a["mc_grid"])] + [
-        (f"{r['mode']}, {'CE' if r['loss'] == 'cross_entropy' else 'DSE'}", a["student_weights"][i],
-         a["student_grids"][i]) for i, r in chosen.iterrows()]
-    lim = float(np.abs(a["bag_subsample"]).max()) * 1.05
-    for col, (name, weights, surface) in enumerate(panels):
-        top, bottom = axes[0, col], axes[1, col]
-        top.scatter(*a["bag_subsample"][::10].T, s=4, c="0.6")
-        if weights is not None:
-            top.scatter(*weights.T, s=18, c="k")
-        top.set(xlim=(-lim, lim), ylim=(-lim, lim), title=name, xlabel="w1", ylabel="w2" if col == 0 else "")
-        top.set_aspect("equal")
-        cs = bottom.contourf(axis, axis, surface, levels=np.linspace(0, 1, 11), cmap="RdBu_r")
-        x, y = a["data_x"], a["data_y"]
-        bottom.scatter(*x[y == 1].T, c="red", s=12, edgecolors="k", linewidths=0.4)
-        bottom.scatter(*x[y == 0].T, c="blue", s=12, edgecolors="k", linewidths=0.4)
-        bottom.set(xlabel="x1", ylabel="x2" if col == 0 else "")
-        bottom.set_aspect("equal")
-    fig.colorbar(cs, ax=axes[1, :].tolist(), shrink=0.8, label="p(y = 1 | x)")
-    fig.suptitle(title or f"2-D Bayesian logistic regression, input generator {generator!r}")
-    return fig
-
-
-def plot_generators(table: pd.DataFrame, metric: str = "mean_kl_test", title: str = ""):
-    """Distance from p_MC of every logistic-regression student, grouped by input generator, one
-    bar per (mode, loss) (log scale)."""
-    import matplotlib.pyplot as plt
-
-    wide = table.assign(student=table["mode"] + " " + table["loss"].map(
-        {"cross_entropy": "CE", "derivative_square_error": "DSE"})).pivot_table(
-        index="generator", columns="student", values=metric, aggfunc="first")
-    wide = wide.reindex([g for g in INPUT_GENERATORS if g in wide.index])
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    wide.plot.bar(ax=ax, logy=True, rot=0)
-    ax.set(ylabel=metric, xlabel="input generator", title=title or f"{metric} by input generator")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig

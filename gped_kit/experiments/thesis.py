@@ -1,0 +1,309 @@
+"""Papamakarios' thesis toys (paper 001, Chapter 3) as stored runs: notebook ``08_thesis_toys``.
+
+The numerics are :mod:`gped_kit.baselines.thesis_toys` (the Bayesian mixture of Gaussians of
+Section 3.2.3 with batch and online EM, Appendix D; the 2-D Bayesian logistic regression of
+Section 3.3.4 with cross-entropy and derivative matching students and the input generators).
+This module holds what the notebook adds to them:
+
+* its settings, :class:`ThesisToysSettings`, and :data:`PROFILES` (``default``: a CPU in under
+  a minute; ``paper``: the thesis' sizes), with :func:`mog_configs` / :func:`logreg_config`
+  turning a profile into the toys' configurations;
+* stored runs, :func:`run_toy`: one entry of kind ``"toy"`` in the single results store per
+  configuration, keyed by the configuration's record (:func:`toy_record`) **and the code
+  fingerprint of the numerics** (:data:`TOY_CODE`), so a change to the thesis code or to
+  ``gped_kit.core`` recomputes the run instead of reusing arrays made by older code. An entry
+  holds the run's table (``summary.csv``) and the figures' arrays (``arrays.npz``, float16 but
+  for :data:`FLOAT32_ARRAYS`). A run computed now and one read back are the same
+  :class:`~gped_kit.baselines.thesis_toys.ToyResult`: both are read from the entry;
+* the analysis of the tables: :func:`online_vs_batch`, :func:`thesis_toys_claims` (the thesis'
+  findings checked on our numbers) and :func:`mog_agreement` / :func:`logreg_agreement` (how far
+  the online students are from the batch students).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..baselines.thesis_toys import (
+    INPUT_GENERATORS,
+    LOSSES,
+    LogRegConfig,
+    MoGConfig,
+    ToyResult,
+    config_dict,
+    run_logreg,
+    run_mog,
+)
+from ..core.options import check_int, check_positive
+from ..core.schema import record
+from .store import Entry, ResultsStore, code_fingerprint
+
+# ----------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class ThesisToysSettings:
+    """A profile of notebook ``08_thesis_toys``; the defaults are the thesis' sizes.
+
+    Mixture of Gaussians (Section 3.2.3): data-set sizes N (``mog_sizes``), S Gibbs samples
+    after ``mog_burn_in`` sweeps, M = ``mog_distill_samples`` draws from p_MC for batch EM and
+    B = ``mog_minibatch_size`` chain samples per online EM iteration (Appendix D). Logistic
+    regression (Section 3.3.4): a bag of S = ``logreg_num_samples`` slice-sampling samples after
+    ``logreg_burn_in`` sweeps; every student takes ``logreg_iterations`` SGD steps on minibatches of
+    ``logreg_batch_size`` inputs (also the fresh chain samples per online step) at learning rate
+    ``logreg_lr`` decayed linearly to 0.
+    """
+
+    mog_sizes: tuple[int, ...] = (2, 5, 10, 20, 50, 100, 200, 500, 1000)
+    mog_num_samples: int = 10_000
+    mog_burn_in: int = 1_000
+    mog_distill_samples: int = 1_000
+    mog_minibatch_size: int = 100
+    logreg_num_samples: int = 10_000
+    logreg_burn_in: int = 1_000
+    logreg_iterations: int = 5_000
+    logreg_batch_size: int = 10
+    logreg_lr: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mog_sizes", tuple(self.mog_sizes))
+        if not self.mog_sizes:
+            raise ValueError("mog_sizes=(): must name at least one data-set size N")
+        for n in self.mog_sizes:
+            check_int("mog_sizes", n, 1)
+        for name in ("mog_num_samples", "mog_distill_samples", "mog_minibatch_size", "logreg_num_samples",
+                     "logreg_iterations", "logreg_batch_size"):
+            check_int(name, getattr(self, name), 1)
+        for name in ("mog_burn_in", "logreg_burn_in"):
+            check_int(name, getattr(self, name), 0)
+        check_positive("logreg_lr", self.logreg_lr)
+
+
+#: The notebook's profiles. ``default``: CPU, under a minute of compute; the logistic regression
+#: students take 2,000 SGD iterations at learning rate 3 (measured: the thesis' 5,000 iterations
+#: at learning rate 1 reach the same distances; 2,000 at 1 under-train) and a bag of S = 5,000
+#: samples. ``paper``: the thesis' sizes (S = 10,000 MCMC samples, burn-in 1,000, M = 1,000 EM
+#: samples, online minibatches of 100, N in {2, ..., 1000}; logistic regression 5,000 iterations
+#: of minibatch 10 at learning rate 1 decayed linearly to 0).
+PROFILES: dict[str, ThesisToysSettings] = {
+    "default": ThesisToysSettings(mog_sizes=(2, 10, 100, 1000), mog_num_samples=10_000, mog_burn_in=1_000,
+                                  mog_distill_samples=1_000, mog_minibatch_size=100,
+                                  logreg_num_samples=5_000, logreg_burn_in=1_000, logreg_iterations=2_000,
+                                  logreg_batch_size=10, logreg_lr=3.0),
+    "paper": ThesisToysSettings(mog_sizes=(2, 5, 10, 20, 50, 100, 200, 500, 1000), mog_num_samples=10_000,
+                                mog_burn_in=1_000, mog_distill_samples=1_000, mog_minibatch_size=100,
+                                logreg_num_samples=10_000, logreg_burn_in=1_000, logreg_iterations=5_000,
+                                logreg_batch_size=10, logreg_lr=1.0),
+}
+
+
+def mog_configs(settings: ThesisToysSettings, seed: int = 0) -> list[MoGConfig]:
+    """One mixture-of-Gaussians configuration per data-set size N of the profile."""
+    return [MoGConfig(num_data=n, num_samples=settings.mog_num_samples, burn_in=settings.mog_burn_in,
+                      num_distill_samples=settings.mog_distill_samples, minibatch_size=settings.mog_minibatch_size,
+                      seed=seed) for n in settings.mog_sizes]
+
+
+def logreg_config(settings: ThesisToysSettings, seed: int = 0, perturb_std: float = 1.0,
+                  noise_std: float = 10.0) -> LogRegConfig:
+    """The logistic-regression configuration of the profile, with the ``perturb`` generator's noise
+    std and the ``noise`` generator's std (10: the thesis' p(x), Eq. 3.45)."""
+    return LogRegConfig(num_samples=settings.logreg_num_samples, burn_in=settings.logreg_burn_in,
+                        num_iterations=settings.logreg_iterations, batch_size=settings.logreg_batch_size,
+                        lr=settings.logreg_lr, perturb_std=perturb_std, noise_std=noise_std, seed=seed)
+
+
+# ----------------------------------------------------------------------------- stored runs
+
+#: Modules whose source decides a toy run's numbers (the code fingerprint of its entry).
+TOY_CODE = ("gped_kit.baselines.thesis_toys", "gped_kit.core")
+#: Arrays kept as float32 (the rest are float16): the evaluation grids (float16 cannot tell the
+#: MoG grid's points apart beyond |x| = 32), the chain moments the notebook prints and the
+#: students' weights.
+FLOAT32_ARRAYS = frozenset({"grid", "grid_axis", "bag_mean", "bag_cov", "student_weights"})
+#: Table columns holding lists (the MoG students' parameters), kept as JSON text in the CSV.
+LIST_COLUMNS = ("student_weights", "student_means", "student_variances")
+_TOY_NAMES = {MoGConfig: "mog", LogRegConfig: "logreg"}
+_FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def _check_config(config: Any) -> None:
+    if type(config) not in _TOY_NAMES:
+        raise ValueError(f"config={type(config).__name__}: allowed: MoGConfig or LogRegConfig")
+
+
+def toy_record(config: MoGConfig | LogRegConfig) -> dict[str, Any]:
+    """The record keying a toy run: which toy and the configuration's non-default fields."""
+    _check_config(config)
+    return {"toy": _TOY_NAMES[type(config)], "config": record(config)}
+
+
+def compact_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays as stored: floats as float16, except :data:`FLOAT32_ARRAYS` and any array whose
+    values exceed float16's range (float32); other dtypes unchanged."""
+    out = {}
+    for name, value in arrays.items():
+        a = np.asarray(value)
+        if a.dtype.kind == "f":
+            finite = a[np.isfinite(a)]
+            wide = name in FLOAT32_ARRAYS or (finite.size and float(np.abs(finite).max()) > _FLOAT16_MAX)
+            a = a.astype(np.float32 if wide else np.float16)
+        out[name] = a
+    return out
+
+
+def store_toy(entry: Entry, result: ToyResult) -> None:
+    """Write a run's table (``summary``) and its arrays, compact (:func:`compact_arrays`)."""
+    table = result.table.copy()
+    for col in LIST_COLUMNS:
+        if col in table.columns:
+            table[col] = table[col].map(json.dumps)
+    entry.write_table("summary", table)
+    entry.write_arrays(compact_arrays(result.arrays), dtype=None)
+
+
+def load_toy(entry: Entry, config: MoGConfig | LogRegConfig, status: str = "reused") -> ToyResult:
+    """The :class:`ToyResult` stored in ``entry`` (table exactly as computed; arrays as stored)."""
+    table = entry.table("summary")
+    for col in LIST_COLUMNS:
+        if col in table.columns:
+            table[col] = table[col].map(json.loads).astype(object)
+    return ToyResult(table, entry.arrays(), config_dict(config), status=status, key=entry.key)
+
+
+def run_toy(config: MoGConfig | LogRegConfig, store: ResultsStore, recompute: bool = False) -> ToyResult:
+    """A toy run through the results store: computed (:func:`~gped_kit.baselines.thesis_toys.run_mog`
+    or :func:`~gped_kit.baselines.thesis_toys.run_logreg`) and stored when the store has no entry
+    for this configuration made by this code (:data:`TOY_CODE`), reused otherwise;
+    ``recompute=True`` sets a stored entry aside and computes it again. Either way the result
+    is read from the entry, so a reused run equals a computed one; ``status`` says which."""
+    _check_config(config)
+
+    def compute(entry: Entry) -> None:
+        store_toy(entry, run_mog(config) if isinstance(config, MoGConfig) else run_logreg(config))
+
+    entry, status = store.cached("toy", toy_record(config), code_fingerprint(*TOY_CODE), compute,
+                                 recompute=recompute)
+    return load_toy(entry, config, status)
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def online_vs_batch(table: pd.DataFrame, metric: str, keys: Sequence[str]) -> pd.DataFrame:
+    """One row per ``keys`` with the batch and online values of ``metric``, their ratio
+    online / batch, and the memory of each and its ratio online / batch."""
+    for col in (*keys, "mode", metric, "memory_bytes"):
+        if col not in table.columns:
+            raise ValueError(f"online_vs_batch: column {col!r} missing; the table has {list(table.columns)}")
+    wide = table.pivot_table(index=list(keys), columns="mode", values=[metric, "memory_bytes"], aggfunc="first")
+    wide.columns = [f"{a}_{b}" for a, b in wide.columns]
+    wide = wide.reset_index()
+    wide[f"{metric}_ratio"] = wide[f"{metric}_online"] / wide[f"{metric}_batch"]
+    wide["memory_ratio"] = wide["memory_bytes_online"] / wide["memory_bytes_batch"]
+    return wide
+
+
+def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "mean_kl_test",
+                       factor: float = 2.0, slack: float = 0.002) -> pd.DataFrame:
+    """The thesis' findings checked on our numbers, one row per claim: ``claim``, what the
+    ``thesis`` says, ``ours`` (the numbers), ``holds`` (bool), ``count`` of ``of`` comparisons.
+
+    "Online ~ batch" holds for a comparison when the online student's distance is at most
+    ``factor`` times the batch student's plus ``slack`` (KL on the MoG grid for ``mog``; ``metric``
+    for ``logreg``). Either table may be empty (its claims are then left out). The memory claims
+    report the measured ratios; they hold by construction (online holds one minibatch).
+    """
+    rows = []
+
+    def add(claim: str, thesis: str, outcomes: Sequence[bool], ours: str) -> None:
+        rows.append(dict(claim=claim, thesis=thesis, ours=ours, holds=bool(len(outcomes)) and all(outcomes),
+                         count=int(sum(outcomes)), of=len(outcomes)))
+
+    if len(mog):
+        w = online_vs_batch(mog, "kl_mc_to_student", ["num_data"])
+        ok = list(w["kl_mc_to_student_online"] <= factor * w["kl_mc_to_student_batch"] + slack)
+        add("MoG: online EM as close to p_MC as batch EM", "online close to batch (Figures 3.1-3.9)", ok,
+            "KL(p_MC||q) online / batch per N: " + ", ".join(
+                f"N={n}: {o:.4f}/{b:.4f}" for n, o, b in zip(w["num_data"], w["kl_mc_to_student_online"],
+                                                              w["kl_mc_to_student_batch"])))
+        add("MoG: online needs a fraction of the memory", "100 instead of 10,000 MCMC samples and 1,000 data samples",
+            list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
+    if len(logreg):
+        for loss, label, thesis in (("cross_entropy", "cross-entropy", "equivalent in expectation (Eq. 3.40)"),
+                                    ("derivative_square_error", "derivative square error",
+                                     "online similar to batch although its loss differs (Section 3.3.3)")):
+            rows_loss = logreg[logreg["loss"] == loss]
+            if rows_loss["mode"].nunique() < 2:
+                continue
+            w = online_vs_batch(rows_loss, metric, ["generator"])
+            add(f"LogReg {label}: online as close to p_MC as batch", thesis,
+                list(w[f"{metric}_online"] <= factor * w[f"{metric}_batch"] + slack),
+                f"{metric} online / batch: " + ", ".join(
+                    f"{g}: {o:.4f}/{b:.4f}" for g, o, b in zip(w["generator"], w[f"{metric}_online"],
+                                                              w[f"{metric}_batch"])))
+        if logreg["mode"].nunique() == 2:
+            w = online_vs_batch(logreg, metric, ["loss", "generator"])
+            add("LogReg: online needs a fraction of the memory", "10 instead of 10,000 MCMC samples",
+                list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
+        gens = set(logreg["generator"])
+        if "noise" in gens and gens & {"resample", "perturb"}:
+            wide = logreg.pivot_table(index=["mode", "loss"], columns="generator", values=metric, aggfunc="first")
+            data_best = wide[[g for g in ("resample", "perturb") if g in wide.columns]].min(axis=1)
+            ratio = wide["noise"] / data_best
+            add("Pure-noise inputs distil worse than data-based inputs",
+                "Gaussian noise inputs far worse (Chapter 2, Tables 2.1-2.2)", list(ratio > 1),
+                f"{metric} noise / best data-based generator: " + ", ".join(
+                    f"{m} {('CE' if loss == 'cross_entropy' else 'DSE')}: {r:.1f}x" for (m, loss), r in ratio.items()))
+        if set(logreg["loss"]) == set(LOSSES):
+            wide = logreg.pivot_table(index=["mode", "generator"], columns="loss", values=metric, aggfunc="first")
+            better = wide["derivative_square_error"] < wide["cross_entropy"]
+            add("Derivative square error closer to p_MC than cross-entropy",
+                "DSE better than CE (Section 3.3.4, inputs N(0, 100 I))", list(better),
+                f"{metric} DSE / CE: " + ", ".join(
+                    f"{m} {g}: {d / c:.2f}" for (m, g), d, c in zip(wide.index, wide["derivative_square_error"],
+                                                                     wide["cross_entropy"])))
+    return pd.DataFrame(rows, columns=["claim", "thesis", "ours", "holds", "count", "of"])
+
+
+def mog_agreement(results: Sequence[ToyResult]) -> pd.DataFrame:
+    """How far online EM's student is from batch EM's, per data-set size N (Section 3.2.3's
+    "online close to batch" without going through p_MC): ``tv_online_batch`` = 0.5 int |q_online -
+    q_batch| dx on the evaluation grid (trapezoid rule) and ``mean_difference`` = the largest
+    |m_online - m_batch| of the students' component means, each sorted (Eq. 3.14's components are
+    exchangeable), together with both students' KL(p_MC || q)."""
+    rows = []
+    for result in results:
+        a, t = result.arrays, result.table.set_index("mode")
+        grid = a["grid"].astype(float)
+        tv = 0.5 * float(np.trapezoid(np.abs(a["online"].astype(float) - a["batch"].astype(float)), grid))
+        means = {m: np.sort(np.asarray(t.loc[m, "student_means"], float)) for m in ("batch", "online")}
+        rows.append(dict(num_data=int(t["num_data"].iloc[0]), tv_online_batch=tv,
+                         mean_difference=float(np.abs(means["online"] - means["batch"]).max()),
+                         kl_batch=float(t.loc["batch", "kl_mc_to_student"]),
+                         kl_online=float(t.loc["online", "kl_mc_to_student"])))
+    return pd.DataFrame(rows, columns=["num_data", "tv_online_batch", "mean_difference", "kl_batch", "kl_online"])
+
+
+def logreg_agreement(result: ToyResult) -> pd.DataFrame:
+    """How far each online logistic-regression student is from the batch student of the same loss
+    and input generator: ``mean_abs_grid_online_batch`` = the mean |f_online(x) - f_batch(x)| of
+    p(y = 1 | x) (Eq. 3.44) over the evaluation grid. With cross-entropy both minimise the same
+    loss in expectation (Eq. 3.40), so they should agree."""
+    table = result.table.reset_index(drop=True)
+    grids = result.arrays["student_grids"].astype(float)
+    index = {(r["mode"], r["loss"], r["generator"]): i for i, r in table.iterrows()}
+    rows = []
+    for loss in LOSSES:
+        for g in INPUT_GENERATORS:
+            if ("batch", loss, g) in index and ("online", loss, g) in index:
+                diff = np.abs(grids[index[("online", loss, g)]] - grids[index[("batch", loss, g)]])
+                rows.append(dict(loss=loss, generator=g, mean_abs_grid_online_batch=float(diff.mean()),
+                                 max_abs_grid_online_batch=float(diff.max())))
+    return pd.DataFrame(rows, columns=["loss", "generator", "mean_abs_grid_online_batch", "max_abs_grid_online_batch"])
