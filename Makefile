@@ -82,7 +82,7 @@ else
 endif
 
 figures: venv
-	$(HEADLESS) $(VENV_PY) -m gped_kit.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) $(BATCH_ARGS)
+	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) $(BATCH_ARGS)
 
 lab: venv
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)

@@ -53,6 +53,9 @@ class Categorical:
         return {"nll": metrics.nll(probs, y), "accuracy": metrics.accuracy(probs, y)}
 
 
+LOG_VARIANCE_MIN, LOG_VARIANCE_MAX = -8.0, 8.0
+
+
 @dataclass(frozen=True)
 class Gaussian:
     """y ~ N(mu(x; theta), sigma^2) per output dimension; ``noise_variance`` fixes sigma^2, None
@@ -71,10 +74,12 @@ class Gaussian:
         return num_outputs if self.noise_variance is not None else 2 * num_outputs
 
     def mean_and_variance(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mu, sigma^2)``; a predicted log-variance is clamped to [-8, 8] (sigma from 0.018 to 55)
+        so that one badly fitted point cannot make the NLL's gradient explode and the chain diverge."""
         if self.noise_variance is not None:
             return raw, torch.full_like(raw, self.noise_variance)
         mean, log_var = raw.chunk(2, dim=-1)
-        return mean, log_var.exp()
+        return mean, log_var.clamp(LOG_VARIANCE_MIN, LOG_VARIANCE_MAX).exp()
 
     def mean_nll(self, raw: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The minibatch mean of -log N(y; mu, sigma^2), summed over output dimensions."""
