@@ -1,16 +1,22 @@
 """Hydra (paper 002): batched heads, the two losses' identities, snapshots, and distillation that
 keeps the members' diversity (head m matches member m, not the others)."""
 
-import pandas as pd
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
+from torch.func import functional_call
 from torch.nn import functional as F
 
-from gped_kit import hydra as H
-from gped_kit.distill import GPEDConfig, GPEDRun, snapshot_steps
-from gped_kit.models import ArchSpec, build_network
-from gped_kit.samplers import SGLDConfig
+from gped_kit.baselines import hydra as H
+from gped_kit.core import targets, uncertainty
+from gped_kit.core.sgld import SGLDConfig
+from gped_kit.engine import GPEDConfig, GPEDEngine, distill, snapshot_steps
+from gped_kit.engine.run import run_engine
+from gped_kit.engine.spec import build_chain
+from gped_kit.engine.state import chain_view, flat
+from gped_kit.models.presets import build_network
 
 
 def test_batched_heads_equal_separate_mlps():
@@ -71,7 +77,7 @@ def test_snapshot_logits_load_each_parameter_vector():
         H.snapshot_logits(snaps[:, :-1], "fcnn", (2, 1, 1), 3, x)
 
 
-def test_hydra_heads_match_their_own_member(digits_data):
+def test_hydra_heads_match_their_own_member(digits_data, tmp_path):
     """Members: three differently trained-looking networks (random, sharpened). Each head must end
     closer to its own member than to the others, and the head mixture's knowledge uncertainty
     must track the members' (diversity kept), where a single head has none."""
@@ -89,32 +95,42 @@ def test_hydra_heads_match_their_own_member(digits_data):
     dist = torch.tensor([[(probs[i] - member_probs[j]).abs().sum(-1).mean() for j in range(3)] for i in range(3)])
     assert (dist.argmin(dim=1) == torch.arange(3)).all(), dist
     assert dist.diag().max() < 0.5 * dist.mean()
-    from gped_kit import uncertainty
-
     ours, ref = H.hydra_uncertainties(result.net, x), uncertainty.from_samples(member_probs)
     assert torch.corrcoef(torch.stack([ours.knowledge, ref.knowledge]))[0, 1] > 0.7
     assert result.cache_bytes == logits.numel() * 4
     assert [h["phase"] for h in result.history][-1] == "phase2"
+    # saved and loaded (weights only): the same heads
+    H.save_hydra(result, tmp_path / "hydra.pt")
+    again = H.load_hydra(tmp_path / "hydra.pt", "fcnn", (1, 8, 8), 10, cfg)
+    torch.testing.assert_close(again.net.head_probs(x[:20]), result.net.head_probs(x[:20]))
+    assert again.history == result.history and again.cache_bytes == result.cache_bytes
 
 
-def test_chain_keeps_evenly_thinned_snapshots_and_resumes_them(digits_data, tmp_path):
-    cfg = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=120,
+def test_chain_keeps_evenly_thinned_snapshots_that_hydra_reads_as_the_teacher(digits_data, tmp_path):
+    """The engine's snapshots are rows of flattened teacher parameters in named_parameters() order:
+    loaded by snapshot_logits they give the teacher's own outputs; an interrupted and resumed chain
+    keeps the same snapshots."""
+    cfg = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=120,
                      burn_in=20, eval_thinning=10, log_every=40, checkpoint_every=40, progress=False,
                      device="cpu", num_snapshots=4)
     assert snapshot_steps(cfg) == [44, 69, 94, 119]
-    run = GPEDRun(digits_data, cfg, [])
-    result = run.run()
-    assert result.snapshots.shape == (4, sum(p.numel() for p in run.teacher.parameters()))
-    torch.testing.assert_close(result.snapshots[-1], nn.utils.parameters_to_vector(run.teacher.parameters()).detach())
+    engine = GPEDEngine([build_chain(digits_data, cfg, [])])
+    result = run_engine(engine)[0]
+    assert result.snapshots.shape == (4, engine.chains[0].teacher.num_params)
     assert len(set(result.snapshots.sum(1).tolist())) == 4
+    torch.testing.assert_close(result.snapshots[-1], flat(engine.chain.params)[0])
+    # the last snapshot, read back by Hydra's loader, is the final teacher network
+    x = digits_data.test_x[:7]
+    teacher = functional_call(build_network("fcnn", (1, 8, 8), 10).eval(), chain_view(engine.chain.params, 0), (x,))
+    torch.testing.assert_close(H.snapshot_logits(result.snapshots, "fcnn", (1, 8, 8), 10, x)[-1], teacher)
     # interrupted and resumed: the same snapshots
-    first = GPEDRun(digits_data, cfg, [])
-    first.run(checkpoint=tmp_path / "c.pt", max_steps=60)
-    resumed = GPEDRun(digits_data, cfg, []).run(checkpoint=tmp_path / "c.pt")
+    distill(digits_data, cfg, [], checkpoint=tmp_path / "c.pt", max_steps=60)
+    resumed = distill(digits_data, cfg, [], checkpoint=tmp_path / "c.pt")
     torch.testing.assert_close(resumed.snapshots, result.snapshots)
-    # runs without snapshots keep their earlier configuration key
-    plain = GPEDRun(digits_data, GPEDConfig(**{**cfg.__dict__, "num_snapshots": 0}), [])
-    assert "num_snapshots" not in plain.fingerprint() and "num_snapshots" in run.fingerprint()
+    # chains without snapshots keep their earlier configuration key
+    plain = build_chain(digits_data, dataclasses.replace(cfg, num_snapshots=0), []).record()
+    assert "num_snapshots" not in plain["gped"]
+    assert build_chain(digits_data, cfg, []).record()["gped"]["num_snapshots"] == 4
     with pytest.raises(ValueError, match="num_snapshots"):
         GPEDConfig(num_iterations=10, burn_in=5, num_snapshots=6)
 
@@ -136,8 +152,6 @@ def test_marginal_variance_is_the_mean_over_heads_of_p_times_one_minus_p():
     torch.testing.assert_close(mv, torch.full((4, 2), 0.20))  # (0.2 * 0.8 + 0.6 * 0.4) / 2
     torch.testing.assert_close(ev, torch.full((4, 2), 0.04))  # Var_m of (0.2, 0.6), and of (0.8, 0.4)
     # the kit's marginal-variance target g = p(1 - p), averaged over heads
-    from gped_kit import targets
-
     torch.testing.assert_close(mv, targets.MARGINAL_VARIANCE.g(net.head_log_probs(x)).mean(0))
     # one head: no epistemic variance, the marginal variance is p(1 - p)
     one = _constant_hydra(torch.tensor([[0.1, 0.3, 0.6]]))
@@ -172,48 +186,3 @@ def test_input_noise_is_rejected_because_targets_are_cached_on_clean_inputs():
     with pytest.raises(ValueError, match="input_noise_std"):
         H.HydraConfig(input_noise_std=float("nan"))
     assert H.HydraConfig(input_noise_std=0.0).input_noise_std == 0.0
-
-
-def test_comparison_memory_and_marginal_variance_from_the_run(digits_data):
-    """The comparison's stores come from the run's own objects (estimators, teacher sums per set at
-    its real size) and every method with a marginal variance gets one, Hydra's from its heads."""
-    import dataclasses
-
-    from gped_kit.experiments import (COMPARISON_PROFILES, comparison_marginal_variance, comparison_memory,
-                                      comparison_students, comparison_table)
-
-    data = dataclasses.replace(digits_data, ood_x={"mnist_rotated60": digits_data.test_x[:150].flip(3)})
-    students = comparison_students("fcnn", {**COMPARISON_PROFILES["default"], "thinning": 2}, variants=False)
-    cfg = GPEDConfig(model="fcnn", sgld=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=120,
-                     burn_in=20, eval_thinning=10, log_every=60, checkpoint_every=120, progress=False,
-                     device="cpu", num_snapshots=3)
-    run = GPEDRun(data, cfg, students)
-    result = run.run()
-    logits = H.snapshot_logits(result.snapshots, "fcnn", (1, 8, 8), 10, data.distill_x)
-    trained = H.train_hydra(logits, data.distill_x, "fcnn", (1, 8, 8),
-                            H.HydraConfig(head_hidden=(16,), phase1_steps=10, phase2_steps=20), progress=False)
-
-    memory = comparison_memory(result, data, trained, students)
-    by_method = memory.groupby("method")["bytes"].sum()
-    for s in run.students:  # KD and EnD2 (U_s): 0; GPED (U_s+U_o): the entropy column's sums and counts
-        assert by_method[s.config.label] == s.estimator.nbytes
-    assert by_method["GPED"] == data.distill_x.shape[0] * 2 * 4 and by_method["KD"] == 0
-    assert by_method["Long-chain teacher"] == sum(t.numel() * t.element_size() for t in run.accumulator.sums.values())
-    teacher_rows = memory[memory["method"] == "Long-chain teacher"]["what"].tolist()
-    assert "(150 inputs" in teacher_rows[1] and f"({data.test_x.shape[0]} inputs" in teacher_rows[0]
-    assert by_method["Hydra"] == result.snapshots.numel() * 4 + logits.numel() * 4
-
-    mv = comparison_marginal_variance(result, data, "fcnn", trained.net, "mnist_rotated60")
-    assert set(mv) == {"Snapshot ensemble", "EnD2", "Hydra"}  # the chain does not accumulate it
-    x = data.ood_x["mnist_rotated60"]
-    torch.testing.assert_close(mv["Hydra"], H.hydra_marginal_variance(trained.net, x))
-    snap = H.snapshot_logits(result.snapshots, "fcnn", (1, 8, 8), 10, x).softmax(-1)
-    torch.testing.assert_close(mv["Snapshot ensemble"], (snap * (1 - snap)).mean(0))
-    assert all(bool((v >= 0).all() and (v <= 0.25).all()) and v.shape == (150, 10) for v in mv.values())
-
-    table = comparison_table(result, data, "fcnn", trained.net).set_index(["eval_set", "method"])
-    assert table.loc[("test", "Snapshot ensemble"), "mv_mae_snapshots"] == 0
-    assert table.loc[("test", "Snapshot ensemble"), "entropy_mae_snapshots"] == 0
-    assert table.loc[("test", "Long-chain teacher"), "entropy_mae_teacher"] == 0
-    assert table.loc[("test", "Hydra"), "mv_mae_snapshots"] > 0 and pd.isna(table.loc[("test", "GPED"), "mv_mean"])
-    assert "mv_mae_teacher" not in table

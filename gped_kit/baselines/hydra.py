@@ -34,9 +34,10 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.nn import functional as F
+from tqdm.auto import tqdm
 
-from . import targets, uncertainty
-from .models import ArchSpec, build_network, count_parameters
+from ..core import targets, uncertainty
+from ..models.presets import ArchSpec, build_network, count_parameters
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ class HydraNet(nn.Module):
                           for i in range(0, x.shape[0], batch_size)], dim=1)
 
 
-def build_hydra(arch: ArchSpec | str, input_shape: tuple[int, int, int], num_classes: int, num_heads: int,
+def build_hydra(arch: ArchSpec | str, input_shape: tuple[int, ...], num_classes: int, num_heads: int,
                 head_hidden: tuple[int, ...] = (100, 100)) -> HydraNet:
     """A Hydra on ``arch``: the body is ``arch``'s network without its last linear layer, each
     head an MLP ``head_hidden + (num_classes,)`` on the body's features."""
@@ -164,12 +165,12 @@ def build_hydra(arch: ArchSpec | str, input_shape: tuple[int, int, int], num_cla
 
 
 @torch.no_grad()
-def snapshot_logits(snapshots: torch.Tensor, arch: ArchSpec | str, input_shape: tuple[int, int, int],
+def snapshot_logits(snapshots: torch.Tensor, arch: ArchSpec | str, input_shape: tuple[int, ...],
                     num_classes: int, x: torch.Tensor, batch_size: int = 2_500) -> torch.Tensor:
     """Raw outputs of every kept posterior sample on ``x``: (S, N, C).
 
-    ``snapshots`` is (S, P), each row a teacher's parameters flattened in
-    ``torch.nn.utils.parameters_to_vector`` order (``GPEDResult.snapshots``).
+    ``snapshots`` is (S, P), each row a teacher's parameters flattened in ``named_parameters()``
+    order, the order of ``torch.nn.utils.vector_to_parameters`` (``GPEDResult.snapshots``).
     """
     net = build_network(arch, input_shape, num_classes).to(x.device)
     if snapshots.dim() != 2 or snapshots.shape[1] != count_parameters(net):
@@ -211,7 +212,7 @@ class HydraResult:
 
 
 def train_hydra(member_logits: torch.Tensor, distill_x: torch.Tensor, arch: ArchSpec | str,
-                input_shape: tuple[int, int, int], config: HydraConfig = HydraConfig(),
+                input_shape: tuple[int, ...], config: HydraConfig = HydraConfig(),
                 progress: bool = True) -> HydraResult:
     """Train a Hydra with one head per member in the paper's two phases.
 
@@ -232,8 +233,6 @@ def train_hydra(member_logits: torch.Tensor, distill_x: torch.Tensor, arch: Arch
     started = time.perf_counter()
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=config.phase1_steps + config.phase2_steps, desc="Hydra", unit="step", mininterval=1.0)
 
     def phase(name: str, steps: int, loss_fn) -> None:
@@ -279,7 +278,7 @@ def hydra_uncertainties(net: HydraNet, x: torch.Tensor) -> uncertainty.Uncertain
 
 def marginal_variance_from_samples(log_probs: torch.Tensor) -> torch.Tensor:
     """The marginal variance E[p(y = c | x, theta) (1 - p(y = c | x, theta))], (N, C), of an explicit
-    ensemble: the mean over members of :func:`gped_kit.targets.marginal_variance_g` applied to
+    ensemble: the mean over members of :func:`gped_kit.core.targets.marginal_variance_g` applied to
     each member's log-probabilities ``log_probs`` (S, N, C) (heads, snapshots)."""
     if log_probs.dim() != 3:
         raise ValueError(f"log_probs must be (S, N, C), got shape {tuple(log_probs.shape)}")
@@ -308,6 +307,8 @@ def hydra_epistemic_variance(net: HydraNet, x: torch.Tensor) -> torch.Tensor:
 
 
 def save_hydra(result: HydraResult, path: str | Path) -> None:
+    """Write a trained Hydra (weights, loss history, seconds, cache bytes, number of heads) to ``path``
+    atomically; only tensors and plain values, so :func:`load_hydra` reads it with ``weights_only``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -316,9 +317,10 @@ def save_hydra(result: HydraResult, path: str | Path) -> None:
     tmp.replace(path)
 
 
-def load_hydra(path: str | Path, arch: ArchSpec | str, input_shape: tuple[int, int, int], num_classes: int,
+def load_hydra(path: str | Path, arch: ArchSpec | str, input_shape: tuple[int, ...], num_classes: int,
                config: HydraConfig, device: torch.device | str = "cpu") -> HydraResult:
-    state = torch.load(path, map_location=device, weights_only=False)
+    """A Hydra written by :func:`save_hydra`, rebuilt on ``arch`` with ``config``'s head shape, in eval mode."""
+    state = torch.load(path, map_location=device, weights_only=True)
     net = build_hydra(arch, input_shape, num_classes, state["num_heads"], config.head_hidden).to(device)
     net.load_state_dict(state["state"])
     net.eval()

@@ -1,0 +1,494 @@
+"""Beyond GPED (notebook 07): KD, GPED, EnD2 and Hydra distilled from one SGLD chain, and the 2-D spiral.
+
+One teacher chain (FCNN on MNIST by default) is distilled, online and at once, by plain knowledge
+distillation of the predictive (Bayesian Dark Knowledge, ``KD``), GPED's C+1 student (the
+predictive and the expected entropy; paper 003, Experiment 4), EnD2 (a prior network trained with
+Eq. 11 of paper 003, :data:`~gped_kit.baselines.endd.ENDD`) and, after the chain, Hydra (paper 002:
+one head per kept posterior snapshot, trained on the snapshots' cached outputs on D',
+:mod:`gped_kit.baselines.hydra`). Three more KD students show the input generators and the
+derivative matching of Papamakarios' thesis (paper 001). Two references for the uncertainties:
+the *snapshot ensemble* (the S kept samples, exactly what Hydra copies) and the *long-chain
+teacher* (the online Monte Carlo means over the whole chain, what GPED and EnD2 distil).
+
+Everything the notebook shows is a derived entry of the results store (kind ``"comparison"``
+for MNIST, ``"spiral"`` for the toy), keyed by the chain's record and Hydra's configuration
+(:func:`~gped_kit.experiments.experiment4.derived_from_chain`): the comparison table, the memory
+table, the KD-variant rows, Hydra's loss history, the spiral's uncertainty maps (float16 arrays)
+and the trained Hydra (``hydra.pt``, not committed). Only a missing entry runs (or reloads) its chain.
+
+Profiles (:data:`PROFILES`): ``default`` runs on a 2-core CPU in minutes (S = 20 snapshots);
+``paper`` is Hydra's MNIST setting as far as it maps onto an SGLD teacher (S = 50, T = 10^6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..baselines import hydra
+from ..baselines.endd import ENDD, dirichlet_marginal_variance
+from ..core import metrics, uncertainty
+from ..core.estimators import estimator_init
+from ..core.options import check_int, check_positive
+from ..core.schema import record
+from ..core.sgld import SGLDConfig
+from ..data.container import GPEDData
+from ..data.experiment import DataConfig
+from ..data.ood import ood_available
+from ..data.spiral import SpiralConfig, spiral_data
+from ..engine import GPEDConfig, GPEDResult, StudentConfig
+from ..models.build import ModelSpec
+from ..models.cost import count_flops
+from ..models.presets import ArchSpec, build_network, count_parameters
+from .chains import ChainOutcome, ChainTask
+from .experiment4 import DerivedOutcome, OneThinningSettings, derived_from_chain
+from .paper import paper_model, teacher_config
+from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
+
+
+@dataclass(frozen=True)
+class ComparisonSettings(OneThinningSettings):
+    """A profile of the comparison: the MNIST chain (:class:`~gped_kit.experiments.experiment4.OneThinningSettings`:
+    one H for every student), its model, data and kept snapshots S; the KD variants' input noise and
+    derivative weight gamma; Hydra's heads, temperature, steps and learning rate (paper 002); and the
+    spiral toy's chain (size, T, B, eta, S, H) and Hydra steps."""
+
+    model: str = "fcnn"
+    labelled_size: int = 60_000
+    mask_size: int = 0
+    num_snapshots: int = 20
+    perturb_std: float = 0.3
+    derivative_weight: float = 1.0
+    hydra_head_hidden: tuple[int, ...] = (100, 100)
+    hydra_temperature: float = 2.0
+    hydra_phase1_steps: int = 1_000
+    hydra_phase2_steps: int = 2_000
+    hydra_lr: float = 1e-3
+    spiral_size: int = 1_000
+    spiral_iterations: int = 6_000
+    spiral_burn_in: int = 2_000
+    spiral_step_size: float = 2e-4
+    spiral_snapshots: int = 10
+    spiral_thinning: int = 2
+    spiral_hydra_phase1_steps: int = 1_000
+    spiral_hydra_phase2_steps: int = 2_000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "hydra_head_hidden", tuple(self.hydra_head_hidden))
+        if paper_model(self.model).dataset != "mnist":
+            raise ValueError(f"model={self.model!r}: the comparison runs on MNIST; allowed: 'fcnn', 'cnn_mnist'")
+        check_int("labelled_size", self.labelled_size, 1)
+        check_int("mask_size", self.mask_size, 0)
+        for name in ("num_snapshots", "spiral_snapshots"):
+            check_int(name, getattr(self, name), 2)
+        for name in ("spiral_size", "spiral_iterations", "spiral_thinning"):
+            check_int(name, getattr(self, name), 1)
+        for name in ("hydra_phase1_steps", "hydra_phase2_steps", "spiral_hydra_phase1_steps",
+                     "spiral_hydra_phase2_steps", "spiral_burn_in"):
+            check_int(name, getattr(self, name), 0)
+        for name in ("perturb_std", "derivative_weight"):
+            check_positive(name, getattr(self, name), allow_zero=True)
+        for name in ("hydra_temperature", "hydra_lr", "spiral_step_size"):
+            check_positive(name, getattr(self, name))
+
+
+PROFILES: dict[str, ComparisonSettings] = {
+    "default": ComparisonSettings(num_iterations=4_000, burn_in=1_000, thinning=2, eval_thinning=50, log_every=500,
+                                  checkpoint_every=1_000, model="fcnn", labelled_size=60_000, mask_size=0,
+                                  num_snapshots=20, perturb_std=0.3, derivative_weight=1.0,
+                                  hydra_head_hidden=(100, 100), hydra_temperature=2.0, hydra_phase1_steps=1_000,
+                                  hydra_phase2_steps=2_000, hydra_lr=1e-3, spiral_size=1_000,
+                                  spiral_iterations=6_000, spiral_burn_in=2_000, spiral_step_size=2e-4,
+                                  spiral_snapshots=10, spiral_thinning=2, spiral_hydra_phase1_steps=1_000,
+                                  spiral_hydra_phase2_steps=2_000),
+    "paper": ComparisonSettings(num_iterations=1_000_000, burn_in=None, thinning=10, eval_thinning=100,
+                                log_every=10_000, checkpoint_every=50_000, model="fcnn", labelled_size=60_000,
+                                mask_size=0, num_snapshots=50, perturb_std=0.3, derivative_weight=1.0,
+                                hydra_head_hidden=(100, 100), hydra_temperature=2.0, hydra_phase1_steps=20_000,
+                                hydra_phase2_steps=60_000, hydra_lr=1e-3, spiral_size=1_000,
+                                spiral_iterations=100_000, spiral_burn_in=10_000, spiral_step_size=2e-4,
+                                spiral_snapshots=10, spiral_thinning=2, spiral_hydra_phase1_steps=5_000,
+                                spiral_hydra_phase2_steps=20_000),
+}
+#: Evaluation sets of the MNIST comparison: the MNIST test set rotated by 60 degrees (labelled; a
+#: rotated set like the Hydra paper's Table 1 row "MNIST (rotated)", not its "MNIST (shifted)"
+#: row of translated images) and Fashion-MNIST (OOD, when present).
+COMPARISON_SHIFT_SETS = ("mnist_rotated60",)
+COMPARISON_OOD_SETS = ("fashion_mnist",)
+#: Methods with an uncertainty decomposition (KD students have the predictive only).
+MU_METHODS = ("Long-chain teacher", "Snapshot ensemble", "GPED", "EnD2", "Hydra")
+#: Columns of the KD-variant rows (from the chain's summary).
+KD_COLUMNS = ("student", "input_generator", "derivative_weight", "student_nll", "student_accuracy", "nll_gap")
+
+
+def comparison_code() -> str:
+    """The code fingerprint of the comparison's derived entries: the numerics and this module."""
+    return code_fingerprint(*NUMERICS, "gped_kit.experiments.comparison")
+
+
+def comparison_students(model: str, settings: ComparisonSettings, variants: bool = True
+                        ) -> tuple[StudentConfig, ...]:
+    """KD (U_s: Bayesian Dark Knowledge), GPED (C+1, U_s on the predictive, U_o on the entropy), EnD2
+    (U_s) and, with ``variants``, KD students with the thesis' input generators (``perturb`` with
+    ``perturb_std``, ``noise``) and with derivative matching (``derivative_weight``), all updated
+    every ``settings.thinning`` steps with the paper's student dropout and lr schedule for ``model``."""
+    paper = paper_model(model)
+    arch = ArchSpec(model, dropout=paper.student_dropout)
+    common = dict(thinning=settings.thinning, lr_halving_epochs=paper.lr_halving_epochs)
+    students = [StudentConfig("predictive", "U_s", arch=arch, name="KD", **common),
+                StudentConfig("predictive+entropy", "U_s+U_o", arch=arch, name="GPED", **common),
+                StudentConfig(ENDD, "U_s", arch=ArchSpec(model, dropout=paper.endd_dropout), name="EnD2", **common)]
+    if variants:
+        students += [
+            StudentConfig("predictive", "U_s", arch=arch, name="KD (perturbed inputs)", input_generator="perturb",
+                          input_noise_std=settings.perturb_std, **common),
+            StudentConfig("predictive", "U_s", arch=arch, name="KD (noise inputs)", input_generator="noise", **common),
+            StudentConfig("predictive", "U_s", arch=arch, name="KD + derivative matching",
+                          derivative_weight=settings.derivative_weight, **common)]
+    return tuple(students)
+
+
+def comparison_task(settings: ComparisonSettings, seed: int = 0, device: str = "auto", data_root: str | None = None,
+                    verify_checksums: bool = True) -> ChainTask:
+    """The MNIST comparison chain: ``settings.model``'s teacher (Appendix A.2) with ``num_snapshots``
+    kept samples, the students of :func:`comparison_students`, and the shift / OOD sets evaluated online."""
+    ood = COMPARISON_SHIFT_SETS + tuple(n for n in COMPARISON_OOD_SETS if ood_available(n, data_root))
+    data = DataConfig("mnist", labelled_size=settings.labelled_size, mask_size=settings.mask_size, seed=seed,
+                      root=data_root, verify_checksums=verify_checksums, ood_datasets=ood)
+    config = teacher_config(settings.model, settings.labelled_size, settings, seed, device,
+                            num_snapshots=settings.num_snapshots)
+    return ChainTask(data, config, comparison_students(settings.model, settings))
+
+
+def hydra_config(settings: ComparisonSettings, spiral: bool = False) -> hydra.HydraConfig:
+    """Hydra's configuration for the MNIST chain, or (``spiral``) for the spiral toy."""
+    prefix = "spiral_" if spiral else ""
+    return hydra.HydraConfig(head_hidden=settings.hydra_head_hidden, temperature=settings.hydra_temperature,
+                             phase1_steps=getattr(settings, f"{prefix}hydra_phase1_steps"),
+                             phase2_steps=getattr(settings, f"{prefix}hydra_phase2_steps"), lr=settings.hydra_lr)
+
+
+def train_hydra_on_chain(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, config: hydra.HydraConfig,
+                         progress: bool = True) -> hydra.HydraResult:
+    """Hydra trained on a chain's kept snapshots (``GPEDResult.snapshots``, S >= 2): their logits on D'
+    cached once (:func:`~gped_kit.baselines.hydra.snapshot_logits`), then the paper's two phases."""
+    if result.snapshots is None or len(result.snapshots) < 2:
+        raise ValueError("Hydra needs a chain with GPEDConfig.num_snapshots >= 2 (its result's snapshots)")
+    x = data.distill_x
+    logits = hydra.snapshot_logits(result.snapshots.to(x.device), arch, data.input_shape, data.num_classes, x)
+    return hydra.train_hydra(logits, x, arch, data.input_shape, config, progress=progress)
+
+
+def _eval_inputs(data: GPEDData, eval_set: str) -> torch.Tensor:
+    return data.test_x if eval_set == "test" else data.ood_x[eval_set]
+
+
+def _student_targets(result: GPEDResult) -> dict[str, str]:
+    summary = result.summary
+    return dict(zip(summary["student"], summary["target"])) if {"student", "target"} <= set(summary) else {}
+
+
+def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, hydra_net: hydra.HydraNet,
+                       eval_set: str) -> dict[str, tuple[torch.Tensor, uncertainty.Uncertainties | None]]:
+    """Per method, the predictive (N, C) on ``eval_set`` ("test" or an OOD / shift set) and its
+    uncertainties (None for predictive-only students): the long-chain teacher (online means,
+    :func:`~gped_kit.core.uncertainty.from_moments`), the snapshot ensemble (its members,
+    :func:`~gped_kit.core.uncertainty.from_samples`), every student (GPED's C+1 outputs; EnD2's
+    Dirichlet in closed form; KD: the predictive only) and Hydra (the mixture over its heads)."""
+    c = data.num_classes
+    x = _eval_inputs(data, eval_set)
+    targets = _student_targets(result)
+    out: dict[str, tuple[torch.Tensor, uncertainty.Uncertainties | None]] = {}
+    t = result.teacher_outputs[eval_set]["predictive+entropy"]
+    out["Long-chain teacher"] = (t[:, :c], uncertainty.from_moments(t[:, :c], t[:, c]))
+    snaps = hydra.snapshot_logits(result.snapshots.to(x.device), arch, data.input_shape, c, x)
+    u = uncertainty.from_samples(snaps.softmax(-1).cpu())
+    out["Snapshot ensemble"] = (u.predictive, u)
+    for label, output in result.student_outputs[eval_set].items():
+        target = targets.get(label, "predictive")
+        if target == "predictive+entropy" or target.startswith("endd"):
+            u = uncertainty.from_student_output(target, output, c)
+            out[label] = (u.predictive, u)
+        else:
+            out[label] = (output[:, :c], None)
+    u = hydra.hydra_uncertainties(hydra_net, x)
+    out["Hydra"] = (u.predictive.cpu(), uncertainty.Uncertainties(*(v.cpu() for v in (u.predictive, u.total, u.data))))
+    return out
+
+
+def comparison_marginal_variance(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
+                                 hydra_net: hydra.HydraNet, eval_set: str) -> dict[str, torch.Tensor]:
+    """Per method that has it, the marginal variance E[p(y=c|x,theta) (1 - p(y=c|x,theta))], (N, C),
+    on ``eval_set``: the snapshot ensemble and Hydra (mean over members / heads of
+    :func:`~gped_kit.core.targets.marginal_variance_g`), EnD2 students (their Dirichlet's closed form
+    alpha_c (alpha_0 - alpha_c) / (alpha_0 (alpha_0 + 1)),
+    :func:`~gped_kit.baselines.endd.dirichlet_marginal_variance`) and the long-chain teacher only when
+    the chain accumulated the ``marginal_variance`` target (a student distilling it). KD and GPED's C+1
+    student do not estimate it."""
+    c = data.num_classes
+    x = _eval_inputs(data, eval_set)
+    teacher = result.teacher_outputs[eval_set]
+    targets = _student_targets(result)
+    out: dict[str, torch.Tensor] = {}
+    if "marginal_variance" in teacher:
+        out["Long-chain teacher"] = teacher["marginal_variance"]
+    snaps = hydra.snapshot_logits(result.snapshots.to(x.device), arch, data.input_shape, c, x)
+    out["Snapshot ensemble"] = hydra.marginal_variance_from_samples(snaps.log_softmax(-1)).cpu()
+    for label, output in result.student_outputs[eval_set].items():
+        if targets.get(label, "").startswith("endd"):
+            out[label] = dirichlet_marginal_variance(output, c)
+    out["Hydra"] = hydra.hydra_marginal_variance(hydra_net, x).cpu()
+    return out
+
+
+def comparison_memory(result: GPEDResult, data: GPEDData, hydra_result: hydra.HydraResult,
+                      students: Sequence[StudentConfig]) -> pd.DataFrame:
+    """What each method stores while it is made, in bytes: Hydra's kept snapshots and its cached
+    snapshot logits on D'; each student's estimator store (built as the engine builds it,
+    :func:`~gped_kit.core.estimators.estimator_init`, on the ``meta`` device, and measured by its
+    ``nbytes``: 0 for U_s, |D'| sums and counts for U_o, the entropy column's U_o for GPED's
+    ``U_s+U_o``); the long-chain teacher's running means on each evaluation set (the chain's
+    accumulated targets, at each set's real size)."""
+    n, c = data.distill_x.shape[0], data.num_classes
+    snaps = result.snapshots
+    rows = [{"method": "Hydra", "what": "S kept snapshots (parameters)",
+             "bytes": snaps.numel() * snaps.element_size()},
+            {"method": "Hydra", "what": "cached snapshot logits on D'", "bytes": int(hydra_result.cache_bytes)}]
+    for s in students:
+        store = estimator_init(s.estimator, n, s.resolved_target.out_dim(c), device="meta")
+        rows.append({"method": s.label, "what": f"{s.estimator.value} estimator store on D' ({n} inputs)",
+                     "bytes": int(store.nbytes)})
+    for name, sums in result.teacher_outputs.items():
+        rows.append({"method": "Long-chain teacher",
+                     "what": f"running sums on {name} ({next(iter(sums.values())).shape[0]} inputs; {', '.join(sums)})",
+                     "bytes": sum(t.numel() * t.element_size() for t in sums.values())})
+    return pd.DataFrame(rows)
+
+
+def comparison_costs(model: ModelSpec, data: GPEDData, num_snapshots: int, hydra_net: hydra.HydraNet,
+                     students: Sequence[StudentConfig]) -> pd.DataFrame:
+    """Parameters and FLOPs per input (PyTorch's counter, 2 x MACs) of every method's deployed network:
+    the snapshot ensemble (S teachers), each student, Hydra."""
+    c, shape = data.num_classes, data.input_shape
+    teacher = build_network(model, shape, c)
+    rows = [{"method": "Snapshot ensemble", "params": num_snapshots * count_parameters(teacher),
+             "flops": num_snapshots * count_flops(teacher, shape)}]
+    for s in students:
+        net = build_network(s.arch or model, shape, s.resolved_target.out_dim(c))
+        rows.append({"method": s.label, "params": count_parameters(net), "flops": count_flops(net, shape)})
+    rows.append({"method": "Hydra", "params": count_parameters(hydra_net), "flops": count_flops(hydra_net, shape)})
+    return pd.DataFrame(rows)
+
+
+def comparison_table(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, hydra_net: hydra.HydraNet,
+                     costs: pd.DataFrame | None = None, labels: Mapping[str, torch.Tensor | None] | None = None
+                     ) -> pd.DataFrame:
+    """One row per (method, evaluation set): accuracy, NLL and Brier score (labelled sets), mean
+    total uncertainty, mean model uncertainty MU (knowledge) and the mean |Delta MU| against the
+    snapshot ensemble (``mu_mae_snapshots``, the Hydra paper's Table 1) and against the long-chain
+    teacher (``mu_mae_teacher``); the same for the expected entropy E[H] (``data_mean``,
+    ``entropy_mae_snapshots``, ``entropy_mae_teacher``) and, for the methods of
+    :func:`comparison_marginal_variance`, the marginal variance E[p(1-p)] averaged over inputs and
+    classes (``mv_mean``, ``mv_mae_snapshots``; ``mv_mae_teacher`` only when the chain accumulated
+    it); ``params``/``flops`` from ``costs``. ``labels`` gives the labels of further sets (the
+    rotated MNIST test set has the test set's labels; None: unlabelled)."""
+    labels = {"test": data.test_y, **{n: data.test_y for n in COMPARISON_SHIFT_SETS}, **(labels or {})}
+    model = arch.family if isinstance(arch, ArchSpec) else str(arch)
+    rows = []
+    for eval_set in result.teacher_outputs:
+        methods = comparison_methods(result, data, arch, hydra_net, eval_set)
+        ref_snap, ref_teacher = methods["Snapshot ensemble"][1], methods["Long-chain teacher"][1]
+        mv = comparison_marginal_variance(result, data, arch, hydra_net, eval_set)
+        for method, (pred, u) in methods.items():
+            row = {"model": model, "eval_set": eval_set, "method": method}
+            y = labels.get(eval_set)
+            if y is not None and len(y) == len(pred):
+                y = y.cpu()
+                row.update(accuracy=metrics.accuracy(pred, y), nll=metrics.nll(pred, y),
+                           brier=metrics.brier_score(pred, y))
+            row["total_mean"] = float(metrics.predictive_entropy(pred).mean())
+            if u is not None:
+                row.update(mu_mean=float(u.knowledge.mean()),
+                           mu_mae_snapshots=metrics.mae(u.knowledge, ref_snap.knowledge),
+                           mu_mae_teacher=metrics.mae(u.knowledge, ref_teacher.knowledge),
+                           data_mean=float(u.data.mean()),
+                           entropy_mae_snapshots=metrics.mae(u.data, ref_snap.data),
+                           entropy_mae_teacher=metrics.mae(u.data, ref_teacher.data))
+            if method in mv:
+                row.update(mv_mean=float(mv[method].mean()),
+                           mv_mae_snapshots=metrics.mae(mv[method], mv["Snapshot ensemble"]))
+                if "Long-chain teacher" in mv:
+                    row["mv_mae_teacher"] = metrics.mae(mv[method], mv["Long-chain teacher"])
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if costs is not None:
+        table = table.merge(costs, on="method", how="left")
+    return table
+
+
+def kd_variants(summary: pd.DataFrame) -> pd.DataFrame:
+    """The KD students' rows of a chain's summary (:data:`KD_COLUMNS`): the thesis' input generators
+    and derivative matching beside plain KD."""
+    rows = summary[summary["student"].astype(str).str.startswith("KD")]
+    return rows.reindex(columns=list(KD_COLUMNS)).reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------ through the results store
+@dataclass
+class ComparisonRun:
+    """The MNIST comparison as stored: the chain's outcome (compact: summary and history), the
+    derived entry's status (``ran`` / ``reused``) and the entry, and its tables: ``table``
+    (:func:`comparison_table` with costs and the run's setting), ``memory`` (:func:`comparison_memory`),
+    ``kd_variants`` (:func:`kd_variants`) and ``hydra_history`` (Hydra's losses per log point)."""
+
+    chain: ChainOutcome
+    status: str
+    entry: Entry
+    table: pd.DataFrame
+    memory: pd.DataFrame
+    kd_variants: pd.DataFrame
+    hydra_history: pd.DataFrame
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        return self.chain.result.summary if self.chain.result is not None else pd.DataFrame()
+
+    @property
+    def history(self) -> pd.DataFrame:
+        return self.chain.result.history if self.chain.result is not None else pd.DataFrame()
+
+    @property
+    def eval_sets(self) -> list[str]:
+        return list(dict.fromkeys(self.table["eval_set"]))
+
+    @property
+    def hydra_seconds(self) -> float:
+        return float(self.table["hydra_seconds"].iloc[0])
+
+    @property
+    def hydra_path(self) -> Path:
+        """The trained Hydra (:func:`~gped_kit.baselines.hydra.load_hydra`); absent where the entry was
+        made elsewhere (it is not committed)."""
+        return self.entry.path / "hydra.pt"
+
+
+def _raise_unless_done(outcome: DerivedOutcome, what: str) -> Entry:
+    if outcome.entry is None:
+        raise RuntimeError(f"{what}: {outcome.status}: {outcome.error}")
+    return outcome.entry
+
+
+def run_comparison(settings: ComparisonSettings, store: ResultsStore, seed: int = 0, device: str = "auto",
+                   data_root: str | None = None, recompute: bool = False, progress: bool = True,
+                   task: ChainTask | None = None) -> ComparisonRun:
+    """The MNIST comparison end to end through ``store``: a derived entry of kind ``"comparison"`` keyed
+    by the chain's record and Hydra's configuration, computed only when missing (the chain is then run,
+    resumed or reloaded with its full state, Hydra trained on its snapshots and every table written).
+    ``task`` replaces :func:`comparison_task`'s chain (other data, e.g. in tests). Raises
+    ``RuntimeError`` when the chain or the comparison failed or its data are missing."""
+    task = task or comparison_task(settings, seed, device, data_root)
+    config = hydra_config(settings)
+
+    def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
+        arch = task.config.model
+        trained = train_hydra_on_chain(result, data, arch, config, progress)
+        hydra.save_hydra(trained, entry.path / "hydra.pt")
+        costs = comparison_costs(arch, data, len(result.snapshots), trained.net, task.students)
+        table = comparison_table(result, data, arch, trained.net, costs)
+        table = table.assign(labelled_size=data.info.get("labelled_size"), mask_size=data.info.get("mask_size"),
+                             num_iterations=task.config.num_iterations, num_snapshots=len(result.snapshots),
+                             hydra_seconds=round(trained.seconds, 1), hydra_cache_bytes=trained.cache_bytes)
+        entry.write_table("comparison", table)
+        entry.write_table("memory", comparison_memory(result, data, trained, task.students))
+        entry.write_table("kd_variants", kd_variants(result.summary))
+        entry.write_table("hydra_history", pd.DataFrame(trained.history, columns=["phase", "step", "loss"]))
+
+    outcome = derived_from_chain(task, store, "comparison", {"hydra": record(config)}, comparison_code(), compute,
+                                 recompute, progress)
+    entry = _raise_unless_done(outcome, f"comparison chain {task.label}")
+    return ComparisonRun(outcome.chain, outcome.status, entry, entry.table("comparison"), entry.table("memory"),
+                         entry.table("kd_variants"), entry.table("hydra_history"))
+
+
+# ------------------------------------------------------------------------------ the 2-D spiral
+def spiral_task(settings: ComparisonSettings, seed: int = 0, device: str = "auto") -> ChainTask:
+    """The spiral toy's chain (:class:`~gped_kit.data.spiral.SpiralConfig`, 2-D feature vectors): an FCNN
+    teacher (2-400-400-2; prior precision 1) with ``spiral_snapshots`` kept samples, KD / GPED / EnD2
+    students (the teacher's architecture without dropout, constant learning rate, H =
+    ``spiral_thinning``) and the grid as an evaluation set for uncertainty maps."""
+    config = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=settings.spiral_step_size, prior_precision=1.0,
+                                                         batch_size=100),
+                        num_iterations=settings.spiral_iterations, burn_in=settings.spiral_burn_in, eval_thinning=10,
+                        log_every=max(settings.spiral_iterations // 10, 1),
+                        checkpoint_every=settings.spiral_iterations, seed=seed, device=device,
+                        num_snapshots=settings.spiral_snapshots)
+    students = tuple(dataclasses.replace(s, thinning=settings.spiral_thinning, lr_halving_epochs=None,
+                                         arch=ArchSpec("fcnn"))
+                     for s in comparison_students("fcnn", settings, variants=False))
+    return ChainTask(SpiralConfig(labelled_size=settings.spiral_size, seed=seed), config, students,
+                     name=f"spiral seed={seed}")
+
+
+@dataclass
+class SpiralRun:
+    """The spiral toy as stored: the chain's outcome (compact), the derived entry's status and the entry,
+    the comparison ``table`` (test set and grid), the uncertainty ``maps`` on the grid (per method,
+    :class:`~gped_kit.core.uncertainty.Uncertainties` read from float16 arrays) and the data's
+    configuration (:attr:`data` regenerates the points, for plots)."""
+
+    chain: ChainOutcome
+    status: str
+    entry: Entry
+    table: pd.DataFrame
+    maps: dict[str, uncertainty.Uncertainties]
+    config: SpiralConfig
+    hydra_history: pd.DataFrame
+
+    @property
+    def data(self) -> GPEDData:
+        return spiral_data(self.config)
+
+
+_MAP_PARTS = ("predictive", "total", "data")
+
+
+def _write_maps(entry: Entry, maps: Mapping[str, uncertainty.Uncertainties]) -> None:
+    entry.write_arrays({f"{method}/{part}": getattr(u, part) for method, u in maps.items() for part in _MAP_PARTS})
+
+
+def _read_maps(entry: Entry) -> dict[str, uncertainty.Uncertainties]:
+    arrays = entry.arrays()
+    methods = list(dict.fromkeys(k.rsplit("/", 1)[0] for k in arrays))
+    return {m: uncertainty.Uncertainties(*(torch.from_numpy(np.asarray(arrays[f"{m}/{p}"], dtype=np.float32))
+                                           for p in _MAP_PARTS)) for m in methods}
+
+
+def spiral_run(settings: ComparisonSettings, store: ResultsStore, seed: int = 0, device: str = "auto",
+               recompute: bool = False, progress: bool = True) -> SpiralRun:
+    """The spiral toy end to end through ``store`` (:func:`spiral_task`; a derived entry of kind
+    ``"spiral"`` keyed by the chain's record and Hydra's configuration): the comparison table on the
+    test set and the grid (unlabelled), and every uncertainty method's maps on the grid."""
+    task = spiral_task(settings, seed, device)
+    config = hydra_config(settings, spiral=True)
+
+    def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
+        trained = train_hydra_on_chain(result, data, "fcnn", config, progress)
+        hydra.save_hydra(trained, entry.path / "hydra.pt")
+        table = comparison_table(result, data, "fcnn", trained.net, labels={"grid": None})
+        entry.write_table("comparison", table.assign(dataset="spiral", hydra_seconds=round(trained.seconds, 1)))
+        entry.write_table("hydra_history", pd.DataFrame(trained.history, columns=["phase", "step", "loss"]))
+        _write_maps(entry, {m: u for m, (_, u) in comparison_methods(result, data, "fcnn", trained.net, "grid").items()
+                            if u is not None})
+
+    outcome = derived_from_chain(task, store, "spiral", {"hydra": record(config)}, comparison_code(), compute,
+                                 recompute, progress)
+    entry = _raise_unless_done(outcome, f"spiral chain {task.label}")
+    return SpiralRun(outcome.chain, outcome.status, entry, entry.table("comparison"), _read_maps(entry), task.data,
+                     entry.table("hydra_history"))

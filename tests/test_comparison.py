@@ -1,0 +1,190 @@
+"""The comparison of notebook 07 (KD / GPED / EnD2 / Hydra on one chain, and the 2-D spiral): settings,
+students, the tables' invariants, memory against the engine's own stores, and tiny end-to-end runs
+through a results store that a second call reuses without computing."""
+
+import dataclasses
+
+import pandas as pd
+import pytest
+import torch
+
+from gped_kit.baselines import hydra as H
+from gped_kit.core.sgld import SGLDConfig
+from gped_kit.engine import GPEDConfig, GPEDEngine
+from gped_kit.engine.run import run_engine
+from gped_kit.engine.spec import build_chain
+from gped_kit.experiments import comparison as C
+from gped_kit.experiments import experiment4 as E4
+from gped_kit.experiments.chains import ChainTask
+from gped_kit.experiments.settings import resolve_settings
+from gped_kit.experiments.store import ResultsStore
+from gped_kit.models.presets import build_network, count_parameters
+
+SGLD = SGLDConfig(step_size=5e-5, batch_size=50)
+
+
+def no_chains(*args, **kwargs):
+    raise AssertionError("run_chains called although the derived entry is stored")
+
+
+def test_profiles_keep_the_old_values():
+    d, p = C.PROFILES["default"], C.PROFILES["paper"]
+    assert (d.num_iterations, d.burn_in, d.thinning, d.eval_thinning, d.log_every, d.checkpoint_every,
+            d.num_snapshots) == (4_000, 1_000, 2, 50, 500, 1_000, 20)
+    assert (p.num_iterations, p.burn_in, p.thinning, p.eval_thinning, p.log_every, p.checkpoint_every,
+            p.num_snapshots) == (1_000_000, None, 10, 100, 10_000, 50_000, 50)
+    assert (d.hydra_phase1_steps, d.hydra_phase2_steps, p.hydra_phase1_steps, p.hydra_phase2_steps) == (
+        1_000, 2_000, 20_000, 60_000)
+    assert (d.spiral_iterations, d.spiral_burn_in, p.spiral_iterations, p.spiral_burn_in) == (6_000, 2_000, 100_000,
+                                                                                              10_000)
+    assert (d.spiral_hydra_phase1_steps, d.spiral_hydra_phase2_steps, p.spiral_hydra_phase1_steps,
+            p.spiral_hydra_phase2_steps) == (1_000, 2_000, 5_000, 20_000)
+    for s in (d, p):
+        assert (s.model, s.labelled_size, s.mask_size, s.perturb_std, s.derivative_weight, s.hydra_head_hidden,
+                s.hydra_temperature, s.hydra_lr) == ("fcnn", 60_000, 0, 0.3, 1.0, (100, 100), 2.0, 1e-3)
+        assert (s.spiral_size, s.spiral_step_size, s.spiral_snapshots, s.spiral_thinning) == (1_000, 2e-4, 10, 2)
+        assert s.predictive_thinning == s.entropy_thinning == s.thinning
+    s = resolve_settings(C.PROFILES, "default", {"model": "cnn_mnist", "hydra_head_hidden": [32], "thinning": 3})
+    assert (s.model, s.hydra_head_hidden, s.entropy_thinning) == ("cnn_mnist", (32,), 3)
+    with pytest.raises(ValueError, match="model='cnn_cifar10'.*MNIST"):
+        dataclasses.replace(d, model="cnn_cifar10")
+    with pytest.raises(ValueError, match="num_snapshots"):
+        dataclasses.replace(d, num_snapshots=1)
+    hcfg = C.hydra_config(d, spiral=True)
+    assert (hcfg.phase1_steps, hcfg.phase2_steps, hcfg.head_hidden, hcfg.temperature) == (1_000, 2_000, (100, 100), 2.0)
+
+
+def test_students_and_task(tmp_path):
+    s = C.PROFILES["default"]
+    students = {st.label: st for st in C.comparison_students("fcnn", s)}
+    assert list(students) == ["KD", "GPED", "EnD2", "KD (perturbed inputs)", "KD (noise inputs)",
+                              "KD + derivative matching"]
+    assert students["GPED"].estimator.value == "U_s+U_o" and students["EnD2"].resolved_target.name == "endd"
+    assert students["EnD2"].arch.dropout == 0.5 and students["KD"].arch.dropout == 0.5
+    assert students["KD (perturbed inputs)"].input_noise_std == 0.3
+    assert students["KD (noise inputs)"].input_generator.value == "noise"
+    assert students["KD + derivative matching"].derivative_weight == 1.0
+    assert {st.thinning for st in students.values()} == {2}
+    assert [st.label for st in C.comparison_students("cnn_mnist", s, variants=False)] == ["KD", "GPED", "EnD2"]
+    task = C.comparison_task(s, seed=1, device="cpu", data_root=str(tmp_path))
+    assert task.data.ood_datasets[0] == "mnist_rotated60" and set(task.data.ood_datasets) <= {"mnist_rotated60",
+                                                                                              "fashion_mnist"}
+    assert (task.config.num_snapshots, task.config.seed, task.data.labelled_size, task.data.mask_size) == (20, 1,
+                                                                                                          60_000, 0)
+    spiral = C.spiral_task(s, device="cpu")
+    assert (spiral.config.num_snapshots, spiral.config.sampler.prior_precision, spiral.data.labelled_size) == (10, 1.0,
+                                                                                                              1_000)
+    assert [st.label for st in spiral.students] == ["KD", "GPED", "EnD2"]
+    assert {(st.arch.dropout, st.thinning, st.lr_halving_epochs) for st in spiral.students} == {(0.0, 2, None)}
+
+
+def test_memory_and_marginal_variance_from_the_run(digits_data):
+    """The comparison's stores are the engine's own (estimators, teacher sums per set at its real size)
+    and every method with a marginal variance gets one, Hydra's from its heads."""
+    data = dataclasses.replace(digits_data, ood_x={"mnist_rotated60": digits_data.test_x[:150].flip(3)})
+    students = C.comparison_students("fcnn", C.PROFILES["default"], variants=False)
+    cfg = GPEDConfig(model="fcnn", sampler=SGLD, num_iterations=120, burn_in=20, eval_thinning=10, log_every=60,
+                     checkpoint_every=120, progress=False, device="cpu", num_snapshots=3)
+    engine = GPEDEngine([build_chain(data, cfg, students)])
+    result = run_engine(engine)[0]
+    trained = C.train_hydra_on_chain(result, data, "fcnn", H.HydraConfig(head_hidden=(16,), phase1_steps=10,
+                                                                         phase2_steps=20), progress=False)
+    memory = C.comparison_memory(result, data, trained, students)
+    by_method = memory.groupby("method")["bytes"].sum()
+    engine_bytes = engine.memory_bytes()
+    assert sum(by_method[s.label] for s in students) == engine_bytes["u_o_stores"]
+    n = data.distill_x.shape[0]
+    assert by_method["GPED"] == n * 2 * 4 and by_method["KD"] == 0 and by_method["EnD2"] == 0
+    assert by_method["Long-chain teacher"] == engine_bytes["ensemble"]
+    teacher_rows = memory[memory["method"] == "Long-chain teacher"]["what"].tolist()
+    assert "(150 inputs" in teacher_rows[1] and f"({data.test_x.shape[0]} inputs" in teacher_rows[0]
+    assert by_method["Hydra"] == result.snapshots.numel() * 4 + 3 * n * 10 * 4
+
+    mv = C.comparison_marginal_variance(result, data, "fcnn", trained.net, "mnist_rotated60")
+    assert set(mv) == {"Snapshot ensemble", "EnD2", "Hydra"}  # the chain does not accumulate it
+    x = data.ood_x["mnist_rotated60"]
+    torch.testing.assert_close(mv["Hydra"], H.hydra_marginal_variance(trained.net, x))
+    snap = H.snapshot_logits(result.snapshots, "fcnn", (1, 8, 8), 10, x).softmax(-1)
+    torch.testing.assert_close(mv["Snapshot ensemble"], (snap * (1 - snap)).mean(0))
+    assert all(bool((v >= 0).all() and (v <= 0.25).all()) and v.shape == (150, 10) for v in mv.values())
+
+    table = C.comparison_table(result, data, "fcnn", trained.net).set_index(["eval_set", "method"])
+    assert table.loc[("test", "Snapshot ensemble"), "mv_mae_snapshots"] == 0
+    assert table.loc[("test", "Snapshot ensemble"), "entropy_mae_snapshots"] == 0
+    assert table.loc[("test", "Long-chain teacher"), "entropy_mae_teacher"] == 0
+    assert table.loc[("test", "Hydra"), "mv_mae_snapshots"] > 0 and pd.isna(table.loc[("test", "GPED"), "mv_mean"])
+    assert "mv_mae_teacher" not in table
+
+
+def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkeypatch):
+    """KD / GPED / EnD2 / Hydra from one short chain: every method on every set, the references at zero
+    distance from themselves, KD without MU, costs from the networks; stored, then reused."""
+    data = dataclasses.replace(digits_data, ood_x={"mnist_rotated60": digits_data.test_x.flip(3)})
+    s = dataclasses.replace(C.PROFILES["default"], hydra_head_hidden=(16,), hydra_phase1_steps=30,
+                            hydra_phase2_steps=60)
+    students = C.comparison_students("fcnn", s)
+    cfg = GPEDConfig(model="fcnn", sampler=SGLD, num_iterations=300, burn_in=50, eval_thinning=10, log_every=150,
+                     checkpoint_every=150, progress=False, device="cpu", num_snapshots=4)
+    task = ChainTask(data, cfg, students, name="digits")
+    store = ResultsStore(tmp_path)
+    run = C.run_comparison(s, store, task=task, progress=False)
+    assert run.status == "ran" and run.chain.status == "ran" and run.hydra_path.exists()
+    assert run.eval_sets == ["test", "mnist_rotated60"]
+    table = run.table.set_index(["eval_set", "method"])
+    methods = {"Long-chain teacher", "Snapshot ensemble", "Hydra", *(st.label for st in students)}
+    assert set(table.index) == {(e, m) for e in ("test", "mnist_rotated60") for m in methods}
+    assert table.loc[("test", "Snapshot ensemble"), "mu_mae_snapshots"] == 0
+    assert table.loc[("test", "Long-chain teacher"), "mu_mae_teacher"] == 0
+    assert pd.isna(table.loc[("test", "KD"), "mu_mean"]) and table.loc[("test", "GPED"), "mu_mean"] == pytest.approx(
+        table.loc[("test", "GPED"), "total_mean"] - table.loc[("test", "GPED"), "data_mean"])
+    assert ((table["brier"] >= 0) & (table["brier"] <= 2)).all()
+    assert (table.loc["test", "accuracy"] > 0.5).all() and (table.loc["mnist_rotated60", "accuracy"] > 0.2).all()
+    assert (table["num_snapshots"] == 4).all() and (table["hydra_seconds"] >= 0).all()
+    teacher_params = count_parameters(build_network("fcnn", (1, 8, 8), 10))
+    costs = run.table.drop_duplicates("method").set_index("method")
+    assert costs.loc["Snapshot ensemble", "params"] == 4 * teacher_params
+    trained = H.load_hydra(run.hydra_path, "fcnn", (1, 8, 8), 10, C.hydra_config(s))
+    assert costs.loc["Hydra", "params"] == count_parameters(trained.net) and costs.loc["KD", "flops"] > 0
+    assert costs.loc["KD", "params"] == teacher_params
+    assert list(run.kd_variants["student"]) == ["KD", "KD (perturbed inputs)", "KD (noise inputs)",
+                                                "KD + derivative matching"]
+    assert list(run.kd_variants.columns) == list(C.KD_COLUMNS)
+    assert set(run.memory["method"]) >= {"Hydra", "Long-chain teacher", *(st.label for st in students)}
+    assert list(run.hydra_history["phase"].unique()) == ["phase1", "phase2"]
+    assert list(run.history["step"].unique())[-1] == 300 and len(run.summary) == len(students)
+    # the same configuration again: everything from the store, no chain run or loaded
+    monkeypatch.setattr(E4, "run_chains", no_chains)
+    again = C.run_comparison(s, store, task=task, progress=False)
+    assert again.status == "reused" and again.chain.status == "reused"
+    for name in ("table", "memory", "kd_variants", "hydra_history"):
+        pd.testing.assert_frame_equal(getattr(again, name), getattr(run, name))
+    pd.testing.assert_frame_equal(again.summary, run.summary)
+
+
+def test_spiral_run_maps_every_uncertainty_method_and_is_reused(tmp_path, monkeypatch):
+    s = dataclasses.replace(C.PROFILES["default"], spiral_size=300, spiral_iterations=300, spiral_burn_in=100,
+                            spiral_snapshots=3, spiral_hydra_phase1_steps=20, spiral_hydra_phase2_steps=40,
+                            hydra_head_hidden=(16,))
+    store = ResultsStore(tmp_path)
+    out = C.spiral_run(s, store, device="cpu", progress=False)
+    assert out.status == "ran" and list(out.maps) == ["Long-chain teacher", "Snapshot ensemble", "GPED", "EnD2",
+                                                      "Hydra"]
+    data = out.data
+    grid = data.ood_x["grid"].shape[0]
+    assert data.input_shape == (2,) and grid == out.config.grid_size ** 2
+    for u in out.maps.values():
+        assert u.total.shape == u.data.shape == (grid,) and u.predictive.shape == (grid, 2)
+        assert bool((u.total >= -1e-3).all() and (u.total <= torch.log(torch.tensor(2.0)) + 1e-2).all())
+    assert set(out.table["eval_set"]) == {"test", "grid"}
+    assert out.table.loc[out.table["eval_set"] == "grid", "accuracy"].isna().all()
+    assert out.table.loc[out.table["eval_set"] == "test", "accuracy"].notna().all()
+    # the stored maps are the table's: the grid's mean model uncertainty per method (up to float16)
+    grid_rows = out.table[out.table["eval_set"] == "grid"].set_index("method")
+    for method, u in out.maps.items():
+        assert float(u.knowledge.mean()) == pytest.approx(grid_rows.loc[method, "mu_mean"], abs=2e-3)
+    monkeypatch.setattr(E4, "run_chains", no_chains)
+    again = C.spiral_run(s, store, device="cpu", progress=False)
+    assert again.status == "reused" and again.chain.status == "reused"
+    pd.testing.assert_frame_equal(again.table, out.table)
+    for method in out.maps:
+        torch.testing.assert_close(again.maps[method].total, out.maps[method].total)

@@ -1,0 +1,288 @@
+"""Experiment 4: settings, the chain's students, the downstream metrics on hand-built outputs with known
+answers, the paper's tables beside ours, the claims, and a tiny end-to-end run through the results store."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from gped_kit.core import metrics
+from gped_kit.core.uncertainty import from_dirichlet, from_moments
+from gped_kit.data.ood import OOD_SETS
+from gped_kit.engine import GPEDConfig, GPEDResult
+from gped_kit.experiments import experiment4 as E4
+from gped_kit.experiments import paper_tables
+from gped_kit.experiments.chains import ChainTask
+from gped_kit.experiments.settings import resolve_settings
+from gped_kit.experiments.store import ResultsStore
+
+
+def test_profiles_keep_the_old_values_and_one_thinning_for_every_student():
+    d, p = E4.PROFILES["default"], E4.PROFILES["paper"]
+    assert (d.num_iterations, d.burn_in, d.thinning, d.eval_thinning, d.log_every, d.checkpoint_every) == (
+        3_000, 1_000, 2, 50, 500, 1_000)
+    assert (p.num_iterations, p.burn_in, p.thinning, p.eval_thinning, p.log_every, p.checkpoint_every) == (
+        1_000_000, None, 10, 100, 10_000, 50_000)
+    for s in (d, p):
+        assert (s.labelled_size, s.mask_size, s.cifar_labelled_size, s.largest_k, s.ood_size, s.ndcg_trials) == (
+            60_000, 15, 20_000, (2.0, 2.0), None, 500)
+        assert s.predictive_thinning == s.entropy_thinning == s.thinning and not s.scale_step_size
+    s = resolve_settings(E4.PROFILES, "paper", {"thinning": 7, "largest_k": [1.5, 3.0], "ndcg_trials": None})
+    assert (s.thinning, s.predictive_thinning, s.entropy_thinning, s.largest_k, s.ndcg_trials) == (7, 7, 7, (1.5, 3.0),
+                                                                                                   500)
+    with pytest.raises(ValueError, match="predictive_thinning"):
+        dataclasses.replace(d, predictive_thinning=3)  # one H: set thinning
+    with pytest.raises(ValueError, match="largest_k"):
+        dataclasses.replace(d, largest_k=(2.0,))
+    with pytest.raises(ValueError, match="thinning"):
+        dataclasses.replace(d, thinning=0)
+
+
+def test_task_has_the_papers_eight_students_and_setting(tmp_path):
+    s = dataclasses.replace(E4.PROFILES["default"], largest_k=(0.5, 0.75))
+    task = E4.experiment4_task("fcnn", s, device="cpu", data_root=str(tmp_path))
+    by_name = {st.label: st for st in task.students}
+    assert len(by_name) == 8 and {"GPED-U_s-largest_width_multiplier", "EnD2-U_o-base"} <= set(by_name)
+    assert by_name["GPED-U_s-base"].estimator.value == "U_s+U_o" and by_name["EnD2-U_s-base"].estimator.value == "U_s"
+    assert by_name["EnD2-U_o-base"].resolved_target.name == "endd"
+    assert by_name["EnD2-U_o-base"].arch.dropout == 0.5 and by_name["GPED-U_o-base"].arch.dropout == 0.5
+    assert (by_name["GPED-U_o-largest_width_multiplier"].arch.k1, by_name["EnD2-U_s-largest_width_multiplier"].arch.k2
+            ) == (0.5, 0.75)
+    assert {st.thinning for st in task.students} == {2}
+    available = E4.ood_availability("mnist", str(tmp_path))
+    assert (task.data.labelled_size, task.data.mask_size) == (60_000, 15)
+    assert task.data.ood_datasets == tuple(available.loc[available["available"], "ood_dataset"])
+    assert set(E4.OOD_FOR["mnist"]) | set(E4.OOD_FOR["cifar10"]) <= set(OOD_SETS)
+    assert (task.config.num_iterations, task.config.burn_in, task.config.sampler.step_size) == (3_000, 1_000, 4e-6)
+    cifar = E4.experiment4_task("cnn_cifar10", E4.PROFILES["paper"], device="cpu", data_root=str(tmp_path))
+    assert (cifar.data.labelled_size, cifar.data.mask_size, cifar.config.burn_in) == (20_000, 0, 10_000)
+    assert {st.arch.dropout for st in cifar.students if st.label.startswith("EnD2")} == {0.3}
+    with pytest.raises(ValueError, match="model='resnet'"):
+        E4.experiment4_task("resnet", s)
+    assert list(available["ood_dataset"]) == list(E4.OOD_FOR["mnist"])
+    assert available["how to get it"].str.len().min() > 0
+
+
+def _hand_built_result(n_test: int = 150, n_ood: int = 60, c: int = 3) -> GPEDResult:
+    """Outputs with known answers: confident test inputs, near-uniform OOD inputs whose expected entropy
+    is well below their total (high knowledge uncertainty); the GPED student equals the ensemble, the
+    EnD2 student is a Dirichlet with the ensemble's mean."""
+    gen = torch.Generator().manual_seed(0)
+
+    def ensemble(logits: torch.Tensor, share: torch.Tensor) -> torch.Tensor:
+        p = logits.softmax(-1)
+        return torch.cat([p, (metrics.predictive_entropy(p) * share).unsqueeze(1)], dim=1)
+
+    test_logits = 5 * torch.nn.functional.one_hot(torch.arange(n_test) % c, c) + 0.5 * torch.randn(n_test, c,
+                                                                                                  generator=gen)
+    test = ensemble(test_logits, 0.5 + 0.5 * torch.rand(n_test, generator=gen))
+    ood = ensemble(0.1 * torch.randn(n_ood, c, generator=gen), 0.2 + 0.1 * torch.rand(n_ood, generator=gen))
+
+    def dirichlet(values: torch.Tensor) -> torch.Tensor:
+        return torch.cat([values[:, :c], torch.full((len(values), 1), 40.0)], dim=1)
+
+    summary = pd.DataFrame([{"student": label, "target": target, "student_nll": nll, "student_accuracy": 0.9,
+                             "teacher_nll": 0.3, "teacher_accuracy": 0.95, "dataset": "toy"}
+                            for label, target, nll in (("GPED-U_o-base", "predictive+entropy", 0.31),
+                                                       ("EnD2-U_o-base", "endd", 0.35))])
+    outputs = {name: {"GPED-U_o-base": v.clone(), "EnD2-U_o-base": dirichlet(v)} for name, v in (("test", test),
+                                                                                                 ("far", ood))}
+    return GPEDResult(summary=summary, history=pd.DataFrame(), steps_done=10, finished=True,
+                      teacher_outputs={"test": {"predictive+entropy": test}, "far": {"predictive+entropy": ood}},
+                      student_outputs=outputs)
+
+
+def test_downstream_metrics_on_hand_built_outputs_have_known_answers():
+    result = _hand_built_result()
+    task = ChainTask(data=None, config=GPEDConfig(num_iterations=10, burn_in=5), students=())
+    tables = E4.experiment4_evaluate(task, result, ndcg_trials=15, seed=3)
+    down = tables["downstream"].set_index(["method", "metric", "uncertainty"])
+    # OOD inputs are near uniform with high knowledge uncertainty: perfectly told apart by the ensemble
+    # and by the GPED student, which equals it
+    auroc = down.xs("auroc", level="metric")
+    assert auroc.loc[("Ensemble", "total"), "value"] == 1.0 and auroc.loc[("GPED", "knowledge"), "value"] == 1.0
+    assert (auroc["ood_dataset"] == "far").all() and len(auroc) == 3 * 2
+    ndcg = down.xs("ndcg@20", level="metric")
+    assert ndcg.loc[("GPED", "total"), "value"] == pytest.approx(1.0) and ndcg.loc[("GPED", "total"), "std"] < 1e-12
+    assert 0 < ndcg.loc[("EnD2", "knowledge"), "value"] <= 1
+    test = result.teacher_outputs["test"]["predictive+entropy"]
+    endd = result.student_outputs["test"]["EnD2-U_o-base"]
+    expected = metrics.mae(from_dirichlet(endd[:, :3] * endd[:, 3:]).data, from_moments(test[:, :3], test[:, 3]).data)
+    entropy_mae = down.xs("entropy_mae", level="metric")["value"]
+    assert entropy_mae.loc["GPED"].item() == 0 and entropy_mae.loc["EnD2"].item() == pytest.approx(expected)
+    assert down.loc[("Ensemble", "nll"), "value"].item() == 0.3
+    assert set(tables["downstream"]["dataset"]) == {"toy"}
+    per_input = tables["data_uncertainty"]
+    assert len(per_input) == 150 and list(per_input.columns) == ["model", "input", "Ensemble"]  # no largest student
+    np.testing.assert_allclose(per_input["Ensemble"], test[:, 3].numpy(), atol=1e-4)
+
+
+def test_claims_count_the_settings_gped_wins():
+    rows = []
+    for i, (size, est) in enumerate([(s, e) for s in ("base", "largest_width_multiplier") for e in ("U_s", "U_o")]):
+        who = dict(model="fcnn", estimator=est, student=size)
+        # GPED: lower NLL in 3 of 4 settings, lower entropy MAE in all, higher AUROC in 1 of 4 x 2, nDCG in 2 of 4 x 2
+        rows += [dict(who, method="GPED", metric="nll", value=0.3 if i < 3 else 0.5),
+                 dict(who, method="EnD2", metric="nll", value=0.4),
+                 dict(who, method="GPED", metric="entropy_mae", value=0.05),
+                 dict(who, method="EnD2", metric="entropy_mae", value=0.1)]
+        for kind in ("total", "knowledge"):
+            rows += [dict(who, method="GPED", metric="auroc", value=0.9 if i == 0 else 0.6, uncertainty=kind,
+                          ood_dataset="fashion_mnist"),
+                     dict(who, method="EnD2", metric="auroc", value=0.7, uncertainty=kind, ood_dataset="fashion_mnist"),
+                     dict(who, method="GPED", metric="ndcg@20", value=0.8 if i % 2 else 0.6, uncertainty=kind),
+                     dict(who, method="EnD2", metric="ndcg@20", value=0.7, uncertainty=kind)]
+    rows.append(dict(model="fcnn", method="Ensemble", metric="nll", value=0.2))
+    claims = E4.experiment4_claims(pd.DataFrame(rows)).set_index("claim")
+    assert list(claims.index.str.split().str[2]) == ["nll", "entropy_mae", "auroc", "ndcg@20"]
+    assert claims.loc["GPED lower nll than EnD2", "ours"] == "3 of 4"
+    assert claims.loc["GPED lower entropy_mae than EnD2", "fraction"] == 1.0
+    assert claims.loc["GPED higher auroc than EnD2", "ours"] == "2 of 8"
+    assert claims.loc["GPED higher ndcg@20 than EnD2", "fraction"] == 0.5
+    assert E4.experiment4_claims(pd.DataFrame(columns=list(E4.DOWNSTREAM_COLUMNS))).empty
+
+
+def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(digits_data, tmp_path, monkeypatch):
+    s = dataclasses.replace(E4.PROFILES["default"], num_iterations=200, burn_in=100, eval_thinning=10, log_every=100,
+                            checkpoint_every=100, largest_k=(0.5, 0.5), ndcg_trials=20)
+    task = E4.experiment4_task("fcnn", s, device="cpu", data_root=str(tmp_path))
+    # the cell's students on the digits, with the test set itself as the "OOD" set: every model's
+    # uncertainties are then the same on both sides (up to round-off) and every AUROC must be 1/2
+    data = dataclasses.replace(digits_data, ood_x={"noise": digits_data.test_x.clone()})
+    digits_task = ChainTask(data, dataclasses.replace(task.config, progress=False), task.students, name="digits")
+    store = ResultsStore(tmp_path / "results")
+    run = E4.run_experiment4([digits_task], store, s, progress=False)
+    cells = run.cells
+    assert list(cells["status"]) == ["ran"] and list(cells["evaluation"]) == ["ran"]
+    down = run.downstream
+    assert set(down["method"]) == {"Ensemble", "GPED", "EnD2"} and set(down["cell"]) == {"digits"}
+    auroc = down[down["metric"] == "auroc"]
+    assert len(auroc) == 9 * 2 and set(auroc["ood_dataset"]) == {"noise"}
+    assert auroc["value"].sub(0.5).abs().max() < 0.02
+    ndcg = down[down["metric"] == "ndcg@20"]
+    assert len(ndcg) == 8 * 2 and ndcg["value"].between(0, 1).all() and (ndcg["std"] >= 0).all()
+    teacher_nll = down[(down["metric"] == "nll") & (down["method"] == "Ensemble")]["value"].item()
+    assert teacher_nll == pytest.approx(run.grid.table["teacher_nll"].iloc[0])
+    per_input = run.data_uncertainty
+    assert len(per_input) == len(data.test_y)
+    assert sorted(c for c in per_input if c.endswith("largest_width_multiplier")) == [
+        f"{m}-{e}-largest_width_multiplier" for m in ("EnD2", "GPED") for e in ("U_o", "U_s")]
+    students = E4.figure15_students(per_input)
+    assert set(students) == {"EnD2-U_o (largest)", "EnD2-U_s (largest)", "GPED-U_o (largest)", "GPED-U_s (largest)"}
+    assert (per_input["Ensemble"] >= 0).all() and (per_input["Ensemble"] <= np.log(10) + 1e-3).all()
+    # the paper's tables beside ours
+    table = E4.experiment4_comparison(down.assign(model="fcnn"), "in_distribution")
+    assert set(table.loc[table["model"] != "fcnn", "source"]) == {"paper only"}
+    fcnn = table[table["model"] == "fcnn"]
+    assert set(fcnn["source"]) == {"ours"}  # every fcnn cell of the paper is matched by one of ours
+    row = fcnn[(fcnn["method"] == "GPED") & (fcnn["estimator"] == "U_s") & (fcnn["metric"] == "nll")
+               & (fcnn["student"] == "largest_width_multiplier")]
+    assert row["value_paper"].item() == 0.408 and row["table"].item() == "Table 2"
+    ens_rows = fcnn[(fcnn["method"] == "Ensemble") & (fcnn["metric"] == "nll")]
+    assert len(ens_rows) == 4 and set(ens_rows["value_paper"]) == {0.362}  # repeated per estimator x size
+    ood = E4.experiment4_comparison(down, "ood")
+    assert (ood["source"] == "ours").sum() == 8 * 2 + 4 * 2 and ood["value_paper"][ood["source"] == "ours"].isna().all()
+    assert (ood["source"] == "paper only").sum() == 4 * 6 * 2 * 3
+    claims = E4.experiment4_claims(down)
+    assert list(claims["claim"].str.split().str[2]) == ["nll", "entropy_mae", "auroc", "ndcg@20"]
+    assert claims["fraction"].between(0, 1).all()
+
+    # a second call reuses the stored evaluation: no chain is run or loaded
+    def no_chains(*args, **kwargs):
+        raise AssertionError("run_chains called although the evaluation is stored")
+
+    monkeypatch.setattr(E4, "run_chains", no_chains)
+    again = E4.run_experiment4([digits_task], store, s, progress=False)
+    assert list(again.cells["evaluation"]) == ["reused"] and list(again.cells["status"]) == ["reused"]
+    pd.testing.assert_frame_equal(again.downstream, down)
+    pd.testing.assert_frame_equal(again.data_uncertainty, per_input)
+    assert again.grid.table["student"].tolist() == run.grid.table["student"].tolist()  # compact chain tables
+    # another number of nDCG trials is another evaluation (of the same stored chain)
+    monkeypatch.undo()
+    other = E4.run_experiment4([digits_task], store, dataclasses.replace(s, ndcg_trials=5), progress=False)
+    assert list(other.cells["evaluation"]) == ["ran"] and list(other.cells["status"]) == ["reused"]
+    assert len(store.entries("experiment4")) == 2 and len(store.entries("chain")) == 1
+
+
+def test_missing_data_is_recorded_and_the_other_tasks_go_on(tmp_path):
+    s = dataclasses.replace(E4.PROFILES["default"], num_iterations=20, burn_in=10)
+    task = E4.experiment4_task("cnn_cifar10", s, device="cpu", data_root=str(tmp_path / "nowhere"))
+    run = E4.run_experiment4([task], ResultsStore(tmp_path / "results"), s, progress=False)
+    assert list(run.cells["status"]) == ["missing data"] and list(run.cells["evaluation"]) == ["missing data"]
+    assert run.downstream.empty and list(run.downstream.columns) == list(E4.DOWNSTREAM_COLUMNS)
+    run.raise_if_failed()  # missing data is not a failure
+    assert len(E4.experiment4_comparison(run.downstream, "ndcg")) == len(paper_tables.experiment4_ndcg())
+
+
+def _experiment4_downstream(model: str = "fcnn", ood_set: str = "fashion_mnist") -> pd.DataFrame:
+    """A hand-made ``experiment4_evaluate`` downstream table for one model (values are arbitrary)."""
+    rows = [dict(method="Ensemble", estimator=None, student=None, metric="nll", value=0.4),
+            dict(method="Ensemble", estimator=None, student=None, metric="accuracy", value=0.9)]
+    for kind in ("total", "knowledge"):
+        rows.append(dict(method="Ensemble", estimator=None, student=None, metric="auroc", value=0.8,
+                         uncertainty=kind, ood_dataset=ood_set))
+    for method in ("GPED", "EnD2"):
+        for est in ("U_s", "U_o"):
+            for size in ("base", "largest_width_multiplier"):
+                who = dict(method=method, estimator=est, student=size)
+                rows += [dict(who, metric="nll", value=0.5), dict(who, metric="accuracy", value=0.85),
+                         dict(who, metric="entropy_mae", value=0.1)]
+                for kind in ("total", "knowledge"):
+                    rows += [dict(who, metric="ndcg@20", value=0.9, std=0.03, uncertainty=kind),
+                             dict(who, metric="auroc", value=0.7, uncertainty=kind, ood_dataset=ood_set)]
+    return pd.DataFrame(rows).assign(model=model)
+
+
+def test_experiment4_comparison_keeps_the_papers_rows_after_ours():
+    down = _experiment4_downstream()
+    for kind, paper, tables in (("in_distribution", paper_tables.experiment4_in_distribution(), "2 8 9 10"),
+                                ("ood", paper_tables.experiment4_ood(), "3 11 12 13"),
+                                ("ndcg", paper_tables.experiment4_ndcg(), "4 14 15 16")):
+        table = E4.experiment4_comparison(down, kind)
+        assert list(table.columns[-2:]) == ["table", "source"]
+        ours = table["source"] == "ours"
+        assert set(table["source"]) == {"ours", "paper only"}
+        assert ours.iloc[:ours.sum()].all()  # ours first, then the paper's
+        assert table.loc[ours, "value"].notna().all() and table.loc[~ours, "value"].isna().all()
+        assert table.loc[~ours, "value_paper"].notna().all()
+        # every printed cell of the paper appears exactly once, ours or not
+        printed = table[table["value_paper"].notna()]
+        assert len(printed) == len(paper)
+        assert set(printed["table"]) == {f"Table {n}" for n in tables.split()}
+        assert sorted(printed["value_paper"]) == sorted(paper["value"])
+        # the CIFAR-10 rows, which we did not run, are all there as the paper's only
+        cifar = table[table["model"] == "cnn_cifar10"]
+        assert len(cifar) == (paper["model"] == "cnn_cifar10").sum() and (cifar["source"] == "paper only").all()
+    ood = E4.experiment4_comparison(down, "ood")
+    assert set(ood.loc[ood["source"] == "ours", "ood_dataset"]) == {"fashion_mnist"}
+    assert ood.loc[ood["source"] == "ours", "value_paper"].isna().all()  # no paper counterpart
+    r = ood[(ood["model"] == "fcnn") & (ood["ood_dataset"] == "kmnist") & (ood["uncertainty"] == "total")
+            & (ood["method"] == "GPED") & (ood["estimator"] == "U_s") & (ood["student"] == "base")]
+    assert (r["value_paper"].item(), r["table"].item(), r["source"].item()) == (0.875, "Table 11", "paper only")
+    ndcg = E4.experiment4_comparison(down, "ndcg")
+    r = ndcg[(ndcg["model"] == "cnn_cifar10") & (ndcg["uncertainty"] == "knowledge") & (ndcg["method"] == "EnD2")
+             & (ndcg["estimator"] == "U_o") & (ndcg["student"] == "base")]
+    assert (r["value_paper"].item(), r["std_paper"].item(), r["table"].item()) == (0.785, 0.082, "Table 15")
+    assert r["value"].isna().item() and r["std"].isna().item()
+    # matched cells: ours with the paper's value beside it
+    ind = E4.experiment4_comparison(down, "in_distribution")
+    r = ind[(ind["model"] == "fcnn") & (ind["method"] == "EnD2") & (ind["estimator"] == "U_o")
+            & (ind["student"] == "base") & (ind["metric"] == "entropy_mae")]
+    assert (r["value"].item(), r["value_paper"].item(), r["source"].item()) == (0.1, 0.110, "ours")
+    with pytest.raises(ValueError, match="kind='table2'"):
+        E4.experiment4_comparison(down, "table2")
+
+
+def test_experiment4_comparison_without_runs_or_ood_sets_is_the_papers_tables():
+    empty = pd.DataFrame(columns=list(E4.DOWNSTREAM_COLUMNS))
+    for kind, paper in (("in_distribution", paper_tables.experiment4_in_distribution()),
+                        ("ood", paper_tables.experiment4_ood()), ("ndcg", paper_tables.experiment4_ndcg())):
+        table = E4.experiment4_comparison(empty, kind)
+        assert len(table) == len(paper) and set(table["source"]) == {"paper only"}
+        assert list(table["value_paper"]) == list(paper["value"])  # in the paper's order
+    # no OOD set ran: downstream has no ood_dataset column at all
+    no_ood = _experiment4_downstream().query("metric != 'auroc'").drop(columns="ood_dataset")
+    ood = E4.experiment4_comparison(no_ood, "ood")
+    assert len(ood) == len(paper_tables.experiment4_ood()) and set(ood["source"]) == {"paper only"}
