@@ -20,6 +20,8 @@ BATCH_ARGS         ?=
 PYTEST_ARGS        ?=
 NBVAL_ARGS         ?=
 NBVAL_CELL_TIMEOUT ?= 2700
+# make figures RECOMPUTE=1: every notebook recomputes its results (stored ones are set aside, not deleted)
+RECOMPUTE          ?= 0
 NOTEBOOKS          ?= $(sort $(wildcard notebooks/*.ipynb))
 LAB_ARGS           ?=
 BENCH_ARGS         ?=
@@ -73,16 +75,26 @@ $(STAMP): pyproject.toml | $(VENV_PY)
 	fi
 	touch $@
 
+# nbval executes copies of the notebooks in a scratch tree (with copies of results/ and figures/), so
+# the test leaves the working tree as it found it: what the notebooks write (figures, tables, store
+# entries recomputed after a change to the numerics) lands in the scratch tree, which is removed.
 test: venv
 	$(HEADLESS) $(VENV_PY) -m pytest $(PYTEST_ARGS)
 ifneq ($(strip $(NOTEBOOKS)),)
-	$(VENV_PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) $(NBVAL_ARGS) $(NOTEBOOKS)
+	@scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/gped-nbval.XXXXXX") && \
+	mkdir -p results figures && cp -r notebooks results figures "$$scratch/" && \
+	echo "nbval: executing notebooks in $$scratch (results/ and figures/ copied there)" && \
+	$(VENV_PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) \
+	  --rootdir="$$scratch" -p no:cacheprovider $(NBVAL_ARGS) \
+	  $(patsubst notebooks/%,"$$scratch"/notebooks/%,$(NOTEBOOKS)); \
+	status=$$?; rm -rf "$$scratch"; exit $$status
 else
 	@echo "no notebooks to check with nbval"
 endif
 
 figures: venv
-	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) $(BATCH_ARGS)
+	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) \
+	  $(if $(filter-out 0,$(RECOMPUTE)),-p recompute=true) $(BATCH_ARGS)
 
 lab: venv
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)

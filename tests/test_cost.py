@@ -85,7 +85,11 @@ def test_latency_is_positive_and_restores_mode():
 def test_bad_arguments():
     net = build_network("fcnn", (1, 28, 28), 10)
     with pytest.raises(ValueError, match="input_shape"):
-        count_flops(net, (784,))
+        count_flops(net, (0, 28))
+    with pytest.raises(ValueError, match="input_shape"):
+        count_flops(net, ())
+    # feature vectors are inputs too (the FCNN flattens): the same FLOPs as for the image
+    assert count_flops(build_network("fcnn", (784,), 10), (784,)) == count_flops(net, (1, 28, 28))
     with pytest.raises(ValueError, match="repeats=0"):
         measure_latency(net, (1, 28, 28), repeats=0)
     with pytest.raises(TypeError, match="BatchNorm"):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -273,3 +273,61 @@ def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: Res
             for i, spec, entry, _ in batch:
                 outcomes[i] = ChainOutcome(tasks[i], "failed", error=f"{type(exc).__name__}: {exc}",
                                            seconds=time.perf_counter() - started, batched=len(batch) > 1, entry=entry)
+
+
+# ------------------------------------------------------------------------------ entries derived from a chain
+@dataclass
+class DerivedOutcome:
+    """A chain and the entry derived from it: the chain's outcome (its compact result: summary and
+    history), the derived entry (None when it could not be made), the derived entry's status
+    (``ran`` / ``reused`` / ``failed`` / ``missing data``) and its error message."""
+
+    chain: ChainOutcome
+    entry: Entry | None
+    status: str
+    error: str = ""
+
+
+def derived_from_chain(task: ChainTask, store: ResultsStore, kind: str, record: Mapping[str, Any], code: str,
+                       compute: Callable[[Entry, GPEDResult, GPEDData], None], recompute: bool = False,
+                       progress: bool = True) -> DerivedOutcome:
+    """The entry of kind ``kind`` derived from ``task``'s chain, keyed by ``{"chain": <the chain's
+    record>, **record}`` and ``code``: reused when complete (the chain is then neither run nor
+    loaded; its compact tables are read when stored), else computed by ``compute(entry, result,
+    data)`` from the chain's full result (:func:`~gped_kit.experiments.chains.run_chains` with
+    ``requires_state``: reloaded from its checkpoint, resumed, or run). ``recompute`` sets both the
+    chain and the derived entry aside and computes them afresh. A missing data set or a failure is
+    recorded in the outcome, not raised."""
+    started = time.perf_counter()
+    try:
+        device = resolve_device(task.config.device)
+        data = load_data(task.data, device)
+        chain_record = build_chain(data, task.config, task.students).record()
+    except DatasetNotFoundError as exc:
+        outcome = ChainOutcome(task, "missing data", error=str(exc), seconds=time.perf_counter() - started)
+        return DerivedOutcome(outcome, None, "missing data", str(exc))
+    except Exception as exc:  # noqa: BLE001 -- recorded, the caller goes on
+        error = f"{type(exc).__name__}: {exc}"
+        return DerivedOutcome(ChainOutcome(task, "failed", error=error, seconds=time.perf_counter() - started),
+                              None, "failed", error)
+    full_record = {"chain": chain_record, **record}
+    entry = store.entry(kind, full_record, code)
+    if entry.complete and not recompute:
+        chain_entry = store.entry("chain", chain_record, chain_code())
+        result = result_from_entry(chain_entry) if chain_entry.complete else None
+        outcome = ChainOutcome(task, "reused", result, seconds=time.perf_counter() - started, entry=chain_entry)
+        if progress:
+            print(f"{task.label}: {kind} reused (chain not loaded)", flush=True)
+        return DerivedOutcome(outcome, entry, "reused")
+    run_task = dataclasses.replace(task, data=data, name=task.label)
+    outcome = run_chains([run_task], store, recompute=recompute, progress=progress, requires_state=True).outcomes[0]
+    outcome = dataclasses.replace(outcome, task=task)
+    if outcome.result is None:
+        return DerivedOutcome(outcome, None, outcome.status, outcome.error)
+    full = outcome.result
+    outcome.result = result_from_entry(outcome.entry)  # the compact tables: the full state is not kept
+    try:
+        entry, status = store.cached(kind, full_record, code, lambda e: compute(e, full, data), recompute=recompute)
+    except Exception as exc:  # noqa: BLE001 -- recorded, the caller goes on
+        return DerivedOutcome(outcome, None, "failed", f"{kind}: {type(exc).__name__}: {exc}")
+    return DerivedOutcome(outcome, entry, status)

@@ -12,7 +12,7 @@ teacher* (the online Monte Carlo means over the whole chain, what GPED and EnD2 
 
 Everything the notebook shows is a derived entry of the results store (kind ``"comparison"``
 for MNIST, ``"spiral"`` for the toy), keyed by the chain's record and Hydra's configuration
-(:func:`~gped_kit.experiments.experiment4.derived_from_chain`): the comparison table, the memory
+(:func:`~gped_kit.experiments.chains.derived_from_chain`): the comparison table, the memory
 table, the KD-variant rows, Hydra's loss history, the spiral's uncertainty maps (float16 arrays)
 and the trained Hydra (``hydra.pt``, not committed). Only a missing entry runs (or reloads) its chain.
 
@@ -46,15 +46,14 @@ from ..engine import GPEDConfig, GPEDResult, StudentConfig
 from ..models.build import ModelSpec
 from ..models.cost import count_flops
 from ..models.presets import ArchSpec, build_network, count_parameters
-from .chains import ChainOutcome, ChainTask
-from .experiment4 import DerivedOutcome, OneThinningSettings, derived_from_chain
-from .paper import paper_model, teacher_config
+from .chains import ChainOutcome, ChainTask, DerivedOutcome, derived_from_chain
+from .paper import OneThinningSettings, paper_model, teacher_config
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
 
 @dataclass(frozen=True)
 class ComparisonSettings(OneThinningSettings):
-    """A profile of the comparison: the MNIST chain (:class:`~gped_kit.experiments.experiment4.OneThinningSettings`:
+    """A profile of the comparison: the MNIST chain (:class:`~gped_kit.experiments.paper.OneThinningSettings`:
     one H for every student), its model, data and kept snapshots S; the KD variants' input noise and
     derivative weight gamma; Hydra's heads, temperature, steps and learning rate (paper 002); and the
     spiral toy's chain (size, T, B, eta, S, H) and Hydra steps."""

@@ -65,17 +65,17 @@ from torch import nn
 
 from ..core.schema import record
 from ..core.targets import Target, resolve_target
+from ..data.container import GPEDData
 from ..data.experiment import DataConfig
-from ..data.sources import DatasetNotFoundError
-from ..engine import GPEDResult, StudentConfig, resolve_device
+from ..engine import GPEDResult, StudentConfig
 from ..engine.engine import prediction_metrics
-from ..engine.spec import ChainSpec, build_chain
+from ..engine.spec import ChainSpec
 from ..models.build import instantiate
 from ..models.cost import network_cost
 from ..models.presets import EVAL_CHUNK_SIZE, ArchSpec, cpu_training_layout, inference_network
 from ..models.pruning import PRUNE_CRITERIA, check_criterion, check_eps, mask_network, prune, unit_keep_masks
 from . import paper_tables
-from .chains import ChainTask, chain_code, load_data, run_chains
+from .chains import ChainTask, chain_code, derived_from_chain
 from .paper import FINETUNE_EPOCHS, ChainSettings, paper_model, teacher_config
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
@@ -477,29 +477,20 @@ def search_code() -> str:
     return code_fingerprint(*NUMERICS, "gped_kit.experiments.experiment3", "gped_kit.models")
 
 
-class _ChainNotFinished(Exception):
-    """The chain a search needs failed (or its data is missing): nothing is stored."""
-
-    def __init__(self, status: str, error: str) -> None:
-        super().__init__(error)
-        self.status, self.error = status, error
-
-
 def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsStore, recompute: bool = False,
                     progress: bool = True) -> SearchResult:
     """One Experiment 3 data setting through the results store: the search table of ``task``'s
     chain (:func:`experiment3_task`) under ``settings``.
 
-    The table is the ``"search"`` entry keyed by ``{"chain": <the chain's entry key>, "settings":
-    record(settings)}`` and :func:`search_code`. When it is stored it is read back (status
+    The table is the ``"search"`` entry derived from the chain
+    (:func:`~gped_kit.experiments.chains.derived_from_chain`: keyed by the chain's record,
+    ``record(settings)`` and :func:`search_code`). When it is stored it is read back (status
     ``reused``) and the chain is not touched. Otherwise the chain's full state is asked for
-    (:func:`~gped_kit.experiments.chains.run_chains` with ``requires_state=True``: reused from
-    the chain entry's checkpoint, resumed, or run), then the costs, pruning and fine-tuning are
-    computed and the table stored (status ``ran``). ``recompute`` sets the stored search and
-    chain aside and computes both again.
-
-    An absent data set gives status ``missing data`` with the loader's message, a failed chain
-    status ``failed`` with its error (nothing is stored for either).
+    (reused from the chain entry's checkpoint, resumed, or run), then the costs, pruning and
+    fine-tuning are computed and the table stored (status ``ran``). ``recompute`` sets the stored
+    search and chain aside and computes both again. An absent data set gives status ``missing
+    data`` with the loader's message, a failed chain status ``failed`` with its error (nothing is
+    stored for either).
 
     The table has one row per network with the chain's configuration columns and
     ``method`` (``teacher``/``exhaustive``/``group_lasso``), ``stage`` (``teacher``,
@@ -519,39 +510,20 @@ def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsSto
     if not isinstance(settings, SearchSettings):
         raise TypeError(f"settings must be a SearchSettings, got {type(settings).__name__}")
     started = time.perf_counter()
-    model = task.config.model_name
-    try:
-        data = load_data(task.data, resolve_device(task.config.device))
-    except DatasetNotFoundError as exc:
-        return SearchResult(model, pd.DataFrame(), "missing data", str(exc), seconds=time.perf_counter() - started)
-    config = task.config if progress else dataclasses.replace(task.config, progress=False)
-    chain_key = store.entry("chain", build_chain(data, config, task.students).record(), chain_code()).key
-    # the loaded data go with the task, so run_chains does not load them again (same record: same identity)
-    chain_task = dataclasses.replace(task, data=data, config=config, name=task.label)
-    chain_status = ""
 
-    def compute(entry: Entry) -> None:
-        nonlocal chain_status
-        outcome = run_chains([chain_task], store, recompute=recompute, progress=progress,
-                             requires_state=True).outcomes[0]
-        chain_status = outcome.status
-        if outcome.result is None:
-            raise _ChainNotFinished(outcome.status, outcome.error)
+    def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
         stage_started = time.perf_counter()
-        table = search_table(outcome.result, settings, chain_key)
-        summary = outcome.result.summary
+        table = search_table(result, settings, store.entry("chain", result.spec.record(), chain_code()).key)
+        summary = result.summary
         table["chain_seconds"] = float(summary["elapsed_s"].iloc[0]) if "elapsed_s" in summary else math.nan
         table["search_seconds"] = time.perf_counter() - stage_started
         entry.write_table(SEARCH_TABLE, table)
 
-    record_ = {"chain": chain_key, "settings": record(settings)}
-    try:
-        entry, status = store.cached(SEARCH_KIND, record_, search_code(), compute, recompute=recompute)
-    except _ChainNotFinished as exc:
-        return SearchResult(model, pd.DataFrame(), exc.status, exc.error, seconds=time.perf_counter() - started,
-                            chain_status=exc.status)
-    return SearchResult(model, entry.table(SEARCH_TABLE), status, "", entry, time.perf_counter() - started,
-                        chain_status)
+    outcome = derived_from_chain(task, store, SEARCH_KIND, {"settings": record(settings)}, search_code(), compute,
+                                 recompute=recompute, progress=progress)
+    table = outcome.entry.table(SEARCH_TABLE) if outcome.entry is not None else pd.DataFrame()
+    return SearchResult(task.config.model_name, table, outcome.status, outcome.error, outcome.entry,
+                        time.perf_counter() - started, outcome.chain.status)
 
 
 def _finetune_steps(epochs: float, spec: ChainSpec, thinning: int) -> int:

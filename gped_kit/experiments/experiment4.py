@@ -24,10 +24,8 @@ default 2, paper profile 10, the entropy value, so the entropy column gets the p
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -39,33 +37,12 @@ from ..core.options import check_int
 from ..data.container import GPEDData
 from ..data.experiment import DataConfig
 from ..data.ood import OOD_SETS, ood_available
-from ..data.sources import DatasetNotFoundError
-from ..engine import GPEDResult, StudentConfig, resolve_device
-from ..engine.spec import build_chain
+from ..engine import GPEDResult, StudentConfig
 from ..models.presets import ArchSpec
 from . import paper_tables
-from .chains import ChainGrid, ChainOutcome, ChainTask, chain_code, load_data, result_from_entry, run_chains
-from .paper import ChainSettings, paper_model, teacher_config
+from .chains import ChainGrid, ChainTask, DerivedOutcome, derived_from_chain
+from .paper import OneThinningSettings, paper_model, teacher_config
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
-
-
-@dataclass(frozen=True)
-class OneThinningSettings(ChainSettings):
-    """Chain settings whose students all share one thinning H (``thinning``).
-
-    Experiment 4's C+1 student distils the predictive and the entropy through one network and one
-    update, so it has a single H; the chain settings' ``predictive_thinning`` and
-    ``entropy_thinning`` are both set to ``thinning`` (they cannot be given separately)."""
-
-    predictive_thinning: int = field(init=False, default=0)
-    entropy_thinning: int = field(init=False, default=0)
-    thinning: int = 2
-
-    def __post_init__(self) -> None:
-        check_int("thinning", self.thinning, 1)
-        object.__setattr__(self, "predictive_thinning", self.thinning)
-        object.__setattr__(self, "entropy_thinning", self.thinning)
-        super().__post_init__()
 
 
 @dataclass(frozen=True)
@@ -245,63 +222,6 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
 
 
 # ------------------------------------------------------------------------------ derived entries
-@dataclass
-class DerivedOutcome:
-    """A chain and the entry derived from it: the chain's outcome (its compact result: summary and
-    history), the derived entry (None when it could not be made), the derived entry's status
-    (``ran`` / ``reused`` / ``failed`` / ``missing data``) and its error message."""
-
-    chain: ChainOutcome
-    entry: Entry | None
-    status: str
-    error: str = ""
-
-
-def derived_from_chain(task: ChainTask, store: ResultsStore, kind: str, record: Mapping[str, Any], code: str,
-                       compute: Callable[[Entry, GPEDResult, GPEDData], None], recompute: bool = False,
-                       progress: bool = True) -> DerivedOutcome:
-    """The entry of kind ``kind`` derived from ``task``'s chain, keyed by ``{"chain": <the chain's
-    record>, **record}`` and ``code``: reused when complete (the chain is then neither run nor
-    loaded; its compact tables are read when stored), else computed by ``compute(entry, result,
-    data)`` from the chain's full result (:func:`~gped_kit.experiments.chains.run_chains` with
-    ``requires_state``: reloaded from its checkpoint, resumed, or run). ``recompute`` sets both the
-    chain and the derived entry aside and computes them afresh. A missing data set or a failure is
-    recorded in the outcome, not raised."""
-    started = time.perf_counter()
-    try:
-        device = resolve_device(task.config.device)
-        data = load_data(task.data, device)
-        chain_record = build_chain(data, task.config, task.students).record()
-    except DatasetNotFoundError as exc:
-        outcome = ChainOutcome(task, "missing data", error=str(exc), seconds=time.perf_counter() - started)
-        return DerivedOutcome(outcome, None, "missing data", str(exc))
-    except Exception as exc:  # noqa: BLE001 -- recorded, the caller goes on
-        error = f"{type(exc).__name__}: {exc}"
-        return DerivedOutcome(ChainOutcome(task, "failed", error=error, seconds=time.perf_counter() - started),
-                              None, "failed", error)
-    full_record = {"chain": chain_record, **record}
-    entry = store.entry(kind, full_record, code)
-    if entry.complete and not recompute:
-        chain_entry = store.entry("chain", chain_record, chain_code())
-        result = result_from_entry(chain_entry) if chain_entry.complete else None
-        outcome = ChainOutcome(task, "reused", result, seconds=time.perf_counter() - started, entry=chain_entry)
-        if progress:
-            print(f"{task.label}: {kind} reused (chain not loaded)", flush=True)
-        return DerivedOutcome(outcome, entry, "reused")
-    run_task = dataclasses.replace(task, data=data, name=task.label)
-    outcome = run_chains([run_task], store, recompute=recompute, progress=progress, requires_state=True).outcomes[0]
-    outcome = dataclasses.replace(outcome, task=task)
-    if outcome.result is None:
-        return DerivedOutcome(outcome, None, outcome.status, outcome.error)
-    full = outcome.result
-    outcome.result = result_from_entry(outcome.entry)  # the compact tables: the full state is not kept
-    try:
-        entry, status = store.cached(kind, full_record, code, lambda e: compute(e, full, data), recompute=recompute)
-    except Exception as exc:  # noqa: BLE001 -- recorded, the caller goes on
-        return DerivedOutcome(outcome, None, "failed", f"{kind}: {type(exc).__name__}: {exc}")
-    return DerivedOutcome(outcome, entry, status)
-
-
 # ------------------------------------------------------------------------------ running the experiment
 @dataclass
 class Experiment4Run:

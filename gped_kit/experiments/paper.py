@@ -11,7 +11,7 @@ values for the model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..core.options import check_int
 from ..core.sgld import SGLDConfig
@@ -75,6 +75,25 @@ class ChainSettings:
             check_int(name, getattr(self, name), 1)
         if self.burn_in is not None:
             check_int("burn_in", self.burn_in, 0)
+
+
+@dataclass(frozen=True)
+class OneThinningSettings(ChainSettings):
+    """Chain settings whose students all share one thinning H (``thinning``).
+
+    Experiment 4's C+1 student distils the predictive and the entropy through one network and one
+    update, so it has a single H; the chain settings' ``predictive_thinning`` and
+    ``entropy_thinning`` are both set to ``thinning`` (they cannot be given separately)."""
+
+    predictive_thinning: int = field(init=False, default=0)
+    entropy_thinning: int = field(init=False, default=0)
+    thinning: int = 2
+
+    def __post_init__(self) -> None:
+        check_int("thinning", self.thinning, 1)
+        object.__setattr__(self, "predictive_thinning", self.thinning)
+        object.__setattr__(self, "entropy_thinning", self.thinning)
+        super().__post_init__()
 
 
 def teacher_config(model: str, labelled_size: int, chain: ChainSettings, seed: int = 0, device: str = "auto",

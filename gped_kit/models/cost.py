@@ -39,8 +39,9 @@ __all__ = ["count_parameters", "count_flops", "count_macs", "analytic_macs", "me
 
 def _check_input_shape(input_shape: tuple[int, ...]) -> tuple[int, ...]:
     shape = tuple(input_shape)
-    if len(shape) != 3 or not all(isinstance(d, int) and d >= 1 for d in shape):
-        raise ValueError(f"input_shape={input_shape!r}: expected (channels, height, width) of positive integers")
+    if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+        raise ValueError(f"input_shape={input_shape!r}: expected the shape of one input, e.g. (channels, height, "
+                         "width) or (features,), of positive integers")
     return shape
 
 
@@ -49,8 +50,8 @@ def _device_of(net: nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-def count_flops(net: nn.Module, input_shape: tuple[int, int, int]) -> int:
-    """FLOPs of one forward pass of ONE input of shape ``(C, H, W)``, counted by PyTorch's
+def count_flops(net: nn.Module, input_shape: tuple[int, ...]) -> int:
+    """FLOPs of one forward pass of ONE input of shape ``input_shape`` (e.g. ``(C, H, W)``), counted by PyTorch's
     :class:`~torch.utils.flop_counter.FlopCounterMode`: FLOPs = 2 x MACs of every matrix
     multiplication and convolution; bias additions, activations and pooling are not counted.
     The network is run in eval mode (dropout off) without gradients; its mode is restored."""
@@ -66,7 +67,7 @@ def count_flops(net: nn.Module, input_shape: tuple[int, int, int]) -> int:
     return int(counter.get_total_flops())
 
 
-def count_macs(net: nn.Module, input_shape: tuple[int, int, int]) -> int:
+def count_macs(net: nn.Module, input_shape: tuple[int, ...]) -> int:
     """Multiply-accumulates per input: :func:`count_flops` / 2 (PyTorch counts 2 FLOPs per MAC)."""
     return count_flops(net, input_shape) // 2
 
