@@ -67,12 +67,14 @@ def tree_leaves(tree: Any) -> list[torch.Tensor]:
 
 
 def stack(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Stack per-chain tensors along a new leading axis, keeping a 4-D tensor's channels-last
-    layout in every chain's slice (conv weights trained channels-last on the CPU)."""
+    """Stack per-chain tensors along a new leading axis, each chain's slice with the first tensor's
+    exact strides (e.g. conv weights trained channels-last on the CPU: oneDNN picks its kernels by
+    the strides, and a slice that is channels-last in another way can run half as fast)."""
     first = tensors[0]
-    if first.dim() == 4 and not first.is_contiguous() and first.is_contiguous(memory_format=torch.channels_last):
-        k, (o, i, h, w) = len(tensors), first.shape
-        out = torch.empty((k, o, h, w, i), dtype=first.dtype, device=first.device).permute(0, 1, 4, 2, 3)
+    dense = first.is_contiguous() or (first.dim() == 4 and first.is_contiguous(memory_format=torch.channels_last))
+    if first.dim() and first.numel() and dense:
+        out = torch.empty_strided((len(tensors), *first.shape), (first.numel(), *first.stride()),
+                                  dtype=first.dtype, device=first.device)
         for row, t in zip(out, tensors):
             row.copy_(t)
         return out

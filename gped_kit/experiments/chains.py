@@ -80,8 +80,29 @@ class ChainOutcome:
     entry: Entry | None = None
 
 
+class FailureReport:
+    """``failed`` and ``raise_if_failed`` for a result whose ``cells`` table has ``status``/``error`` columns."""
+
+    what = "chain(s)"
+
+    @property
+    def cells(self) -> pd.DataFrame:  # pragma: no cover - defined by subclasses
+        raise NotImplementedError
+
+    @property
+    def failed(self) -> pd.DataFrame:
+        cells = self.cells
+        return cells[cells["status"] == "failed"] if len(cells) else cells
+
+    def raise_if_failed(self) -> None:
+        """Raise ``RuntimeError`` listing the failed cells and their errors (a notebook's last cell)."""
+        if len(self.failed):
+            raise RuntimeError(f"{len(self.failed)} {self.what} failed:\n"
+                               + self.failed[["cell", "error"]].to_string(index=False))
+
+
 @dataclass
-class ChainGrid:
+class ChainGrid(FailureReport):
     """The outcomes of :func:`run_chains`, in task order."""
 
     outcomes: list[ChainOutcome] = field(default_factory=list)
@@ -110,15 +131,6 @@ class ChainGrid:
                          "seconds": round(o.seconds, 1), "batched": o.batched,
                          "run_key": o.entry.key if o.entry is not None else ""})
         return pd.DataFrame(rows)
-
-    @property
-    def failed(self) -> pd.DataFrame:
-        cells = self.cells
-        return cells[cells["status"] == "failed"] if len(cells) else cells
-
-    def raise_if_failed(self) -> None:
-        if len(self.failed):
-            raise RuntimeError(f"{len(self.failed)} chain(s) failed:\n" + self.failed[["cell", "error"]].to_string(index=False))
 
 
 def load_data(spec: DataSpec, device: torch.device) -> GPEDData:

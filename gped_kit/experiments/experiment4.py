@@ -40,7 +40,7 @@ from ..data.ood import OOD_SETS, ood_available
 from ..engine import GPEDResult, StudentConfig
 from ..models.presets import ArchSpec
 from . import paper_tables
-from .chains import ChainGrid, ChainTask, DerivedOutcome, derived_from_chain
+from .chains import ChainGrid, ChainTask, DerivedOutcome, FailureReport, derived_from_chain
 from .paper import OneThinningSettings, paper_model, teacher_config
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
@@ -224,7 +224,7 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
 # ------------------------------------------------------------------------------ derived entries
 # ------------------------------------------------------------------------------ running the experiment
 @dataclass
-class Experiment4Run:
+class Experiment4Run(FailureReport):
     """What :func:`run_experiment4` produced: the chains (:class:`~gped_kit.experiments.chains.ChainGrid`,
     compact results), one status row per task (:attr:`cells`), and the concatenated ``downstream`` and
     ``data_uncertainty`` tables of every evaluated chain (columns ``cell`` and ``run_key`` added)."""
@@ -247,16 +247,6 @@ class Experiment4Run:
         cells.loc[failed, "status"] = "failed"
         cells.loc[failed, "error"] = [e.error for e, f in zip(self.evaluations, failed) if f]
         return cells
-
-    @property
-    def failed(self) -> pd.DataFrame:
-        cells = self.cells
-        return cells[cells["status"] == "failed"] if len(cells) else cells
-
-    def raise_if_failed(self) -> None:
-        if len(self.failed):
-            raise RuntimeError(f"{len(self.failed)} Experiment 4 chain(s) failed:\n"
-                               + self.failed[["cell", "error"]].to_string(index=False))
 
 
 def _write_evaluation(entry: Entry, tables: Mapping[str, pd.DataFrame]) -> None:
