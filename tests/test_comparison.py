@@ -13,8 +13,8 @@ from gped_kit.core.sgld import SGLDConfig
 from gped_kit.engine import GPEDConfig, GPEDEngine
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
+from gped_kit.experiments import chains as chains_module
 from gped_kit.experiments import comparison as C
-from gped_kit.experiments import experiment4 as E4
 from gped_kit.experiments.chains import ChainTask
 from gped_kit.experiments.settings import resolve_settings
 from gped_kit.experiments.store import ResultsStore
@@ -57,14 +57,17 @@ def test_profiles_keep_the_old_values():
 def test_students_and_task(tmp_path):
     s = C.PROFILES["default"]
     students = {st.label: st for st in C.comparison_students("fcnn", s)}
-    assert list(students) == ["KD", "GPED", "EnD2", "KD (perturbed inputs)", "KD (noise inputs)",
-                              "KD + derivative matching"]
+    assert list(students) == ["KD", "GPED", "EnD2", "GPED (squared error)", "GPED (every step)",
+                              "KD (perturbed inputs)", "KD (noise inputs)", "KD + derivative matching"]
+    assert students["GPED"].resolved_target.name == "predictive+entropy"  # the paper's absolute error
+    assert students["GPED (squared error)"].resolved_target.name == "predictive+entropy-sq"
+    assert students["GPED (every step)"].thinning == 1 and students["GPED"].thinning == s.thinning
     assert students["GPED"].estimator.value == "U_s+U_o" and students["EnD2"].resolved_target.name == "endd"
     assert students["EnD2"].arch.dropout == 0.5 and students["KD"].arch.dropout == 0.5
     assert students["KD (perturbed inputs)"].input_noise_std == 0.3
     assert students["KD (noise inputs)"].input_generator.value == "noise"
     assert students["KD + derivative matching"].derivative_weight == 1.0
-    assert {st.thinning for st in students.values()} == {2}
+    assert {st.thinning for label, st in students.items() if label != "GPED (every step)"} == {2}
     assert [st.label for st in C.comparison_students("cnn_mnist", s, variants=False)] == ["KD", "GPED", "EnD2"]
     task = C.comparison_task(s, seed=1, device="cpu", data_root=str(tmp_path))
     assert task.data.ood_datasets[0] == "mnist_rotated60" and set(task.data.ood_datasets) <= {"mnist_rotated60",
@@ -153,7 +156,7 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     assert list(run.hydra_history["phase"].unique()) == ["phase1", "phase2"]
     assert list(run.history["step"].unique())[-1] == 300 and len(run.summary) == len(students)
     # the same configuration again: everything from the store, no chain run or loaded
-    monkeypatch.setattr(E4, "run_chains", no_chains)
+    monkeypatch.setattr(chains_module, "run_chains", no_chains)
     again = C.run_comparison(s, store, task=task, progress=False)
     assert again.status == "reused" and again.chain.status == "reused"
     for name in ("table", "memory", "kd_variants", "hydra_history"):
@@ -182,7 +185,7 @@ def test_spiral_run_maps_every_uncertainty_method_and_is_reused(tmp_path, monkey
     grid_rows = out.table[out.table["eval_set"] == "grid"].set_index("method")
     for method, u in out.maps.items():
         assert float(u.knowledge.mean()) == pytest.approx(grid_rows.loc[method, "mu_mean"], abs=2e-3)
-    monkeypatch.setattr(E4, "run_chains", no_chains)
+    monkeypatch.setattr(chains_module, "run_chains", no_chains)
     again = C.spiral_run(s, store, device="cpu", progress=False)
     assert again.status == "reused" and again.chain.status == "reused"
     pd.testing.assert_frame_equal(again.table, out.table)

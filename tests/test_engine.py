@@ -8,7 +8,7 @@ import torch
 from gped_kit.baselines.endd import ENDD
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill, resolve_device, student_lr
-from gped_kit.engine.checkpoint import CheckpointError, load_checkpoints, save_checkpoints
+from gped_kit.engine.checkpoint import CheckpointError
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import flat

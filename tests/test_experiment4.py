@@ -12,6 +12,7 @@ from gped_kit.core import metrics
 from gped_kit.core.uncertainty import from_dirichlet, from_moments
 from gped_kit.data.ood import OOD_SETS
 from gped_kit.engine import GPEDConfig, GPEDResult
+from gped_kit.experiments import chains as chains_module
 from gped_kit.experiments import experiment4 as E4
 from gped_kit.experiments import paper_tables
 from gped_kit.experiments.chains import ChainTask
@@ -26,12 +27,20 @@ def test_profiles_keep_the_old_values_and_one_thinning_for_every_student():
     assert (p.num_iterations, p.burn_in, p.thinning, p.eval_thinning, p.log_every, p.checkpoint_every) == (
         1_000_000, None, 10, 100, 10_000, 50_000)
     for s in (d, p):
-        assert (s.labelled_size, s.mask_size, s.cifar_labelled_size, s.largest_k, s.ood_size, s.ndcg_trials) == (
-            60_000, 15, 20_000, (2.0, 2.0), None, 500)
+        assert (s.labelled_size, s.mask_size, s.cifar_labelled_size, s.ood_size, s.ndcg_trials) == (
+            60_000, 15, 20_000, None, 500)
         assert s.predictive_thinning == s.entropy_thinning == s.thinning and not s.scale_step_size
+        # Appendix A.4: CNN students (GPED and EnD2) with dropout 0.3, the FCNN's the paper's 0.5
+        assert (s.student_dropout("cnn_mnist", False), s.student_dropout("cnn_mnist", True)) == (0.3, 0.3)
+        assert (s.student_dropout("fcnn", False), s.student_dropout("fcnn", True)) == (0.5, 0.5)
+        assert s.ood_masking == "both"  # the paper is silent: AUROC both ways
+    # "the largest width multiplier of Experiment 3": the same profile's grid maxima
+    assert [d.largest(m) for m in ("cnn_mnist", "fcnn")] == [(2.0, 2.0), (2.0, 2.0)]
+    assert [p.largest(m) for m in ("cnn_mnist", "fcnn", "cnn_cifar10")] == [(4.0, 4.0), (5.0, 5.0), (4.0, 4.0)]
     s = resolve_settings(E4.PROFILES, "paper", {"thinning": 7, "largest_k": [1.5, 3.0], "ndcg_trials": None})
     assert (s.thinning, s.predictive_thinning, s.entropy_thinning, s.largest_k, s.ndcg_trials) == (7, 7, 7, (1.5, 3.0),
                                                                                                    500)
+    assert s.largest("fcnn") == (1.5, 3.0)
     with pytest.raises(ValueError, match="predictive_thinning"):
         dataclasses.replace(d, predictive_thinning=3)  # one H: set thinning
     with pytest.raises(ValueError, match="largest_k"):
@@ -193,7 +202,7 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
     def no_chains(*args, **kwargs):
         raise AssertionError("run_chains called although the evaluation is stored")
 
-    monkeypatch.setattr(E4, "run_chains", no_chains)
+    monkeypatch.setattr(chains_module, "run_chains", no_chains)
     again = E4.run_experiment4([digits_task], store, s, progress=False)
     assert list(again.cells["evaluation"]) == ["reused"] and list(again.cells["status"]) == ["reused"]
     pd.testing.assert_frame_equal(again.downstream, down)

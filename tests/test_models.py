@@ -1,8 +1,16 @@
 import pytest
 import torch
 
-from gped_kit.models.presets import (ArchSpec, OutputHead, build_network, count_parameters, cpu_training_layout,
-                                     flat_parameters, inference_network, scaled_width)
+from gped_kit.models.presets import (
+    ArchSpec,
+    OutputHead,
+    build_network,
+    count_parameters,
+    cpu_training_layout,
+    flat_parameters,
+    inference_network,
+    scaled_width,
+)
 
 
 def test_teacher_parameter_counts_match_appendix_a2():

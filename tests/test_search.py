@@ -12,8 +12,9 @@ from torch import nn
 
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.engine import GPEDConfig
+from gped_kit.experiments import chains as chains_module
 from gped_kit.experiments import experiment3
-from gped_kit.experiments.chains import ChainTask, run_chains
+from gped_kit.experiments.chains import ChainTask, chain_code, run_chains
 from gped_kit.experiments.experiment3 import (
     NO_COMPARABLE,
     PROFILES,
@@ -279,15 +280,23 @@ def test_group_beats_exhaustive_counts_wins_at_equal_or_lower_cost():
 def test_search_students_one_chain_grid_and_lambda_sweep():
     students = search_students("fcnn", [0.5, 1], [1, 2], [1e-6, 1e-4], targets=("predictive", "entropy"),
                                thinning={"predictive": 4, "entropy": 2})
-    assert len(students) == 2 * (4 + 2)
+    assert len(students) == 2 * (4 + 2) + 1  # and one U_o companion for the U_s predictive students
     assert len({s.label for s in students}) == len(students)
+    (companion,) = [s for s in students if s.label.startswith("companion")]
+    assert (companion.label, companion.estimator, companion.arch.k1, companion.arch.k2) == (
+        "companion-predictive-U_o", "U_o", 1, 1)
+    students = [s for s in students if s is not companion]
     grid = [s for s in students if s.regularizer is None]
     lasso = [s for s in students if s.regularizer == "group_lasso"]
     assert {(s.arch.k1, s.arch.k2) for s in grid} == {(0.5, 1), (0.5, 2), (1, 1), (1, 2)}
     assert all(s.arch.dropout == 0.5 for s in grid)  # the paper's FCNN student dropout
     assert all((s.arch.k1, s.arch.k2, s.arch.dropout) == (1, 2, 0.0) for s in lasso)  # largest, no dropout
     assert sorted(s.reg_weight for s in lasso) == [1e-6, 1e-6, 1e-4, 1e-4]
-    assert all(s.estimator == "U_o" for s in students)
+    # Section 4.1: U_s for the predictive distribution (Figure 2's baseline is Experiment 2's student);
+    # the entropy always with U_o
+    assert {s.estimator for s in students if s.target == "predictive"} == {"U_s"}
+    assert {s.estimator for s in students if s.target == "entropy"} == {"U_o"}
+    assert {s.estimator for s in search_students("fcnn", [1], [1], [1e-3], estimators={"predictive": "U_o"})} == {"U_o"}
     assert all(s.lr_halving_epochs == 200.0 for s in students)  # the paper's MNIST schedule
     assert {s.thinning for s in students if s.target == "entropy"} == {2}
     with pytest.raises(ValueError, match=r"reg_weights=\[\].*at least one"):
@@ -328,7 +337,7 @@ def test_experiment3_task_uses_the_paper_setting_and_profiles():
     assert isinstance(task, ChainTask)
     assert (task.data.dataset, task.data.labelled_size, task.data.mask_size) == ("mnist", 60_000, 15)
     assert task.config.model_name == "cnn_mnist" and task.config.sampler.step_size == 4e-6
-    assert len(task.students) == len(p.k1_values) * len(p.k2_values) + len(p.reg_weights)
+    assert len(task.students) == len(p.k1_values) * len(p.k2_values) + len(p.reg_weights) + 1  # + U_o companion
     assert task.config.num_iterations == p.num_iterations and task.config.burn_in == 1_000
     cifar = experiment3_task("cnn_cifar10", resolve_settings(PROFILES, "paper", {}))
     assert (cifar.data.dataset, cifar.data.labelled_size, cifar.data.mask_size, cifar.config.burn_in) == (
@@ -448,7 +457,7 @@ def searched(digits_data, tmp_path_factory):
     settings = SearchSettings(finetune_epochs=10.0, latency_batch_size=16, latency_repeats=2)
     first = run_experiment3(task, settings, store, progress=False)
     with pytest.MonkeyPatch.context() as mp:  # a stored search never touches the chain
-        mp.setattr(experiment3, "run_chains", no_chain)
+        mp.setattr(chains_module, "run_chains", no_chain)
         again = run_experiment3(task, settings, store, progress=False)
     # other search settings: a new search entry, from the stored chain's checkpoint (not run again)
     other = run_experiment3(task, SearchSettings(finetune_epochs=10.0, latency_batch_size=16, latency_repeats=1),
@@ -457,13 +466,14 @@ def searched(digits_data, tmp_path_factory):
 
 
 def test_search_table_rows_and_costs(searched):
-    first, _, _, _, _ = searched
+    first, _, _, store, _ = searched
     t = first.table
     assert (first.status, first.chain_status, first.error) == ("ran", "ran", "")
     counts = t.groupby(["method", "stage"]).size().to_dict()
     assert counts == {("teacher", "teacher"): 1, ("exhaustive", "distilled"): 4, ("group_lasso", "distilled"): 2,
                       ("group_lasso", "pruned"): 2, ("group_lasso", "fine-tuned"): 2}
-    assert t[t["is_base"].astype(bool)]["student"].tolist() == ["predictive-U_o-K1x1"]
+    assert t[t["is_base"].astype(bool)]["student"].tolist() == ["predictive-U_s-K1x1"]  # U_s, as the paper
+    assert not t["student"].str.startswith("companion").any()  # the U_o companion is not a candidate
     assert (t["flops"] > 0).all() and (t["params"] > 0).all() and (t["latency_ms"] > 0).all()
     pruned = t[t["stage"] == "pruned"]
     assert (pruned["prune_check_max_abs_diff"] < 1e-5).all()
@@ -481,13 +491,13 @@ def test_search_table_rows_and_costs(searched):
         build_network("fcnn", (1, 8, 8), 10))
     # the search entry holds the table and its record; no networks are kept
     assert first.run_dir.parent.name == "search" and (first.run_dir / "search.csv").exists()
-    assert first.entry.record["chain"] == t["run_key"].iloc[0]
+    assert store.entry("chain", first.entry.record["chain"], chain_code()).key == t["run_key"].iloc[0]
     assert not list(first.run_dir.glob("*.pt"))
 
 
 def test_search_reuses_the_stored_table(searched):
     first, again, other, store, _ = searched
-    assert (again.status, again.chain_status) == ("reused", "")
+    assert (again.status, again.chain_status) == ("reused", "reused")  # the chain not even loaded
     assert again.entry.key == first.entry.key
     pd.testing.assert_frame_equal(again.table, first.table)
     # another latency setting is another search of the same chain, whose state came from its checkpoint
@@ -512,11 +522,12 @@ def test_evaluate_student_reproduces_the_engine_metrics(searched):
         ours = evaluate_student(result.student_network(s.label), result.spec, s.target, result.teacher_outputs["test"])
         assert ours["student_nll"] == pytest.approx(summary.loc[s.label, "student_nll"], rel=1e-6)
         assert ours["nll_gap"] == pytest.approx(summary.loc[s.label, "nll_gap"], rel=1e-6, abs=1e-9)
-        assert ours["student_nll"] == pytest.approx(rows.loc[s.label, "student_nll"], rel=1e-6)
+        if s.label in rows.index:  # the U_o companion is not in the search table
+            assert ours["student_nll"] == pytest.approx(rows.loc[s.label, "student_nll"], rel=1e-6)
 
 
 def test_comparison_and_frontiers_on_the_search(searched):
-    first, _, _, _, _ = searched
+    first, _, _, store, _ = searched
     t = first.table
     front = frontier_table(t, "student_nll", "flops")
     assert set(front["front"]) == {"exhaustive", "group_lasso", "both"}

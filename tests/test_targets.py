@@ -6,7 +6,8 @@ import torch
 from torch.func import vmap
 
 from gped_kit.baselines import endd
-from gped_kit.core import likelihoods, targets as T
+from gped_kit.core import likelihoods
+from gped_kit.core import targets as T
 from gped_kit.core.adam import adam_init, adam_update_, bias_corrections
 from gped_kit.core.estimators import estimates, estimator_init, estimator_update_
 from gped_kit.core.options import Estimator, parse_option

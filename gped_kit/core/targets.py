@@ -57,7 +57,8 @@ class Target:
     ``predictive_classes`` is True when the first C columns of the student's linked output are
     a predictive distribution (NLL and accuracy are then reported); ``estimates_g`` is False
     when the linked output is not an estimate of E[g] (EnD2); ``likelihood`` names the teacher
-    likelihood whose statistics ``g`` reads.
+    likelihood whose statistics ``g`` reads; ``entropy_last`` is True when the last column is the
+    expected entropy E[H] (its MAE is then reported).
     """
 
     name: str
@@ -68,6 +69,7 @@ class Target:
     predictive_classes: bool = False
     estimates_g: bool = True
     likelihood: str = "categorical"
+    entropy_last: bool = False
 
 
 # ------------------------------------------------------------------------------ output heads
@@ -162,26 +164,51 @@ def centered_moments_loss(target: torch.Tensor, raw: torch.Tensor) -> torch.Tens
         g3, log_a.exp())
 
 
-def _predictive_entropy_loss(target: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
-    return losses.cross_entropy(target[:, :-1], raw[:, :-1]) + losses.absolute_error(
-        target[:, -1:], raw[:, -1:].exp())
+ENTROPY_LOSSES = {"absolute": losses.absolute_error, "squared": losses.squared_error}
+
+
+def entropy_target(loss: str = "absolute") -> Target:
+    """The expected-entropy target with the paper's absolute error (``"absolute"``, Section 3.2) or the
+    squared error (``"squared"``, name ``entropy-sq``). The absolute error is minimised by the
+    *median* of the targets, the squared error by their *mean*: with the single-sample (U_s) or
+    few-visit (U_o) entropy targets, which are right-skewed, the absolute error fits E[H] low."""
+    if loss not in ENTROPY_LOSSES:
+        raise ValueError(f"entropy loss={loss!r} is not known; allowed: {sorted(ENTROPY_LOSSES)}")
+    fn = ENTROPY_LOSSES[loss]
+    return Target("entropy" if loss == "absolute" else "entropy-sq", entropy_g, out_dim=lambda c: 1, link=exp_head,
+                  loss=lambda target, raw: fn(target, raw.exp()), entropy_last=True)
+
+
+def predictive_entropy_target(entropy_loss: str = "absolute") -> Target:
+    """The C+1 target of Experiment 4 (predictive and expected entropy in one student): cross-entropy on
+    the first C outputs plus the entropy loss of :func:`entropy_target` on the last (name
+    ``predictive+entropy``, or ``predictive+entropy-sq`` with the squared error)."""
+    if entropy_loss not in ENTROPY_LOSSES:
+        raise ValueError(f"entropy_loss={entropy_loss!r} is not known; allowed: {sorted(ENTROPY_LOSSES)}")
+    fn = ENTROPY_LOSSES[entropy_loss]
+
+    def loss(target: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        return losses.cross_entropy(target[:, :-1], raw[:, :-1]) + fn(target[:, -1:], raw[:, -1:].exp())
+
+    name = "predictive+entropy" if entropy_loss == "absolute" else "predictive+entropy-sq"
+    return Target(name, predictive_entropy_g, out_dim=lambda c: c + 1, link=softmax_exp_head, loss=loss,
+                  predictive_classes=True, entropy_last=True)
 
 
 PREDICTIVE = Target("predictive", predictive_g, out_dim=lambda c: c, link=softmax_head, loss=losses.cross_entropy,
                     predictive_classes=True)
-ENTROPY = Target("entropy", entropy_g, out_dim=lambda c: 1, link=exp_head,
-                 loss=lambda target, raw: losses.absolute_error(target, raw.exp()))
+ENTROPY = entropy_target("absolute")
 MARGINAL_VARIANCE = Target("marginal_variance", marginal_variance_g, out_dim=lambda c: c, link=quarter_sigmoid_head,
                            loss=lambda target, raw: losses.absolute_error(target, quarter_sigmoid_head(raw)))
-PREDICTIVE_ENTROPY = Target("predictive+entropy", predictive_entropy_g, out_dim=lambda c: c + 1,
-                            link=softmax_exp_head, loss=_predictive_entropy_loss, predictive_classes=True)
+PREDICTIVE_ENTROPY = predictive_entropy_target("absolute")
 PREDICTIVE_MEAN = Target("predictive_mean", predictive_mean_g, out_dim=lambda d: d, link=identity_head,
                          loss=losses.squared_error, likelihood="gaussian")
 PREDICTIVE_VARIANCE = Target("predictive_variance", predictive_moments_g, out_dim=lambda d: 3 * d, link=moments_head,
                              loss=centered_moments_loss, likelihood="gaussian")
 
 TARGETS: dict[str, Target] = {t.name: t for t in (PREDICTIVE, ENTROPY, MARGINAL_VARIANCE, PREDICTIVE_ENTROPY,
-                                                  PREDICTIVE_MEAN, PREDICTIVE_VARIANCE)}
+                                                  PREDICTIVE_MEAN, PREDICTIVE_VARIANCE, entropy_target("squared"),
+                                                  predictive_entropy_target("squared"))}
 
 
 class RegressionMoments(NamedTuple):

@@ -87,14 +87,15 @@ def from_dirichlet(alpha: torch.Tensor) -> Uncertainties:
 def from_student_output(target_name: str, output: torch.Tensor, num_classes: int) -> Uncertainties:
     """Uncertainties from a student's linked outputs (``Target.link``), by target:
 
-    * ``"predictive+entropy"`` (GPED, C+1 outputs): E[pi] and E[H[pi]] directly;
+    * ``"predictive+entropy"`` (GPED, C+1 outputs; also its squared-error variant
+      ``"predictive+entropy-sq"``): E[pi] and E[H[pi]] directly;
     * ``"endd..."`` (EnD2 prior network, outputs ``[alpha/alpha_0, alpha_0]``): the Dirichlet's
       closed forms.
     """
     c = num_classes
     if output.dim() != 2 or output.shape[1] != c + 1:
         raise ValueError(f"expected outputs of shape (N, {c + 1}), got {tuple(output.shape)}")
-    if target_name == "predictive+entropy":
+    if target_name.startswith("predictive+entropy"):
         return from_moments(output[:, :c], output[:, c])
     if target_name.startswith("endd"):
         return from_dirichlet(output[:, :c] * output[:, c:])

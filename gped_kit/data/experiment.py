@@ -19,6 +19,10 @@ from .ood import OOD_SETS, load_ood
 from .sources import DATASETS, canonical_name, load_split
 from .transforms import apply_square_mask, derive_seed, masking_rate, subsample_indices
 
+#: How OOD sets are masked: like the test set, not at all, or both (the unmasked copy of set ``name``
+#: is the evaluation set ``name:unmasked``; :func:`ood_set_name`).
+OOD_MASKINGS = ("masked", "unmasked", "both")
+UNMASKED_SUFFIX = ":unmasked"
 #: DataConfig fields that say where and how files are read, not what the data are.
 _ACCESS_FIELDS = ("root", "download", "verify_checksums")
 
@@ -40,7 +44,7 @@ class DataConfig:
     verify_checksums: bool = True  # torchvision's md5 checks (CIFAR-10, SVHN); off only for test fixtures
     ood_datasets: tuple[str, ...] = ()  # Experiment 4: OOD test sets (OOD_SETS), masked like the test set
     ood_size: int | None = None  # keep a seeded random subset of each OOD set; None = all
-    mask_ood: bool = True  # OOD sets get the test set's masking (m x m squares); False leaves them whole
+    ood_masking: str = "masked"  # OOD sets masked like the test set ("masked"), whole ("unmasked"), or "both"
 
     def __post_init__(self) -> None:
         if isinstance(self.ood_datasets, (str, list)):
@@ -56,6 +60,8 @@ class DataConfig:
             raise ValueError(f"mask_size={self.mask_size} must lie in [0, {min(h, w)}] for {self.dataset}")
         if self.labelled_size is not None and self.labelled_size < 1:
             raise ValueError(f"labelled_size={self.labelled_size} must be >= 1 or None (full set)")
+        if self.ood_masking not in OOD_MASKINGS:
+            raise ValueError(f"ood_masking={self.ood_masking!r} is not known; allowed: {list(OOD_MASKINGS)}")
         if self.distill_noise_std < 0:
             raise ValueError(f"distill_noise_std={self.distill_noise_std} must be >= 0")
 
@@ -68,6 +74,15 @@ SEED_OOD = 100  # OOD set i uses streams SEED_OOD + 2 i (subset) and SEED_OOD + 
 
 def _to_unit(images: torch.Tensor) -> torch.Tensor:
     return images.to(torch.float32).div_(255.0)
+
+
+def ood_set_name(eval_set: str) -> tuple[str, bool]:
+    """``(OOD set, masked)`` of an evaluation set's name (``"fashion_mnist:unmasked"`` ->
+    ``("fashion_mnist", False)``). A configuration with ``ood_masking="unmasked"`` names its whole
+    sets without the suffix; the caller knows which it asked for."""
+    if eval_set.endswith(UNMASKED_SUFFIX):
+        return eval_set[: -len(UNMASKED_SUFFIX)], False
+    return eval_set, True
 
 
 def data_identity(cfg: DataConfig, checksum: str) -> dict:
@@ -86,8 +101,9 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDDat
     derived from ``cfg.seed``) for D, D' and the test set, so an image in both D and D'
     usually carries different masks. D's masks are drawn for the whole training set before
     subsampling, so nested subsets share them. OOD sets (``cfg.ood_datasets``) get the test
-    set's masking (same m, their own draws) unless ``cfg.mask_ood`` is False, so the mask
-    itself does not tell them apart.
+    set's masking (same m, their own draws), so the mask itself does not tell them apart; with
+    ``ood_masking="unmasked"`` they stay whole, with ``"both"`` each set is evaluated both ways
+    (the whole copy named ``<set>:unmasked``). The paper does not say which it did.
     """
     name = canonical_name(cfg.dataset)
     train = load_split(name, "train", cfg.root, cfg.download, verify_checksums=cfg.verify_checksums)
@@ -106,8 +122,10 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDDat
         raw = load_ood(ood_name, shape, cfg.root, cfg.ood_size, derive_seed(cfg.seed, SEED_OOD + 2 * i), cfg.download,
                        verify_checksums=cfg.verify_checksums)
         digest.update(ood_name.encode() + raw.contiguous().numpy().tobytes())
-        ood_m = m if cfg.mask_ood else 0
-        ood_x[ood_name] = _to_unit(apply_square_mask(raw, ood_m, derive_seed(cfg.seed, SEED_OOD + 2 * i + 1)))
+        if cfg.ood_masking in ("masked", "both"):
+            ood_x[ood_name] = _to_unit(apply_square_mask(raw, m, derive_seed(cfg.seed, SEED_OOD + 2 * i + 1)))
+        if cfg.ood_masking in ("unmasked", "both"):
+            ood_x[ood_name + (UNMASKED_SUFFIX if cfg.ood_masking == "both" else "")] = _to_unit(raw.clone())
     train_masked = apply_square_mask(train.images, m, derive_seed(cfg.seed, SEED_MASK_TRAIN))
     rate = masking_rate(m, *train.images.shape[2:])
     data = GPEDData(

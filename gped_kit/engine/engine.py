@@ -535,7 +535,7 @@ def prediction_metrics(spec: ChainSpec, target, output: torch.Tensor,
             out["student_accuracy"] = metrics.accuracy(probs, labels)
         if target.estimates_g and reference is not None:
             out["target_mae"] = metrics.mae(output, reference)
-            if target.name in ("entropy", "predictive+entropy"):
+            if target.entropy_last:
                 out["entropy_mae"] = metrics.mae(output[:, -1], reference[:, -1])
         if "student_nll" in out and "predictive" in ensemble:
             out["nll_gap"] = out["student_nll"] - metrics.nll(ensemble["predictive"].to(output.device), labels)

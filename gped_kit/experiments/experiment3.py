@@ -63,6 +63,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..core.options import Estimator, parse_option
 from ..core.schema import record
 from ..core.targets import Target, resolve_target
 from ..data.container import GPEDData
@@ -206,12 +207,14 @@ class Experiment3Settings(ChainSettings):
     """A profile of Experiment 3: the chains (:class:`~gped_kit.experiments.paper.ChainSettings`),
     the ``models`` searched and the ``targets`` distilled, the exhaustive grid (``k1_values`` x
     ``k2_values``; each a tuple for every model or ``((model, values), ...)`` per model; a mapping
-    model -> values is accepted too), the group l1/l2 lambda grid ``reg_weights``, and what
-    happens after the chain (the fields of :class:`SearchSettings`, see :meth:`search_settings`).
-    Lists are stored as tuples."""
+    model -> values is accepted too), the group l1/l2 lambda grid ``reg_weights``, the predictive
+    students' estimator (``U_s`` as in the paper; a U_o companion then supplies the fine-tuning
+    targets, see :func:`search_students`), and what happens after the chain (the fields of
+    :class:`SearchSettings`, see :meth:`search_settings`). Lists are stored as tuples."""
 
     models: tuple[str, ...] = ("cnn_mnist", "fcnn", "cnn_cifar10")
     targets: tuple[str, ...] = ("predictive",)
+    predictive_estimator: str = "U_s"
     k1_values: KGrid = (0.5, 1.0, 2.0)
     k2_values: KGrid = (0.5, 1.0, 2.0)
     reg_weights: tuple[float, ...] = (1e-4, 1e-3, 1e-2)
@@ -243,6 +246,7 @@ class Experiment3Settings(ChainSettings):
             for model in models:
                 model_grid(self, name, model)
         object.__setattr__(self, "reg_weights", _check_reg_weights(self.reg_weights))
+        parse_option(Estimator, self.predictive_estimator, "predictive_estimator")
         self.search_settings()  # validates the fields it takes
 
     def search_settings(self, seed: int = 0) -> SearchSettings:
@@ -295,9 +299,16 @@ PROFILES: dict[str, Experiment3Settings] = {
 
 
 # ----------------------------------------------------------------------------- students and chains
+#: The estimator of each target's search students (paper 003, Section 4.1: U_s for the predictive
+#: distribution; the entropy is always distilled with U_o).
+PAPER_ESTIMATORS = {"predictive": "U_s", "entropy": "U_o"}
+#: Prefix of the U_o companion students, whose stores supply the fine-tuning targets.
+COMPANION = "companion"
+
+
 def search_students(model: str, k1_values: Sequence[float], k2_values: Sequence[float],
                     reg_weights: Sequence[float], targets: Sequence[str] = ("predictive",),
-                    thinning: Mapping[str, int] | None = None, estimator: str = "U_o",
+                    thinning: Mapping[str, int] | None = None, estimators: Mapping[str, str] | None = None,
                     dropout: float | None = None, lr_halving_epochs: float | None = None) -> tuple[StudentConfig, ...]:
     """The students of Experiment 3 for one teacher ``model``, all fed by one chain.
 
@@ -305,12 +316,16 @@ def search_students(model: str, k1_values: Sequence[float], k2_values: Sequence[
     paper's student dropout for the model: 0.5 for the FCNN, none for the CNNs), and one
     **group l1/l2** student per lambda in ``reg_weights`` with the largest grid architecture
     (max K1, max K2), no dropout (Appendix A.2). ``thinning`` maps target -> H (default: the
-    paper's 100 predictive / 10 entropy). All use ``estimator`` (U_o by default: its store is
-    what pruned students are fine-tuned on). Group l1/l2 students are named
+    paper's 100 predictive / 10 entropy); ``estimators`` maps target -> U (default
+    :data:`PAPER_ESTIMATORS`: U_s for the predictive, as Section 4.1 and Figure 2's baseline, which
+    is Experiment 2's student; U_o for the entropy). A target whose students use U_s gets one more
+    student, a **U_o companion** with the teacher's architecture (``companion-<target>-U_o``): its
+    running Monte Carlo estimates (Eq. 10) are what pruned students are fine-tuned on; it is not a
+    search candidate. Group l1/l2 students are named
     ``group_lasso-<target>-<estimator>-K<k1>x<k2>-lambda<value>``.
 
     Raises ValueError for an unknown model, an empty or non-positive K grid, an empty lambda grid
-    or a lambda <= 0, or no targets.
+    or a lambda <= 0, no targets, or an unknown estimator.
     """
     paper = paper_model(model)
     k1_values = _check_widths("k1_values", k1_values)
@@ -319,6 +334,7 @@ def search_students(model: str, k1_values: Sequence[float], k2_values: Sequence[
     if not targets:
         raise ValueError("targets=[]: name at least one target, e.g. 'predictive' or 'entropy'")
     thinning = {"predictive": 100, "entropy": 10, **(thinning or {})}
+    estimators = {**PAPER_ESTIMATORS, **(estimators or {})}
     dropout = paper.student_dropout if dropout is None else dropout
     halving = paper.lr_halving_epochs if lr_halving_epochs is None else lr_halving_epochs
     largest = ArchSpec(model, max(k1_values), max(k2_values), dropout=0.0)
@@ -326,6 +342,7 @@ def search_students(model: str, k1_values: Sequence[float], k2_values: Sequence[
     for target in targets:
         name = resolve_target(target).name
         h = thinning.get(name, thinning["predictive"])
+        estimator = parse_option(Estimator, estimators.get(name, "U_o"), f"estimators[{name!r}]")
         for k1 in k1_values:
             for k2 in k2_values:
                 students.append(StudentConfig(target=target, estimator=estimator, thinning=h,
@@ -335,7 +352,11 @@ def search_students(model: str, k1_values: Sequence[float], k2_values: Sequence[
             students.append(StudentConfig(
                 target=target, estimator=estimator, thinning=h, arch=largest, lr_halving_epochs=halving,
                 regularizer="group_lasso", reg_weight=float(lam),
-                name=f"group_lasso-{name}-{estimator}-K{largest.k1:g}x{largest.k2:g}-lambda{lam:g}"))
+                name=f"group_lasso-{name}-{estimator.value}-K{largest.k1:g}x{largest.k2:g}-lambda{lam:g}"))
+        if not estimator.uses_store:
+            students.append(StudentConfig(target=target, estimator=Estimator.U_O, thinning=h,
+                                          arch=ArchSpec(model, dropout=dropout), lr_halving_epochs=halving,
+                                          name=f"{COMPANION}-{name}-U_o"))
     return tuple(students)
 
 
@@ -358,7 +379,8 @@ def experiment3_task(model: str, settings: Experiment3Settings, seed: int = 0, d
     k1_values, k2_values = settings.grid(model)
     students = search_students(model, k1_values, k2_values, settings.reg_weights, targets=settings.targets,
                                thinning={"predictive": settings.predictive_thinning,
-                                         "entropy": settings.entropy_thinning})
+                                         "entropy": settings.entropy_thinning},
+                               estimators={"predictive": settings.predictive_estimator})
     return ChainTask(data, teacher_config(model, labelled_size, settings, seed, device), students)
 
 
@@ -582,6 +604,8 @@ def search_table(result: GPEDResult, settings: SearchSettings, chain_key: str = 
         cfg, label = s.config, s.label
         net = result.student_network(label).to(spec.device)
         base_row = {k: v for k, v in summary.loc[label].to_dict().items() if k not in _RUN_COLUMNS}
+        if label.startswith(f"{COMPANION}-"):
+            continue  # supplies the fine-tuning targets; not a search candidate
         method = "group_lasso" if cfg.regularizer == "group_lasso" and cfg.reg_weight > 0 else "exhaustive"
         arch = cfg.arch if cfg.arch is not None else config.model
         is_base = method == "exhaustive" and isinstance(arch, ArchSpec) and arch.k1 == 1 and arch.k2 == 1

@@ -33,14 +33,16 @@ import torch
 
 from ..baselines.endd import ENDD
 from ..core import metrics, uncertainty
-from ..core.options import check_int
+from ..core.options import check_int, check_positive
 from ..data.container import GPEDData
-from ..data.experiment import DataConfig
+from ..data.experiment import OOD_MASKINGS, DataConfig, ood_set_name
 from ..data.ood import OOD_SETS, ood_available
 from ..engine import GPEDResult, StudentConfig
 from ..models.presets import ArchSpec
 from . import paper_tables
 from .chains import ChainGrid, ChainTask, DerivedOutcome, FailureReport, derived_from_chain
+from .experiment3 import PROFILES as SEARCH_PROFILES
+from .experiment3 import Experiment3Settings
 from .paper import OneThinningSettings, paper_model, teacher_config
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
@@ -48,21 +50,44 @@ from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 @dataclass(frozen=True)
 class Experiment4Settings(OneThinningSettings):
     """A profile of Experiment 4: the chain (:class:`OneThinningSettings`), the MNIST labelled-set
-    size and mask, the CIFAR-10 labelled-set size, the largest student's width multipliers
-    (K1, K2), how many images of each OOD set to keep (None: all) and the nDCG trials."""
+    size and mask, the CIFAR-10 labelled-set size, the largest student's width multipliers (K1, K2)
+    -- one pair for every model, or ``((model, (K1, K2)), ...)`` -- the dropout of every CNN student
+    (GPED and EnD2 alike), how the OOD sets are masked (:data:`~gped_kit.data.experiment.OOD_MASKINGS`),
+    how many images of each OOD set to keep (None: all) and the nDCG trials.
+
+    Appendix A.4: the largest student has "the largest width multiplier of Experiment 3", so the
+    profiles take it from :data:`gped_kit.experiments.experiment3.PROFILES` of the same name; "the
+    dropout rate for CNN models is 0.3" (every CNN student; the FCNN's are the paper's 0.5)."""
 
     labelled_size: int = 60_000
     mask_size: int = 15
     cifar_labelled_size: int = 20_000
-    largest_k: tuple[float, float] = (2.0, 2.0)
+    largest_k: tuple = (2.0, 2.0)
+    cnn_dropout: float = 0.3
+    ood_masking: str = "both"
     ood_size: int | None = None
     ndcg_trials: int = 500
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        object.__setattr__(self, "largest_k", tuple(self.largest_k))
-        if len(self.largest_k) != 2:
-            raise ValueError(f"largest_k={self.largest_k!r}: must be the two width multipliers (K1, K2)")
+        largest = self.largest_k
+        if isinstance(largest, Mapping):
+            largest = tuple(largest.items())
+        largest = tuple(largest)
+        per_model = bool(largest) and all(isinstance(v, (tuple, list)) and len(v) == 2 for v in largest)
+        if per_model:
+            largest = tuple((str(m), tuple(float(k) for k in ks)) for m, ks in largest)
+        elif len(largest) != 2:
+            raise ValueError(f"largest_k={self.largest_k!r}: must be the two width multipliers (K1, K2), or "
+                             "((model, (K1, K2)), ...)")
+        else:
+            largest = tuple(float(k) for k in largest)
+        object.__setattr__(self, "largest_k", largest)
+        check_positive("cnn_dropout", self.cnn_dropout, allow_zero=True)
+        if not self.cnn_dropout < 1:
+            raise ValueError(f"cnn_dropout={self.cnn_dropout!r}: must be in [0, 1)")
+        if self.ood_masking not in OOD_MASKINGS:
+            raise ValueError(f"ood_masking={self.ood_masking!r} is not known; allowed: {list(OOD_MASKINGS)}")
         check_int("labelled_size", self.labelled_size, 1)
         check_int("cifar_labelled_size", self.cifar_labelled_size, 1)
         check_int("mask_size", self.mask_size, 0)
@@ -70,15 +95,39 @@ class Experiment4Settings(OneThinningSettings):
         if self.ood_size is not None:
             check_int("ood_size", self.ood_size, 1)
 
+    def largest(self, model: str) -> tuple[float, float]:
+        """The largest student's (K1, K2) for ``model``."""
+        if isinstance(self.largest_k[0], tuple):
+            table = dict(self.largest_k)
+            if model not in table:
+                raise ValueError(f"largest_k gives multipliers for {sorted(table)} only, not for {model!r}")
+            return table[model]
+        return self.largest_k
+
+    def student_dropout(self, model: str, endd: bool) -> float:
+        """Dropout of a ``model`` student: ``cnn_dropout`` for every CNN student; the FCNN's the paper's
+        (0.5 for GPED students, Appendix A.2, and EnD2's prior networks, A.4)."""
+        paper = paper_model(model)
+        if ArchSpec(model).hidden_widths().get("conv0"):
+            return self.cnn_dropout
+        return paper.endd_dropout if endd else paper.student_dropout
+
+
+def largest_multipliers(search: Experiment3Settings) -> tuple[tuple[str, tuple[float, float]], ...]:
+    """Per model, the largest (K1, K2) of an Experiment 3 profile's exhaustive grid (Appendix A.4)."""
+    return tuple((model, (max(search.grid(model)[0]), max(search.grid(model)[1]))) for model in search.models)
+
 
 #: ``default``: short chains for a 2-core CPU; ``paper``: T = 10^6 (B the paper's per model) for a GPU.
 PROFILES: dict[str, Experiment4Settings] = {
     "default": Experiment4Settings(num_iterations=3_000, burn_in=1_000, thinning=2, eval_thinning=50, log_every=500,
                                    checkpoint_every=1_000, labelled_size=60_000, mask_size=15,
-                                   cifar_labelled_size=20_000, largest_k=(2.0, 2.0), ood_size=None, ndcg_trials=500),
+                                   cifar_labelled_size=20_000, largest_k=largest_multipliers(SEARCH_PROFILES["default"]),
+                                   ood_size=None, ndcg_trials=500),
     "paper": Experiment4Settings(num_iterations=1_000_000, burn_in=None, thinning=10, eval_thinning=100,
                                  log_every=10_000, checkpoint_every=50_000, labelled_size=60_000, mask_size=15,
-                                 cifar_labelled_size=20_000, largest_k=(2.0, 2.0), ood_size=None, ndcg_trials=500),
+                                 cifar_labelled_size=20_000, largest_k=largest_multipliers(SEARCH_PROFILES["paper"]),
+                                 ood_size=None, ndcg_trials=500),
 }
 #: OOD test sets per in-distribution data set (Section 4, Experiment 4; Fashion-MNIST added: it is
 #: the one available offline here, and Hydra's paper uses it for MNIST).
@@ -87,7 +136,7 @@ OOD_FOR = {"mnist": ("fashion_mnist", "kmnist", "notmnist"), "cifar10": ("svhn",
 STUDENT_SIZES = ("base", "largest_width_multiplier")
 #: Columns of the ``downstream`` table (an empty one has them too).
 DOWNSTREAM_COLUMNS = ("model", "method", "estimator", "student", "metric", "value", "std", "uncertainty",
-                      "ood_dataset")
+                      "ood_dataset", "ood_masked")
 
 
 def experiment4_code() -> str:
@@ -106,19 +155,20 @@ def ood_availability(dataset: str, data_root: str | None = None) -> pd.DataFrame
 def experiment4_students(model: str, settings: Experiment4Settings) -> tuple[StudentConfig, ...]:
     """The eight students of one chain, named ``<method>-<estimator>-<size>`` with the paper's labels:
     GPED C+1 (``predictive+entropy``; its "U_s" student runs ``U_s+U_o``, U_o on the entropy column)
-    and EnD2 (:data:`~gped_kit.baselines.endd.ENDD`, the paper's dropout for prior networks), with U_s
-    and U_o, for the base and the largest width multiplier (Appendix A.4)."""
+    and EnD2 (:data:`~gped_kit.baselines.endd.ENDD`), with U_s and U_o, for the base and the largest
+    width multiplier (Appendix A.4), with the dropout of :meth:`Experiment4Settings.student_dropout`."""
     paper = paper_model(model)
-    k1, k2 = settings.largest_k
+    k1, k2 = settings.largest(model)
+    gped_dropout, endd_dropout = settings.student_dropout(model, endd=False), settings.student_dropout(model, endd=True)
     students = []
     for size, (a, b) in zip(STUDENT_SIZES, ((1.0, 1.0), (k1, k2))):
         for estimator, engine_estimator in (("U_s", "U_s+U_o"), ("U_o", "U_o")):
             students.append(StudentConfig(
-                "predictive+entropy", engine_estimator, arch=ArchSpec(model, a, b, dropout=paper.student_dropout),
+                "predictive+entropy", engine_estimator, arch=ArchSpec(model, a, b, dropout=gped_dropout),
                 thinning=settings.thinning, lr_halving_epochs=paper.lr_halving_epochs,
                 name=f"GPED-{estimator}-{size}"))
             students.append(StudentConfig(
-                ENDD, estimator, arch=ArchSpec(model, a, b, dropout=paper.endd_dropout),
+                ENDD, estimator, arch=ArchSpec(model, a, b, dropout=endd_dropout),
                 thinning=settings.thinning, lr_halving_epochs=paper.lr_halving_epochs,
                 name=f"EnD2-{estimator}-{size}"))
     return tuple(students)
@@ -128,13 +178,14 @@ def experiment4_task(model: str, settings: Experiment4Settings, seed: int = 0, d
                      data_root: str | None = None, verify_checksums: bool = True) -> ChainTask:
     """One Experiment 4 chain: ``model``'s teacher (Appendix A.2) on the Experiment 3 setting, feeding
     the students of :func:`experiment4_students`, with every available OOD set of :data:`OOD_FOR`
-    evaluated beside the test set (masked like it)."""
+    evaluated beside the test set, masked like it, whole, or both (``settings.ood_masking``)."""
     paper = paper_model(model)
     mnist = paper.dataset == "mnist"
     n = settings.labelled_size if mnist else settings.cifar_labelled_size
     ood = tuple(name for name in OOD_FOR[paper.dataset] if ood_available(name, data_root))
     data = DataConfig(paper.dataset, labelled_size=n, mask_size=settings.mask_size if mnist else 0, seed=seed,
-                      root=data_root, verify_checksums=verify_checksums, ood_datasets=ood, ood_size=settings.ood_size)
+                      root=data_root, verify_checksums=verify_checksums, ood_datasets=ood, ood_size=settings.ood_size,
+                      ood_masking=settings.ood_masking)
     return ChainTask(data, teacher_config(model, n, settings, seed, device), experiment4_students(model, settings))
 
 
@@ -175,7 +226,7 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
     ``nll`` and ``accuracy`` (Ensemble and students; from the run's summary) and ``entropy_mae``
     (students: mean |E[H] student - E[H] ensemble|, Tables 2, 8-10); per OOD set and uncertainty
     (total, knowledge) the ``auroc`` (:func:`~gped_kit.core.metrics.ood_auroc`, OOD = positives,
-    Tables 3, 11-13); per uncertainty the ``ndcg@20`` of each student's ranking against the
+    Tables 3, 11-13; ``ood_masked`` says whether the OOD inputs carried the test set's masks); per uncertainty the ``ndcg@20`` of each student's ranking against the
     ensemble's (:func:`~gped_kit.core.metrics.ndcg_trials`: mean, and ``std`` over the trials of
     100 random test inputs, Tables 4, 14-16). ``data_uncertainty``: one row per test input with
     the expected data uncertainty E[H] of the ensemble and of each largest-width student (Figure 15).
@@ -211,10 +262,13 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
         if ood_name == "test":
             continue
         ood = experiment4_uncertainties(result, c, ood_name)
+        set_name, masked = ood_set_name(ood_name)
+        if info is not None and info.ood_masking == "unmasked":
+            masked = False
         for who, u in ood.items():
             for kind in ("total", "knowledge"):
                 add(who, "auroc", metrics.ood_auroc(test[who].get(kind), u.get(kind)), uncertainty=kind,
-                    ood_dataset=ood_name)
+                    ood_dataset=set_name, ood_masked=masked)
     per_input = pd.DataFrame({"model": base["model"], "input": range(len(test["Ensemble"].data)),
                               **{who: u.data.numpy().round(4) for who, u in test.items()
                                  if who == "Ensemble" or who.endswith(STUDENT_SIZES[1])}})
@@ -325,17 +379,18 @@ def experiment4_comparison(downstream: pd.DataFrame, kind: str) -> pd.DataFrame:
         repeated = ours[ens].drop(columns=["estimator", "student"]).merge(combos, how="cross")
         ours = pd.concat([ours[~ens], repeated], ignore_index=True)
     cols = ["value", "std"] if kind == "ndcg" else ["value"]
-    ours = ours.reindex(columns=keys + cols)  # a key absent from downstream (e.g. no OOD set ran) is NaN
+    extra = ["ood_masked"] if kind == "ood" else []  # ours only: the paper does not say
+    ours = ours.reindex(columns=keys + extra + cols)  # a key absent from downstream (e.g. no OOD set ran) is NaN
     for key in keys:  # object keys, so that empty or all-NaN key columns still match the paper's strings
         ours[key] = ours[key].astype(object)
     for c in cols:
         ours[c] = pd.to_numeric(ours[c], errors="coerce").astype(float)
     paper = paper[keys + cols + ["table"]].rename(columns={c: f"{c}_paper" for c in cols})
-    ours_part = ours.merge(paper, on=keys, how="left").sort_values(keys).assign(source="ours")
+    ours_part = ours.merge(paper, on=keys, how="left").sort_values(keys + extra).assign(source="ours")
     ours_keys = pd.MultiIndex.from_frame(ours[keys]) if len(ours) else pd.MultiIndex.from_tuples([], names=keys)
     paper_only = paper[~pd.MultiIndex.from_frame(paper[keys]).isin(ours_keys)]
-    paper_only = paper_only.assign(**{c: float("nan") for c in cols}, source="paper only")
-    columns = keys + cols + [f"{c}_paper" for c in cols] + ["table", "source"]
+    paper_only = paper_only.assign(**{c: float("nan") for c in cols + extra}, source="paper only")
+    columns = keys + extra + cols + [f"{c}_paper" for c in cols] + ["table", "source"]
     parts = [part[columns] for part in (ours_part, paper_only) if len(part)]
     if not parts:
         return pd.DataFrame(columns=columns)
@@ -347,8 +402,16 @@ def experiment4_claims(downstream: pd.DataFrame) -> pd.DataFrame:
     EnD2 on NLL and on entropy MAE in every setting ("consistently performs better across all
     metrics"), in AUROC ("75% of cases") and in nDCG@20 ("91% of settings"). A setting is one
     (model, estimator, student size[, OOD set, uncertainty]) where both methods have a value;
-    ``ours`` counts the settings GPED wins, ``fraction`` is their share."""
+    ``ours`` counts the settings GPED wins, ``fraction`` is their share. AUROC is counted separately
+    for masked and whole OOD inputs when both were evaluated."""
     rows = []
+    if "ood_masked" in downstream and downstream["ood_masked"].notna().any():
+        auroc = downstream[downstream["metric"] == "auroc"]
+        for masked, part in auroc.groupby("ood_masked"):
+            label = "masked" if bool(masked) else "whole"
+            claims = experiment4_claims(part.drop(columns=["ood_masked"]))
+            rows += [dict(r, claim=f"{r['claim']} (OOD inputs {label})") for r in claims.to_dict("records")]
+        downstream = downstream[downstream["metric"] != "auroc"]
     keys = ["model", "estimator", "student"]
     for metric, extra, better, paper in (("nll", [], "lower", "GPED better in every setting (Tables 2, 8-10)"),
                                          ("entropy_mae", [], "lower", "GPED better in every setting"),
@@ -364,6 +427,8 @@ def experiment4_claims(downstream: pd.DataFrame) -> pd.DataFrame:
         wins = (wide["GPED"] < wide["EnD2"]) if better == "lower" else (wide["GPED"] > wide["EnD2"])
         rows.append({"claim": f"GPED {better} {metric} than EnD2", "ours": f"{int(wins.sum())} of {len(wins)}",
                      "fraction": float(wins.mean()) if len(wins) else float("nan"), "paper": paper})
+    order = {"nll": 0, "entropy_mae": 1, "auroc": 2, "ndcg@20": 3}
+    rows.sort(key=lambda r: order[r["claim"].split()[2]])
     return pd.DataFrame(rows, columns=["claim", "ours", "fraction", "paper"])
 
 
