@@ -149,13 +149,23 @@ def test_gap_by_schedule_compares_the_smallest_and_largest_labelled_set():
     assert out.loc["constant", "halvings_at_60000"] == 0
 
 
-def test_experiment1_table_puts_ours_beside_the_papers():
-    table = pd.DataFrame([
-        dict(model="fcnn", target="predictive", estimator="U_s", teacher_nll=0.1, student_nll=0.12,
-             teacher_accuracy=0.97, student_accuracy=0.96),
-        dict(model="fcnn", target="entropy", estimator="U_o", teacher_nll=0.1, entropy_mae=0.05,
-             teacher_accuracy=0.97, student_accuracy=float("nan"))])
-    t1 = e12.experiment1_table(table).set_index("model")
-    assert t1.loc["fcnn", "student_nll"] == 0.12 and t1.loc["fcnn", "student_nll_paper"] == 0.082
-    assert t1.loc["fcnn", "entropy_mae"] == 0.05 and t1.loc["fcnn", "entropy_mae_paper"] == 0.016
-    assert pd.isna(t1.loc["cnn_mnist", "teacher_nll"]) and t1.loc["cnn_mnist", "teacher_nll_paper"] == 0.022
+def test_experiment1_table_averages_seeds_and_says_whether_the_paper_lies_within_their_spread():
+    rows = []
+    for seed, (t, st, m) in enumerate([(0.050, 0.124, 0.084), (0.054, 0.121, 0.081), (0.052, 0.119, 0.082)]):
+        rows.append(dict(model="fcnn", seed=seed, target="predictive", estimator="U_s", teacher_nll=t, student_nll=st,
+                         teacher_accuracy=0.97, student_accuracy=0.96))
+        rows.append(dict(model="fcnn", seed=seed, target="entropy", estimator="U_o", teacher_nll=t, entropy_mae=m,
+                         teacher_accuracy=0.97, student_accuracy=float("nan")))
+    rows.append(dict(model="cnn_mnist", seed=0, target="predictive", estimator="U_s", teacher_nll=0.04, student_nll=0.07,
+                     teacher_accuracy=0.99, student_accuracy=0.98))
+    t1 = e12.experiment1_table(pd.DataFrame(rows)).set_index("model")
+    assert t1.loc["fcnn", "seeds"] == 3 and t1.loc["fcnn", "teacher_nll"] == pytest.approx(0.052)
+    assert t1.loc["fcnn", "teacher_nll_std"] == pytest.approx(0.002)
+    assert t1.loc["fcnn", "student_nll_paper"] == 0.082 and t1.loc["fcnn", "entropy_mae_paper"] == 0.016
+    assert t1.loc["fcnn", "teacher_nll_vs_paper"] == "within seed spread"  # paper 0.052: |0| <= 2 x 0.002
+    assert t1.loc["fcnn", "student_nll_vs_paper"] == "above" and t1.loc["fcnn", "entropy_mae_vs_paper"] == "above"
+    assert t1.loc["cnn_mnist", "teacher_nll_vs_paper"] == "one seed"
+    assert pd.isna(t1.loc["cnn_cifar10", "teacher_nll"]) and t1.loc["cnn_cifar10", "teacher_nll_vs_paper"] == "—"
+    tasks = e12.experiment1_tasks(["fcnn", "cnn_mnist"], e12.PROFILES["default"], seed=10)
+    assert [(t.config.model_name, t.config.seed) for t in tasks] == [
+        ("fcnn", 10), ("cnn_mnist", 10), ("fcnn", 11), ("cnn_mnist", 11), ("fcnn", 12), ("cnn_mnist", 12)]

@@ -33,18 +33,21 @@ from .paper import FULL_TRAINING_SIZE, ChainSettings, paper_model, paper_shaped_
 @dataclass(frozen=True)
 class Experiment2Settings(ChainSettings):
     """A profile of Experiments 1 and 2: the chains (:class:`~gped_kit.experiments.paper.ChainSettings`),
-    the MNIST grid (``labelled_sizes`` x ``mask_sizes``), the CIFAR-10 sizes, the masks of the
-    learning-rate schedule check, and how many chains run as one batch."""
+    the MNIST grid (``labelled_sizes`` x ``mask_sizes``), the seeds of Table 1 (Experiment 1 runs
+    every model once per seed, so that ours beside the paper's comes with a seed spread), the
+    CIFAR-10 sizes, the masks of the learning-rate schedule check, and how many chains run as one
+    batch."""
 
     labelled_sizes: tuple[int, ...] = (10_000, 60_000)
     mask_sizes: tuple[int, ...] = (0, 15, 20, 25)
+    table1_seeds: tuple[int, ...] = (0, 1, 2)
     cifar_labelled_sizes: tuple[int, ...] = (10_000, 50_000)
     lr_check_masks: tuple[int, ...] = (15,)
     chains_per_batch: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("labelled_sizes", "mask_sizes", "cifar_labelled_sizes", "lr_check_masks"):
+        for name in ("labelled_sizes", "mask_sizes", "cifar_labelled_sizes", "lr_check_masks", "table1_seeds"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
@@ -55,7 +58,7 @@ PROFILES: dict[str, Experiment2Settings] = {
                                  eval_thinning=100, log_every=10_000, checkpoint_every=50_000, scale_step_size=False,
                                  labelled_sizes=(10_000, 20_000, 30_000, 60_000), mask_sizes=(0, 5, 10, 15, 20, 25),
                                  cifar_labelled_sizes=(10_000, 20_000, 50_000), lr_check_masks=(),
-                                 chains_per_batch=24),
+                                 table1_seeds=(0,), chains_per_batch=24),
 }
 
 
@@ -84,11 +87,12 @@ def distillation_task(model: str, labelled_size: int, mask_size: int, settings: 
     return ChainTask(data, teacher_config(model, labelled_size, settings, seed, device), students, keep_outputs)
 
 
-def experiment1_tasks(models: Sequence[str], settings: ChainSettings, seed: int = 0, device: str = "auto",
+def experiment1_tasks(models: Sequence[str], settings: Experiment2Settings, seed: int = 0, device: str = "auto",
                       data_root: str | None = None) -> list[ChainTask]:
-    """Table 1's chains: each model on its full, unmasked training set."""
-    return [distillation_task(m, FULL_TRAINING_SIZE[paper_model(m).dataset], 0, settings, seed, device, data_root)
-            for m in models]
+    """Table 1's chains: each model on its full, unmasked training set, once per seed of
+    ``settings.table1_seeds`` (offset by ``seed``)."""
+    return [distillation_task(m, FULL_TRAINING_SIZE[paper_model(m).dataset], 0, settings, seed + s, device, data_root)
+            for s in settings.table1_seeds for m in models]
 
 
 def experiment2_tasks(models: Sequence[str], settings: Experiment2Settings, seed: int = 0, device: str = "auto",
@@ -272,21 +276,47 @@ def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: Table 1's quantities: the teacher ensemble's NLL, the predictive U_s student's NLL, the entropy
+#: U_o student's MAE (the paper's Table 1), and the two accuracies (ours only).
+TABLE1_METRICS = ("teacher_nll", "student_nll", "entropy_mae")
+
+
 def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 from a grid's student rows: per model, the teacher NLL, the predictive student's
-    NLL (U_s, as in the paper's Table 1) and the entropy student's MAE (U_o), beside the
-    paper's numbers (columns ending in ``_paper``)."""
-    paper = paper_tables.table1().set_index("model")[["teacher_nll", "student_nll", "entropy_mae"]].add_suffix("_paper")
+    """Table 1 from a grid's student rows, one row per model: the teacher NLL, the predictive
+    student's NLL (U_s, as in the paper's Table 1), the entropy student's MAE (U_o) and the two
+    accuracies, each the mean over the seeds run, with its standard deviation (``_std``, NaN for one
+    seed) and ``seeds``, beside the paper's numbers (``_paper``). ``<metric>_vs_paper`` says how our
+    mean compares: ``"within seed spread"`` when |ours - paper| <= 2 std over the seeds,
+    ``"above"``/``"below"`` otherwise, or ``"one seed"`` when no spread is known."""
+    paper = paper_tables.table1().set_index("model")[list(TABLE1_METRICS)].add_suffix("_paper")
     if table.empty:
         return paper.reset_index()
-    pred = table[(table["target"] == "predictive") & (table["estimator"] == "U_s")].set_index("model")
-    ent = table[(table["target"] == "entropy") & (table["estimator"] == "U_o")].set_index("model")
-    ours = pd.DataFrame({"teacher_nll": pred["teacher_nll"], "student_nll": pred["student_nll"],
-                         "teacher_accuracy": pred["teacher_accuracy"], "student_accuracy": pred["student_accuracy"],
-                         "entropy_mae": ent["entropy_mae"]})
+    pred = table[(table["target"] == "predictive") & (table["estimator"] == "U_s")]
+    ent = table[(table["target"] == "entropy") & (table["estimator"] == "U_o")]
+    per_seed = pred.set_index(["model", "seed"])[["teacher_nll", "student_nll", "teacher_accuracy",
+                                                   "student_accuracy"]]
+    per_seed = per_seed.join(ent.set_index(["model", "seed"])[["entropy_mae"]], how="outer")
+    grouped = per_seed.groupby(level="model")
+    ours = grouped.mean().join(grouped.std().add_suffix("_std")).join(grouped.size().rename("seeds"))
     out = ours.join(paper, how="outer")
-    return out[["teacher_nll", "teacher_nll_paper", "student_nll", "student_nll_paper", "entropy_mae",
-                "entropy_mae_paper", "teacher_accuracy", "student_accuracy"]].reset_index()
+    for metric in TABLE1_METRICS:
+        out[f"{metric}_vs_paper"] = [
+            _versus(mean, std, n, ref) for mean, std, n, ref in
+            zip(out[metric], out[f"{metric}_std"], out["seeds"], out[f"{metric}_paper"])]
+    columns = [c for metric in TABLE1_METRICS for c in (metric, f"{metric}_std", f"{metric}_paper",
+                                                         f"{metric}_vs_paper")]
+    columns += ["teacher_accuracy", "teacher_accuracy_std", "student_accuracy", "student_accuracy_std", "seeds"]
+    return out[columns].reset_index()
+
+
+def _versus(mean: float, std: float, n: float, paper: float) -> str:
+    if pd.isna(mean) or pd.isna(paper):
+        return "—"
+    if pd.isna(std) or n < 2:
+        return "one seed"
+    if abs(mean - paper) <= 2 * std:
+        return "within seed spread"
+    return "above" if mean > paper else "below"
 
 
 def experiment2_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
