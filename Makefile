@@ -84,7 +84,7 @@ ifneq ($(strip $(NOTEBOOKS)),)
 	@scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/gped-nbval.XXXXXX") && \
 	mkdir -p results figures && cp -r notebooks results figures "$$scratch/" && \
 	echo "nbval: executing notebooks in $$scratch (results/ and figures/ copied there)" && \
-	$(VENV_PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) \
+	GPED_PROGRESS=lines $(VENV_PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) \
 	  --rootdir="$$scratch" -p no:cacheprovider $(NBVAL_ARGS) \
 	  $(patsubst notebooks/%,"$$scratch"/notebooks/%,$(NOTEBOOKS)); \
 	status=$$?; rm -rf "$$scratch"; exit $$status

@@ -4,6 +4,7 @@ plus fast checks of planning and bookkeeping with a fake executor."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,8 @@ PARAMS_SOURCE = 'profile = "default"\nsteps = 10\nlr = 0.1'
 DUMP_SOURCE = (
     "import json, os\n"
     "with open('00_params.out.json', 'w') as fh:\n"
-    "    json.dump({'profile': profile, 'steps': steps, 'lr': lr, 'cwd': os.getcwd()}, fh)"
+    "    json.dump({'profile': profile, 'steps': steps, 'lr': lr, 'cwd': os.getcwd(),\n"
+    "               'progress': os.environ.get('GPED_PROGRESS')}, fh)"
 )
 
 
@@ -98,6 +100,7 @@ class ExplodingExecutor(Executor):
 
 def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
+    progress_before = os.environ.get("GPED_PROGRESS")
     runs = plan_runs(
         select_notebooks([], notebook_dir),
         output_dir=out,
@@ -115,7 +118,10 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     assert summary.loc[1, "error"] == "RuntimeError: boom"
     assert (summary.loc[[0, 2], "error"] == "").all()
     # profile, global override and per-notebook override reached the notebook; cwd is its folder
-    assert _dumped(notebook_dir) == {"profile": "ci", "steps": 5, "lr": 0.001, "cwd": str(notebook_dir)}
+    # and the kernel was told to print progress as text lines (no frozen bars in saved notebooks)
+    assert _dumped(notebook_dir) == {"profile": "ci", "steps": 5, "lr": 0.001, "cwd": str(notebook_dir),
+                                     "progress": "lines"}
+    assert os.environ.get("GPED_PROGRESS") == progress_before  # restored in this process
     assert runs[1].parameters == {"profile": "ci"}  # declares profile only
     assert runs[2].parameters == {}  # no parameters cell: nothing injected
     assert (notebook_dir / "02_plain.ran").exists()  # ran after the failure

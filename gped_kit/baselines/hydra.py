@@ -34,10 +34,10 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 
 from ..core import targets, uncertainty
 from ..models.presets import ArchSpec, build_network, count_parameters
+from ..progress import Progress
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ class HydraResult:
 
 def train_hydra(member_logits: torch.Tensor, distill_x: torch.Tensor, arch: ArchSpec | str,
                 input_shape: tuple[int, ...], config: HydraConfig = HydraConfig(),
-                progress: bool = True) -> HydraResult:
+                progress: bool | str = True) -> HydraResult:
     """Train a Hydra with one head per member in the paper's two phases.
 
     ``member_logits`` (M, N', C) are the members' raw outputs on the distillation inputs
@@ -231,11 +231,9 @@ def train_hydra(member_logits: torch.Tensor, distill_x: torch.Tensor, arch: Arch
         net = build_hydra(arch, input_shape, num_classes, 1, config.head_hidden).to(device)
     history: list[dict] = []
     started = time.perf_counter()
-    bar = None
-    if progress:
-        bar = tqdm(total=config.phase1_steps + config.phase2_steps, desc="Hydra", unit="step", mininterval=1.0)
+    bar = Progress(config.phase1_steps + config.phase2_steps, "Hydra", "step", mode=progress)
 
-    def phase(name: str, steps: int, loss_fn) -> None:
+    def phase(name: str, steps: int, loss_fn, offset: int) -> None:
         optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
         loss_sum = torch.zeros((), device=device)
         last_logged = 0
@@ -254,18 +252,15 @@ def train_hydra(member_logits: torch.Tensor, distill_x: torch.Tensor, arch: Arch
                                              f"lower HydraConfig.lr={config.lr:g}")
                 history.append({"phase": name, "step": step, "loss": value})
                 loss_sum.zero_()
-                if bar is not None:
-                    bar.update(step - last_logged)
-                    bar.set_postfix(phase=name, loss=round(value, 4))
+                bar.update(offset + step, phase=name, loss=value)
                 last_logged = step
 
     try:
-        phase("phase1", config.phase1_steps, knowledge_distillation_loss)
+        phase("phase1", config.phase1_steps, knowledge_distillation_loss, 0)
         net.heads = net.heads.cloned(num_members)
-        phase("phase2", config.phase2_steps, hydra_loss)
+        phase("phase2", config.phase2_steps, hydra_loss, config.phase1_steps)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     net.eval()
     return HydraResult(net, history, time.perf_counter() - started,
                        cache_bytes=member_logits.numel() * member_logits.element_size())

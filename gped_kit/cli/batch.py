@@ -52,12 +52,14 @@ import fnmatch
 import json
 import logging
 import math
+import os
 import re
 import shutil
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -69,6 +71,8 @@ import papermill
 import yaml
 from jupyter_client.kernelspec import KernelSpecManager
 from papermill.translators import papermill_translators
+
+from ..progress import PROGRESS_ENV, progress_mode
 
 logger = logging.getLogger("gped_kit.cli.batch")
 
@@ -182,6 +186,9 @@ class LocalPapermillExecutor(Executor):
             figures end up in the executed notebook even when the environment sets
             ``MPLBACKEND=Agg`` (which IPython kernels would otherwise honour).
             ``None`` leaves the kernel's default.
+        progress: The kit's progress display in the kernel (``$GPED_PROGRESS``): ``"lines"``
+            (default) saves short text lines into the executed notebook instead of bars that
+            would freeze there; ``None`` leaves the environment's choice.
     """
 
     kernel_name: str | None = None
@@ -190,6 +197,7 @@ class LocalPapermillExecutor(Executor):
     log_output: bool = False
     progress_bar: bool = False
     matplotlib_backend: str | None = "inline"
+    progress: str | None = "lines"
 
     def resolved_kernel_name(self) -> str:
         """The kernel this executor will start."""
@@ -203,18 +211,34 @@ class LocalPapermillExecutor(Executor):
         if self.matplotlib_backend:
             extra_arguments.append(f"--matplotlib={self.matplotlib_backend}")
         # Absolute paths: papermill saves the output while chdir'ed into cwd.
-        papermill.execute_notebook(
-            str(Path(run.path).absolute()),
-            str(Path(run.output_path).absolute()),
-            parameters=dict(run.parameters),
-            kernel_name=self.resolved_kernel_name(),
-            cwd=str(Path(run.working_dir).absolute()),
-            execution_timeout=self.timeout,
-            start_timeout=self.start_timeout,
-            log_output=self.log_output,
-            progress_bar=self.progress_bar,
-            extra_arguments=extra_arguments,
-        )
+        with _environment({PROGRESS_ENV: str(progress_mode(self.progress))} if self.progress else {}):
+            papermill.execute_notebook(
+                str(Path(run.path).absolute()),
+                str(Path(run.output_path).absolute()),
+                parameters=dict(run.parameters),
+                kernel_name=self.resolved_kernel_name(),
+                cwd=str(Path(run.working_dir).absolute()),
+                execution_timeout=self.timeout,
+                start_timeout=self.start_timeout,
+                log_output=self.log_output,
+                progress_bar=self.progress_bar,
+                extra_arguments=extra_arguments,
+            )
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables (inherited by the kernels started meanwhile), then restore them."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def default_kernel_name() -> str:

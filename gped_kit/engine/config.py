@@ -31,6 +31,7 @@ from ..core.sgld import SGLDConfig
 from ..core.targets import Target, resolve_target
 from ..models.build import ModelSpec, as_model_spec, describe
 from ..models.presets import EVAL_CHUNK_SIZE, ArchSpec
+from ..progress import progress_mode
 
 #: A regulariser R(params, module) -> scalar (Eq. 8's R(phi)); built-ins by name in
 #: :data:`gped_kit.core.losses.REGULARIZERS`.
@@ -157,7 +158,9 @@ class GPEDConfig:
     that need fixed members (Hydra: one head per snapshot).
 
     ``device``, ``progress`` and ``eval_batch_size`` say how the run executes, not what it
-    computes: they are not part of result keys.
+    computes: they are not part of result keys. ``progress`` is True (a bar, or text lines when
+    ``$GPED_PROGRESS=lines``), False, or ``"bar"``/``"lines"``/``"off"``
+    (:mod:`gped_kit.progress`).
     """
 
     model: ModelSpec = "fcnn"
@@ -171,7 +174,7 @@ class GPEDConfig:
     seed: int = 0
     num_snapshots: int = 0
     device: str = field(default="auto", metadata={"key": False})
-    progress: bool = field(default=True, metadata={"key": False})
+    progress: bool | str = field(default=True, metadata={"key": False})
     eval_batch_size: int = field(default=EVAL_CHUNK_SIZE, metadata={"key": False})
 
     def __post_init__(self) -> None:
@@ -193,6 +196,8 @@ class GPEDConfig:
             raise ValueError(f"GPEDConfig.num_snapshots={self.num_snapshots} exceeds the "
                              f"{self.num_iterations - self.burn_in} steps after burn-in")
         resolve_device(self.device)
+        if not isinstance(self.progress, bool):
+            object.__setattr__(self, "progress", progress_mode(self.progress))
 
     @property
     def model_name(self) -> str:

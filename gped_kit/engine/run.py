@@ -2,7 +2,7 @@
 
 * :func:`distill` -- one chain of Algorithm 1 from ``(data, GPEDConfig, students)``;
 * :func:`distill_many` -- K chains as one batched computation (:class:`GPEDEngine`);
-* :class:`CheckpointHook`, :class:`ProgressHook` -- the loop's hooks for saving and progress.
+* :class:`CheckpointHook` -- the loop's hook for saving (progress is :class:`gped_kit.progress.ProgressHook`).
 
 ``checkpoint=path`` saves every ``checkpoint_every`` steps and at the end; calling again with
 the same path (in a new process too) continues from the checkpoint and gives the same result
@@ -15,9 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from tqdm.auto import tqdm
-
 from ..data.container import GPEDData
+from ..progress import ProgressHook
 from .checkpoint import load_checkpoints, save_checkpoints
 from .config import GPEDConfig, StudentConfig
 from .engine import GPEDEngine, Hook
@@ -42,32 +41,6 @@ class CheckpointHook:
 
     def on_end(self, engine: GPEDEngine) -> None:
         pass
-
-
-class ProgressHook:
-    """A progress bar over the chain's steps, updated at log points with the ensemble's test NLL
-    and the teacher's minibatch NLL (averaged over the batch's chains)."""
-
-    def __init__(self, engine: GPEDEngine, description: str = "GPED") -> None:
-        label = description if engine.K == 1 else f"{description} x{engine.K}"
-        self.bar = tqdm(total=engine.config.num_iterations, initial=engine.t, desc=label, unit="it", mininterval=1.0)
-
-    def on_log(self, engine: GPEDEngine, rows: list[list[dict]]) -> None:
-        self.bar.update(engine.t - self.bar.n)
-        firsts = [r[0] for r in rows]
-        self.bar.set_postfix(teacher_nll=_mean(r.get("teacher_nll", float("nan")) for r in firsts),
-                             train_nll=_mean(r["teacher_train_nll"] for r in firsts))
-
-    def on_checkpoint(self, engine: GPEDEngine) -> None:
-        pass
-
-    def on_end(self, engine: GPEDEngine) -> None:
-        self.bar.close()
-
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else float("nan")
 
 
 def distill_many(chains: Sequence[Chain], checkpoints: Sequence[str | Path | None] | None = None,
@@ -95,7 +68,7 @@ def run_engine(engine: GPEDEngine, checkpoints: Sequence[str | Path | None] | No
     if any(p is not None for p in paths):
         all_hooks.append(CheckpointHook(paths))
     if engine.config.progress and engine.t < min(stop, engine.config.num_iterations):
-        all_hooks.append(ProgressHook(engine))
+        all_hooks.append(ProgressHook(engine, mode=engine.config.progress))
     engine.run(stop, all_hooks)
     return engine.results()
 
