@@ -31,53 +31,29 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
-from .options import StepSchedule, check_int, check_positive, parse_option
+from .sampler import SamplerConfig, SamplerName
 
 #: Number of per-chain coefficients :func:`sgld_update_` takes: (tau / N, -eta N / 2, sqrt(eta)).
 NUM_COEFFICIENTS = 3
 
 
 @dataclass(frozen=True)
-class SGLDConfig:
+class SGLDConfig(SamplerConfig):
     """Hyper-parameters of the SGLD teacher (Appendix A.2 defaults for MNIST).
 
     ``step_size`` is eta (Eq. 7); with ``schedule="polynomial"`` the step is
     ``eta_t = step_size * (1 + t / decay_steps) ** (-decay_power)`` (Welling and Teh's
-    ``a (b + t)^-gamma`` form, normalised so that eta_0 = step_size). ``prior_precision`` is
-    tau; ``batch_size`` is M.
+    ``a (b + t)^-gamma`` form, normalised so that eta_0 = step_size), and an optional warm-up
+    multiplies it (:mod:`.sampler`). ``prior_precision`` is tau; ``batch_size`` is M.
     """
 
-    step_size: float = 4e-6
-    prior_precision: float = 10.0
-    batch_size: int = 100
-    schedule: StepSchedule = StepSchedule.CONSTANT
-    decay_steps: float = 1e4
-    decay_power: float = 0.55
-
-    def __post_init__(self) -> None:
-        check_positive("SGLDConfig.step_size", self.step_size)
-        check_positive("SGLDConfig.prior_precision", self.prior_precision, allow_zero=True)
-        check_int("SGLDConfig.batch_size (M)", self.batch_size, 1)
-        object.__setattr__(self, "schedule", parse_option(StepSchedule, self.schedule, "SGLDConfig.schedule"))
-        if self.schedule is StepSchedule.POLYNOMIAL and not (self.decay_steps > 0 and 0 < self.decay_power <= 1):
-            raise ValueError(
-                f"polynomial schedule needs decay_steps > 0 and 0 < decay_power <= 1, got "
-                f"decay_steps={self.decay_steps!r}, decay_power={self.decay_power!r}"
-            )
-
-    def step_size_at(self, t: int) -> float:
-        """eta_t for iteration t (a host-side float: no device synchronisation)."""
-        if self.schedule is StepSchedule.CONSTANT:
-            return self.step_size
-        return self.step_size * (1.0 + t / self.decay_steps) ** (-self.decay_power)
-
-    @property
-    def varies(self) -> bool:
-        """True when the coefficients change from step to step."""
-        return self.schedule is not StepSchedule.CONSTANT
+    name: ClassVar[SamplerName] = SamplerName.SGLD
+    num_coefficients: ClassVar[int] = NUM_COEFFICIENTS
+    per_chain_fields: ClassVar[tuple[str, ...]] = ("step_size", "prior_precision")
 
     def coefficients(self, num_data: int) -> tuple[float, float, float]:
         """The per-chain coefficients of Eq. 7 for a labelled set of ``num_data`` = N examples:
@@ -86,14 +62,16 @@ class SGLDConfig:
         return self.prior_precision / num_data, -0.5 * eta * num_data, math.sqrt(eta)
 
     def scales(self, t: int) -> tuple[float, float, float]:
-        """The schedule's factors at step ``t``: ``(1, eta_t / eta_0, sqrt(eta_t / eta_0))``."""
-        if self.schedule is StepSchedule.CONSTANT:
+        """The step-size factors at step ``t``: ``(1, eta_t / eta_0, sqrt(eta_t / eta_0))``."""
+        if not self.varies:
             return 1.0, 1.0, 1.0
-        ratio = self.step_size_at(t) / self.step_size
+        ratio = self.step_ratio(t)
         return 1.0, ratio, math.sqrt(ratio)
 
-    # The teacher-sampler interface the engine calls (one algorithm per config class):
-    num_coefficients = NUM_COEFFICIENTS
+    def divergence_hint(self, t: int, num_data: int) -> str:
+        eta = self.step_size_at(t)
+        return (f"the step size eta={eta:g} is likely too large for N={num_data} (the gradient step on the mean "
+                f"NLL is eta*N/2={eta * num_data / 2:g}); lower GPEDConfig.sampler.step_size")
 
     def init_state(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Sampler state beyond theta: none for SGLD."""
@@ -101,14 +79,14 @@ class SGLDConfig:
 
     def update_(self, params: dict[str, torch.Tensor], state: dict[str, torch.Tensor],
                 nll_grads: dict[str, torch.Tensor], noise: dict[str, torch.Tensor], coefficients: torch.Tensor,
-                scales: tuple[float, float, float]) -> None:
+                scales: tuple[float, ...]) -> None:
         """One step of Eq. 7 in place (:func:`sgld_update_`); ``state`` is unused."""
         sgld_update_(params.values(), (nll_grads[k] for k in params), (noise[k] for k in params), coefficients,
                      scales)
 
 
 def sgld_update_(params: Iterable[torch.Tensor], nll_grads: Iterable[torch.Tensor], noise: Iterable[torch.Tensor],
-                 coefficients: torch.Tensor, scales: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> None:
+                 coefficients: torch.Tensor, scales: tuple[float, ...] = (1.0, 1.0, 1.0)) -> None:
     """Eq. 7 in place: ``theta <- theta + (-eta_t N / 2) (g + (tau / N) theta) + sqrt(eta_t) xi``.
 
     ``nll_grads`` are the gradients of the minibatch *mean* NLL and ``noise`` standard normal

@@ -27,7 +27,7 @@ import torch
 
 from .engine import GPEDEngine
 
-FORMAT = 1
+FORMAT = 2
 
 
 class CheckpointError(RuntimeError):
@@ -64,7 +64,8 @@ def chain_checkpoint(engine: GPEDEngine, k: int) -> dict:
                       "store_counts": _own(s.store.counts[k]), "loss_sum": _own(s.loss_sum[k]),
                       "steps_since_log": engine.steps_since_log[j], "adam_steps": engine.adam_steps[j]}
                      for j, s in enumerate(engine.students)],
-        "ensemble": {"sums": {n: _own(v[k]) for n, v in engine.ensemble.sums.items()}, "count": engine.ensemble_count},
+        "ensemble": {"sums": {n: _own(v[k]) for n, v in engine.ensemble.sums.items()}, "count": engine.ensemble_count,
+                     "recent": engine.recent.state_dict(k)},
         "generators": engine.streams.state_dict(k),
         "dropout_rng": {n: v.clone() for n, v in engine._dropout_state.items()},
         "snapshots": _own(engine.snapshots[k]),
@@ -168,6 +169,7 @@ def _load_chain(engine: GPEDEngine, k: int, state: dict) -> None:
         engine.lr_values[j][k] = saved["lr"]
     for n, v in engine.ensemble.sums.items():
         v[k].copy_(state["ensemble"]["sums"][n])
+    engine.recent.load_state_dict(k, state["ensemble"]["recent"], engine.test_sums())
     engine.streams.load_state_dict(k, state["generators"])
     engine.snapshots[k].copy_(state["snapshots"])
     engine.history[k] = list(state["history"])

@@ -26,6 +26,8 @@ from ..core.options import (
     check_positive,
     parse_option,
 )
+from ..core.sampler import SamplerConfig
+from ..core.samplers import sampler_config
 from ..core.schema import record, record_fields
 from ..core.sgld import SGLDConfig
 from ..core.targets import Target, resolve_target
@@ -149,7 +151,8 @@ class GPEDConfig:
     ``model`` is the teacher's architecture (a preset name, an ``ArchSpec``, a factory
     ``out_dim -> nn.Module`` or an ``nn.Module``); ``likelihood`` is ``"categorical"``,
     ``"gaussian"`` or a likelihood object (:mod:`gped_kit.core.likelihoods`); ``sampler`` the
-    SG-MCMC sampler of the teacher (the paper's SGLD, Eq. 7). ``num_iterations`` is T,
+    SG-MCMC sampler of the teacher: the paper's SGLD (Eq. 7, the default), SGHMC, SGNHT or BAOA
+    (:mod:`gped_kit.core.sampler`; a name gives that sampler's defaults). ``num_iterations`` is T,
     ``burn_in`` is B. ``eval_thinning`` is how often (in steps, after burn-in) the teacher sample
     is added to the ensemble on the evaluation sets; ``log_every`` how often a history row is
     written (the only host synchronisation); ``checkpoint_every`` how often the run is saved
@@ -165,7 +168,7 @@ class GPEDConfig:
 
     model: ModelSpec = "fcnn"
     likelihood: str | Likelihood = "categorical"
-    sampler: SGLDConfig = field(default_factory=SGLDConfig)
+    sampler: SamplerConfig | str = field(default_factory=SGLDConfig)
     num_iterations: int = 10_000
     burn_in: int = 1_000
     eval_thinning: int = 100
@@ -180,14 +183,19 @@ class GPEDConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", as_model_spec(self.model, "GPEDConfig.model"))
         object.__setattr__(self, "likelihood", resolve_likelihood(self.likelihood))
-        if not isinstance(self.sampler, SGLDConfig):
-            raise ValueError(f"GPEDConfig.sampler={self.sampler!r}: must be a sampler configuration such as "
-                             "SGLDConfig(step_size=..., prior_precision=...)")
+        if isinstance(self.sampler, str):
+            object.__setattr__(self, "sampler", sampler_config(self.sampler))
+        if not isinstance(self.sampler, SamplerConfig):
+            raise ValueError(f"GPEDConfig.sampler={self.sampler!r}: must be a sampler name ('sgld', 'sghmc', "
+                             "'sgnht', 'baoa') or configuration such as SGLDConfig(step_size=..., prior_precision=...)")
         check_int("GPEDConfig.num_iterations (T)", self.num_iterations, 1)
         check_int("GPEDConfig.burn_in (B)", self.burn_in, 0)
         if self.burn_in >= self.num_iterations:
             raise ValueError(f"GPEDConfig.burn_in={self.burn_in} must be < num_iterations={self.num_iterations}: "
                              "nothing would be distilled")
+        if self.sampler.warmup_steps > self.burn_in:
+            raise ValueError(f"GPEDConfig.sampler.warmup_steps={self.sampler.warmup_steps} must be <= burn_in="
+                             f"{self.burn_in}: the warm-up's larger steps would leave samples in the ensemble")
         for name in ("eval_thinning", "log_every", "checkpoint_every", "eval_batch_size"):
             check_int(f"GPEDConfig.{name}", getattr(self, name), 1)
         check_int("GPEDConfig.seed", self.seed, 0)

@@ -67,6 +67,7 @@ from .steps import (
     teacher_step,
 )
 from .streams import ChainStreams
+from .window import RecentWindow
 
 
 class Hook(Protocol):
@@ -87,10 +88,11 @@ def check_batchable(chains: Sequence[ChainSpec]) -> None:
 
     Shared: the teacher's and each student slot's network structure, the likelihood, input
     shape and number of outputs, device, T, B, ``eval_thinning``, ``log_every``, snapshots, the
-    sampler's kind, batch size M and schedule, the evaluation sets (names and sizes), and per
-    student slot the target, estimator, H, M' and input generator; |D'| when a student keeps a
-    U_o store. Per chain they may differ in the data (N, masks, D'), seed, step size, prior
-    precision and the students' learning rates and schedules.
+    sampler's algorithm and every field of it not carried per chain (for SGLD: M, schedule and
+    warm-up; for the momentum samplers all but tau), the evaluation sets (names and sizes), and
+    per student slot the target, estimator, H, M' and input generator; |D'| when a student keeps
+    a U_o store. Per chain they may differ in the data (N, masks, D'), seed, prior precision, the
+    SGLD step size and the students' learning rates and schedules.
     """
     chains = list(chains)
     if not chains:
@@ -111,10 +113,7 @@ def check_batchable(chains: Sequence[ChainSpec]) -> None:
         ("GPEDConfig.eval_thinning", lambda c: c.config.eval_thinning),
         ("GPEDConfig.log_every", lambda c: c.config.log_every),
         ("GPEDConfig.num_snapshots", lambda c: c.config.num_snapshots),
-        ("sampler kind", lambda c: type(c.config.sampler).__name__),
-        ("sampler batch size M", lambda c: c.config.sampler.batch_size),
-        ("sampler schedule", lambda c: (c.config.sampler.schedule, c.config.sampler.decay_steps,
-                                        c.config.sampler.decay_power) if c.config.sampler.varies else "constant"),
+        ("sampler (all but its per-chain coefficients)", lambda c: c.config.sampler.shared_fields()),
         ("evaluation sets (name, size)", eval_layout),
         ("number of students", lambda c: len(c.students)),
     ]
@@ -176,7 +175,8 @@ class GPEDEngine:
         self.distill_noise = [float(c.data.distill_noise_std) for c in chains]
 
         # state
-        self.chain = stack_trees([init_chain_state(*c.initial[0], c.config.sampler.init_state(c.initial[0][0]))
+        self.chain = stack_trees([init_chain_state(*c.initial[0], c.config.sampler.init_state(c.initial[0][0]),
+                                                   c.config.sampler.num_coefficients)
                                   for c in chains])
         for k, c in enumerate(chains):
             for i, value in enumerate(c.config.sampler.coefficients(c.num_train)):
@@ -197,6 +197,7 @@ class GPEDEngine:
                                                          device=self.device)
                                        for name, target in ref.ensemble_targets.items()})
         self.ensemble_count = 0
+        self.recent = RecentWindow()
         self.snapshots = torch.zeros(K, self.config.num_snapshots, ref.teacher.num_params, device=self.device)
         self.snapshots_taken = 0
 
@@ -373,11 +374,11 @@ class GPEDEngine:
         for k, value in enumerate(train_nll):
             if not math.isfinite(value):
                 c = self.chains[k]
-                eta = c.config.sampler.step_size_at(self.t)
+                sampler = c.config.sampler
+                hint = sampler.divergence_hint(self.t, c.num_train)
                 raise FloatingPointError(
-                    f"{self._chain_name(k)}SGLD diverged before step {self.t}: the teacher's minibatch NLL is {value}. "
-                    f"The step size eta={eta:g} is likely too large for N={c.num_train} (the gradient step on the mean "
-                    f"NLL is eta*N/2={eta * c.num_train / 2:g}); lower GPEDConfig.sampler.step_size.")
+                    f"{self._chain_name(k)}{str(sampler.name).upper()} diverged before step {self.t}: the teacher's "
+                    f"minibatch NLL is {value}. {hint[:1].upper()}{hint[1:]}.")
         for j, (values, n) in enumerate(zip(losses, self.steps_since_log)):
             for k, value in enumerate(values):
                 if n and not math.isfinite(value):
@@ -389,6 +390,8 @@ class GPEDEngine:
         for j, s in enumerate(self.students):
             s.loss_sum.zero_()
         outputs = self.student_outputs(["test"]) if self.t > self.config.burn_in else None
+        if self.t % self.config.log_every == 0:  # regular log points only: a stop (interruption) changes nothing
+            self.recent.advance(self.ensemble_count, self.test_sums())
         rows_per_chain = []
         for k, c in enumerate(self.chains):
             base = {"step": self.t, "teacher_train_nll": train_nll[k], "teacher_samples": self.ensemble_count,
@@ -422,8 +425,19 @@ class GPEDEngine:
         means = self.ensemble_means(k)
         if not means:
             return {}
-        found = self.chains[k].likelihood.predictive_metrics(means, self.test_labels[k])
-        return {f"teacher_{name}": value for name, value in found.items()}
+        likelihood, labels = self.chains[k].likelihood, self.test_labels[k]
+        out = {f"teacher_{name}": value for name, value in likelihood.predictive_metrics(means, labels).items()}
+        recent = self.recent.means(k, self.ensemble_count, self.test_sums())
+        if recent:
+            out.update({f"teacher_recent_{name}": value
+                        for name, value in likelihood.predictive_metrics(recent, labels).items()})
+            out["teacher_recent_from_sample"] = self.recent.start_count + 1
+        return out
+
+    def test_sums(self) -> dict[str, torch.Tensor]:
+        """The ensemble's running sums on the test rows (views, chain axis first)."""
+        sl = self.eval_slices["test"]
+        return {name: sums[:, sl] for name, sums in self.ensemble.sums.items()}
 
     def student_metrics(self, k: int, j: int, output: torch.Tensor) -> dict[str, float]:
         """Test metrics of student j of chain k from its linked outputs (see :func:`prediction_metrics`)."""
@@ -571,7 +585,8 @@ def config_columns(spec: ChainSpec, student, device: torch.device) -> dict[str, 
     preset = arch if isinstance(arch, ArchSpec) else None
     cols = dict(spec.data.info)
     cols.update(
-        model=cfg.model_name, likelihood=spec.likelihood.name, step_size=cfg.sampler.step_size,
+        model=cfg.model_name, likelihood=spec.likelihood.name, sampler=str(cfg.sampler.name),
+        step_size=cfg.sampler.step_size,
         schedule=str(cfg.sampler.schedule), prior_precision=cfg.sampler.prior_precision,
         batch_size=cfg.sampler.batch_size, num_iterations=cfg.num_iterations, burn_in=cfg.burn_in,
         eval_thinning=cfg.eval_thinning, seed=cfg.seed, device=str(device), torch_version=torch.__version__,

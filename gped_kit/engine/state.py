@@ -22,7 +22,6 @@ import torch
 
 from ..core.adam import AdamState
 from ..core.estimators import EstimatorState
-from ..core.sgld import NUM_COEFFICIENTS
 
 
 class ChainState(NamedTuple):
@@ -92,11 +91,12 @@ def chain_view(tree: Any, k: int) -> Any:
 
 
 def init_chain_state(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
-                     sampler_state: dict[str, torch.Tensor]) -> ChainState:
-    """A chain's state from its initial values (copied), with zero coefficients and NLL sum."""
+                     sampler_state: dict[str, torch.Tensor], num_coefficients: int) -> ChainState:
+    """A chain's state from its initial values (copied), with ``num_coefficients`` zero sampler
+    coefficients (filled per chain by the engine) and a zero NLL sum."""
     device = next(iter(params.values())).device
     return ChainState({k: v.clone() for k, v in params.items()}, {k: v.clone() for k, v in buffers.items()},
-                      sampler_state, torch.zeros(NUM_COEFFICIENTS, device=device), torch.zeros((), device=device))
+                      sampler_state, torch.zeros(num_coefficients, device=device), torch.zeros((), device=device))
 
 
 def init_student_state(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], lr: float,

@@ -34,7 +34,7 @@ from ..core.autodiff import Autodiff, projected_input_gradient, value_and_grad
 from ..core.estimators import estimator_update_
 from ..core.likelihoods import Likelihood
 from ..core.options import Estimator
-from ..core.sgld import SGLDConfig
+from ..core.sampler import SamplerConfig
 from ..core.targets import Target
 from .config import Regularizer
 from .state import ChainState, EnsembleState, StudentState
@@ -47,7 +47,7 @@ class TeacherFns:
     train: nn.Module
     eval: nn.Module
     likelihood: Likelihood
-    sampler: SGLDConfig
+    sampler: SamplerConfig
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,10 @@ def teacher_loss(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tenso
 
 
 def teacher_step(state: ChainState, x: torch.Tensor, y: torch.Tensor, noise: dict[str, torch.Tensor], *,
-                 fns: TeacherFns, scales: tuple[float, float, float], autodiff: Autodiff) -> ChainState:
-    """One SGLD step (Eq. 7) on the minibatch ``(x, y)`` of D with standard normal ``noise``
-    (one tensor per parameter) and the schedule's factors ``scales`` at this step; adds the
-    minibatch NLL to ``train_nll_sum``."""
+                 fns: TeacherFns, scales: tuple[float, ...], autodiff: Autodiff) -> ChainState:
+    """One step of the teacher's sampler (SGLD: Eq. 7; :mod:`gped_kit.core.sampler`) on the
+    minibatch ``(x, y)`` of D with standard normal ``noise`` (one tensor per parameter) and the
+    sampler's host factors ``scales`` at this step; adds the minibatch NLL to ``train_nll_sum``."""
     loss, grads = value_and_grad(teacher_loss, state.params, state.buffers, x, y, fns, mode=autodiff)
     fns.sampler.update_(state.params, state.sampler, grads, noise, state.coefficients, scales)
     state.train_nll_sum.add_(loss)

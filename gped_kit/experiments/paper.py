@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 
 from ..core.options import check_int
+from ..core.sampler import SamplerConfig
+from ..core.samplers import sampler_config
 from ..core.sgld import SGLDConfig
 from ..engine import GPEDConfig
 
@@ -58,7 +60,9 @@ class ChainSettings:
 
     ``burn_in`` None takes the paper's B for the model; ``scale_step_size`` keeps eta * N (the
     SGD-like part of Eq. 7) at the full-data value, so short chains on small D converge (the
-    posterior does not depend on eta; only mixing and discretisation bias do)."""
+    posterior does not depend on eta; only mixing and discretisation bias do). ``sampler`` None is
+    the paper's SGLD (Appendix A.2's eta, tau = 10, M = 100); a sampler configuration (or name, for
+    its defaults) replaces it as given (:mod:`gped_kit.core.sampler`)."""
 
     num_iterations: int
     burn_in: int | None
@@ -68,8 +72,11 @@ class ChainSettings:
     log_every: int
     checkpoint_every: int
     scale_step_size: bool = False
+    sampler: SamplerConfig | str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.sampler, str):
+            object.__setattr__(self, "sampler", sampler_config(self.sampler))
         for name in ("num_iterations", "predictive_thinning", "entropy_thinning", "eval_thinning", "log_every",
                      "checkpoint_every"):
             check_int(name, getattr(self, name), 1)
@@ -98,14 +105,15 @@ class OneThinningSettings(ChainSettings):
 
 def teacher_config(model: str, labelled_size: int, chain: ChainSettings, seed: int = 0, device: str = "auto",
                    num_snapshots: int = 0) -> GPEDConfig:
-    """The teacher chain of ``model`` with Appendix A.2's settings (eta, tau = 10, M = 100, B) and the
-    profile's chain length, evaluation and logging."""
+    """The teacher chain of ``model`` with Appendix A.2's settings (eta, tau = 10, M = 100, B), or
+    the profile's own sampler, and the profile's chain length, evaluation and logging."""
     paper = paper_model(model)
     step_size = paper.step_size
     if chain.scale_step_size:
         step_size *= FULL_TRAINING_SIZE[paper.dataset] / labelled_size
-    return GPEDConfig(model=model, sampler=SGLDConfig(step_size=step_size, prior_precision=PRIOR_PRECISION,
-                                                      batch_size=SGLD_BATCH_SIZE),
+    sampler = chain.sampler if chain.sampler is not None else SGLDConfig(
+        step_size=step_size, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
+    return GPEDConfig(model=model, sampler=sampler,
                       num_iterations=chain.num_iterations,
                       burn_in=paper.burn_in if chain.burn_in is None else chain.burn_in,
                       eval_thinning=chain.eval_thinning, log_every=chain.log_every,

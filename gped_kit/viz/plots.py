@@ -356,3 +356,28 @@ def plot_comparison(table: pd.DataFrame) -> plt.Figure:
             label.set_horizontalalignment("right")
     fig.tight_layout()
     return fig
+
+
+def plot_sampler_study(history: pd.DataFrame, paper: dict[str, float]) -> plt.Figure:
+    """Notebook 10: teacher-ensemble NLL (solid: all kept samples; dotted: the recent window),
+    student NLL and entropy MAE against wall-clock seconds, one colour per candidate sampler (mean
+    over seeds at each log point), with the paper's Table 1 values at T = 10^6 as dashed lines."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharex=True)
+    colours = dict(zip(dict.fromkeys(history["candidate"]), sns.color_palette("colorblind")))
+    panels = (("teacher NLL", "teacher_nll", None), ("student NLL", "student_nll", "predictive (U_s)"),
+              ("entropy MAE", "entropy_mae", "expected entropy (U_o)"))
+    for ax, (title, column, student) in zip(axes, panels):
+        rows = history if student is None else history[history["student"] == student]
+        rows = rows.dropna(subset=[column])
+        for candidate, part in rows.groupby("candidate", sort=False):
+            curve = part.groupby("step")[[column, "elapsed_s"] + (["teacher_recent_nll"] if student is None
+                                                                   else [])].mean()
+            ax.plot(curve["elapsed_s"], curve[column], "-", color=colours[candidate], lw=2, label=candidate)
+            if student is None:
+                ax.plot(curve["elapsed_s"], curve["teacher_recent_nll"], ":", color=colours[candidate], lw=1.5)
+        ax.axhline(paper[title], color="k", ls="--", lw=1, label="paper, T = 10^6")
+        ax.set(xlabel="wall-clock seconds (2-core CPU)" , ylabel=title, title=title)
+    axes[0].legend(fontsize=8, title="solid: all samples; dotted: recent", title_fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,156 @@
+"""Which teacher sampler gets closest to the paper's Table 1 in a CPU's time (notebook 10).
+
+Every candidate runs the quickstart's chain (Table 1's setting: FCNN on all 60,000 MNIST
+digits, tau = 10, M = 100, a predictive U_s student and an expected-entropy U_o student) for the
+same number of iterations T; one step of every sampler costs one minibatch gradient and one
+normal draw per parameter, so equal T is equal work, and each history row carries the measured
+wall-clock seconds, against which the curves are drawn. The table gives each candidate's final
+teacher NLL (over all kept samples and over the recent window), student NLL and entropy MAE
+beside the paper's values at T = 10^6 (Table 1).
+
+Candidates are ``(label, sampler)`` pairs; a sampler is a configuration
+(:mod:`gped_kit.core.sampler`) used as given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..core.baoa import BAOAConfig
+from ..core.sampler import SamplerConfig
+from ..core.sghmc import SGHMCConfig
+from ..core.sgld import SGLDConfig
+from ..core.sgnht import SGNHTConfig
+from ..data.experiment import DataConfig
+from ..engine import StudentConfig
+from ..engine.result import GPEDResult
+from ..models.presets import ArchSpec
+from .chains import ChainTask
+from .paper import FULL_TRAINING_SIZE, PRIOR_PRECISION, SGLD_BATCH_SIZE, ChainSettings, paper_model, teacher_config
+from .paper_tables import table1
+
+#: The paper's SGLD for MNIST (Appendix A.2).
+PAPER_SGLD = SGLDConfig(step_size=4e-6, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
+
+#: The candidates of the default study. SGLD as in the paper; SGLD whose step starts 4x larger and
+#: decays geometrically to the paper's eta by the end of burn-in; and the momentum samplers with
+#: epsilon = 0.2, alpha = 0.5, the best of a short sweep on this setting (teacher only, T = 3,000,
+#: B = 1,000; teacher NLL: SGHMC 0.097 / 0.104 / 0.094 / 0.188 at (epsilon, alpha) = (0.05, 0.1) /
+#: (0.1, 0.1) / (0.2, 0.5) / (0.05, 0.01); BAOA 0.094 / 0.091 at (0.1, 0.1) / (0.2, 0.5); SGNHT
+#: 0.105 at (0.1, 0.1); SGLD 0.112, with warm-up 0.094; 2-core CPU, one seed).
+DEFAULT_CANDIDATES: tuple[tuple[str, SamplerConfig], ...] = (
+    ("SGLD (paper)", PAPER_SGLD),
+    ("SGLD, warm-up 4x", SGLDConfig(step_size=4e-6, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE,
+                                    warmup_steps=1_000, warmup_factor=4.0)),
+    ("SGHMC", SGHMCConfig(step_size=0.2, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)),
+    ("SGNHT", SGNHTConfig(step_size=0.2, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)),
+    ("BAOA", BAOAConfig(step_size=0.2, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)),
+)
+
+
+@dataclass(frozen=True)
+class SamplerStudySettings(ChainSettings):
+    """The study's chain (one per candidate and seed) and its candidates."""
+
+    model: str = "fcnn"
+    candidates: tuple[tuple[str, SamplerConfig], ...] = DEFAULT_CANDIDATES
+    seeds: tuple[int, ...] = (0,)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "candidates", tuple((str(label), s) for label, s in self.candidates))
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        labels = [label for label, _ in self.candidates]
+        if not labels or len(set(labels)) != len(labels):
+            raise ValueError(f"candidates: need at least one, with distinct labels; got {labels}")
+        for label, sampler in self.candidates:
+            if not isinstance(sampler, SamplerConfig):
+                raise ValueError(f"candidate {label!r}: {sampler!r} is not a sampler configuration "
+                                 "(SGLDConfig, SGHMCConfig, SGNHTConfig, BAOAConfig)")
+            if sampler.warmup_steps > (self.burn_in or 0):
+                raise ValueError(f"candidate {label!r}: warmup_steps={sampler.warmup_steps} exceeds the profile's "
+                                 f"burn_in={self.burn_in}")
+
+
+PROFILES: dict[str, SamplerStudySettings] = {
+    # CPU: five candidates x 3,000 iterations, about 8 minutes on 2 cores.
+    "default": SamplerStudySettings(num_iterations=3_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
+                                    eval_thinning=50, log_every=250, checkpoint_every=1_000),
+    # The paper's length: T = 10^6 per candidate (a GPU).
+    "paper": SamplerStudySettings(num_iterations=1_000_000, burn_in=1_000, predictive_thinning=100,
+                                  entropy_thinning=10, eval_thinning=100, log_every=10_000, checkpoint_every=50_000),
+}
+
+STUDENT_LABELS = ("predictive (U_s)", "expected entropy (U_o)")
+
+
+def sampler_study_tasks(settings: SamplerStudySettings, device: str = "auto",
+                        data_root: str | None = None) -> list[ChainTask]:
+    """One chain per (seed, candidate): Table 1's setting with the candidate's sampler."""
+    model = settings.model
+    paper = paper_model(model)
+    n = FULL_TRAINING_SIZE[paper.dataset]
+    students = (
+        StudentConfig(target="predictive", estimator="U_s", thinning=settings.predictive_thinning,
+                      arch=ArchSpec(model, dropout=paper.student_dropout), name=STUDENT_LABELS[0]),
+        StudentConfig(target="entropy", estimator="U_o", thinning=settings.entropy_thinning, name=STUDENT_LABELS[1]),
+    )
+    tasks = []
+    for seed in settings.seeds:
+        data = DataConfig(paper.dataset, labelled_size=None, mask_size=0, seed=seed, root=data_root)
+        for label, sampler in settings.candidates:
+            chain = _with_sampler(settings, sampler)
+            tasks.append(ChainTask(data, teacher_config(model, n, chain, seed, device), students,
+                                   name=f"{label} seed={seed}"))
+    return tasks
+
+
+def _with_sampler(settings: SamplerStudySettings, sampler: SamplerConfig) -> ChainSettings:
+    return ChainSettings(settings.num_iterations, settings.burn_in, settings.predictive_thinning,
+                         settings.entropy_thinning, settings.eval_thinning, settings.log_every,
+                         settings.checkpoint_every, sampler=sampler)
+
+
+def study_history(results: Sequence[GPEDResult | None], tasks: Sequence[ChainTask]) -> pd.DataFrame:
+    """The candidates' histories in one tidy table (``candidate``, ``seed`` columns added; one row
+    per log point and student)."""
+    frames = []
+    for result, task in zip(results, tasks):
+        if result is None:
+            continue
+        label, _, seed = task.label.rpartition(" seed=")
+        frames.append(result.history.assign(candidate=label, seed=int(seed)))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def study_table(history: pd.DataFrame, model: str = "fcnn") -> pd.DataFrame:
+    """Per candidate, the last log point's teacher NLL (all samples and recent window), student
+    NLL and entropy MAE (mean over seeds, with the number of seeds), the seconds it took, and the
+    paper's Table 1 values at T = 10^6 beside them."""
+    if history.empty:
+        raise ValueError("study_table: no finished run")
+    last = history.loc[history.groupby(["candidate", "seed", "student"])["step"].idxmax()]
+    pred = last[last["student"] == STUDENT_LABELS[0]].set_index(["candidate", "seed"])
+    ent = last[last["student"] == STUDENT_LABELS[1]].set_index(["candidate", "seed"])
+    per_seed = pd.DataFrame({
+        "T": pred["step"], "seconds": pred["elapsed_s"], "teacher NLL": pred["teacher_nll"],
+        "teacher NLL (recent)": pred["teacher_recent_nll"], "student NLL": pred["student_nll"],
+        "entropy MAE": ent["entropy_mae"],
+    })
+    order = list(dict.fromkeys(history["candidate"]))
+    table = per_seed.groupby(level="candidate").mean().reindex(order)
+    table.insert(0, "seeds", per_seed.groupby(level="candidate").size().reindex(order))
+    paper = paper_row(model)
+    for column in ("teacher NLL", "student NLL", "entropy MAE"):
+        table[f"{column}: ours / paper"] = table[column] / paper[column]
+    return table.reset_index()
+
+
+def paper_row(model: str = "fcnn") -> dict[str, float]:
+    """The paper's Table 1 values for ``model`` (T = 10^6)."""
+    paper = table1().set_index("model").loc[model]
+    return {"teacher NLL": paper["teacher_nll"], "student NLL": paper["student_nll"],
+            "entropy MAE": paper["entropy_mae"]}
