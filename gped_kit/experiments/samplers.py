@@ -14,6 +14,7 @@ Candidates are ``(label, sampler)`` pairs; a sampler is a configuration
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -102,16 +103,10 @@ def sampler_study_tasks(settings: SamplerStudySettings, device: str = "auto",
     for seed in settings.seeds:
         data = DataConfig(paper.dataset, labelled_size=None, mask_size=0, seed=seed, root=data_root)
         for label, sampler in settings.candidates:
-            chain = _with_sampler(settings, sampler)
+            chain = dataclasses.replace(settings, sampler=sampler)
             tasks.append(ChainTask(data, teacher_config(model, n, chain, seed, device), students,
                                    name=f"{label} seed={seed}"))
     return tasks
-
-
-def _with_sampler(settings: SamplerStudySettings, sampler: SamplerConfig) -> ChainSettings:
-    return ChainSettings(settings.num_iterations, settings.burn_in, settings.predictive_thinning,
-                         settings.entropy_thinning, settings.eval_thinning, settings.log_every,
-                         settings.checkpoint_every, sampler=sampler)
 
 
 def study_history(results: Sequence[GPEDResult | None], tasks: Sequence[ChainTask]) -> pd.DataFrame:
