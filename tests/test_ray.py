@@ -131,3 +131,35 @@ def test_notebooks_as_ray_tasks(cluster, tmp_path):
     assert "boom" in summary.loc["bad.ipynb", "error"]
     executed = nbformat.read(str(out / "good.ipynb"), as_version=4)
     assert "answer 42" in executed.cells[-1].outputs[0]["text"]
+
+
+def test_searches_as_ray_tasks_equal_local_and_stored_ones_start_nothing(cluster, digits_data, tmp_path):
+    """Entries derived from a chain's full state (Experiment 3's search here; Experiment 4 and the
+    comparison use the same path, :func:`run_derived`): each missing one is a Ray task that runs
+    its chain and the search on the worker; the store ends as a local run's; a stored search is
+    read back on the driver without a Ray task; a failure is recorded and the other goes on."""
+    from gped_kit.experiments import chains as chains_module  # noqa: PLC0415
+    from gped_kit.experiments.experiment3 import SearchSettings, run_searches, search_students  # noqa: PLC0415
+
+    def search_task(seed, step_size=5e-5):
+        cfg = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=step_size, prior_precision=10.0, batch_size=25),
+                         num_iterations=300, burn_in=100, eval_thinning=10, log_every=100, checkpoint_every=100,
+                         progress=False, device="cpu", seed=seed)
+        students = search_students("fcnn", [0.05, 1], [1], [1e-2], thinning={"predictive": 2})
+        return ChainTask(digits_data, cfg, students, name=f"search seed={seed}" + (" diverges" if step_size > 1 else ""))
+
+    tasks = [search_task(0), search_task(1, step_size=5.0)]
+    settings = SearchSettings(finetune_epochs=2.0, latency_batch_size=8, latency_repeats=1)
+    local = run_searches(tasks, settings, ResultsStore(tmp_path / "local"), progress=False)
+    remote = run_searches(tasks, settings, ResultsStore(tmp_path / "ray"), progress=False, executor="ray")
+    assert [r.status for r in local] == [r.status for r in remote] == ["ran", "failed"]
+    assert remote[0].chain_status == "ran" and "diverged" in remote[1].error
+    assert remote[0].entry.key == local[0].entry.key
+    numbers = ["student_nll", "student_accuracy", "params", "flops", "units_removed"]
+    pd.testing.assert_frame_equal(remote[0].table[["student", "stage", *numbers]],
+                                  local[0].table[["student", "stage", *numbers]], rtol=1e-3, atol=1e-4)
+    with pytest.MonkeyPatch.context() as mp:  # stored: read back on the driver, no chain, no Ray task
+        mp.setattr(chains_module, "compute_derived", None)
+        mp.setattr(chains_module, "run_chains", None)
+        again = run_searches(tasks[:1], settings, ResultsStore(tmp_path / "ray"), progress=False, executor="ray")
+    assert again[0].status == "reused" and again[0].table.equals(remote[0].table)

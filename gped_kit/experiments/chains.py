@@ -323,12 +323,60 @@ def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: Res
 class DerivedOutcome:
     """A chain and the entry derived from it: the chain's outcome (its compact result: summary and
     history), the derived entry (None when it could not be made), the derived entry's status
-    (``ran`` / ``reused`` / ``failed`` / ``missing data``) and its error message."""
+    (``ran`` / ``reused`` / ``failed`` / ``missing data``), its error message and the seconds the
+    whole derivation took (data, chain, derived computation)."""
 
     chain: ChainOutcome
     entry: Entry | None
     status: str
     error: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class DerivedTask:
+    """An entry of kind ``kind`` to derive from ``task``'s chain (see :func:`derived_from_chain`):
+    keyed by ``{"chain": <the chain's record>, **record}`` and ``code``, computed by
+    ``compute(entry, full_result, data)``. For ``executor="ray"`` ``compute`` travels to the
+    worker (pickled by value by Ray, closures included), so it must not hold open files or
+    in-memory state that only the driver has."""
+
+    task: ChainTask
+    kind: str
+    record: Mapping[str, Any]
+    code: str
+    compute: Callable[[Entry, GPEDResult, GPEDData], None]
+
+
+def _derived_entry(item: DerivedTask, store: ResultsStore, started: float
+                   ) -> tuple[GPEDData, dict, Entry] | DerivedOutcome:
+    """The data, the chain's record and the derived entry of ``item`` -- or, when the data are
+    missing or the chain cannot be built, the outcome saying so."""
+    task = item.task
+    try:
+        device = resolve_device(task.config.device)
+        data = load_data(task.data, device)
+        chain_record = build_chain(data, task.config, task.students).record()
+    except DatasetNotFoundError as exc:
+        outcome = ChainOutcome(task, "missing data", error=str(exc), seconds=time.perf_counter() - started)
+        return DerivedOutcome(outcome, None, "missing data", str(exc), time.perf_counter() - started)
+    except Exception as exc:  # noqa: BLE001 -- recorded, the caller goes on
+        error = f"{type(exc).__name__}: {exc}"
+        return DerivedOutcome(ChainOutcome(task, "failed", error=error, seconds=time.perf_counter() - started),
+                              None, "failed", error, time.perf_counter() - started)
+    return data, chain_record, store.entry(item.kind, {"chain": chain_record, **item.record}, item.code)
+
+
+def _reused(item: DerivedTask, store: ResultsStore, entry: Entry, chain_record: Mapping[str, Any],
+            started: float, progress: bool) -> DerivedOutcome:
+    """A complete derived entry read back: the chain is neither run nor loaded (its compact tables
+    are read when stored)."""
+    chain_entry = store.entry("chain", chain_record, chain_code())
+    result = result_from_entry(chain_entry) if chain_entry.complete else None
+    outcome = ChainOutcome(item.task, "reused", result, seconds=time.perf_counter() - started, entry=chain_entry)
+    if progress:
+        print(f"{item.task.label}: {item.kind} reused (chain not loaded)", flush=True)
+    return DerivedOutcome(outcome, entry, "reused", seconds=time.perf_counter() - started)
 
 
 def derived_from_chain(task: ChainTask, store: ResultsStore, kind: str, record: Mapping[str, Any], code: str,
@@ -340,37 +388,94 @@ def derived_from_chain(task: ChainTask, store: ResultsStore, kind: str, record: 
     data)`` from the chain's full result (:func:`~gped_kit.experiments.chains.run_chains` with
     ``requires_state``: reloaded from its checkpoint, resumed, or run). ``recompute`` sets both the
     chain and the derived entry aside and computes them afresh. A missing data set or a failure is
-    recorded in the outcome, not raised."""
+    recorded in the outcome, not raised. :func:`run_derived` does this for many, locally or on Ray."""
+    return _derive(DerivedTask(task, kind, dict(record), code, compute), store, recompute, progress)
+
+
+def _derive(item: DerivedTask, store: ResultsStore, recompute: bool, progress: bool) -> DerivedOutcome:
     started = time.perf_counter()
-    try:
-        device = resolve_device(task.config.device)
-        data = load_data(task.data, device)
-        chain_record = build_chain(data, task.config, task.students).record()
-    except DatasetNotFoundError as exc:
-        outcome = ChainOutcome(task, "missing data", error=str(exc), seconds=time.perf_counter() - started)
-        return DerivedOutcome(outcome, None, "missing data", str(exc))
-    except Exception as exc:  # noqa: BLE001 -- recorded, the caller goes on
-        error = f"{type(exc).__name__}: {exc}"
-        return DerivedOutcome(ChainOutcome(task, "failed", error=error, seconds=time.perf_counter() - started),
-                              None, "failed", error)
-    full_record = {"chain": chain_record, **record}
-    entry = store.entry(kind, full_record, code)
+    prepared = _derived_entry(item, store, started)
+    if isinstance(prepared, DerivedOutcome):
+        return prepared
+    data, chain_record, entry = prepared
     if entry.complete and not recompute:
-        chain_entry = store.entry("chain", chain_record, chain_code())
-        result = result_from_entry(chain_entry) if chain_entry.complete else None
-        outcome = ChainOutcome(task, "reused", result, seconds=time.perf_counter() - started, entry=chain_entry)
-        if progress:
-            print(f"{task.label}: {kind} reused (chain not loaded)", flush=True)
-        return DerivedOutcome(outcome, entry, "reused")
+        return _reused(item, store, entry, chain_record, started, progress)
+    task = item.task
     run_task = dataclasses.replace(task, data=data, name=task.label)
     outcome = run_chains([run_task], store, recompute=recompute, progress=progress, requires_state=True).outcomes[0]
     outcome = dataclasses.replace(outcome, task=task)
     if outcome.result is None:
-        return DerivedOutcome(outcome, None, outcome.status, outcome.error)
+        return DerivedOutcome(outcome, None, outcome.status, outcome.error, time.perf_counter() - started)
     full = outcome.result
     outcome.result = result_from_entry(outcome.entry)  # the compact tables: the full state is not kept
     try:
-        entry, status = store.cached(kind, full_record, code, lambda e: compute(e, full, data), recompute=recompute)
+        entry, status = store.cached(item.kind, entry.record, item.code, lambda e: item.compute(e, full, data),
+                                     recompute=recompute)
     except Exception as exc:  # noqa: BLE001 -- recorded, the caller goes on
-        return DerivedOutcome(outcome, None, "failed", f"{kind}: {type(exc).__name__}: {exc}")
-    return DerivedOutcome(outcome, entry, status)
+        return DerivedOutcome(outcome, None, "failed", f"{item.kind}: {type(exc).__name__}: {exc}",
+                              time.perf_counter() - started)
+    return DerivedOutcome(outcome, entry, status, seconds=time.perf_counter() - started)
+
+
+def compute_derived(item: DerivedTask, store_root: str, recompute: bool, progress: bool) -> dict[str, Any]:
+    """One derived entry on a worker of a distributed executor: :func:`derived_from_chain` through
+    the store at ``store_root``; what the driver needs to read the outcome back from the store."""
+    out = _derive(item, ResultsStore(store_root), recompute, progress)
+    chain = out.chain
+    return {"status": out.status, "error": out.error, "seconds": out.seconds,
+            "record": out.entry.record if out.entry is not None else None,
+            "chain_status": chain.status, "chain_error": chain.error, "chain_seconds": chain.seconds,
+            "chain_record": chain.entry.record if chain.entry is not None else None}
+
+
+def run_derived(items: Sequence[DerivedTask], store: ResultsStore, recompute: bool = False, progress: bool = True,
+                executor: str | ChainExecutor = "local", address: str | None = None) -> list[DerivedOutcome]:
+    """Every item's derived entry (:func:`derived_from_chain`), in item order.
+
+    ``executor="local"`` derives them one after another in this process. ``"ray"`` first decides
+    on the driver which entries are stored (reused without running anything), then derives each
+    missing one as a Ray task -- its chain (run, resumed from its checkpoint, or reloaded) and the
+    derived computation together on one worker, since the chain's full state (networks, U_o
+    stores, snapshots) is what the computation needs and is not sent back -- requesting one GPU
+    when the task's device is CUDA, one CPU otherwise. Workers write to the shared, file-locked
+    store (a directory every node sees at the same path); the driver reads the entries back. A
+    worker that dies is retried by Ray and resumes the chain from its last checkpoint; a failure
+    for a real reason (divergence, missing data, an error in ``compute``) is recorded in its
+    outcome and the others go on, as locally."""
+    runner = make_executor(executor, address)
+    if isinstance(runner, LocalExecutor):
+        return [_derive(item, store, recompute, progress) for item in items]
+    outcomes: list[DerivedOutcome | None] = [None] * len(items)
+    submit: list[int] = []
+    gpus: list[bool] = []
+    for i, item in enumerate(items):
+        started = time.perf_counter()
+        prepared = _derived_entry(item, store, started)
+        if isinstance(prepared, DerivedOutcome):
+            outcomes[i] = prepared
+        elif prepared[2].complete and not recompute:
+            outcomes[i] = _reused(item, store, prepared[2], prepared[1], started, progress)
+        else:
+            submit.append(i)
+            gpus.append(resolve_device(item.task.config.device).type == "cuda")
+    root = str(store.root.resolve())
+    jobs = [(dataclasses.replace(items[i], task=dataclasses.replace(items[i].task, name=items[i].task.label)),
+             root, recompute, progress) for i in submit]
+
+    def done(index: int, got: dict[str, Any]) -> None:
+        i = submit[index]
+        item = items[i]
+        chain_entry = store.entry("chain", got["chain_record"], chain_code()) if got["chain_record"] else None
+        result = result_from_entry(chain_entry) if chain_entry is not None and chain_entry.complete else None
+        chain = ChainOutcome(item.task, got["chain_status"], result, got["chain_error"], got["chain_seconds"],
+                             entry=chain_entry)
+        entry = store.entry(item.kind, got["record"], item.code) if got["record"] is not None else None
+        outcomes[i] = DerivedOutcome(chain, entry, got["status"], got["error"], got["seconds"])
+        if progress:
+            print(f"[{i + 1}/{len(items)}] {item.task.label}: {item.kind} {got['status']} ({got['seconds']:.1f} s "
+                  f"on {runner.describe()}; chain {got['chain_status']})"
+                  + (f" -- {got['error'].splitlines()[0]}" if got["error"] else ""), flush=True)
+
+    if jobs:  # everything stored (or failed before computing): no cluster is needed
+        runner.map(compute_derived, jobs, gpus, done)
+    return [o for o in outcomes if o is not None]

@@ -47,7 +47,7 @@ from ..engine import GPEDConfig, GPEDResult, StudentConfig
 from ..models.build import ModelSpec
 from ..models.cost import count_flops
 from ..models.presets import ArchSpec, build_network, count_parameters
-from .chains import ChainOutcome, ChainTask, DerivedOutcome, derived_from_chain
+from .chains import ChainOutcome, ChainTask, DerivedOutcome, DerivedTask, run_derived
 from .paper import OneThinningSettings, paper_model, teacher_config
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
@@ -408,12 +408,15 @@ def _raise_unless_done(outcome: DerivedOutcome, what: str) -> Entry:
 
 def run_comparison(settings: ComparisonSettings, store: ResultsStore, seed: int = 0, device: str = "auto",
                    data_root: str | None = None, recompute: bool = False, progress: bool = True,
-                   task: ChainTask | None = None) -> ComparisonRun:
+                   task: ChainTask | None = None, executor: str = "local", address: str | None = None
+                   ) -> ComparisonRun:
     """The MNIST comparison end to end through ``store``: a derived entry of kind ``"comparison"`` keyed
     by the chain's record and Hydra's configuration, computed only when missing (the chain is then run,
     resumed or reloaded with its full state, Hydra trained on its snapshots and every table written).
-    ``task`` replaces :func:`comparison_task`'s chain (other data, e.g. in tests). Raises
-    ``RuntimeError`` when the chain or the comparison failed or its data are missing."""
+    ``task`` replaces :func:`comparison_task`'s chain (other data, e.g. in tests). ``executor="ray"``
+    computes a missing entry, with its chain, as a Ray task at ``address`` (one GPU when the chain's
+    device is CUDA; :func:`~gped_kit.experiments.chains.run_derived`). Raises ``RuntimeError`` when
+    the chain or the comparison failed or its data are missing."""
     task = task or comparison_task(settings, seed, device, data_root)
     config = hydra_config(settings)
 
@@ -431,8 +434,8 @@ def run_comparison(settings: ComparisonSettings, store: ResultsStore, seed: int 
         entry.write_table("kd_variants", kd_variants(result.summary))
         entry.write_table("hydra_history", pd.DataFrame(trained.history, columns=["phase", "step", "loss"]))
 
-    outcome = derived_from_chain(task, store, "comparison", {"hydra": record(config)}, comparison_code(), compute,
-                                 recompute, progress)
+    item = DerivedTask(task, "comparison", {"hydra": record(config)}, comparison_code(), compute)
+    outcome = run_derived([item], store, recompute, progress, executor, address)[0]
     entry = _raise_unless_done(outcome, f"comparison chain {task.label}")
     return ComparisonRun(outcome.chain, outcome.status, entry, entry.table("comparison"), entry.table("memory"),
                          entry.table("kd_variants"), entry.table("hydra_history"))
@@ -492,10 +495,12 @@ def _read_maps(entry: Entry) -> dict[str, uncertainty.Uncertainties]:
 
 
 def spiral_run(settings: ComparisonSettings, store: ResultsStore, seed: int = 0, device: str = "auto",
-               recompute: bool = False, progress: bool = True) -> SpiralRun:
+               recompute: bool = False, progress: bool = True, executor: str = "local",
+               address: str | None = None) -> SpiralRun:
     """The spiral toy end to end through ``store`` (:func:`spiral_task`; a derived entry of kind
     ``"spiral"`` keyed by the chain's record and Hydra's configuration): the comparison table on the
-    test set and the grid (unlabelled), and every uncertainty method's maps on the grid."""
+    test set and the grid (unlabelled), and every uncertainty method's maps on the grid.
+    ``executor``/``address`` as :func:`run_comparison`."""
     task = spiral_task(settings, seed, device)
     config = hydra_config(settings, spiral=True)
 
@@ -508,8 +513,8 @@ def spiral_run(settings: ComparisonSettings, store: ResultsStore, seed: int = 0,
         _write_maps(entry, {m: u for m, (_, u) in comparison_methods(result, data, "fcnn", trained.net, "grid").items()
                             if u is not None})
 
-    outcome = derived_from_chain(task, store, "spiral", {"hydra": record(config)}, comparison_code(), compute,
-                                 recompute, progress)
+    item = DerivedTask(task, "spiral", {"hydra": record(config)}, comparison_code(), compute)
+    outcome = run_derived([item], store, recompute, progress, executor, address)[0]
     entry = _raise_unless_done(outcome, f"spiral chain {task.label}")
     return SpiralRun(outcome.chain, outcome.status, entry, entry.table("comparison"), _read_maps(entry), task.data,
                      entry.table("hydra_history"))

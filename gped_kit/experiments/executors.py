@@ -89,6 +89,8 @@ class RayExecutor(ChainExecutor):
         return f"Ray ({self.address or os.environ.get('RAY_ADDRESS') or 'local cluster'})"
 
     def map(self, fn, jobs, gpus, on_done) -> None:
+        if not jobs:  # nothing to compute: no cluster is joined or started
+            return
         ray = connect_ray(self.address)
         remote = ray.remote(fn)
         pending = {}

@@ -54,7 +54,7 @@ import copy
 import dataclasses
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ from ..models.cost import network_cost
 from ..models.presets import EVAL_CHUNK_SIZE, ArchSpec, cpu_training_layout, inference_network
 from ..models.pruning import PRUNE_CRITERIA, check_criterion, check_eps, mask_network, prune, unit_keep_masks
 from . import paper_tables
-from .chains import ChainTask, chain_code, derived_from_chain
+from .chains import ChainTask, DerivedTask, chain_code, run_derived
 from .paper import FINETUNE_EPOCHS, ChainSettings, paper_model, teacher_config
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
@@ -500,7 +500,7 @@ def search_code() -> str:
 
 
 def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsStore, recompute: bool = False,
-                    progress: bool = True) -> SearchResult:
+                    progress: bool = True, executor: str = "local", address: str | None = None) -> SearchResult:
     """One Experiment 3 data setting through the results store: the search table of ``task``'s
     chain (:func:`experiment3_task`) under ``settings``.
 
@@ -512,7 +512,8 @@ def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsSto
     fine-tuning are computed and the table stored (status ``ran``). ``recompute`` sets the stored
     search and chain aside and computes both again. An absent data set gives status ``missing
     data`` with the loader's message, a failed chain status ``failed`` with its error (nothing is
-    stored for either).
+    stored for either). :func:`run_searches` does this for several data settings, locally or as
+    Ray tasks.
 
     The table has one row per network with the chain's configuration columns and
     ``method`` (``teacher``/``exhaustive``/``group_lasso``), ``stage`` (``teacher``,
@@ -527,25 +528,43 @@ def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsSto
     ``search_seconds`` (costs, pruning, fine-tuning) time the two stages. The teacher row
     carries one teacher network's costs; the ensemble costs ``teacher_samples`` times as much.
     """
-    if not isinstance(task, ChainTask):
-        raise TypeError(f"task must be a ChainTask (see experiment3_task), got {type(task).__name__}")
-    if not isinstance(settings, SearchSettings):
-        raise TypeError(f"settings must be a SearchSettings, got {type(settings).__name__}")
-    started = time.perf_counter()
+    return run_searches([task], settings, store, recompute, progress, executor, address)[0]
+
+
+def _search_compute(settings: SearchSettings) -> Callable[[Entry, GPEDResult, GPEDData], None]:
+    """The computation of a search entry from its chain's full result (runs where the chain is)."""
 
     def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
         stage_started = time.perf_counter()
-        table = search_table(result, settings, store.entry("chain", result.spec.record(), chain_code()).key)
+        table = search_table(result, settings, entry.store.entry("chain", result.spec.record(), chain_code()).key)
         summary = result.summary
         table["chain_seconds"] = float(summary["elapsed_s"].iloc[0]) if "elapsed_s" in summary else math.nan
         table["search_seconds"] = time.perf_counter() - stage_started
         entry.write_table(SEARCH_TABLE, table)
 
-    outcome = derived_from_chain(task, store, SEARCH_KIND, {"settings": record(settings)}, search_code(), compute,
-                                 recompute=recompute, progress=progress)
-    table = outcome.entry.table(SEARCH_TABLE) if outcome.entry is not None else pd.DataFrame()
-    return SearchResult(task.config.model_name, table, outcome.status, outcome.error, outcome.entry,
-                        time.perf_counter() - started, outcome.chain.status)
+    return compute
+
+
+def run_searches(tasks: Sequence[ChainTask], settings: SearchSettings, store: ResultsStore, recompute: bool = False,
+                 progress: bool = True, executor: str = "local", address: str | None = None) -> list[SearchResult]:
+    """:func:`run_experiment3` for several data settings (e.g. one per model), in task order.
+    ``executor="ray"`` computes each missing search -- its chain and the search together, since
+    the search needs the chain's networks and U_o stores -- as a Ray task (one GPU when the
+    chain's device is CUDA) at ``address`` (:func:`~gped_kit.experiments.chains.run_derived`);
+    stored searches are read back on the driver without starting anything."""
+    for task in tasks:
+        if not isinstance(task, ChainTask):
+            raise TypeError(f"task must be a ChainTask (see experiment3_task), got {type(task).__name__}")
+    if not isinstance(settings, SearchSettings):
+        raise TypeError(f"settings must be a SearchSettings, got {type(settings).__name__}")
+    items = [DerivedTask(task, SEARCH_KIND, {"settings": record(settings)}, search_code(), _search_compute(settings))
+             for task in tasks]
+    results = []
+    for task, outcome in zip(tasks, run_derived(items, store, recompute, progress, executor, address)):
+        table = outcome.entry.table(SEARCH_TABLE) if outcome.entry is not None else pd.DataFrame()
+        results.append(SearchResult(task.config.model_name, table, outcome.status, outcome.error, outcome.entry,
+                                    outcome.seconds, outcome.chain.status))
+    return results
 
 
 def _finetune_steps(epochs: float, spec: ChainSpec, thinning: int) -> int:
@@ -907,7 +926,8 @@ def trend_sentence(comparison: pd.DataFrame) -> str:
 __all__ = [
     "METRICS", "COSTS", "METHODS", "METRIC_TARGET", "PRUNE_CRITERIA", "EXPERIMENT3_DATA", "Experiment3Settings",
     "PROFILES", "SearchSettings", "SearchResult", "model_grid", "search_students", "experiment3_task",
-    "experiment3_tasks", "finetune", "evaluate_student", "run_experiment3", "search_table", "search_code",
+    "experiment3_tasks", "finetune", "evaluate_student", "run_experiment3", "run_searches", "search_table",
+    "search_code",
     "load_search_results", "search_candidates", "pareto_front", "best_student", "base_student",
     "experiment3_comparison", "group_beats_exhaustive", "group_vs_exhaustive", "NO_COMPARABLE", "frontier_table",
     "figure_availability", "trend_sentence",

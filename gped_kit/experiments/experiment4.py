@@ -24,7 +24,7 @@ default 2, paper profile 10, the entropy value, so the entropy column gets the p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from ..data.ood import OOD_SETS, ood_available
 from ..engine import GPEDResult, StudentConfig
 from ..models.presets import ArchSpec
 from . import paper_tables
-from .chains import ChainGrid, ChainTask, DerivedOutcome, FailureReport, derived_from_chain
+from .chains import ChainGrid, ChainTask, DerivedOutcome, DerivedTask, FailureReport, run_derived
 from .experiment3 import PROFILES as SEARCH_PROFILES
 from .experiment3 import Experiment3Settings
 from .paper import OneThinningSettings, paper_model, teacher_config
@@ -316,23 +316,33 @@ def _read_evaluation(entry: Entry, model: str) -> tuple[pd.DataFrame, pd.DataFra
     return entry.table("downstream"), per_input
 
 
+def _evaluation_compute(task: ChainTask, ndcg_trials: int, seed: int) -> Callable[[Entry, GPEDResult, GPEDData], None]:
+    """The computation of an Experiment 4 entry from its chain's full result (runs where the chain is)."""
+
+    def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
+        _write_evaluation(entry, experiment4_evaluate(task, result, ndcg_trials, seed))
+
+    return compute
+
+
 def run_experiment4(tasks: Sequence[ChainTask], store: ResultsStore, settings: Experiment4Settings, seed: int = 0,
-                    recompute: bool = False, progress: bool = True) -> Experiment4Run:
+                    recompute: bool = False, progress: bool = True, executor: str = "local",
+                    address: str | None = None) -> Experiment4Run:
     """Every task's evaluation (:func:`experiment4_evaluate` with ``settings.ndcg_trials`` trials and
     ``seed``) through ``store``: a derived entry of kind ``"experiment4"`` keyed by
     ``{"chain": <chain record>, "ndcg_trials", "seed"}`` and the code of the numerics and this module
-    (:func:`derived_from_chain`), holding the ``downstream`` table and the per-input data
-    uncertainty (float16 arrays). Only a task whose entry is missing runs (or reloads) its chain. A
+    (:func:`~gped_kit.experiments.chains.derived_from_chain`), holding the ``downstream`` table and
+    the per-input data uncertainty (float16 arrays). Only a task whose entry is missing runs (or reloads) its chain. A
     task whose data set is absent is recorded as ``missing data``; a failure is recorded and the
-    others go on (:meth:`Experiment4Run.raise_if_failed` stops a notebook at the end)."""
+    others go on (:meth:`Experiment4Run.raise_if_failed` stops a notebook at the end).
+    ``executor="ray"`` evaluates each missing entry, with its chain, as a Ray task at ``address``
+    (:func:`~gped_kit.experiments.chains.run_derived`)."""
     code = experiment4_code()
     record = {"ndcg_trials": settings.ndcg_trials, "seed": seed}
+    items = [DerivedTask(task, "experiment4", record, code, _evaluation_compute(task, settings.ndcg_trials, seed))
+             for task in tasks]
     evaluations, downstream, per_input = [], [], []
-    for task in tasks:
-        def compute(entry: Entry, result: GPEDResult, data: GPEDData, task: ChainTask = task) -> None:
-            _write_evaluation(entry, experiment4_evaluate(task, result, settings.ndcg_trials, seed))
-
-        outcome = derived_from_chain(task, store, "experiment4", record, code, compute, recompute, progress)
+    for task, outcome in zip(tasks, run_derived(items, store, recompute, progress, executor, address)):
         evaluations.append(outcome)
         if outcome.entry is not None:
             down, values = _read_evaluation(outcome.entry, task.config.model_name)
