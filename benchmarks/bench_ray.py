@@ -58,7 +58,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--masks", type=int, nargs="+", default=[0, 15])
     parser.add_argument("--iterations", type=int, default=2_000)
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="CPUs of the local Ray cluster")
+    parser.add_argument("--local-threads", type=int, default=None,
+                        help="torch threads of the local run (1 = as a Ray worker: then the numbers agree exactly)")
     args = parser.parse_args(argv)
+    if args.local_threads:
+        torch.set_num_threads(args.local_threads)
     tasks = grid(args.sizes, args.masks, args.iterations)
     print(f"{len(tasks)} cells, T = {args.iterations} each; torch {torch.__version__}, {torch.get_num_threads()} "
           f"threads here, {os.cpu_count()} cores; Ray cluster with {args.cpus} one-CPU workers", flush=True)
