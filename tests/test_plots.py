@@ -1,29 +1,37 @@
-"""Tests for gped_kit.viz.plots: every figure is drawn from small hand-made tables (made-up
-numbers) and checked for what it shows; saved figures and tables land in tmp_path."""
+"""Tests for gped_kit.viz.plots, gped_kit.viz.theme and gped_kit.viz.tables (and the thesis
+figures' layout): every figure is drawn from small hand-made tables (made-up numbers) and checked
+for what it shows; saved figures and tables land in tmp_path."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
+from gped_kit.baselines.thesis_toys import ToyResult  # noqa: E402
 from gped_kit.core.uncertainty import from_samples  # noqa: E402
 from gped_kit.experiments.experiment3 import pareto_front, search_candidates  # noqa: E402
+from gped_kit.viz import thesis as thesis_plots  # noqa: E402
 from gped_kit.viz.plots import (  # noqa: E402
     plot_comparison,
     plot_data_uncertainty_joint,
     plot_entropy_agreement,
+    plot_experiment2_vs_paper,
     plot_experiment4_in_distribution,
     plot_learning_curves,
     plot_pareto,
     plot_pareto_figure,
+    plot_uncertainty_grid,
     plot_uncertainty_maps,
     save_figure,
     save_table,
 )
+from gped_kit.viz.tables import full_table, markdown_table, paper_table  # noqa: E402
+from gped_kit.viz.theme import KIT_RC, METHOD_COLORS, kit_theme, method_color, method_colors  # noqa: E402
 
 
 def test_figures_are_drawn_and_saved_as_png_and_pdf(tmp_path):
@@ -90,4 +98,154 @@ def test_uncertainty_maps_and_comparison_figures():
                           "nll": [0.1, 0.2, None], "mu_mae_snapshots": [None, 0.01, 0.02],
                           "mu_mae_teacher": [None, 0.03, 0.04]})
     fig = plot_comparison(table)
-    assert all(len(ax.patches) > 0 for ax in fig.axes[:3])
+    assert len(fig.axes) == 3 * 2  # one row per metric, one column per evaluation set
+    test_nll, grid_nll = fig.axes[0], fig.axes[1]
+    assert len(test_nll.patches) == 2 and test_nll.get_title() == "MNIST test set"
+    assert not grid_nll.axison and "no NLL" in grid_nll.texts[0].get_text()  # unlabelled set: a message, no axes
+    assert all(len(ax.patches) > 0 for ax in fig.axes[2:])
+    assert test_nll.patches[0].get_facecolor() == plt.matplotlib.colors.to_rgba(METHOD_COLORS["KD"])
+
+
+def _rc_snapshot() -> dict:
+    return {k: v for k, v in plt.rcParams.items() if k not in ("backend", "backend_fallback")}
+
+
+def test_theme_is_applied_while_drawing_and_global_settings_are_restored():
+    before = _rc_snapshot()
+    with kit_theme() as rc:
+        assert plt.rcParams["axes.grid"] is True and plt.rcParams["font.size"] == rc["font.size"]
+    assert _rc_snapshot() == before
+    history = pd.DataFrame({"step": [100, 200], "student": ["GPED", "GPED"], "teacher_nll": [0.5, 0.4],
+                            "teacher_accuracy": [0.8, 0.9], "student_nll": [0.7, 0.6], "student_accuracy": [0.7, 0.8],
+                            "entropy_mae": [0.2, 0.1]})
+    fig = plot_learning_curves(history)
+    assert _rc_snapshot() == before  # the plotting function left no global state behind
+    ax = fig.axes[0]
+    assert ax.xaxis.get_gridlines()[0].get_visible() and not ax.spines["top"].get_visible()
+    assert ax.title.get_fontsize() == KIT_RC["axes.titlesize"]
+    assert len(fig.legends) == 1 and all(a.get_legend() is None for a in fig.axes)  # one legend per figure
+    student = [line for line in ax.lines if line.get_label() == "student GPED"][0]
+    assert student.get_color() == METHOD_COLORS["GPED"]
+    plt.close("all")
+
+
+def test_one_colour_per_method_and_shades_for_variants():
+    assert method_color("GPED") == method_color("student GPED") == method_color("GPED-U_s (largest)")
+    assert method_color("EnD2-U_o (largest)") == METHOD_COLORS["EnD2"]
+    assert method_color("Long-chain teacher") == method_color("Ensemble") == method_color("teacher ensemble")
+    colours = method_colors(["GPED", "EnD2", "Hydra", "KD", "Snapshot ensemble", "paper", "GPED (every step)",
+                             "GPED (squared error)", "KD (noise inputs)", "GPED (something new)"])
+    assert len(set(colours.values())) == len(colours)  # every method and variant its own colour
+
+
+def _experiment2(model_rows: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows = [dict(labelled_size=n, masking_rate=r, estimator=e, teacher_nll=1 + r - n / 1e5, nll_gap=0.1 * r,
+                 entropy_mae=0.05 + r / 10)
+            for n in (10_000, 60_000) for r in (0.0, 0.29, 0.51) for e in ("U_o", "U_s")]
+    paper = pd.DataFrame(rows).assign(table="Table 5")
+    return (pd.DataFrame(rows) if model_rows else pd.DataFrame(rows).iloc[:0]), paper
+
+
+def test_experiment2_figures_have_one_readable_legend_outside_the_axes():
+    ours, paper = _experiment2()
+    fig = plot_experiment2_vs_paper(ours, paper, title="t")
+    axes = [a for a in fig.get_axes()] + [a for sub in fig.subfigs for a in sub.get_axes()]
+    assert len({id(a) for a in axes}) == 6 and all(a.get_legend() is None for a in axes)
+    assert len(fig.legends) == 1
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["N = 10,000", "N = 60,000", r"$U_o$ (running mean)", r"$U_s$ (single sample)"]
+    assert [sub._suptitle.get_text() for sub in fig.subfigs] == ["ours", "the paper's Table 5"]
+    plt.close(fig)
+    # the widget's call: axes given, one legend beside the last panel
+    fig, axes = plt.subplots(1, 3)
+    plot_uncertainty_grid(ours, axes=list(axes))
+    assert [a.get_legend() is not None for a in axes] == [False, False, True]
+    plt.close(fig)
+
+
+def test_experiment2_figure_without_our_results_draws_the_papers_row_only():
+    ours, paper = _experiment2(model_rows=False)
+    fig = plot_experiment2_vs_paper(ours, paper.assign(table="Table 7"), x="labelled_size")
+    axes = [a for sub in fig.subfigs for a in sub.get_axes()]
+    assert len(fig.subfigs) == 1 and len(axes) == 3
+    assert all(len(a.lines) > 0 for a in axes)  # no empty axes
+    assert fig.subfigs[0]._suptitle.get_text().startswith("the paper's Table 7")
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["10k", "60k"]
+    plt.close(fig)
+
+
+def test_pareto_figure_leaves_an_isolated_student_off_the_scale_with_an_arrow():
+    table = synthetic_search()
+    fcnn = table[table["model"] == "fcnn"].copy()
+    far = (fcnn["reg_weight"] == 1e-2) & (fcnn["stage"] == "fine-tuned")
+    fcnn.loc[far, "student_nll"] = 2.0
+    fig = plot_pareto_figure(fcnn, "student_nll")
+    low, high = fig.axes[0].get_ylim()
+    assert high < 1.0 and low < 0.3  # the region of the students and the teacher, not stretched to 2.0
+    group = fig.axes[1]
+    notes = [t for t in group.texts if "off the scale" in t.get_text()]
+    assert len(notes) == 1 and notes[0].get_text().startswith("λ = 0.01: 2")
+    assert not any("off the scale" in t.get_text() for t in fig.axes[0].texts)
+    assert len(fig.legends) == 1 and all(a.get_legend() is None for a in fig.axes)
+    plt.close(fig)
+    fig = plot_pareto_figure(table[table["model"] == "fcnn"], "student_nll")  # nothing isolated: no arrows
+    assert not any(t.get_text().endswith("(off the scale)") for a in fig.axes for t in a.texts)
+    plt.close(fig)
+
+
+def test_uncertainty_maps_have_titles_ticks_one_colour_bar_per_column_and_a_legend():
+    maps = {m: from_samples(torch.rand(3, 16, 2).softmax(-1)) for m in ("Teacher", "Hydra")}
+    fig = plot_uncertainty_maps(maps, 4, 2.0, torch.rand(10, 2), torch.tensor([0, 1] * 5), rings=(0.7, 0.85))
+    images = [a for a in fig.axes if a.images]
+    colorbars = [a for a in fig.axes if hasattr(a, "_colorbar")]
+    assert len(images) == 6 and len(colorbars) == 3
+    assert [a.get_title() for a in images[:3]] == ["Teacher: total", "Teacher: data", "Teacher: knowledge"]
+    assert all(len(a.get_xticks()) == 5 for a in images)
+    for col in range(3):  # one colour scale per column (uncertainty kind)
+        assert images[col].images[0].get_clim() == images[col + 3].images[0].get_clim()
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[:2] == ["training points, y = 0", "training points, y = 1"] and "label-noise" in labels[2]
+    plt.close(fig)
+
+
+def _logreg_result() -> ToyResult:
+    rng = np.random.default_rng(0)
+    students = [(m, loss, g) for m in ("batch", "online") for loss in ("cross_entropy", "derivative_square_error")
+                for g in ("resample", "noise")]
+    table = pd.DataFrame(students, columns=["mode", "loss", "generator"]).assign(
+        mean_kl_test=rng.uniform(1e-4, 1e-1, len(students)))
+    axis = np.linspace(-6, 6, 7)
+    arrays = {"grid_axis": axis, "mc_grid": rng.uniform(0, 1, (7, 7)),
+              "student_weights": rng.normal(size=(len(students), 10, 2)),
+              "student_grids": rng.uniform(0, 1, (len(students), 7, 7)), "bag_subsample": rng.normal(size=(200, 2)),
+              "data_x": rng.normal(size=(24, 2)), "data_y": np.arange(24) % 2}
+    return ToyResult(table, arrays, {})
+
+
+def test_thesis_logreg_panels_align_and_the_generator_figure_draws_dots_not_bars():
+    fig = thesis_plots.plot_logreg(_logreg_result(), "noise")
+    fig.canvas.draw()
+    top, bottom = fig.axes[:5], fig.axes[5:10]
+    for a, b in zip(top, bottom):  # the panels of a column share their horizontal extent
+        pa, pb = a.get_position(), b.get_position()
+        assert abs(pa.x0 - pb.x0) < 0.01 and abs(pa.x1 - pb.x1) < 0.01
+    plt.close(fig)
+    fig = thesis_plots.plot_generators(_logreg_result().table)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log" and len(ax.patches) == 0  # no bars on a log axis
+    assert len([line for line in ax.lines if line.get_marker() in ("o", "s")]) == 4
+    plt.close(fig)
+
+
+def test_tables_show_every_row_and_missing_values_as_a_dash(tmp_path):
+    table = pd.DataFrame({"model": [f"m{i}" for i in range(70)], "value": np.r_[np.arange(69) / 7, np.nan]})
+    shown = full_table(table, title="Table X")
+    text, html = repr(shown), shown._repr_html_()
+    assert "m69" in text and "…" not in text and "..." not in text and "nan" not in text.lower()
+    assert text.startswith("Table X") and text.rstrip().endswith("—")
+    assert html.count("<tr") == 71 and "nan" not in html.lower() and "<strong>Table X</strong>" in html
+    assert "| —" in markdown_table(table.tail(1)) and "nan" not in markdown_table(table)
+    paths = save_table(table, "t", tmp_path)
+    assert "nan" not in paths[1].read_text() and "—" in paths[1].read_text()
+    labelled = paper_table(pd.DataFrame({"labelled_size": [10_000], "teacher_nll": [0.9]}), ["teacher_nll"])
+    assert list(labelled.columns) == ["labelled_size", "teacher_nll_paper"]

@@ -3,7 +3,8 @@
 They draw the tables and arrays of :class:`~gped_kit.baselines.thesis_toys.ToyResult` (computed
 by :mod:`gped_kit.baselines.thesis_toys`, stored and read back by
 :func:`gped_kit.experiments.thesis.run_toy`); they compute nothing of the science themselves.
-Stored arrays are mostly float16; they are widened to float64 before drawing.
+Stored arrays are mostly float16; they are widened to float64 before drawing. Every figure is drawn
+in the kit's theme (:mod:`gped_kit.viz.theme`).
 """
 
 from __future__ import annotations
@@ -15,78 +16,98 @@ import numpy as np
 import pandas as pd
 
 from ..baselines.thesis_toys import INPUT_GENERATORS, MOG_TRUE_MEANS, ToyResult
+from .theme import CLASS_COLORS, PALETTE, TEACHER_COLOR, themed
+
+#: Colours of the thesis' students: by distillation loss (cross-entropy, derivative square error)
+#: and by mode (batch, online), the same in every thesis figure.
+LOSS_COLORS = {"CE": PALETTE[0], "DSE": PALETTE[1]}
+MODE_COLORS = {"batch": PALETTE[1], "online": PALETTE[4]}
+MODE_MARKERS = {"batch": "o", "online": "s"}
 
 
 def _f64(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, dtype=float)
 
 
+@themed
 def plot_mog(results: Sequence[ToyResult], title: str = "") -> plt.Figure:
     """Figures 3.1-3.9 of the thesis, one row per data-set size N: the Gibbs histograms of
     m_1, m_2, m_3 with the true means (left), and the true model, p_MC (Eq. 3.6) and the batch
     and online students (Eq. 3.14; right)."""
-    fig, axes = plt.subplots(len(results), 2, figsize=(11, 2.6 * len(results)), squeeze=False)
-    colors = ("tab:red", "tab:green", "tab:blue")
+    fig, axes = plt.subplots(len(results), 2, figsize=(11, 2.6 * len(results) + 0.4), squeeze=False,
+                             layout="constrained")
+    colors = (PALETTE[3], PALETTE[2], PALETTE[0])
     for row, result in zip(axes, results):
         a, n = result.arrays, int(result.table["num_data"].iloc[0])
         edges = _f64(a["hist_edges"])
         for k, counts in enumerate(_f64(a["mean_hist"])):
             row[0].stairs(counts / counts.sum() / np.diff(edges), edges, color=colors[k], fill=True, alpha=0.4,
-                          label=f"m{k + 1}")
+                          label=f"Gibbs samples of m{k + 1} (dashed: its true value)")
             row[0].axvline(MOG_TRUE_MEANS[k], color=colors[k], ls="--", lw=1)
         row[0].set(title=f"N = {n}: posterior of the means (Gibbs)", xlabel="m")
-        row[0].legend(fontsize=7)
         grid = _f64(a["grid"])
         show = (grid > -15) & (grid < 15)
         row[1].plot(grid[show], _f64(a["true_pdf"])[show], "k:", lw=1.5, label="true p(x|w)")
-        row[1].plot(grid[show], _f64(a["p_mc"])[show], "k-", lw=1.5, label="p_MC (Monte Carlo)")
-        row[1].plot(grid[show], _f64(a["batch"])[show], "-", color="tab:orange", lw=1.5, label="batch EM student")
-        row[1].plot(grid[show], _f64(a["online"])[show], "--", color="tab:purple", lw=1.5, label="online EM student")
+        row[1].plot(grid[show], _f64(a["p_mc"])[show], "-", color=TEACHER_COLOR, lw=1.5, label="p_MC (Monte Carlo)")
+        row[1].plot(grid[show], _f64(a["batch"])[show], "-", color=MODE_COLORS["batch"], lw=1.5,
+                    label="batch EM student")
+        row[1].plot(grid[show], _f64(a["online"])[show], "--", color=MODE_COLORS["online"], lw=1.5,
+                    label="online EM student")
         data = _f64(a["data"])
-        row[1].plot(data, np.zeros_like(data), "|", color="gray", ms=8)
+        row[1].plot(data, np.zeros_like(data), "|", color="gray", ms=8, label="the N data points")
         row[1].set(title=f"N = {n}: predictive densities", xlabel="x")
-        row[1].legend(fontsize=7)
+    handles, labels = [], []
+    for ax in axes[0]:
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels) // 2 + len(labels) % 2)
     if title:
-        fig.suptitle(title, y=1.0)
-    fig.tight_layout()
+        fig.suptitle(title)
     return fig
 
 
+@themed
 def plot_online_vs_batch(table: pd.DataFrame, metric: str, x: str, hue: Sequence[str] = (), ylabel: str = "",
                          title: str = "") -> plt.Figure:
     """Distance (``metric``, log scale) and memory (log scale) of batch and online students
     against ``x``, one line per mode and ``hue`` combination."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
     keys = ["mode", *hue]
     for label, rows in table.groupby(keys):
         rows = rows.sort_values(x)
         name = " / ".join(str(v) for v in (label if isinstance(label, tuple) else (label,)))
-        ls = "-" if rows["mode"].iloc[0] == "batch" else "--"
-        axes[0].plot(rows[x], rows[metric], marker="o", ls=ls, label=name)
-        axes[1].plot(rows[x], rows["memory_bytes"], marker="o", ls=ls, label=name)
+        mode = rows["mode"].iloc[0]
+        style = dict(ls="-" if mode == "batch" else "--", marker=MODE_MARKERS.get(mode, "o"),
+                     color=MODE_COLORS.get(mode) if not hue else None)
+        axes[0].plot(rows[x], rows[metric], label=name, **style)
+        axes[1].plot(rows[x], rows["memory_bytes"], label=name, **style)
     axes[0].set(yscale="log", xlabel=x, ylabel=ylabel or metric, title="distance from p_MC")
     axes[1].set(yscale="log", xlabel=x, ylabel="bytes held", title="memory")
     for ax in axes:
         if pd.api.types.is_numeric_dtype(table[x]) and table[x].min() > 0:
             ax.set_xscale("log")
-        ax.legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
+@themed
 def plot_logreg(result: ToyResult, generator: str = "noise", title: str = "") -> plt.Figure:
     """Figures 3.11-3.13, 3.15-3.16 of the thesis for one input generator: top row, the chain's
     samples in weight space (10% shown, grey) with each compact model's S' weights (black);
     bottom row, p(y = 1 | x) of p_MC (Eq. 3.43) and of the four students (Eq. 3.44; batch /
-    online x CE / DSE), with the data (red y = 1, blue y = 0)."""
+    online x CE / DSE), with the data (y = 1 vermillion, y = 0 blue). The panels of a column are
+    aligned, each row shares its axes, one colour bar serves the bottom row."""
     a, table = result.arrays, result.table.reset_index(drop=True)
     chosen = table[table["generator"] == generator]
     if chosen.empty:
         raise ValueError(f"generator={generator!r}: allowed {sorted(table['generator'].unique())}")
     n = len(chosen) + 1
-    fig, axes = plt.subplots(2, n, figsize=(3.1 * n, 6.2), squeeze=False)
+    fig, axes = plt.subplots(2, n, figsize=(2.9 * n + 1.2, 7.4), squeeze=False, sharex="row", sharey="row",
+                             layout="constrained")
     axis = _f64(a["grid_axis"])
     panels = [("p_MC (Monte Carlo)", None, _f64(a["mc_grid"]))] + [
         (f"{r['mode']}, {'CE' if r['loss'] == 'cross_entropy' else 'DSE'}", _f64(a["student_weights"][i]),
@@ -96,31 +117,55 @@ def plot_logreg(result: ToyResult, generator: str = "noise", title: str = "") ->
     x, y = _f64(a["data_x"]), _f64(a["data_y"])
     for col, (name, weights, surface) in enumerate(panels):
         top, bottom = axes[0, col], axes[1, col]
-        top.scatter(*bag[::10].T, s=4, c="0.6")
+        top.scatter(*bag[::10].T, s=4, c="0.6", label="chain samples (10%)")
         if weights is not None:
-            top.scatter(*weights.T, s=18, c="k")
+            top.scatter(*weights.T, s=18, c="k", label="student's S' weights")
         top.set(xlim=(-lim, lim), ylim=(-lim, lim), title=name, xlabel="w1", ylabel="w2" if col == 0 else "")
         top.set_aspect("equal")
+        bottom.grid(False)
         cs = bottom.contourf(axis, axis, surface, levels=np.linspace(0, 1, 11), cmap="RdBu_r")
-        bottom.scatter(*x[y == 1].T, c="red", s=12, edgecolors="k", linewidths=0.4)
-        bottom.scatter(*x[y == 0].T, c="blue", s=12, edgecolors="k", linewidths=0.4)
+        bottom.scatter(*x[y == 1].T, color=CLASS_COLORS[1], s=14, edgecolors="k", linewidths=0.5, label="y = 1")
+        bottom.scatter(*x[y == 0].T, color=CLASS_COLORS[0], s=14, edgecolors="k", linewidths=0.5, label="y = 0")
         bottom.set(xlabel="x1", ylabel="x2" if col == 0 else "")
         bottom.set_aspect("equal")
-    fig.colorbar(cs, ax=axes[1, :].tolist(), shrink=0.8, label="p(y = 1 | x)")
+    fig.colorbar(cs, ax=axes[1, :].tolist(), shrink=0.9, label="p(y = 1 | x)")
+    handles, labels = [], []
+    for ax in (axes[0, 1] if n > 1 else axes[0, 0], axes[1, 0]):  # a student's panel has both top-row markers
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels))
     fig.suptitle(title or f"2-D Bayesian logistic regression, input generator {generator!r}")
     return fig
 
 
+@themed
 def plot_generators(table: pd.DataFrame, metric: str = "mean_kl_test", title: str = "") -> plt.Figure:
-    """Distance from p_MC of every logistic-regression student, grouped by input generator, one
-    bar per (mode, loss) (log scale)."""
-    wide = table.assign(student=table["mode"] + " " + table["loss"].map(
-        {"cross_entropy": "CE", "derivative_square_error": "DSE"})).pivot_table(
-        index="generator", columns="student", values=metric, aggfunc="first")
-    wide = wide.reindex([g for g in INPUT_GENERATORS if g in wide.index])
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    wide.plot.bar(ax=ax, logy=True, rot=0)
-    ax.set(ylabel=metric, xlabel="input generator", title=title or f"{metric} by input generator")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    """Distance from p_MC of every logistic-regression student, grouped by input generator: a dot
+    per student (colour: loss, marker: batch / online) on a log axis (dots, not bars: a bar's
+    length on a log axis means nothing)."""
+    loss_names = {"cross_entropy": "CE", "derivative_square_error": "DSE"}
+    rows = table.assign(loss_name=table["loss"].map(loss_names).fillna(table["loss"]))
+    generators = [g for g in INPUT_GENERATORS if g in set(rows["generator"])]
+    students = list(dict.fromkeys(zip(rows["mode"], rows["loss_name"])))
+    fig, ax = plt.subplots(figsize=(7.5, 3.8), layout="constrained")
+    width = 0.6
+    for j, (mode, loss) in enumerate(students):
+        sel = rows[(rows["mode"] == mode) & (rows["loss_name"] == loss)].set_index("generator")
+        offset = (j - (len(students) - 1) / 2) * width / max(len(students) - 1, 1)
+        xs = [i + offset for i in range(len(generators))]
+        values = [float(sel[metric].get(g, np.nan)) for g in generators]
+        filled = mode == "batch"
+        colour = LOSS_COLORS.get(loss, PALETTE[7])
+        ax.plot(xs, values, ls="none", marker=MODE_MARKERS.get(mode, "o"), ms=8, mew=1.5, color=colour,
+                mfc=colour if filled else "white", label=f"{mode} {loss}")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(generators)), generators)
+    ax.set_xlim(-0.6, len(generators) - 0.4)
+    ax.grid(axis="x", visible=False)
+    ax.grid(axis="y", which="minor", color="0.95", lw=0.6)
+    for i in range(len(generators) - 1):
+        ax.axvline(i + 0.5, color="0.85", lw=0.8)
+    ax.set(ylabel=f"{metric} (log scale)", xlabel="input generator", title=title or f"{metric} by input generator")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="student")
     return fig

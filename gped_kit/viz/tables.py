@@ -1,0 +1,82 @@
+"""Tables as a notebook shows and saves them: complete (every row, every column), missing values
+as "—" (never ``nan``), a title saying whose numbers they are.
+
+:func:`full_table` wraps a DataFrame for display: its HTML and its plain-text form both hold every
+row (pandas would cut a long table to its first and last five rows with "…"), numbers rounded to
+``digits``, missing values as "—". :func:`paper_table` labels a table of the paper's numbers as the
+paper's (columns ``<name>_paper``, the kit's suffix for the paper's values beside ours) when there
+are no numbers of ours to show beside them. :func:`markdown_table` is the Markdown that
+:func:`gped_kit.viz.plots.save_table` writes.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+#: How a missing value is shown in every table of the kit.
+MISSING = "—"
+
+
+def _formatter(digits: int | None):
+    def fmt(value: float) -> str:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return MISSING
+        return f"{value:.{digits}f}" if digits is not None else f"{value:.6g}"
+
+    return fmt
+
+
+class FullTable:
+    """A table shown complete: every row and column, numbers to ``digits`` decimals (None: six
+    significant digits, for tables of the paper's numbers), missing values as "—", with an
+    optional ``title`` above it. Displayed by Jupyter as HTML (and as text where
+    there is no HTML); ``frame`` is the table itself."""
+
+    def __init__(self, frame: pd.DataFrame, title: str | None = None, digits: int | None = 3,
+                 missing: str = MISSING):
+        self.frame = frame
+        self.title = title
+        self.digits = digits
+        self.missing = missing
+
+    def _kwargs(self) -> dict:
+        return dict(na_rep=self.missing, float_format=_formatter(self.digits), max_rows=None, max_cols=None)
+
+    def _repr_html_(self) -> str:
+        body = self.frame.to_html(**self._kwargs(), border=0)
+        title = f"<p><strong>{html.escape(self.title)}</strong></p>\n" if self.title else ""
+        return title + body
+
+    def __repr__(self) -> str:
+        text = self.frame.to_string(**self._kwargs())
+        return f"{self.title}\n{text}" if self.title else text
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+
+def full_table(table: pd.DataFrame, title: str | None = None, digits: int | None = 3,
+               missing: str = MISSING) -> FullTable:
+    """``table`` for display in a notebook, complete (see :class:`FullTable`)."""
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"table must be a pandas DataFrame, got {type(table).__name__}")
+    return FullTable(table, title=title, digits=digits, missing=missing)
+
+
+def paper_table(table: pd.DataFrame, values: Sequence[str], suffix: str = "_paper") -> pd.DataFrame:
+    """A table of the paper's numbers labelled as the paper's: the columns ``values`` (the paper's
+    numbers) renamed ``<name><suffix>``, the other columns (what the rows are) kept."""
+    missing = [c for c in values if c not in table.columns]
+    if missing:
+        raise ValueError(f"table lacks the column(s) {missing}; it has {list(table.columns)}")
+    return table.rename(columns={c: f"{c}{suffix}" for c in values})
+
+
+def markdown_table(table: pd.DataFrame, floatfmt: str = ".3f", missing: str = MISSING) -> str:
+    """``table`` as a Markdown table (no index), numbers with ``floatfmt``, missing values as ``missing``."""
+    cells = table.astype(object).where(table.notna(), None)
+    return cells.to_markdown(index=False, floatfmt=floatfmt, missingval=missing)
