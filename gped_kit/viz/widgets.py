@@ -22,18 +22,32 @@ store's Experiment 3 search tables (:func:`gped_kit.experiments.experiment3.load
 against FLOPs, parameters or latency, with their Pareto frontier, and the architecture and
 numbers of the student selected.
 
-Nothing here computes results or writes results or figures. Example (in JupyterLab)::
+Static images: each explorer keeps a PNG of its current view (:attr:`MaskingExplorer.snapshot_png`,
+:attr:`ParetoExplorer.snapshot_png`: the plots of the view with its text panel), redrawn on every
+change. Displayed in a notebook, an explorer shows its widget and, under it, that PNG as an
+ordinary ``image/png`` output (with a display id, so a change of view replaces it in a live
+JupyterLab), which any viewer of the saved notebook shows without a kernel (e.g. GitHub, which
+draws no widgets). Given a ``figures_dir``, the PNG is also written there under a stable name
+(``explorer_masking_<tag>.png``, ``explorer_pareto_<model>_<tag>.png``) on every change.
+
+Nothing here computes results or writes results; the static images are the only files written.
+Example (in JupyterLab)::
 
     from gped_kit.viz.widgets import MaskingExplorer, ParetoExplorer
-    MaskingExplorer.from_store("../results")
-    ParetoExplorer.from_store("../results")
+    MaskingExplorer.from_store("../results", figures_dir="../figures")
+    ParetoExplorer.from_store("../results", figures_dir="../figures")
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import math
+import os
 import re
+import tempfile
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,8 +57,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import Image as IPyImage
 from IPython.display import display
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from PIL import Image as PILImage
 
 from ..data.sources import load_split
 from ..data.transforms import apply_square_mask, masking_rate
@@ -150,6 +167,138 @@ def plot_masked_examples(images: torch.Tensor, mask_sizes: Sequence[int], seed: 
     return fig
 
 
+# ----------------------------------------------------------------------------- static images
+#: Width (in characters) at which the text panel of a static image is wrapped.
+SNAPSHOT_TEXT_WIDTH = 120
+
+
+def figure_png(fig: Figure, dpi: float | None = None) -> bytes:
+    """``fig`` as PNG bytes (tight bounding box, white background; ``dpi`` None: the figure's)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", facecolor="white", dpi=dpi or fig.dpi)
+    return buf.getvalue()
+
+
+def text_png(lines: Sequence[str], fontsize: float = 9.0, width: int = SNAPSHOT_TEXT_WIDTH) -> bytes:
+    """Lines of plain text as a PNG (monospaced, long lines wrapped at ``width`` characters)."""
+    wrapped = [part for line in lines for part in (textwrap.wrap(line, width, subsequent_indent="  ") or [""])]
+    fig = Figure(figsize=(0.1, 0.1), dpi=100)
+    fig.text(0, 1, "\n".join(wrapped) or " ", va="top", ha="left", family="monospace", fontsize=fontsize)
+    return figure_png(fig)
+
+
+def stack_pngs(pngs: Sequence[bytes | None], vertical: bool = True, gap: int = 10, margin: int = 6) -> bytes:
+    """PNG images put together on a white background, top to bottom (``vertical``) or left to
+    right, each centred across the other direction; None entries are skipped."""
+    images = [PILImage.open(io.BytesIO(png)).convert("RGB") for png in pngs if png]
+    if not images:
+        raise ValueError("stack_pngs needs at least one image")
+    sizes = [im.size for im in images]
+    if vertical:
+        width = max(w for w, _ in sizes)
+        height = sum(h for _, h in sizes) + gap * (len(images) - 1)
+    else:
+        width = sum(w for w, _ in sizes) + gap * (len(images) - 1)
+        height = max(h for _, h in sizes)
+    canvas = PILImage.new("RGB", (width + 2 * margin, height + 2 * margin), "white")
+    pos = margin
+    for im in images:
+        w, h = im.size
+        if vertical:
+            canvas.paste(im, (margin + (width - w) // 2, pos))
+            pos += h + gap
+        else:
+            canvas.paste(im, (pos, margin + (height - h) // 2))
+            pos += w + gap
+    buf = io.BytesIO()
+    canvas.save(buf, format="PNG", optimize=True)
+    return buf.getvalue()
+
+
+def write_png(png: bytes, path: str | Path) -> Path:
+    """Write ``png`` to ``path`` atomically (a temporary file in the same folder, then renamed), so
+    a reader never sees half a file; the folder is created if needed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(png)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _png_bundle(png: bytes, caption: str) -> dict[str, str]:
+    return {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": caption}
+
+
+def _safe_name(value: Any) -> str:
+    """A file-name part: runs of characters other than letters, digits, '.', '-' and '_' become '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "none"
+
+
+class _StaticView:
+    """What both explorers share: the PNG of the current view (:attr:`snapshot_png`), the file it
+    is written to in :attr:`figures_dir`, and the plain ``image/png`` outputs showing it under the
+    widget in a notebook (updated in place through their display ids)."""
+
+    widget: W.Widget
+    snapshot_png: bytes | None
+    snapshot_file: Path | None
+    figures_dir: Path | None
+    tag: str
+
+    def _init_static(self, figures_dir: str | Path | None, tag: str) -> None:
+        self.figures_dir = None if figures_dir is None else Path(figures_dir)
+        self.tag = _safe_name(tag)
+        self.snapshot_png = None
+        self.snapshot_file = None
+        self.snapshot_count = 0  # how many times the static image was made (tests, diagnostics)
+        self._snapshot_handles: list = []
+        self._snapshot_caption = ""
+
+    def snapshot_name(self) -> str:
+        """The file name (without folder) the current view's image is written to."""
+        raise NotImplementedError
+
+    def _snapshot_parts(self) -> tuple[list[str], list[bytes | None]]:
+        """The text lines and the PNGs (plots) of the current view."""
+        raise NotImplementedError
+
+    def _compose_snapshot(self, lines: list[str], pngs: list[bytes | None]) -> bytes:
+        return stack_pngs([text_png(lines), *pngs])
+
+    def _update_snapshot(self) -> None:
+        """Make the static image of the current view, write it to :attr:`figures_dir` and show it
+        in place of the previous one under every displayed copy of the widget."""
+        lines, pngs = self._snapshot_parts()
+        self.snapshot_png = self._compose_snapshot(lines, pngs)
+        self.snapshot_count += 1
+        self._snapshot_caption = " | ".join(lines[:2])
+        if self.figures_dir is not None:
+            self.snapshot_file = write_png(self.snapshot_png, self.figures_dir / self.snapshot_name())
+        bundle = self._snapshot_bundle()
+        for handle in self._snapshot_handles:
+            handle.update(bundle, raw=True)
+
+    def _snapshot_bundle(self) -> dict[str, str]:
+        where = f"; saved as {self.snapshot_file}" if self.snapshot_file is not None else ""
+        return _png_bundle(self.snapshot_png, f"[{self._snapshot_caption}{where}]")
+
+    def _ipython_display_(self) -> None:
+        """Display the widget and, under it, the static image of the current view as a plain
+        ``image/png`` output, kept up to date (display id) while the kernel lives."""
+        display(self._repr_mimebundle_() or {"text/plain": repr(self)}, raw=True)
+        if self.snapshot_png is not None:
+            handle = display(self._snapshot_bundle(), raw=True, display_id=True)
+            if handle is not None:  # None outside IPython, where display only prints
+                self._snapshot_handles.append(handle)
+
+
 # ----------------------------------------------------------------------------- widget
 def _fmt(value: Any, digits: int = 4) -> str:
     try:
@@ -235,7 +384,7 @@ def chain_lengths(rows: pd.DataFrame) -> dict[int, int]:
     return {int(t): int(n) for t, n in sorted(counts.items())}
 
 
-class MaskingExplorer:
+class MaskingExplorer(_StaticView):
     """Masking explorer: masked example images, masking rate, Experiment 2 curves and stored metrics.
 
     Controls (public, so code and tests can drive them): ``mask_size`` (IntSlider 0..min(H, W)),
@@ -248,9 +397,16 @@ class MaskingExplorer:
     the selected cell ringed) and ``metrics_html`` (the selected cell's teacher NLL, NLL gap and
     entropy MAE, or why there is none). If no run is stored at the slider's m, the nearest
     stored mask size of the same (model, N, estimator) is shown and the message says so. The
-    explorer opens on the stored mask size nearest to Figure 3's m = 14 (on m = 14 itself when
-    nothing is stored). ``widget`` is the container to ``display`` (the explorer also displays
-    itself as the last expression of a cell).
+    explorer opens on a stored run: the stored mask size nearest to Figure 3's m = 14 for the
+    model and N shown first (on m = 14 itself only when nothing is stored). ``widget`` is the
+    container of the controls and views.
+
+    Static image: :attr:`snapshot_png` is a PNG of the current view (the text of the rate label
+    and metrics panel, the masked digits and the curves), made again on every change; with
+    ``figures_dir`` it is written to ``<figures_dir>/explorer_masking_<tag>.png``
+    (:attr:`snapshot_file`). Displayed as the last expression of a cell (or with ``display``),
+    the explorer shows the widget and under it that PNG as a plain image output, which viewers
+    without a kernel show and which a live kernel replaces on every change.
 
     Args:
         results: per-student rows of stored chains (e.g. ``ResultsStore(root).load("summary",
@@ -264,6 +420,8 @@ class MaskingExplorer:
         seed: picks the examples and places the squares (``apply_square_mask(..., seed)``).
         num_iterations: the chain length T shown first; None takes the T of the most stored
             chains (ties: the longer chains).
+        figures_dir: where the static image of the view is written (None: nowhere).
+        tag: the end of that file's name (e.g. the notebook's profile).
 
     Raises:
         TypeError, ValueError: bad ``results``, ``images``, ``num_examples`` or
@@ -272,7 +430,9 @@ class MaskingExplorer:
 
     def __init__(self, results: pd.DataFrame, images: torch.Tensor | None = None, dataset: str = "mnist",
                  data_root: str | Path | None = None, num_examples: int = 8, seed: int = 0,
-                 num_iterations: int | None = None) -> None:
+                 num_iterations: int | None = None, figures_dir: str | Path | None = None,
+                 tag: str = "default") -> None:
+        self._init_static(figures_dir, tag)
         self.rows: pd.DataFrame = experiment12_rows(results, dataset=dataset)
         self.results_empty: bool = len(results) == 0
         self.dataset = dataset
@@ -291,6 +451,9 @@ class MaskingExplorer:
         _, _, self.height, self.width = self.examples.shape
         max_m = min(self.height, self.width)
         self.masked_images: torch.Tensor = self.examples.clone()
+        self.images_png: bytes | None = None  # the masked digits as shown (PNG)
+        self.curves_png: bytes | None = None  # the curves as shown (PNG; None when there are none)
+        self._metric_lines: list[str] = []  # the metrics panel as text lines, for the static image
         self.last_highlight: dict | None = None
         self._curves_state: tuple | None = None  # what curves_out shows; redrawn only when it changes
         self._updating = False  # set while options are replaced: one redraw at the end
@@ -344,6 +507,7 @@ class MaskingExplorer:
         explorer = cls(summary, num_iterations=num_iterations, **kwargs)
         explorer.source = str(results_dir)
         explorer._draw_metrics()
+        explorer._update_snapshot()
         return explorer
 
     # ------------------------------------------------------------------ state
@@ -423,9 +587,10 @@ class MaskingExplorer:
 
     # ------------------------------------------------------------------ drawing
     def refresh(self) -> None:
-        """Redraw every view from the controls' current values."""
+        """Redraw every view from the controls' current values, and the static image."""
         self._draw_images()
         self._draw_selection()
+        self._update_snapshot()
 
     def _on_mask_change(self, change: dict) -> None:
         self.refresh()
@@ -433,11 +598,21 @@ class MaskingExplorer:
     def _on_selection_change(self, change: dict) -> None:
         if not self._updating:
             self._draw_selection()
+            self._update_snapshot()
 
     def _on_chain_length_change(self, change: dict) -> None:
         self.table = self._cells(self.chain_length.value)
         self._set_cell_options(keep=True)
         self._draw_selection()
+        self._update_snapshot()
+
+    def snapshot_name(self) -> str:
+        """``explorer_masking_<tag>.png``."""
+        return f"explorer_masking_{self.tag}.png"
+
+    def _snapshot_parts(self) -> tuple[list[str], list[bytes | None]]:
+        head = f"Masking explorer ({self.dataset}), static image of the view: {self.rate_label.value}"
+        return [head, *self._metric_lines], [self.images_png, self.curves_png]
 
     def _draw_selection(self) -> None:
         self._draw_metrics()
@@ -458,8 +633,9 @@ class MaskingExplorer:
                 for i, ax in enumerate(axes[0]):
                     _show_image(ax, self.masked_images[i], region[i, 0], m, vmax, outline=True)
                 fig.subplots_adjust(left=0.01, right=0.99, bottom=0.02, top=0.98, wspace=0.08)
-                display(fig)
+                self.images_png = figure_png(fig)
                 plt.close(fig)
+            display(IPyImage(data=self.images_png))
 
     def _no_run_message(self) -> str:
         m, n = self.mask_size.value, self.labelled_size.value
@@ -480,6 +656,7 @@ class MaskingExplorer:
         row = self.selected_row()
         if row is None:
             self.metrics_html.value = self._no_run_message()
+            self._metric_lines = _html_text(self.metrics_html.value, " | ").splitlines()
             return
         m = self.mask_size.value
         m_eff = int(row["mask_size"])
@@ -501,6 +678,9 @@ class MaskingExplorer:
         body = "".join(f"<td style='padding:2px 8px;text-align:right'>{v}</td>" for _, v in cells)
         parts.append(f"<table><tr>{head}</tr><tr>{body}</tr></table>")
         self.metrics_html.value = "".join(parts)
+        pairs = [f"{k}: {html.unescape(v)}" for k, v in cells]
+        self._metric_lines = ([_html_text(parts[0], " ")] if len(parts) > 1 else []) + [
+            "; ".join(pairs[:5]), "; ".join(pairs[5:])]
 
     def _draw_curves(self) -> None:
         row = self.selected_row()
@@ -515,6 +695,7 @@ class MaskingExplorer:
         with self.curves_out:
             self.curves_out.clear_output(wait=True)
             if rows.empty:
+                self.curves_png = None
                 print("No stored Experiment 2 runs to plot for this model and estimator.")
                 return
             with plt.rc_context():
@@ -523,8 +704,9 @@ class MaskingExplorer:
                 fig.suptitle(f"Experiment 2: {self.model.value}, estimator {self.estimator.value}"
                              f"{self._length_text()} (lines: labelled set size N)", fontsize=11)
                 fig.tight_layout()
-                display(fig)
+                self.curves_png = figure_png(fig)
                 plt.close(fig)
+            display(IPyImage(data=self.curves_png))
 
     # ------------------------------------------------------------------ display
     @property
@@ -544,7 +726,7 @@ class MaskingExplorer:
 
 
 # ============================================================================= Experiment 3
-class ParetoExplorer:
+class ParetoExplorer(_StaticView):
     """Pareto-frontier explorer of an Experiment 3 search (paper 003, Section 4, Figures 2 and 6-13).
 
     Controls (public, so code and tests can drive them): ``model`` (Dropdown of the teacher models
@@ -567,18 +749,28 @@ class ParetoExplorer:
     (``%matplotlib widget``), under which the plot is one live canvas redrawn in place. With the
     static inline backend the plot is an image and the handlers never fire (they are harmless):
     select with the ``point`` dropdown. ``fig`` / ``ax`` are the current plot.
-    ``widget`` is the container to display.
+    ``widget`` is the container of the controls and views.
+
+    Static image: :attr:`snapshot_png` is a PNG of the current view (the plot beside the details
+    panel's text), made again on every change; with ``figures_dir`` it is written to
+    ``<figures_dir>/explorer_pareto_<model>_<tag>.png`` (:attr:`snapshot_file`; one file per model,
+    holding the last view of that model). Displayed as the last expression of a cell (or with
+    ``display``), the explorer shows the widget and under it that PNG as a plain image output,
+    which viewers without a kernel show and which a live kernel replaces on every change.
 
     Args:
         table: Experiment 3 search tables (one row per teacher, searched student and stage, as
             :func:`gped_kit.experiments.experiment3.load_search_results` returns them); may be empty.
+        figures_dir: where the static image of the view is written (None: nowhere).
+        tag: the end of that file's name (e.g. the notebook's profile).
     """
 
     METHOD_OPTIONS = (("exhaustive", "exhaustive"), ("group l1/l2", "group_lasso"), ("both", "both"))
     #: How near (in points) to a student's marker a click or hover must be to find it.
     PICK_RADIUS = 8.0
 
-    def __init__(self, table: pd.DataFrame) -> None:
+    def __init__(self, table: pd.DataFrame, figures_dir: str | Path | None = None, tag: str = "default") -> None:
+        self._init_static(figures_dir, tag)
         if not isinstance(table, pd.DataFrame):
             raise TypeError(f"table must be a pandas DataFrame, got {type(table).__name__}")
         needed = ("model", "method", "stage", "target", "student", "is_base")
@@ -593,6 +785,7 @@ class ParetoExplorer:
         self.fig: plt.Figure | None = None  # the current plot and its axes (see _draw_plot)
         self.ax: plt.Axes | None = None
         self.hover_annotation = None  # the hover tooltip (a matplotlib Annotation) once shown
+        self.plot_png: bytes | None = None  # the plot as shown (PNG; None when nothing is plotted)
         models = sorted(table["model"].dropna().astype(str).unique()) if len(table) else []
         costs = [(label, key) for key, label in COSTS.items() if key in table.columns] or [(COSTS["flops"], "flops")]
         self.model = W.Dropdown(options=models or [("(no stored search)", None)], value=models[0] if models else None,
@@ -615,13 +808,15 @@ class ParetoExplorer:
         self._draw()
 
     @classmethod
-    def from_store(cls, results_dir: str | Path) -> ParetoExplorer:
+    def from_store(cls, results_dir: str | Path, figures_dir: str | Path | None = None,
+                   tag: str = "default") -> ParetoExplorer:
         """An explorer over every Experiment 3 search stored in ``ResultsStore(results_dir)``
         (:func:`gped_kit.experiments.experiment3.load_search_results`); an empty or absent store
-        gives one that says so."""
-        explorer = cls(load_search_results(ResultsStore(results_dir)))
+        gives one that says so. ``figures_dir`` and ``tag`` as for the constructor."""
+        explorer = cls(load_search_results(ResultsStore(results_dir)), figures_dir=figures_dir, tag=tag)
         explorer.source = str(results_dir)
         explorer._draw_details()
+        explorer._update_snapshot()
         return explorer
 
     # ------------------------------------------------------------------ state
@@ -727,6 +922,24 @@ class ParetoExplorer:
     def _draw(self) -> None:
         self._draw_details()
         self._draw_plot()
+        self._update_snapshot()
+
+    def snapshot_name(self) -> str:
+        """``explorer_pareto_<model>_<tag>.png`` (``explorer_pareto_<tag>.png`` without a model)."""
+        model = "" if self.model.value is None else f"{_safe_name(self.model.value)}_"
+        return f"explorer_pareto_{model}{self.tag}.png"
+
+    def _snapshot_parts(self) -> tuple[list[str], list[bytes | None]]:
+        method = dict((v, k) for k, v in self.METHOD_OPTIONS)[self.method.value]
+        metric = METRICS.get(self.metric.value, (self.metric.value,))[0]
+        head = (f"Pareto explorer, static image of the view: model {self.model.value}, {metric} against "
+                f"{COSTS.get(self.cost.value, self.cost.value)}, search: {method}")
+        return [head, *self.status_text.splitlines()], [self.plot_png]
+
+    def _compose_snapshot(self, lines: list[str], pngs: list[bytes | None]) -> bytes:
+        details = text_png(lines[1:], width=60) if len(lines) > 1 else None
+        body = stack_pngs([pngs[0], details], vertical=False) if pngs[0] else details
+        return stack_pngs([text_png(lines[:1]), body])
 
     def _draw_details(self) -> None:
         row = self.selected_row()
@@ -774,10 +987,12 @@ class ParetoExplorer:
                 self.ax.clear()
                 self._plot_into(self.ax, rows)
             self.fig.canvas.draw_idle()
+            self.plot_png = figure_png(self.fig)
             return
         with self.plot_out:
             self.plot_out.clear_output(wait=True)
             if rows.empty:
+                self.plot_png = None
                 print("No stored Experiment 3 search to plot.")
                 return
             with plt.rc_context(), plt.ioff():  # ioff: ipympl must not also show the figure at cell end
@@ -786,11 +1001,13 @@ class ParetoExplorer:
                 self.fig, self.ax = fig, ax
                 fig.canvas.mpl_connect("button_press_event", self._on_canvas_click)
                 fig.canvas.mpl_connect("motion_notify_event", self._on_canvas_motion)
+                self.plot_png = figure_png(fig)
                 if _live_canvas(fig):
                     display(fig.canvas)  # a live canvas: kept open and redrawn in place
                 else:
-                    display(fig)  # a static image (inline backend): handlers stay connected but never fire
-                    plt.close(fig)
+                    plt.close(fig)  # a static image (inline backend): handlers stay connected but never fire
+            if not _live_canvas(fig):
+                display(IPyImage(data=self.plot_png))
 
     def _plot_into(self, ax: plt.Axes, rows: pd.DataFrame) -> None:
         method = None if self.method.value == "both" else self.method.value
