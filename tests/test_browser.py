@@ -251,6 +251,18 @@ def assert_no_widget_errors(page) -> None:
 
 
 # ----------------------------------------------------------------------------- the test
+def open_and_run(context, lab: dict, name: str, marker: str, artifacts: dict, timings: dict):
+    """Open notebook ``name`` in a new page, run all its cells, check for widget errors; the page
+    and the cell holding the explorer built by ``marker``. The page is kept for the failure
+    artifacts under the notebook's two-digit prefix, its run time in ``timings``."""
+    page = context.new_page()
+    artifacts[name[:2]] = page
+    open_notebook(page, lab, name)
+    timings[f"{name[:2]} run all"] = run_all(page, name)
+    assert_no_widget_errors(page)
+    return page, explorer_cell(page, marker)
+
+
 def test_explorers_in_jupyterlab(lab, browser, tmp_path):
     from playwright.sync_api import expect
 
@@ -261,12 +273,7 @@ def test_explorers_in_jupyterlab(lab, browser, tmp_path):
     artifacts: dict = {}  # pages saved if the test fails
     try:
         # ---------------------------------------------------------------- 04: the masking explorer
-        page = context.new_page()
-        artifacts["04"] = page
-        open_notebook(page, lab, NOTEBOOKS[0])
-        timings["04 run all"] = run_all(page, NOTEBOOKS[0])
-        assert_no_widget_errors(page)
-        cell = explorer_cell(page, "MaskingExplorer.from_store")
+        page, cell = open_and_run(context, lab, NOTEBOOKS[0], "MaskingExplorer.from_store", artifacts, timings)
         slider = cell.locator(".widget-slider")
         readout = slider.locator(".widget-readout")
         expect(readout).to_have_text("15")  # opens on a stored run (Experiment 2: m = 0, 15, 20, 25)
@@ -301,12 +308,7 @@ def test_explorers_in_jupyterlab(lab, browser, tmp_path):
         assert_no_widget_errors(page)
 
         # ---------------------------------------------------------------- 05: the Pareto explorer
-        page = context.new_page()
-        artifacts["05"] = page
-        open_notebook(page, lab, NOTEBOOKS[1])
-        timings["05 run all"] = run_all(page, NOTEBOOKS[1])
-        assert_no_widget_errors(page)
-        cell = explorer_cell(page, "ParetoExplorer.from_store")
+        page, cell = open_and_run(context, lab, NOTEBOOKS[1], "ParetoExplorer.from_store", artifacts, timings)
         details = cell.locator(".widget-html-content", has_text="cost axis")
         cost = cell.locator(".widget-dropdown", has=page.locator("label", has_text=re.compile(r"^cost$"))).locator(
             "select")
