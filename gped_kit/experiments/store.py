@@ -74,7 +74,9 @@ def machine_description() -> dict[str, str]:
             "torch": torch.__version__, "python": platform.python_version()}
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename, so a
+    reader never sees half a file; the folder is created if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
@@ -121,7 +123,7 @@ class Entry:
     def write_table(self, name: str, frame: pd.DataFrame) -> None:
         if not name.isidentifier():
             raise ValueError(f"table name {name!r}: must be an identifier")
-        _atomic_write_bytes(self.path / f"{name}.csv", frame.to_csv(index=False).encode())
+        atomic_write_bytes(self.path / f"{name}.csv", frame.to_csv(index=False).encode())
 
     def arrays(self) -> dict[str, np.ndarray]:
         f = self.path / ARRAYS_FILE
@@ -138,14 +140,14 @@ class Entry:
             out[k] = a.astype(dtype) if a.dtype.kind == "f" and dtype is not None else a
         buffer = io.BytesIO()
         np.savez_compressed(buffer, **out)
-        _atomic_write_bytes(self.path / ARRAYS_FILE, buffer.getvalue())
+        atomic_write_bytes(self.path / ARRAYS_FILE, buffer.getvalue())
 
     def finish(self, seconds: float | None = None, device: str | None = None, **extra: Any) -> None:
         """Mark the entry complete (``entry.json``, written last) with what made it."""
         meta = {"schema": SCHEMA_VERSION, "kind": self.kind, "key": self.key, "complete": True, "code": self.code,
                 "record": self.record, "made": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": seconds,
                 "device": device, "machine": machine_description(), **extra}
-        _atomic_write_bytes(self.path / ENTRY_FILE, json.dumps(meta, indent=1, sort_keys=True, default=str).encode())
+        atomic_write_bytes(self.path / ENTRY_FILE, json.dumps(meta, indent=1, sort_keys=True, default=str).encode())
 
     def set_aside(self) -> Path:
         """Move the entry's directory aside (``<key>.old-<time>-<id>``) and return the new path."""

@@ -44,9 +44,7 @@ import base64
 import html
 import io
 import math
-import os
 import re
-import tempfile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,7 +74,7 @@ from ..experiments.experiment3 import (
     search_candidates,
 )
 from ..experiments.experiment12 import REQUIRED_COLUMNS, experiment2_cells
-from ..experiments.store import ResultsStore
+from ..experiments.store import ResultsStore, atomic_write_bytes
 from .plots import EXPERIMENT2_METRICS, plot_pareto, plot_uncertainty_grid
 
 ESTIMATORS = ("U_o", "U_s")
@@ -216,19 +214,10 @@ def stack_pngs(pngs: Sequence[bytes | None], vertical: bool = True, gap: int = 1
 
 
 def write_png(png: bytes, path: str | Path) -> Path:
-    """Write ``png`` to ``path`` atomically (a temporary file in the same folder, then renamed), so
-    a reader never sees half a file; the folder is created if needed."""
+    """Write ``png`` to ``path`` atomically (:func:`~gped_kit.experiments.store.atomic_write_bytes`),
+    so a reader never sees half a file; the folder is created if needed."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(png)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, png)
     return path
 
 
