@@ -36,6 +36,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..core import targets, uncertainty
+from ..engine.checkpoint import CheckpointError, unreadable_reason
 from ..models.presets import ArchSpec, build_network, count_parameters
 from ..progress import Progress
 
@@ -314,8 +315,14 @@ def save_hydra(result: HydraResult, path: str | Path) -> None:
 
 def load_hydra(path: str | Path, arch: ArchSpec | str, input_shape: tuple[int, ...], num_classes: int,
                config: HydraConfig, device: torch.device | str = "cpu") -> HydraResult:
-    """A Hydra written by :func:`save_hydra`, rebuilt on ``arch`` with ``config``'s head shape, in eval mode."""
-    state = torch.load(path, map_location=device, weights_only=True)
+    """A Hydra written by :func:`save_hydra`, rebuilt on ``arch`` with ``config``'s head shape, in eval mode.
+    An unreadable file raises :class:`~gped_kit.engine.checkpoint.CheckpointError` (torch's error chained)."""
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 -- missing, truncated, foreign objects: all unusable
+        raise CheckpointError(f"trained Hydra {path} cannot be read: {unreadable_reason(exc)}. Recompute the entry "
+                              "that holds it (recompute=True) to train it again; torch's own message is chained as "
+                              "the cause.") from exc
     net = build_hydra(arch, input_shape, num_classes, state["num_heads"], config.head_hidden).to(device)
     net.load_state_dict(state["state"])
     net.eval()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,16 @@ class GPEDData:
     identity: Any = None
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the set and the problem unless the data can be used: rows of
+        inputs and labels agree, D and D' are non-empty, every set's inputs have D's shape,
+        ``num_outputs`` is an integer >= 1, integer labels lie in ``[0, num_outputs)``, real-valued
+        targets have shape ``(N,)`` (one output) or ``(N, num_outputs)``, and no input or target
+        holds a NaN or an infinity. Runs on construction (and on every copy, e.g. :meth:`to`), and
+        again when a chain is built from the data, so tensors changed in place after construction
+        are caught before any work; one vectorised pass over each tensor."""
         for name in ("train", "test"):
             x, y = getattr(self, f"{name}_x"), getattr(self, f"{name}_y")
             if x.shape[0] != y.shape[0]:
@@ -64,6 +74,27 @@ class GPEDData:
             raise ValueError(f"data: num_outputs={self.num_outputs!r} must be an integer >= 1")
         if not self.distill_noise_std >= 0:
             raise ValueError(f"data: distill_noise_std={self.distill_noise_std!r} must be >= 0")
+        for name in ("train_y", "test_y"):
+            check_targets(name, getattr(self, name), self.num_outputs)
+        non_finite = self.non_finite_counts()
+        if non_finite:
+            raise ValueError(f"data: non-finite values (NaN or infinity) in {describe_counts(non_finite)}; "
+                             "every loss and prediction that touches them would be NaN: remove or impute them")
+
+    def non_finite_counts(self, names: Sequence[str] | None = None) -> dict[str, int]:
+        """The number of NaN or infinite values in each named set that holds any (``"train_x"``,
+        ``"train_y"``, ``"distill_x"``, ``"test_x"``, ``"test_y"``, ``"ood_x['name']"``; default:
+        all of them). Integer tensors hold none."""
+        tensors = {"train_x": self.train_x, "train_y": self.train_y, "distill_x": self.distill_x,
+                   "test_x": self.test_x, "test_y": self.test_y, **{f"ood_x[{k!r}]": v for k, v in self.ood_x.items()}}
+        counted: dict[int, int] = {}  # D' is often D's inputs: each tensor is read once
+        counts = {}
+        for name in tensors if names is None else names:
+            t = tensors[name]
+            if id(t) not in counted:
+                counted[id(t)] = count_non_finite(t)
+            counts[name] = counted[id(t)]
+        return {name: n for name, n in counts.items() if n}
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -139,6 +170,48 @@ def infer_num_outputs(y: torch.Tensor) -> int:
             raise ValueError(f"data: integer labels must be a vector (N,), got shape {tuple(y.shape)}")
         return int(y.max()) + 1
     return 1 if y.dim() == 1 else int(y.shape[1])
+
+
+def check_targets(name: str, y: torch.Tensor, num_outputs: int) -> None:
+    """``ValueError`` naming the set unless ``y`` fits ``num_outputs``: integer class labels a vector
+    with values in ``[0, num_outputs)``, real-valued targets of shape ``(N,)`` (``num_outputs`` 1)
+    or ``(N, num_outputs)``."""
+    if y.is_complex():
+        raise ValueError(f"data: {name} has complex dtype {y.dtype}; give integer labels or real-valued targets")
+    if not y.is_floating_point():
+        if y.dim() != 1:
+            raise ValueError(f"data: {name} holds integer class labels, which must be a vector (N,), got shape "
+                             f"{tuple(y.shape)}")
+        if y.numel() == 0:
+            return
+        low, high = (int(v) for v in torch.aminmax(y.long()))
+        if low < 0 or high >= num_outputs:
+            outside = int(((y < 0) | (y >= num_outputs)).sum())
+            raise ValueError(f"data: {name} holds class labels from {low} to {high}, but num_outputs={num_outputs} "
+                             f"allows 0 to {num_outputs - 1} ({outside} label(s) outside); give labels in "
+                             "[0, num_outputs) or a larger num_outputs")
+        return
+    if y.dim() == 1 and num_outputs == 1 or y.dim() == 2 and y.shape[1] == num_outputs:
+        return
+    raise ValueError(f"data: {name} holds real-valued (regression) targets of shape {tuple(y.shape)}, but "
+                     f"num_outputs={num_outputs} needs shape (N, {num_outputs})"
+                     + (" or (N,)" if num_outputs == 1 else ""))
+
+
+def count_non_finite(t: torch.Tensor) -> int:
+    """How many entries of ``t`` are NaN or infinite (0 for integer tensors). One reduction when
+    there are none: a finite sum means every entry is finite (an overflowing sum of finite values
+    falls back to the exact count)."""
+    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
+        return 0
+    if bool(torch.isfinite(t.sum())):
+        return 0
+    return int(t.numel() - torch.isfinite(t).sum())
+
+
+def describe_counts(counts: Mapping[str, int]) -> str:
+    """``{"train_x": 3}`` -> ``"train_x (3 values)"``, joined by commas."""
+    return ", ".join(f"{name} ({n} value{'s' if n != 1 else ''})" for name, n in counts.items())
 
 
 def read_dataset(dataset: Dataset, batch_size: int, labelled: bool) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import uuid
 from pathlib import Path
 from typing import Sequence
@@ -102,14 +103,30 @@ def read_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> dic
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 -- truncated zip, unpickling errors, foreign objects: all unusable
         raise CheckpointError(
-            f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); it is left in place for inspection. "
-            "To start this run afresh, move or delete the file (or recompute the result: e.g. recompute=True)."
+            f"checkpoint {path} cannot be read: {unreadable_reason(exc)}. It is left in place for inspection; to "
+            "start this run afresh, move or delete the file (or recompute the result: e.g. recompute=True). "
+            "torch's own message is chained as the cause."
         ) from exc
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(f"checkpoint {path} has format {found!r}, this version writes {FORMAT}; it is left in "
                               "place. Move or delete it to recompute the run.")
     return state
+
+
+def unreadable_reason(exc: BaseException) -> str:
+    """What is wrong with a file that ``torch.load(weights_only=True)`` failed on, in a few words
+    (torch's own message, often a paragraph about ``weights_only``, stays the chained cause)."""
+    if isinstance(exc, EOFError):
+        return "it is empty or cut short"
+    if isinstance(exc, pickle.UnpicklingError):
+        return ("its contents are not tensors and plain data, so the safe reader (weights_only) refused them: it is "
+                "damaged or was not written by gped-kit")
+    if isinstance(exc, OSError):
+        return f"it cannot be opened ({exc.strerror or type(exc).__name__})"
+    if isinstance(exc, RuntimeError) and "zip archive" in str(exc):
+        return "it is not a complete torch archive (truncated or corrupt, e.g. by a full disk or an interrupted copy)"
+    return f"torch could not read it ({type(exc).__name__})"
 
 
 def load_checkpoints(engine: GPEDEngine, paths: Sequence[str | Path | None]) -> list[bool]:

@@ -41,6 +41,7 @@ from ..core.autodiff import Autodiff
 from ..core.estimators import estimates, estimator_init
 from ..core.options import InputGenerator
 from ..core.schema import record
+from ..data.container import describe_counts
 from ..models.presets import ArchSpec
 from .config import student_lr
 from .result import GPEDResult
@@ -375,16 +376,17 @@ class GPEDEngine:
             if not math.isfinite(value):
                 c = self.chains[k]
                 sampler = c.config.sampler
-                hint = sampler.divergence_hint(self.t, c.num_train)
-                raise FloatingPointError(
-                    f"{self._chain_name(k)}{str(sampler.name).upper()} diverged before step {self.t}: the teacher's "
-                    f"minibatch NLL is {value}. {hint[:1].upper()}{hint[1:]}.")
+                what = (f"{self._chain_name(k)}{str(sampler.name).upper()} diverged before step {self.t}: the "
+                        f"teacher's minibatch NLL is {value}")
+                hint = self._data_hint(k, ("train_x", "train_y")) or sampler.divergence_hint(self.t, c.num_train)
+                raise FloatingPointError(f"{what}. {hint[:1].upper()}{hint[1:]}.")
         for j, (values, n) in enumerate(zip(losses, self.steps_since_log)):
             for k, value in enumerate(values):
                 if n and not math.isfinite(value):
                     s = self.chains[k].students[j]
+                    hint = self._data_hint(k, ("distill_x",)) or f"lower its lr={s.config.lr:g}"
                     raise FloatingPointError(f"{self._chain_name(k)}student {s.label!r} diverged before step {self.t} "
-                                             f"(training loss {value}); lower its lr={s.config.lr:g}")
+                                             f"(training loss {value}); {hint}")
         self.chain.train_nll_sum.zero_()
         self.steps_in_nll_sum = 0
         for j, s in enumerate(self.students):
@@ -408,6 +410,17 @@ class GPEDEngine:
             rows_per_chain.append(rows)
         self.steps_since_log = [0] * len(self.steps_since_log)
         return rows_per_chain
+
+    def _data_hint(self, k: int, names: Sequence[str]) -> str | None:
+        """Why chain k diverged when the data behind the failed loss hold NaN or infinite values
+        (changed in place after the chain was built: :meth:`GPEDData.validate` rejects them before);
+        None when they are finite. Reads the data: only called when a divergence is raised."""
+        counts = self.chains[k].data.non_finite_counts(names)
+        if not counts:
+            return None
+        return (f"the chain's data hold non-finite values (NaN or infinity) in {describe_counts(counts)}, so every "
+                "loss that touches them is NaN whatever the step size; they were finite when the chain was built, so "
+                "the tensors were changed in place since: rebuild the data from finite tensors")
 
     def _chain_name(self, k: int) -> str:
         return f"chain {k} of the batch: " if self.batched else ""

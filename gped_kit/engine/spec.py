@@ -140,6 +140,7 @@ def build_chain(data: GPEDData, config: GPEDConfig, students: Sequence[StudentCo
     problem before any sampling starts."""
     if not isinstance(data, GPEDData):
         raise TypeError(f"data must be a GPEDData (gped_kit.data.container), got {type(data).__name__}")
+    data.validate()  # again: its tensors may have been changed in place since it was built
     students = list(students)
     for i, s in enumerate(students):
         if not isinstance(s, StudentConfig):

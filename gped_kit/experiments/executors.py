@@ -14,7 +14,7 @@ from the store and how the rest form batches; an executor then computes the batc
   failed and the grid goes on, as locally.
 
 Ray is optional (``pip install -e .[cluster]``); :func:`connect_ray` joins the cluster at
-``address`` (or ``$RAY_ADDRESS``) or starts a local one.
+``address`` (or ``$RAY_ADDRESS``) or starts a local one (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -67,14 +67,38 @@ def ray_module() -> Any:
 
 
 def connect_ray(address: str | None = None, **init_options: Any) -> Any:
-    """Join the Ray cluster at ``address`` (e.g. ``"ray://head:10001"`` or ``"auto"``; default
-    ``$RAY_ADDRESS``), or start a local one when neither is given; a no-op when already
-    connected. Returns the ``ray`` module."""
+    """Join the Ray cluster at ``address`` (e.g. ``"10.0.0.1:6379"`` or ``"auto"``; default
+    ``$RAY_ADDRESS``); when neither is given, Ray joins the cluster the last ``ray start`` on this
+    machine recorded, else starts a local one. A no-op when already connected. Returns the ``ray``
+    module.
+
+    A cluster that uses token authentication (``ray start`` turns it on whenever a token exists in
+    ``~/.ray/auth_token``, and any local ``ray.init()`` writes one) refuses a process that joins by
+    address without ``RAY_AUTH_MODE=token``; that ``ConnectionError`` is raised with the way out
+    (docs/cluster.md), Ray's error chained."""
     ray = ray_module()
     if not ray.is_initialized():
         address = address or os.environ.get("RAY_ADDRESS") or None
-        ray.init(address=address, include_dashboard=False, log_to_driver=True, **init_options)
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=True, **init_options)
+        except ConnectionError as exc:
+            if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" or not _authentication_refused(exc):
+                raise
+            raise ConnectionError(
+                f"the Ray cluster at {address} refused this process: it uses token authentication and this process "
+                "sends no token. Set RAY_AUTH_MODE=token here (the cluster's token must be in ~/.ray/auth_token or "
+                "$RAY_AUTH_TOKEN) and run again; docs/cluster.md shows the commands. Ray's error is chained as the "
+                "cause.") from exc
     return ray
+
+
+def _authentication_refused(exc: BaseException) -> bool:
+    """Whether Ray's connection error was caused by a missing or wrong authentication token."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return any(type(e).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(e) for e in chain)
 
 
 @dataclass
