@@ -35,12 +35,12 @@ import pandas as pd
 import torch
 from torch.func import functional_call, vmap
 
-from ..core import metrics
 from ..core.adam import bias_corrections
 from ..core.autodiff import Autodiff
 from ..core.estimators import estimates, estimator_init
 from ..core.options import InputGenerator
 from ..core.schema import record
+from ..core.targets import Target
 from ..models.presets import ArchSpec
 from .config import student_lr
 from .result import GPEDResult
@@ -525,57 +525,20 @@ def _store_estimates(store, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return visited.cpu(), estimates(chain_store, visited).cpu()
 
 
-def prediction_metrics(spec: ChainSpec, target, output: torch.Tensor,
+def prediction_metrics(spec: ChainSpec, target: Target, output: torch.Tensor,
                        ensemble: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Test metrics of a student's linked outputs as Algorithm 1 reports them.
-
-    Classification: ``student_nll``/``student_accuracy`` when the first C columns are a
-    predictive distribution, and ``nll_gap`` = student NLL - ensemble NLL. Against the ensemble's
-    estimate of E[g] (when the outputs estimate it): ``target_mae``, and ``entropy_mae`` for
-    entropy targets. Regression (``predictive_mean`` / ``predictive_variance``): ``student_rmse``,
-    ``student_nll`` (Gaussian, the variance target only), ``mean_mae``, and for the variance
-    target ``epistemic_mae`` and ``aleatoric_mae``.
-    """
+    """Test metrics of a student's linked outputs as Algorithm 1 reports them: the target's own
+    (:meth:`~gped_kit.core.targets.Target.evaluate`) against chain ``spec``'s test labels, the
+    teacher ensemble's estimate of the same E[g] (``ensemble[target.name]``, when tracked) and, for a
+    target reporting ``nll_gap``, the ensemble's predictive NLL (its likelihood's
+    ``predictive_metrics``). ``ensemble`` maps target names to the ensemble's estimates (empty
+    before the first sample)."""
     labels = spec.data.test_y.to(output.device)
-    out: dict[str, float] = {}
-    c = spec.data.num_outputs
-    reference = ensemble.get(target.name)
-    if reference is not None:
-        reference = reference.to(output.device)
-    if target.likelihood == "categorical":
-        if target.predictive_classes:
-            probs = output[:, :c]
-            out["student_nll"] = metrics.nll(probs, labels)
-            out["student_accuracy"] = metrics.accuracy(probs, labels)
-        if target.estimates_g and reference is not None:
-            out["target_mae"] = metrics.mae(output, reference)
-            if target.entropy_last:
-                out["entropy_mae"] = metrics.mae(output[:, -1], reference[:, -1])
-        if "student_nll" in out and "predictive" in ensemble:
-            out["nll_gap"] = out["student_nll"] - metrics.nll(ensemble["predictive"].to(output.device), labels)
-        return out
-    from_moments = target.name == "predictive_variance"
-    mean = output.chunk(3, dim=-1)[0] if from_moments else output
-    y = labels.reshape(mean.shape)
-    out["student_rmse"] = metrics.rmse(mean, y)
-    if from_moments:
-        second, aleatoric = output.chunk(3, dim=-1)[1:]
-        variance = aleatoric + (second - mean ** 2).clamp_min(0)
-        out["student_nll"] = metrics.gaussian_nll(mean, variance, y)
-    if reference is not None:
-        ref_mean = reference.chunk(3, dim=-1)[0] if from_moments else reference
-        out["mean_mae"] = metrics.mae(mean, ref_mean)
-        if from_moments:
-            def split(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-                m, sq, a = v.chunk(3, dim=-1)
-                return (sq - m * m).clamp_min(0), a
-            (e_s, a_s), (e_t, a_t) = split(output), split(reference)
-            out["epistemic_mae"] = metrics.mae(e_s, e_t)
-            out["aleatoric_mae"] = metrics.mae(a_s, a_t)
-    if "student_nll" in out and "predictive_variance" in ensemble:
-        teacher = spec.likelihood.predictive_metrics(ensemble, spec.data.test_y)
-        out["nll_gap"] = out["student_nll"] - teacher["nll"]
-    return out
+    ensemble = {name: value.to(output.device) for name, value in ensemble.items()}
+    teacher_nll = None
+    if target.reports("nll_gap") and spec.likelihood.ensemble_target in ensemble:
+        teacher_nll = spec.likelihood.predictive_metrics(ensemble, labels)["nll"]
+    return target.evaluate(output, labels, spec.data.num_outputs, ensemble.get(target.name), teacher_nll)
 
 
 def config_columns(spec: ChainSpec, student, device: torch.device) -> dict[str, Any]:
