@@ -70,12 +70,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from gped_kit.baselines import hydra
-from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.targets import resolve_target
 from gped_kit.data.container import GPEDData
 from gped_kit.data.experiment import DataConfig
 from gped_kit.data.sources import DatasetNotFoundError
-from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
+from gped_kit.engine import GPEDConfig, GPEDEngine
 from gped_kit.engine.config import GroupKey
 from gped_kit.engine.spec import ChainSpec, build_chain
 from gped_kit.experiments import comparison as C
@@ -86,7 +85,7 @@ from gped_kit.experiments import quickstart, samplers
 from gped_kit.experiments.chains import ChainTask, load_data
 from gped_kit.experiments.paper import FINETUNE_EPOCHS, paper_model
 from gped_kit.models.build import instantiate
-from gped_kit.models.presets import ArchSpec, build_network
+from gped_kit.models.presets import build_network
 
 # ----------------------------------------------------------------------------- the model's constants
 #: One H100 SXM5 (80 GB HBM3), NVIDIA's data sheet figures, dense.
@@ -608,16 +607,8 @@ def chains_work(name: str, tasks: Sequence[ChainTask], per_batch: int = 1, notes
 
 
 def quickstart_tasks() -> list[ChainTask]:
-    """Notebook 00's chain with its parameters cell's defaults."""
-    p = quickstart.PROFILES["paper"]
-    config = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=4e-6, prior_precision=10.0, batch_size=100),
-                        num_iterations=p.num_iterations, burn_in=p.burn_in, eval_thinning=p.eval_thinning,
-                        log_every=p.log_every, checkpoint_every=p.checkpoint_every, seed=0)
-    students = (StudentConfig(target="predictive", estimator="U_s", thinning=p.predictive_thinning, batch_size=100,
-                              arch=ArchSpec("fcnn", dropout=0.5), name="predictive (U_s)"),
-                StudentConfig(target="entropy", estimator="U_o", thinning=p.entropy_thinning, batch_size=100,
-                              name="expected entropy (U_o)"))
-    return [ChainTask(DataConfig("mnist", labelled_size=None, mask_size=0, seed=0), config, students)]
+    """Notebook 00's chain with its parameters cell's defaults and the paper profile."""
+    return [quickstart.quickstart_task(quickstart.PROFILES["paper"])]
 
 
 def all_notebooks(only: Sequence[str] = ()) -> list[NotebookWork]:
