@@ -70,12 +70,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from gped_kit.baselines import hydra
-from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.targets import resolve_target
 from gped_kit.data.container import GPEDData
 from gped_kit.data.experiment import DataConfig
 from gped_kit.data.sources import DatasetNotFoundError
-from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
+from gped_kit.engine import GPEDConfig, GPEDEngine
+from gped_kit.engine.config import GroupKey
 from gped_kit.engine.spec import ChainSpec, build_chain
 from gped_kit.experiments import comparison as C
 from gped_kit.experiments import experiment3 as E3
@@ -85,7 +85,7 @@ from gped_kit.experiments import quickstart, samplers
 from gped_kit.experiments.chains import ChainTask, load_data
 from gped_kit.experiments.paper import FINETUNE_EPOCHS, paper_model
 from gped_kit.models.build import instantiate
-from gped_kit.models.presets import ArchSpec, build_network
+from gped_kit.models.presets import build_network
 
 # ----------------------------------------------------------------------------- the model's constants
 #: One H100 SXM5 (80 GB HBM3), NVIDIA's data sheet figures, dense.
@@ -349,11 +349,10 @@ def _rss_child(tasks: Sequence[ChainTask]) -> float:
     step, one ensemble chunk and one evaluation chunk; the process's peak RSS in bytes."""
     engine = GPEDEngine([spec_of(t)[0] for t in tasks])
     engine.step()
-    chain, students, ensemble = engine._state()
-    for key, slots in engine.chains[0].groups.items():
-        engine._distill(key, slots, chain, students, engine.config.burn_in + 1)
+    for key in engine.chains[0].groups:
+        engine.distill_group(key, engine.config.burn_in + 1)
     with _limited(engine, EVAL_CHUNK):
-        engine._accumulate(chain, ensemble)
+        engine.accumulate()
         engine.student_outputs(["test"])
     return _peak_rss()
 
@@ -395,14 +394,14 @@ class KindWork:
     batches: int
     config: GPEDConfig
     teacher: Ops
-    groups: dict[tuple, Ops]
+    groups: dict[GroupKey, Ops]
     accumulate_chunk: Ops  # one chunk of EVAL_CHUNK evaluation inputs
     students_chunk: Ops  # every student on one chunk of EVAL_CHUNK test inputs
     num_eval: int
     num_test: int
     state_per_chain: int
     student_steps_per_chain: int
-    group_sizes: dict[tuple, int] = field(default_factory=dict)  # students per distillation group
+    group_sizes: dict[GroupKey, int] = field(default_factory=dict)  # students per distillation group
     memory: dict[str, float] = field(default_factory=dict)
 
     def totals(self) -> dict[str, Totals]:
@@ -411,7 +410,7 @@ class KindWork:
         out = {"teacher": self.teacher.repeated(T)}
         out["students"] = Totals()
         for key, ops in self.groups.items():
-            out["students"] = out["students"] + ops.repeated(count_after_burn_in(T, B, key[0]))
+            out["students"] = out["students"] + ops.repeated(count_after_burn_in(T, B, key.thinning))
         ensemble = count_after_burn_in(T, B, c.eval_thinning) * self.num_eval / EVAL_CHUNK
         evals = log_evaluations(c) * self.num_test / EVAL_CHUNK + self.num_eval / EVAL_CHUNK
         out["evaluation"] = self.accumulate_chunk.repeated(ensemble) + self.students_chunk.repeated(evals)
@@ -431,15 +430,13 @@ def _limited(engine: GPEDEngine, n: int):
     return _Ctx()
 
 
-def _measure_engine(engine: GPEDEngine) -> tuple[Ops, dict[tuple, Ops], Ops, Ops]:
-    chain, students, ensemble = engine._state()
+def _measure_engine(engine: GPEDEngine) -> tuple[Ops, dict[GroupKey, Ops], Ops, Ops]:
     engine.step()  # warm-up at t = 0 (before burn-in: the teacher only)
     teacher = measure(engine.step)
     t = engine.config.burn_in + 1
-    groups = {key: measure(lambda key=key, slots=slots: engine._distill(key, slots, chain, students, t))
-              for key, slots in engine.chains[0].groups.items()}
+    groups = {key: measure(lambda key=key: engine.distill_group(key, t)) for key in engine.chains[0].groups}
     with _limited(engine, EVAL_CHUNK):
-        accumulate = measure(lambda: engine._accumulate(chain, ensemble))
+        accumulate = measure(engine.accumulate)
         outputs = measure(lambda: engine.student_outputs(["test"]))
     return teacher, groups, accumulate, outputs
 
@@ -500,7 +497,7 @@ def finetune_work(task: ChainTask, settings: E3.Experiment3Settings) -> tuple[To
         if s.regularizer is None:
             continue
         targets = torch.rand(x.shape[0], dim)
-        targets = targets.softmax(-1) if target.name == "predictive" else targets
+        targets = targets.softmax(-1) if target.predictive_classes else targets
         one = measure(lambda: E3.finetune(net, x, targets, target, 1, 1e-3, batch_size=s.batch_size)).repeated(1)
         two = measure(lambda: E3.finetune(net, x, targets, target, 2, 1e-3, batch_size=s.batch_size)).repeated(1)
         steps = int(round(epochs * task.data.labelled_size / task.config.sampler.batch_size / s.thinning))
@@ -610,16 +607,8 @@ def chains_work(name: str, tasks: Sequence[ChainTask], per_batch: int = 1, notes
 
 
 def quickstart_tasks() -> list[ChainTask]:
-    """Notebook 00's chain with its parameters cell's defaults."""
-    p = quickstart.PROFILES["paper"]
-    config = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=4e-6, prior_precision=10.0, batch_size=100),
-                        num_iterations=p.num_iterations, burn_in=p.burn_in, eval_thinning=p.eval_thinning,
-                        log_every=p.log_every, checkpoint_every=p.checkpoint_every, seed=0)
-    students = (StudentConfig(target="predictive", estimator="U_s", thinning=p.predictive_thinning, batch_size=100,
-                              arch=ArchSpec("fcnn", dropout=0.5), name="predictive (U_s)"),
-                StudentConfig(target="entropy", estimator="U_o", thinning=p.entropy_thinning, batch_size=100,
-                              name="expected entropy (U_o)"))
-    return [ChainTask(DataConfig("mnist", labelled_size=None, mask_size=0, seed=0), config, students)]
+    """Notebook 00's chain with its parameters cell's defaults and the paper profile."""
+    return [quickstart.quickstart_task(quickstart.PROFILES["paper"])]
 
 
 def all_notebooks(only: Sequence[str] = ()) -> list[NotebookWork]:
@@ -823,12 +812,12 @@ def compact(works: Sequence[NotebookWork]) -> list[str]:
     return lines
 
 
-def _group_label(key: tuple) -> str:
+def _group_label(key: GroupKey) -> str:
     """A distillation group (H, M', input generator, noise std, derivative matching) in words."""
-    label = f"H={key[0]}"
-    if key[2] != "data":
-        label += f" {key[2]} inputs"
-    return label + (" + derivative" if key[4] else "")
+    label = f"H={key.thinning}"
+    if key.input_generator != "data":
+        label += f" {key.input_generator} inputs"
+    return label + (" + derivative" if key.matches_derivatives else "")
 
 
 def _distinct_models(kinds: Sequence[KindWork]) -> list[KindWork]:
@@ -844,7 +833,7 @@ def _student_step_flops(kind: KindWork) -> float:
     total, n = 0.0, 0
     for key, ops in kind.groups.items():
         students = kind.group_sizes.get(key, 1)
-        steps = count_after_burn_in(kind.config.num_iterations, kind.config.burn_in, key[0])
+        steps = count_after_burn_in(kind.config.num_iterations, kind.config.burn_in, key.thinning)
         total += sum(ops.flops) / kind.K * steps
         n += students * steps
     return total / max(n, 1)

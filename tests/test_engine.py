@@ -9,6 +9,7 @@ from gped_kit.baselines.endd import ENDD
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill, resolve_device, student_lr
 from gped_kit.engine.checkpoint import CheckpointError
+from gped_kit.engine.engine import StepEvents
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import flat
@@ -243,7 +244,7 @@ def test_input_generators_and_derivative_matching_students(digits_data):
     assert len(e.chains[0].groups) == 4  # each generator (and derivative matching) draws its own S'
     # the noise generator draws pure noise with D''s overall pixel moments
     noise_key = students[1].group_key
-    _, x = e._distill_inputs(noise_key)
+    _, x = e.draw_distill_inputs(noise_key)
     mean, std = float(digits_data.distill_x.mean()), float(digits_data.distill_x.std())
     assert x.shape == (1, 100, 1, 8, 8)
     assert abs(float(x.mean()) - mean) < 0.05 and abs(float(x.std()) - std) < 0.05
@@ -296,3 +297,32 @@ def test_engine_applies_the_halving_schedule_to_the_student_state(digits_data):
     e = engine(digits_data, config(num_iterations=140), [StudentConfig(thinning=2, lr=1e-3, lr_halving_epochs=0.5)])
     e.run()
     assert float(e.students[0].lr[0]) == pytest.approx(1e-3 * 0.5 ** ((138 - 100) // 12))
+
+
+def test_event_schedule_is_public_and_step_is_its_composition(digits_data):
+    cfg = config(num_iterations=40, burn_in=10, eval_thinning=5, num_snapshots=2, log_every=40)
+    students = [StudentConfig("predictive", "U_s", thinning=2), StudentConfig("entropy", "U_o", thinning=3),
+                StudentConfig("predictive", "U_o", thinning=2, batch_size=20, name="small")]
+    a, b = engine(digits_data, cfg, students), engine(digits_data, cfg, students)
+    h2, h3, h2_small = (s.group_key for s in students)
+    assert h2 == (2, 100, "data", 0.0, False) and h2.thinning == 2 and h3.batch_size == 100
+    assert a.events(10) == StepEvents(t=10, snapshot=None, accumulate=False, groups=())  # t > B only
+    assert a.events(14).groups == (h2_small, h2) and not a.events(14).accumulate  # sorted: M' = 20 first
+    assert a.events(15) == StepEvents(t=15, snapshot=None, accumulate=True, groups=(h3,))
+    assert a.events(30).groups == (h2_small, h2, h3) and a.events(30).accumulate
+    assert [t for t in range(40) if a.events(t).snapshot is not None] == sorted(a.chains[0].snapshot_at)
+    for t in range(40):
+        a.step()
+        events = b.events(t)
+        b.teacher_step(t)
+        if events.snapshot is not None:
+            b.take_snapshot(events.snapshot)
+        if events.accumulate:
+            b.accumulate()
+        for key in events.groups:
+            b.distill_group(key, t)
+        b.t = t + 1
+    assert torch.equal(teacher(a), teacher(b)) and torch.equal(a.snapshots, b.snapshots)
+    assert all(torch.equal(student(a, j), student(b, j)) for j in range(3))
+    assert a.ensemble_count == b.ensemble_count == 5  # t = 15, 20, ..., 35
+    assert torch.equal(a.ensemble.sums["entropy"], b.ensemble.sums["entropy"])

@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
+from gped_kit.baselines.endd import ENDD
 from gped_kit.core import metrics
 from gped_kit.core.uncertainty import from_dirichlet, from_moments
 from gped_kit.data.ood import OOD_SETS
-from gped_kit.engine import GPEDConfig, GPEDResult
+from gped_kit.engine import GPEDConfig, GPEDResult, StudentConfig
 from gped_kit.experiments import chains as chains_module
 from gped_kit.experiments import experiment4 as E4
 from gped_kit.experiments import paper_tables
@@ -105,7 +106,9 @@ def _hand_built_result(n_test: int = 150, n_ood: int = 60, c: int = 3) -> GPEDRe
 
 def test_downstream_metrics_on_hand_built_outputs_have_known_answers():
     result = _hand_built_result()
-    task = ChainTask(data=None, config=GPEDConfig(num_iterations=10, burn_in=5), students=())
+    students = (StudentConfig("predictive+entropy", "U_o", name="GPED-U_o-base"),
+                StudentConfig(ENDD, "U_o", name="EnD2-U_o-base"))
+    task = ChainTask(data=None, config=GPEDConfig(num_iterations=10, burn_in=5), students=students)
     tables = E4.experiment4_evaluate(task, result, ndcg_trials=15, seed=3)
     down = tables["downstream"].set_index(["method", "metric", "uncertainty"])
     # OOD inputs are near uniform with high knowledge uncertainty: perfectly told apart by the ensemble

@@ -6,7 +6,7 @@ import torch
 from torch.func import vmap
 
 from gped_kit.baselines import endd
-from gped_kit.core import likelihoods
+from gped_kit.core import likelihoods, metrics
 from gped_kit.core import targets as T
 from gped_kit.core.adam import adam_init, adam_update_, bias_corrections
 from gped_kit.core.estimators import estimates, estimator_init, estimator_update_
@@ -148,6 +148,8 @@ def test_endd_target_tempers_smooths_and_links_to_the_dirichlet_mean():
     assert out.shape == (5, 5) and torch.allclose(out[:, :4], torch.softmax(raw, -1), atol=1e-6)
     assert torch.allclose(out[:, 4], raw.exp().sum(-1))
     assert endd.ENDD.predictive_classes and not endd.ENDD.estimates_g
+    assert endd.ENDD.metric_names == ("student_nll", "student_accuracy", "nll_gap")  # no target_mae: not E[g]
+    assert endd.ENDD.has_uncertainties and endd.ENDD.marginal_variance is endd.dirichlet_marginal_variance
     assert endd.endd_target(1.0).name == "endd-T1-s0.001"
     with pytest.raises(ValueError, match="temperature"):
         endd.endd_target(0.0)
@@ -174,6 +176,70 @@ def test_regression_targets_split_predictive_variance_exactly():
     back = T.regression_moments(linked)
     assert torch.allclose(back.mean, raw[:, :2]) and torch.allclose(back.epistemic, raw[:, 2:4].exp(), atol=1e-5)
     assert torch.allclose(back.aleatoric, raw[:, 4:].exp())
+
+
+def test_each_target_names_the_metrics_it_reports():
+    assert T.PREDICTIVE.metric_names == ("student_nll", "student_accuracy", "target_mae", "nll_gap")
+    assert T.ENTROPY.metric_names == ("target_mae", "entropy_mae")
+    assert T.MARGINAL_VARIANCE.metric_names == ("target_mae",)
+    assert T.PREDICTIVE_ENTROPY.metric_names == ("student_nll", "student_accuracy", "target_mae", "entropy_mae",
+                                                 "nll_gap")
+    assert T.PREDICTIVE_MEAN.metric_names == ("student_rmse", "mean_mae")
+    assert T.PREDICTIVE_VARIANCE.metric_names == ("student_rmse", "student_nll", "mean_mae", "epistemic_mae",
+                                                  "aleatoric_mae", "nll_gap")
+    everything = [*T.TARGETS.values(), endd.ENDD]
+    assert sorted(t.name for t in everything if t.reports("entropy_mae")) == [
+        "entropy", "entropy-sq", "predictive+entropy", "predictive+entropy-sq"]
+    assert sorted(t.name for t in everything if t.has_uncertainties) == [
+        "endd", "predictive+entropy", "predictive+entropy-sq"]
+
+
+def test_classification_metrics_known_answers_and_missing_inputs():
+    probs = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
+    entropy = torch.tensor([[0.5], [0.9]])
+    output = torch.cat([probs, entropy], -1)
+    reference = torch.tensor([[0.6, 0.3, 0.1, 0.4], [0.2, 0.2, 0.6, 1.2]])
+    labels = torch.tensor([0, 1])
+    got = T.PREDICTIVE_ENTROPY.evaluate(output, labels, 3, reference, teacher_nll=0.5)
+    nll = -(torch.tensor(0.7).log() + torch.tensor(0.3).log()) / 2
+    assert list(got) == list(T.PREDICTIVE_ENTROPY.metric_names)
+    assert got["student_nll"] == pytest.approx(float(nll)) and got["student_accuracy"] == 0.5
+    assert got["target_mae"] == pytest.approx(float((output - reference).abs().mean()))
+    assert got["entropy_mae"] == pytest.approx(0.2) and got["nll_gap"] == pytest.approx(float(nll) - 0.5)
+    # before the ensemble has a sample: only what the labels give
+    assert list(T.PREDICTIVE_ENTROPY.evaluate(output, labels, 3)) == ["student_nll", "student_accuracy"]
+    assert T.ENTROPY.evaluate(entropy, labels, 3) == {}
+
+
+def test_regression_metrics_use_the_one_moments_split():
+    # student (m, m^2 + e, a) with e = 0.25, a = 1; teacher with E[mu^2] < E[mu]^2 (round-off): epistemic 0
+    output = torch.tensor([[1.0, 1.25, 1.0], [-1.0, 1.25, 1.0]])
+    reference = torch.tensor([[1.5, 2.0, 0.5], [-1.0, 0.5, 1.0]])
+    y = torch.tensor([2.0, -1.0])
+    got = T.PREDICTIVE_VARIANCE.evaluate(output, y, 1, reference, teacher_nll=1.0)
+    teacher = T.regression_moments(reference)
+    assert torch.equal(teacher.epistemic, torch.tensor([[0.0], [0.0]]))  # floored at 0
+    assert got["student_rmse"] == pytest.approx(0.5 ** 0.5)
+    assert got["student_nll"] == pytest.approx(metrics.gaussian_nll(output[:, :1], torch.full((2, 1), 1.25),
+                                                                    y.view(2, 1)))
+    assert got["mean_mae"] == pytest.approx(0.25) and got["epistemic_mae"] == pytest.approx(0.25)
+    assert got["aleatoric_mae"] == pytest.approx(0.25) and got["nll_gap"] == pytest.approx(got["student_nll"] - 1.0)
+    assert T.PREDICTIVE_MEAN.evaluate(output[:, :1], y, 1, reference[:, :1]) == {
+        "student_rmse": pytest.approx(0.5 ** 0.5), "mean_mae": pytest.approx(0.25)}
+    # the Gaussian likelihood's predictive metrics use the same split
+    assert likelihoods.Gaussian().predictive_metrics({"predictive_variance": output}, y)["nll"] == got["student_nll"]
+    assert T.regression_moments is likelihoods.regression_moments
+
+
+def test_target_metrics_and_decomposition_errors():
+    with pytest.raises(ValueError, match="likelihood='poisson'"):
+        T.custom_target("counts", T.predictive_g, out_dim=1, likelihood="poisson")
+    with pytest.raises(ValueError, match="names"):
+        T.CustomMetrics((), lambda inputs: {})
+    with pytest.raises(TypeError, match="callable"):
+        T.CustomMetrics(("a",), fn=None)
+    with pytest.raises(ValueError, match="'entropy' carries no uncertainty decomposition"):
+        T.ENTROPY.uncertainties(torch.rand(3, 1), 10)
 
 
 def test_likelihoods_mean_nll_and_statistics():

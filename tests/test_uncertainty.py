@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
+from gped_kit.baselines.endd import ENDD
 from gped_kit.core import uncertainty as U
-from gped_kit.core.targets import dirichlet_head, softmax_exp_head
+from gped_kit.core.targets import PREDICTIVE, PREDICTIVE_ENTROPY, dirichlet_head, softmax_exp_head
 
 
 def test_from_samples_identities_on_a_hand_made_ensemble():
@@ -45,18 +46,21 @@ def test_flat_dirichlet_expected_entropy_known_value():
     assert U.dirichlet_expected_entropy(torch.tensor([[1.0, 1.0]])).item() == pytest.approx(0.5, abs=1e-6)
 
 
-def test_from_student_output_for_gped_and_endd_heads():
-
+def test_student_uncertainties_come_from_the_targets_decomposition():
     raw = torch.randn(4, 4)
-    gped = U.from_student_output("predictive+entropy", softmax_exp_head(raw), 3)
+    gped = PREDICTIVE_ENTROPY.uncertainties(softmax_exp_head(raw), 3)
     assert torch.allclose(gped.predictive, torch.softmax(raw[:, :3], -1)) and torch.allclose(gped.data, raw[:, 3].exp())
-    endd = U.from_student_output("endd", dirichlet_head(raw), 4)
+    assert torch.equal(U.from_predictive_entropy_output(softmax_exp_head(raw), 3).data, gped.data)
+    endd = ENDD.uncertainties(dirichlet_head(raw), 4)
     ref = U.from_dirichlet(raw.exp())
     assert torch.allclose(endd.data, ref.data, atol=1e-5) and torch.allclose(endd.predictive, ref.predictive)
-    with pytest.raises(ValueError, match="predictive"):
-        U.from_student_output("predictive", torch.rand(4, 4), 3)
+    assert PREDICTIVE_ENTROPY.has_uncertainties and ENDD.has_uncertainties and not PREDICTIVE.has_uncertainties
+    with pytest.raises(ValueError, match="'predictive' carries no uncertainty decomposition"):
+        PREDICTIVE.uncertainties(torch.rand(4, 4), 3)
     with pytest.raises(ValueError, match=r"shape \(N, 4\)"):
-        U.from_student_output("predictive+entropy", torch.rand(4, 3), 3)
+        PREDICTIVE_ENTROPY.uncertainties(torch.rand(4, 3), 3)
+    with pytest.raises(ValueError, match=r"shape \(N, 4\)"):
+        ENDD.uncertainties(torch.rand(4, 3), 3)
     with pytest.raises(ValueError, match="allowed"):
         U.Uncertainties(torch.rand(2, 2), torch.rand(2), torch.rand(2)).get("epistemic")
     with pytest.raises(ValueError, match="> 0"):

@@ -9,7 +9,9 @@ log-probabilities, U_o their running mean. The teacher sample is heated (tempera
 fixed, Appendix A.4) and mixed with the uniform distribution (``smoothing``) so ln pi stays
 finite. The student's linked output is ``[alpha / alpha_0, alpha_0]`` (the Dirichlet's mean,
 i.e. its predictive distribution, and its precision); its uncertainties come in closed form
-(:func:`gped_kit.core.uncertainty.from_dirichlet`).
+(:func:`gped_kit.core.uncertainty.from_dirichlet_output`), as does its marginal variance
+(:func:`dirichlet_marginal_variance`). It reports the student's NLL, accuracy and NLL gap, not a
+``target_mae`` (its output is not an estimate of E[g]).
 """
 
 from __future__ import annotations
@@ -20,9 +22,18 @@ import torch
 
 from ..core import losses
 from ..core.targets import Target, dirichlet_head
+from ..core.uncertainty import from_dirichlet_output
 
 ENDD_TEMPERATURE = 2.5  # Appendix A.4: fixed training temperature of the prior networks
 ENDD_SMOOTHING = 1e-3  # pi is mixed with the uniform distribution so ln pi stays finite
+
+
+def dirichlet_marginal_variance(output: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """E[pi_c (1 - pi_c)] under the student's Dirichlet, from its linked output
+    ``[alpha/alpha_0, alpha_0]``: ``alpha_c (alpha_0 - alpha_c) / (alpha_0 (alpha_0 + 1))``, (N, C)."""
+    alpha = output[:, :num_classes] * output[:, num_classes:]
+    alpha0 = alpha.sum(-1, keepdim=True)
+    return alpha * (alpha0 - alpha) / (alpha0 * (alpha0 + 1))
 
 
 def endd_target(temperature: float = ENDD_TEMPERATURE, smoothing: float = ENDD_SMOOTHING) -> Target:
@@ -47,16 +58,9 @@ def endd_target(temperature: float = ENDD_TEMPERATURE, smoothing: float = ENDD_S
 
     return Target(name, g, out_dim=lambda c: c, link=dirichlet_head,
                   loss=lambda target, raw: losses.dirichlet_nll(target, raw, temperature),
-                  predictive_classes=True, estimates_g=False)
+                  predictive_classes=True, estimates_g=False, decomposition=from_dirichlet_output,
+                  marginal_variance=dirichlet_marginal_variance)
 
 
 #: EnD2 with the paper's settings.
 ENDD = endd_target()
-
-
-def dirichlet_marginal_variance(output: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """E[pi_c (1 - pi_c)] under the student's Dirichlet, from its linked output
-    ``[alpha/alpha_0, alpha_0]``: ``alpha_c (alpha_0 - alpha_c) / (alpha_0 (alpha_0 + 1))``, (N, C)."""
-    alpha = output[:, :num_classes] * output[:, num_classes:]
-    alpha0 = alpha.sum(-1, keepdim=True)
-    return alpha * (alpha0 - alpha) / (alpha0 * (alpha0 + 1))

@@ -3,9 +3,8 @@
 The engine's step functions differentiate a loss of a parameter dictionary. Under
 ``torch.func.vmap`` (a batch of chains) that must be done with ``torch.func``'s composable
 transforms; for one chain, plain ``torch.autograd`` computes the same gradients with the same
-kernels and less Python overhead (measured on the 2-core CPU: an FCNN minibatch gradient
-~2.2 ms with autograd, ~3.2 ms with ``torch.func.grad``). :class:`Autodiff` names the two
-modes and the functions below compute the same values in either.
+kernels and less Python overhead (a measurement: docs/benchmarks.md). :class:`Autodiff` names
+the two modes and the functions below compute the same values in either.
 """
 
 from __future__ import annotations

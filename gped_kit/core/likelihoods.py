@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch.nn import functional as F
@@ -51,6 +52,29 @@ class Categorical:
         """NLL and accuracy of the ensemble's predictive E[p(y|x, theta)] on labelled data."""
         probs = ensemble[self.ensemble_target]
         return {"nll": metrics.nll(probs, y), "accuracy": metrics.accuracy(probs, y)}
+
+
+class RegressionMoments(NamedTuple):
+    """Per-input regression uncertainties from E[mu], E[mu^2], E[sigma^2] (each (B, D))."""
+
+    mean: torch.Tensor
+    epistemic: torch.Tensor
+    aleatoric: torch.Tensor
+
+    @property
+    def total(self) -> torch.Tensor:
+        """The predictive variance: aleatoric + epistemic."""
+        return self.aleatoric + self.epistemic
+
+
+def regression_moments(values: torch.Tensor) -> RegressionMoments:
+    """Split ``(E[mu], E[mu^2], E[sigma^2])`` values (B, 3D) -- a teacher ensemble's estimate of the
+    ``predictive_variance`` target or a student's linked output -- into the predictive mean E[mu], the
+    epistemic variance Var[mu] = E[mu^2] - E[mu]^2 (floored at 0: Monte Carlo round-off can make the
+    difference negative) and the aleatoric variance E[sigma^2]. The posterior predictive of y (a mixture
+    of Gaussians) has mean E[mu] and variance ``total`` = aleatoric + epistemic."""
+    mean, second, aleatoric = values.chunk(3, dim=-1)
+    return RegressionMoments(mean, (second - mean * mean).clamp_min(0.0), aleatoric)
 
 
 LOG_VARIANCE_MIN, LOG_VARIANCE_MAX = -8.0, 8.0
@@ -95,11 +119,9 @@ class Gaussian:
 
     def predictive_metrics(self, ensemble: dict[str, torch.Tensor], y: torch.Tensor) -> dict[str, float]:
         """Gaussian NLL and RMSE of the ensemble's predictive (mean E[mu], variance E[sigma^2] + Var[mu])."""
-        moments = ensemble[self.ensemble_target]
-        mean, second, aleatoric = moments.chunk(3, dim=-1)
-        variance = aleatoric + (second - mean ** 2).clamp_min(0)
-        y = y.reshape(mean.shape)
-        return {"nll": metrics.gaussian_nll(mean, variance, y), "rmse": metrics.rmse(mean, y)}
+        moments = regression_moments(ensemble[self.ensemble_target])
+        y = y.reshape(moments.mean.shape)
+        return {"nll": metrics.gaussian_nll(moments.mean, moments.total, y), "rmse": metrics.rmse(moments.mean, y)}
 
 
 Likelihood = Categorical | Gaussian

@@ -29,6 +29,12 @@ For regression (Gaussian likelihood, ``D`` output dimensions):
   conditioned when |E[mu]| >> sd(mu) (fitting m^2 + e to E[mu^2] directly is not: an error d in
   m moves e by 2 |m| d).
 
+A target also owns how its students are judged and what they say about uncertainty: its test
+metrics (:attr:`Target.metrics`, :meth:`Target.evaluate`; :meth:`Target.reports` says which it
+gives), its uncertainty decomposition (:meth:`Target.uncertainties`; the ``predictive+entropy``
+targets and EnD2) and its estimate of the marginal variance. The engine and the experiments only
+call these, so a new target is one definition: its metrics then appear in every run's summary.
+
 The EnD2 baseline is a target too (:mod:`gped_kit.baselines.endd`); any callable
 ``g(statistics) -> (B, D)`` can be wrapped with :func:`custom_target`.
 """
@@ -36,29 +42,173 @@ The EnD2 baseline is a target too (:mod:`gped_kit.baselines.endd`); any callable
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Protocol
 
 import torch
 from torch.nn import functional as F
 
-from . import losses
+from . import losses, uncertainty
+from .likelihoods import regression_moments
+from .metrics import accuracy, gaussian_nll, mae, nll, rmse
 
 TensorFn = Callable[[torch.Tensor], torch.Tensor]
+#: A decomposition of a student's linked outputs (N, D) for C classes into total, data and knowledge
+#: uncertainty (:mod:`gped_kit.core.uncertainty`).
+Decomposition = Callable[[torch.Tensor, int], uncertainty.Uncertainties]
+
+
+# ------------------------------------------------------------------------------ metrics of a student
+class MetricInputs(NamedTuple):
+    """What a target's test metrics are computed from (all on one device): ``output``, the student's
+    linked outputs (N, D); ``labels``, the test labels (N,) or regression targets; ``num_outputs``, C
+    classes or D regression dimensions; ``reference``, the teacher ensemble's estimate of E[g] for the
+    same target (N, D), None when the chain has none yet; ``teacher_nll``, the teacher ensemble's
+    predictive NLL on the test set, None when not available."""
+
+    output: torch.Tensor
+    labels: torch.Tensor
+    num_outputs: int
+    reference: torch.Tensor | None = None
+    teacher_nll: float | None = None
+
+
+class TargetMetrics(Protocol):
+    """A target's test metrics: ``names``, every metric it reports when the reference and the teacher's
+    NLL are given (in column order); called on :class:`MetricInputs`, it returns those it can compute
+    (a subset of ``names``, in that order)."""
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    def __call__(self, inputs: MetricInputs) -> dict[str, float]: ...
 
 
 @dataclass(frozen=True)
+class ClassificationMetrics:
+    """Metrics of a categorical target's student (Section 4.2).
+
+    ``predictive``: the first C linked outputs are a predictive distribution; reports
+    ``student_nll``, ``student_accuracy`` and ``nll_gap`` = student NLL - teacher ensemble NLL.
+    ``target_mae``: the linked outputs estimate E[g]; reports ``target_mae``, the mean absolute
+    error against the ensemble's estimate. ``entropy_mae`` (with ``target_mae``): the last column is
+    the expected entropy E[H]; reports its MAE (the paper's "MAE (Entropy)").
+    """
+
+    predictive: bool = False
+    target_mae: bool = True
+    entropy_mae: bool = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        wanted = (("student_nll", self.predictive), ("student_accuracy", self.predictive),
+                  ("target_mae", self.target_mae), ("entropy_mae", self.target_mae and self.entropy_mae),
+                  ("nll_gap", self.predictive))
+        return tuple(name for name, on in wanted if on)
+
+    def __call__(self, inputs: MetricInputs) -> dict[str, float]:
+        output, labels, c, reference, teacher_nll = inputs
+        out: dict[str, float] = {}
+        if self.predictive:
+            probs = output[:, :c]
+            out["student_nll"] = nll(probs, labels)
+            out["student_accuracy"] = accuracy(probs, labels)
+        if self.target_mae and reference is not None:
+            out["target_mae"] = mae(output, reference)
+            if self.entropy_mae:
+                out["entropy_mae"] = mae(output[:, -1], reference[:, -1])
+        if self.predictive and teacher_nll is not None:
+            out["nll_gap"] = out["student_nll"] - teacher_nll
+        return out
+
+
+@dataclass(frozen=True)
+class RegressionMetrics:
+    """Metrics of a Gaussian-likelihood target's student.
+
+    With ``moments`` False the linked outputs are the predictive mean: ``student_rmse`` and
+    ``mean_mae`` against the ensemble's E[mu]. With ``moments`` True they are (E[mu], E[mu^2],
+    E[sigma^2]) (:func:`regression_moments`): also the Gaussian ``student_nll`` of the predictive
+    (variance aleatoric + epistemic), ``epistemic_mae``, ``aleatoric_mae`` and ``nll_gap``.
+    """
+
+    moments: bool = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        if not self.moments:
+            return ("student_rmse", "mean_mae")
+        return ("student_rmse", "student_nll", "mean_mae", "epistemic_mae", "aleatoric_mae", "nll_gap")
+
+    def __call__(self, inputs: MetricInputs) -> dict[str, float]:
+        output, labels, _, reference, teacher_nll = inputs
+        student = regression_moments(output) if self.moments else None
+        mean = student.mean if student is not None else output
+        y = labels.reshape(mean.shape)
+        out = {"student_rmse": rmse(mean, y)}
+        if student is not None:
+            out["student_nll"] = gaussian_nll(mean, student.total, y)
+        if reference is not None:
+            if student is None:
+                out["mean_mae"] = mae(mean, reference)
+            else:
+                teacher = regression_moments(reference)
+                out["mean_mae"] = mae(mean, teacher.mean)
+                out["epistemic_mae"] = mae(student.epistemic, teacher.epistemic)
+                out["aleatoric_mae"] = mae(student.aleatoric, teacher.aleatoric)
+        if student is not None and teacher_nll is not None:
+            out["nll_gap"] = out["student_nll"] - teacher_nll
+        return out
+
+
+@dataclass(frozen=True)
+class CustomMetrics:
+    """User-defined metrics: ``fn(inputs) -> {name: value}`` reporting some of ``names``."""
+
+    names: tuple[str, ...]
+    fn: Callable[[MetricInputs], dict[str, float]]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", tuple(self.names))
+        if not self.names or not all(isinstance(n, str) and n for n in self.names):
+            raise ValueError(f"CustomMetrics names={self.names!r}: give the metric names as non-empty strings")
+        if not callable(self.fn):
+            raise TypeError(f"CustomMetrics fn={self.fn!r} must be callable: MetricInputs -> dict[str, float]")
+
+    def __call__(self, inputs: MetricInputs) -> dict[str, float]:
+        return self.fn(inputs)
+
+
+#: Per likelihood, the metrics of a target that names none, from its flags (see :class:`Target`).
+DEFAULT_METRICS: dict[str, Callable[[Target], TargetMetrics]] = {
+    "categorical": lambda t: ClassificationMetrics(predictive=t.predictive_classes, target_mae=t.estimates_g,
+                                                   entropy_mae=t.entropy_last),
+    "gaussian": lambda t: RegressionMetrics(),
+}
+
+
+# ------------------------------------------------------------------------------ targets
+@dataclass(frozen=True)
 class Target:
-    """A posterior expectation E_theta[g] and how a student represents and learns it.
+    """A posterior expectation E_theta[g] and how a student represents, learns and is judged on it.
 
     ``g`` maps the teacher's output statistics ``(B, S)`` to per-example values ``(B, D)``;
     ``out_dim(C) = D`` for C likelihood outputs (classes, or regression dimensions);
     ``link`` maps the student's raw outputs to its prediction of E[g] (or, for EnD2, to the
     Dirichlet's mean and precision); ``loss(target, raw)`` returns per-example losses ``(B,)``;
-    ``predictive_classes`` is True when the first C columns of the student's linked output are
-    a predictive distribution (NLL and accuracy are then reported); ``estimates_g`` is False
-    when the linked output is not an estimate of E[g] (EnD2); ``likelihood`` names the teacher
-    likelihood whose statistics ``g`` reads; ``entropy_last`` is True when the last column is the
-    expected entropy E[H] (its MAE is then reported).
+    ``likelihood`` names the teacher likelihood whose statistics ``g`` reads.
+
+    What the target reports: ``metrics`` (:class:`TargetMetrics`: :class:`ClassificationMetrics`,
+    :class:`RegressionMetrics` or :class:`CustomMetrics`); left None it is built from
+    ``predictive_classes`` (the first C linked outputs are a predictive distribution: NLL,
+    accuracy, NLL gap), ``estimates_g`` (False when the linked output is not an estimate of E[g],
+    as for EnD2: no ``target_mae``) and ``entropy_last`` (the last column is the expected entropy
+    E[H]: ``entropy_mae``) for a categorical target, as :class:`RegressionMetrics` for a Gaussian one.
+    ``decomposition`` turns linked outputs into total / data / knowledge uncertainty (None: the
+    target has none); ``marginal_variance`` turns them into the student's estimate of the
+    per-class marginal variance E[p(y=c|x,theta)(1 - p(y=c|x,theta))] (None: it has none).
+
+    A new target is one definition: its metrics then appear in every run's summary and history
+    (:meth:`evaluate`), and experiment code asks :meth:`reports` which targets give a metric.
     """
 
     name: str
@@ -70,6 +220,46 @@ class Target:
     estimates_g: bool = True
     likelihood: str = "categorical"
     entropy_last: bool = False
+    metrics: TargetMetrics | None = None
+    decomposition: Decomposition | None = None
+    marginal_variance: Callable[[torch.Tensor, int], torch.Tensor] | None = None
+
+    def __post_init__(self) -> None:
+        if self.metrics is None:
+            if self.likelihood not in DEFAULT_METRICS:
+                raise ValueError(f"target {self.name!r}: likelihood={self.likelihood!r} is not known; allowed: "
+                                 f"{sorted(DEFAULT_METRICS)} (or give the target's metrics)")
+            object.__setattr__(self, "metrics", DEFAULT_METRICS[self.likelihood](self))
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """Every test metric a student of this target reports (given the teacher ensemble), in column order."""
+        return tuple(self.metrics.names)
+
+    def reports(self, metric: str) -> bool:
+        """Whether a student of this target reports ``metric`` (e.g. ``"student_nll"``, ``"entropy_mae"``)."""
+        return metric in self.metric_names
+
+    def evaluate(self, output: torch.Tensor, labels: torch.Tensor, num_outputs: int,
+                 reference: torch.Tensor | None = None, teacher_nll: float | None = None) -> dict[str, float]:
+        """The test metrics of a student's linked ``output`` (N, D) against the test ``labels``, the
+        teacher ensemble's estimate of E[g] (``reference``, (N, D)) and its predictive NLL
+        (``teacher_nll``); metrics needing an absent input are left out."""
+        return self.metrics(MetricInputs(output, labels, num_outputs, reference, teacher_nll))
+
+    @property
+    def has_uncertainties(self) -> bool:
+        """Whether a student of this target decomposes its uncertainty (:meth:`uncertainties`)."""
+        return self.decomposition is not None
+
+    def uncertainties(self, output: torch.Tensor, num_classes: int) -> uncertainty.Uncertainties:
+        """Total, data and knowledge uncertainty of a student's linked ``output`` (N, D) for C =
+        ``num_classes`` classes; ``ValueError`` when the target carries no decomposition."""
+        if self.decomposition is None:
+            raise ValueError(f"target {self.name!r} carries no uncertainty decomposition; targets with one: "
+                             f"{sorted(n for n, t in TARGETS.items() if t.has_uncertainties)} and EnD2 "
+                             "(gped_kit.baselines.endd)")
+        return self.decomposition(output, num_classes)
 
 
 # ------------------------------------------------------------------------------ output heads
@@ -192,49 +382,35 @@ def predictive_entropy_target(entropy_loss: str = "absolute") -> Target:
 
     name = "predictive+entropy" if entropy_loss == "absolute" else "predictive+entropy-sq"
     return Target(name, predictive_entropy_g, out_dim=lambda c: c + 1, link=softmax_exp_head, loss=loss,
-                  predictive_classes=True, entropy_last=True)
+                  predictive_classes=True, entropy_last=True,
+                  decomposition=uncertainty.from_predictive_entropy_output)
 
 
 PREDICTIVE = Target("predictive", predictive_g, out_dim=lambda c: c, link=softmax_head, loss=losses.cross_entropy,
                     predictive_classes=True)
 ENTROPY = entropy_target("absolute")
 MARGINAL_VARIANCE = Target("marginal_variance", marginal_variance_g, out_dim=lambda c: c, link=quarter_sigmoid_head,
-                           loss=lambda target, raw: losses.absolute_error(target, quarter_sigmoid_head(raw)))
+                           loss=lambda target, raw: losses.absolute_error(target, quarter_sigmoid_head(raw)),
+                           marginal_variance=lambda output, num_classes: output)
 PREDICTIVE_ENTROPY = predictive_entropy_target("absolute")
 PREDICTIVE_MEAN = Target("predictive_mean", predictive_mean_g, out_dim=lambda d: d, link=identity_head,
                          loss=losses.squared_error, likelihood="gaussian")
 PREDICTIVE_VARIANCE = Target("predictive_variance", predictive_moments_g, out_dim=lambda d: 3 * d, link=moments_head,
-                             loss=centered_moments_loss, likelihood="gaussian")
+                             loss=centered_moments_loss, likelihood="gaussian", metrics=RegressionMetrics(moments=True))
 
 TARGETS: dict[str, Target] = {t.name: t for t in (PREDICTIVE, ENTROPY, MARGINAL_VARIANCE, PREDICTIVE_ENTROPY,
                                                   PREDICTIVE_MEAN, PREDICTIVE_VARIANCE, entropy_target("squared"),
                                                   predictive_entropy_target("squared"))}
 
 
-class RegressionMoments(NamedTuple):
-    """Per-input regression uncertainties from E[mu], E[mu^2], E[sigma^2] (each (B, D))."""
-
-    mean: torch.Tensor
-    epistemic: torch.Tensor
-    aleatoric: torch.Tensor
-
-    @property
-    def total(self) -> torch.Tensor:
-        """The predictive variance: aleatoric + epistemic."""
-        return self.aleatoric + self.epistemic
-
-
-def regression_moments(values: torch.Tensor) -> RegressionMoments:
-    """Split ``predictive_variance`` values (a teacher ensemble's E[g] or a student's linked output,
-    (B, 3D)) into mean, epistemic variance E[mu^2] - E[mu]^2 (floored at 0) and aleatoric variance."""
-    mean, second, aleatoric = values.chunk(3, dim=-1)
-    return RegressionMoments(mean, (second - mean * mean).clamp_min(0.0), aleatoric)
-
-
 def custom_target(name: str, g: TensorFn, out_dim: int | Callable[[int], int], link: TensorFn | None = None,
                   loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-                  likelihood: str = "categorical") -> Target:
-    """Wrap a user-defined ``g(statistics) -> (B, D)``; defaults: identity link, absolute error."""
+                  likelihood: str = "categorical", metrics: TargetMetrics | None = None,
+                  decomposition: Decomposition | None = None) -> Target:
+    """Wrap a user-defined ``g(statistics) -> (B, D)``; defaults: identity link, absolute error, the
+    likelihood's default metrics (``target_mae`` for a categorical likelihood; ``student_rmse`` and
+    ``mean_mae`` for a Gaussian one: the linked output is then the predictive mean), no uncertainty
+    decomposition. ``metrics`` replaces them (e.g. :class:`CustomMetrics`)."""
     if not callable(g):
         raise TypeError(f"custom_target g={g!r} must be callable: statistics (B, S) -> (B, D)")
     if name in TARGETS:
@@ -242,7 +418,7 @@ def custom_target(name: str, g: TensorFn, out_dim: int | Callable[[int], int], l
     dim = out_dim if callable(out_dim) else (lambda c, d=int(out_dim): d)
     link = link or identity_head
     loss = loss or (lambda target, raw, _link=link: losses.absolute_error(target, _link(raw)))
-    return Target(name, g, dim, link, loss, likelihood=likelihood)
+    return Target(name, g, dim, link, loss, likelihood=likelihood, metrics=metrics, decomposition=decomposition)
 
 
 def resolve_target(target: str | Target) -> Target:

@@ -8,15 +8,18 @@ distributions pi = p(y | x, theta):
 * knowledge (epistemic) uncertainty          H[E[pi]] - E[H[pi]], the mutual information
   between y and theta (>= 0 for a true mixture, by concavity of H).
 
-Where each model gets the two expectations:
+Where each model gets the two expectations (a student's target names its decomposition,
+:meth:`gped_kit.core.targets.Target.uncertainties`):
 
 * the teacher ensemble: online Monte Carlo means of p and of H[p] over the SGLD samples
   (the ``predictive+entropy`` target's accumulator);
 * a GPED student with C+1 outputs: its softmax outputs estimate E[pi] and its exp output
-  estimates E[H[pi]] (both distilled; the difference is therefore not guaranteed >= 0);
-* an EnD2 prior network: a Dirichlet(alpha) over pi, whose moments are closed-form:
-  E[pi] = alpha / alpha_0 and E[H[pi]] = -sum_c (alpha_c/alpha_0) (psi(alpha_c + 1) - psi(alpha_0 + 1))
-  with alpha_0 = sum_c alpha_c (Malinin et al., 2020, Eq. 6 of "Ensemble Distribution Distillation").
+  estimates E[H[pi]] (both distilled; the difference is therefore not guaranteed >= 0;
+  :func:`from_predictive_entropy_output`);
+* an EnD2 prior network: a Dirichlet(alpha) over pi, whose moments are closed-form
+  (:func:`from_dirichlet_output`): E[pi] = alpha / alpha_0 and
+  E[H[pi]] = -sum_c (alpha_c/alpha_0) (psi(alpha_c + 1) - psi(alpha_0 + 1)) with
+  alpha_0 = sum_c alpha_c (Malinin et al., 2020, Eq. 6 of "Ensemble Distribution Distillation").
 """
 
 from __future__ import annotations
@@ -84,20 +87,20 @@ def from_dirichlet(alpha: torch.Tensor) -> Uncertainties:
     return from_moments(alpha / alpha.sum(-1, keepdim=True), dirichlet_expected_entropy(alpha))
 
 
-def from_student_output(target_name: str, output: torch.Tensor, num_classes: int) -> Uncertainties:
-    """Uncertainties from a student's linked outputs (``Target.link``), by target:
+def _check_c_plus_one(output: torch.Tensor, num_classes: int) -> None:
+    if output.dim() != 2 or output.shape[1] != num_classes + 1:
+        raise ValueError(f"expected outputs of shape (N, {num_classes + 1}), got {tuple(output.shape)}")
 
-    * ``"predictive+entropy"`` (GPED, C+1 outputs; also its squared-error variant
-      ``"predictive+entropy-sq"``): E[pi] and E[H[pi]] directly;
-    * ``"endd..."`` (EnD2 prior network, outputs ``[alpha/alpha_0, alpha_0]``): the Dirichlet's
-      closed forms.
-    """
-    c = num_classes
-    if output.dim() != 2 or output.shape[1] != c + 1:
-        raise ValueError(f"expected outputs of shape (N, {c + 1}), got {tuple(output.shape)}")
-    if target_name.startswith("predictive+entropy"):
-        return from_moments(output[:, :c], output[:, c])
-    if target_name.startswith("endd"):
-        return from_dirichlet(output[:, :c] * output[:, c:])
-    raise ValueError(f"target_name={target_name!r} carries no uncertainty decomposition; "
-                     "allowed: 'predictive+entropy' or an EnD2 target ('endd...')")
+
+def from_predictive_entropy_output(output: torch.Tensor, num_classes: int) -> Uncertainties:
+    """Uncertainties of a GPED student with C+1 linked outputs ``[E[pi], E[H[pi]]]`` (the
+    ``predictive+entropy`` targets' decomposition): both expectations are read off directly."""
+    _check_c_plus_one(output, num_classes)
+    return from_moments(output[:, :num_classes], output[:, num_classes])
+
+
+def from_dirichlet_output(output: torch.Tensor, num_classes: int) -> Uncertainties:
+    """Uncertainties of an EnD2 prior network from its linked outputs ``[alpha/alpha_0, alpha_0]``
+    (the EnD2 target's decomposition): the Dirichlet's closed forms (:func:`from_dirichlet`)."""
+    _check_c_plus_one(output, num_classes)
+    return from_dirichlet(output[:, :num_classes] * output[:, num_classes:])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 from torch import nn
@@ -42,6 +42,18 @@ Regularizer = Callable[[dict[str, torch.Tensor], nn.Module], torch.Tensor]
 
 def _model_record(spec: ModelSpec | None) -> Any:
     return None if spec is None else describe(spec)
+
+
+class GroupKey(NamedTuple):
+    """A distillation group: the students of a chain that share the minibatch S' of D', its random
+    stream and the teacher's forward pass on it (Algorithm 1's inner step). Ordered as a tuple
+    (groups run in sorted order) and written ``"H,M',generator,std,derivatives"`` in checkpoints."""
+
+    thinning: int  # H: the group distils at every step t > B with t mod H = 0
+    batch_size: int  # M' = |S'|
+    input_generator: str  # InputGenerator value: how x' is drawn
+    noise_std: float  # the perturbation's standard deviation (input_generator "perturb"), else 0
+    matches_derivatives: bool  # derivative matching: the teacher's input-gradients are needed too
 
 
 @dataclass(frozen=True)
@@ -118,11 +130,11 @@ class StudentConfig:
         return self.derivative_weight > 0
 
     @property
-    def group_key(self) -> tuple:
+    def group_key(self) -> GroupKey:
         """Students with equal (H, M', input generator and its noise, derivative matching or not)
         share S', its random stream and the teacher's forward pass on it."""
         std = self.input_noise_std if self.input_generator is InputGenerator.PERTURB else 0.0
-        return (self.thinning, self.batch_size, self.input_generator.value, std, self.matches_derivatives)
+        return GroupKey(self.thinning, self.batch_size, self.input_generator.value, std, self.matches_derivatives)
 
     @property
     def label(self) -> str:

@@ -10,11 +10,14 @@ in one batch compute what K separate runs compute (up to floating-point round-of
 matrix products sum in another order).
 
 **One iteration t** (:meth:`GPEDEngine.step`): every chain draws its minibatch of D and its
-SGLD noise and takes one step of Eq. 7; the sample after step t is kept as a snapshot when t is
-a snapshot step; after burn-in (t > B) the sample is added to the ensemble every
-``eval_thinning`` steps, and every student group whose H divides t draws S' from D' (and its
-input noise), computes the teacher's statistics on it once, and updates each of its students
-(:func:`~gped_kit.engine.steps.distill_step`).
+SGLD noise and takes one step of Eq. 7 (:meth:`~GPEDEngine.teacher_step`); the sample after step
+t is kept as a snapshot when t is a snapshot step (:meth:`~GPEDEngine.take_snapshot`); after
+burn-in (t > B) the sample is added to the ensemble every ``eval_thinning`` steps
+(:meth:`~GPEDEngine.accumulate`), and every distillation group (:class:`GroupKey`) whose H divides
+t draws S' from D' (and its input noise), computes the teacher's statistics on it once, and updates
+each of its students (:meth:`~GPEDEngine.distill_group`, :func:`~gped_kit.engine.steps.distill_step`).
+:meth:`GPEDEngine.events` says which of these events step t runs; the event methods are public so
+that tools (benchmarks, profilers) can run or time one of them alone.
 
 **No host synchronisation between log points**: indices, noise and learning rates stay on the
 device; per-chain learning-rate changes are written with ``fill_`` (no upload); the only reads
@@ -29,21 +32,23 @@ from __future__ import annotations
 import functools
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
 import pandas as pd
 import torch
 from torch.func import functional_call, vmap
 
-from ..core import metrics
 from ..core.adam import bias_corrections
 from ..core.autodiff import Autodiff
 from ..core.estimators import estimates, estimator_init
 from ..core.options import InputGenerator
 from ..core.schema import record
+from ..core.targets import Target
 from ..data.container import describe_counts
 from ..models.presets import ArchSpec
-from .config import student_lr
+from . import steps
+from .config import GroupKey, student_lr
 from .result import GPEDResult
 from .sets import ChainSets
 from .spec import ChainSpec
@@ -58,17 +63,22 @@ from .state import (
     stack_trees,
     tree_leaves,
 )
-from .steps import (
-    StudentFns,
-    TeacherFns,
-    distill_step,
-    ensemble_step,
-    teacher_statistics,
-    teacher_statistics_and_gradient,
-    teacher_step,
-)
+from .steps import StudentFns, TeacherFns
 from .streams import ChainStreams
 from .window import RecentWindow
+
+
+@dataclass(frozen=True)
+class StepEvents:
+    """The events of iteration t of Algorithm 1 after the teacher's step (:meth:`GPEDEngine.events`):
+    ``snapshot``, the index of the snapshot the new sample is kept as (None: not a snapshot step);
+    ``accumulate``, whether it joins the teacher ensemble (t > B, t mod ``eval_thinning`` = 0);
+    ``groups``, the distillation groups that distil (t > B, t mod H = 0), in the order they run."""
+
+    t: int
+    snapshot: int | None
+    accumulate: bool
+    groups: tuple[GroupKey, ...]
 
 
 class Hook(Protocol):
@@ -162,15 +172,15 @@ class GPEDEngine:
         self.resumed_from: int | None = None
 
         # data: D (inputs, labels), D' (inputs), evaluation inputs (test, then further sets)
-        self.train = ChainSets([(c.data.train_x, c.data.train_y) for c in chains])
-        self.distill = ChainSets([(c.data.distill_x,) for c in chains])
+        self.train_sets = ChainSets([(c.data.train_x, c.data.train_y) for c in chains])
+        self.distill_sets = ChainSets([(c.data.distill_x,) for c in chains])
         self.eval_slices: dict[str, slice] = {}
         start = 0
         for name, x in ref.eval_sets.items():
             self.eval_slices[name] = slice(start, start + int(x.shape[0]))
             start += int(x.shape[0])
         self.num_eval = start
-        self.evaluation = ChainSets([(torch.cat(list(c.eval_sets.values())) if len(c.eval_sets) > 1
+        self.eval_sets = ChainSets([(torch.cat(list(c.eval_sets.values())) if len(c.eval_sets) > 1
                                       else c.data.test_x,) for c in chains])
         self.test_labels = [c.data.test_y for c in chains]
         self.distill_noise = [float(c.data.distill_noise_std) for c in chains]
@@ -213,7 +223,8 @@ class GPEDEngine:
             n = p[0].numel()
             self._noise[name] = self._noise_flat[:, offset:offset + n].view(p.shape)
             offset += n
-        self._group_idx = {key: torch.empty(K, key[1], dtype=torch.long, device=self.device) for key in ref.groups}
+        self._group_idx = {key: torch.empty(K, key.batch_size, dtype=torch.long, device=self.device)
+                           for key in ref.groups}
         self.streams = ChainStreams([c.config.seed for c in chains], list(ref.groups), self.device)
 
         # step functions: the same for one chain and, under vmap, for many
@@ -240,56 +251,79 @@ class GPEDEngine:
         return x if self.batched else x[0]
 
     # ------------------------------------------------------------------ one iteration
+    def events(self, t: int) -> StepEvents:
+        """What iteration t of Algorithm 1 does after the teacher's step (the same for every chain):
+        which snapshot it keeps, whether the sample joins the ensemble, which groups distil."""
+        cfg = self.config
+        ref = self.chains[0]
+        after_burn_in = t > cfg.burn_in
+        return StepEvents(t=t, snapshot=ref.snapshot_at.get(t),
+                          accumulate=after_burn_in and t % cfg.eval_thinning == 0,
+                          groups=tuple(key for key in ref.groups if after_burn_in and t % key.thinning == 0))
+
     def step(self) -> None:
-        """Iteration t of Algorithm 1 for every chain (see the module docstring)."""
-        t, cfg = self.t, self.config
-        chain, students, ensemble = self._state()
-        self.streams.teacher_indices(self._idx, self.train.sizes)
+        """Iteration t of Algorithm 1 for every chain (see the module docstring): the teacher's step,
+        then the events of :meth:`events` in order (snapshot, ensemble, each group in sorted order);
+        then t advances."""
+        t = self.t
+        events = self.events(t)
+        self.teacher_step(t)
+        if events.snapshot is not None:
+            self.take_snapshot(events.snapshot)
+        if events.accumulate:
+            self.accumulate()
+        for key in events.groups:
+            self.distill_group(key, t)
+        self.t = t + 1
+
+    def teacher_step(self, t: int | None = None) -> None:
+        """One step of the teacher's sampler (Eq. 7 for SGLD) for every chain at step ``t`` (default:
+        the current step): draws each chain's minibatch of D and its noise, updates the samples and
+        adds the minibatch NLL to the running sum the next log point reports. Does not advance t."""
+        t = self.t if t is None else t
+        chain = self._state()[0]
+        self.streams.teacher_indices(self._idx, self.train_sets.sizes)
         self.streams.sgld_noise(self._noise_flat)
-        x, y = self.train.gather(self._idx)
+        x, y = self.train_sets.gather(self._idx)
         noise = {k: self._one(v) for k, v in self._noise.items()}
-        step = functools.partial(teacher_step, fns=self.teacher_fns, scales=cfg.sampler.scales(t),
+        step = functools.partial(steps.teacher_step, fns=self.teacher_fns, scales=self.config.sampler.scales(t),
                                  autodiff=self.autodiff)
         self._map(step, (0, 0, 0, 0))(chain, self._one(x), self._one(y), noise)
         self.steps_in_nll_sum += 1
-        snapshot = self.chains[0].snapshot_at.get(t)
-        if snapshot is not None:
-            self.snapshots[:, snapshot] = flat(self.chain.params)
-            self.snapshots_taken = snapshot + 1
-        if t > cfg.burn_in:
-            if t % cfg.eval_thinning == 0:
-                self._accumulate(chain, ensemble)
-            for key, slots in self.chains[0].groups.items():
-                if t % key[0] == 0:
-                    self._distill(key, slots, chain, students, t)
-        self.t = t + 1
 
-    def _accumulate(self, chain: ChainState, ensemble: EnsembleState) -> None:
-        """The current sample into the ensemble's sums on every evaluation input, in chunks."""
+    def take_snapshot(self, index: int) -> None:
+        """Keep every chain's current sample as snapshot ``index`` (``GPEDConfig.num_snapshots``)."""
+        self.snapshots[:, index] = flat(self.chain.params)
+        self.snapshots_taken = index + 1
+
+    def accumulate(self) -> None:
+        """Add every chain's current sample to its teacher ensemble: the running sums of each tracked
+        target g on every evaluation input (in chunks of ``eval_batch_size``)."""
+        chain, _, ensemble = self._state()
         targets = self.chains[0].ensemble_targets
         chunk = self.config.eval_batch_size
         for start in range(0, self.num_eval, chunk):
-            (x,), batched = self.evaluation.rows(start, min(start + chunk, self.num_eval))
-            fn = functools.partial(ensemble_step, start=start, fns=self.teacher_fns, targets=targets)
+            (x,), batched = self.eval_sets.rows(start, min(start + chunk, self.num_eval))
+            fn = functools.partial(steps.ensemble_step, start=start, fns=self.teacher_fns, targets=targets)
             self._map(fn, (0, 0, 0, 0 if batched else None))(ensemble, chain.params, chain.buffers,
                                                               self._one(x) if batched else x)
         self.ensemble_count += 1
 
-    def _distill_inputs(self, key: tuple) -> tuple[torch.Tensor, torch.Tensor]:
-        """S' for every chain: indices (K, M') into D' and the inputs x' of the group's generator."""
-        _, m, generator, std, _ = key
+    def draw_distill_inputs(self, key: GroupKey) -> tuple[torch.Tensor, torch.Tensor]:
+        """S' for every chain of group ``key``: indices (K, M') into D' and the inputs x' of the group's
+        generator (K, M', ...). Advances the group's random streams."""
         idx = self._group_idx[key]
-        self.streams.group_indices(key, idx, self.distill.sizes)
-        if generator == InputGenerator.NOISE.value:
-            shape = (self.K, m, *self.chains[0].data.input_shape)
+        self.streams.group_indices(key, idx, self.distill_sets.sizes)
+        if key.input_generator == InputGenerator.NOISE.value:
+            shape = (self.K, key.batch_size, *self.chains[0].data.input_shape)
             x = torch.empty(shape, device=self.device)
             self.streams.group_normal(key, x, range(self.K))
             moments = torch.tensor([c.noise_moments for c in self.chains], device=self.device)
             view = (self.K,) + (1,) * (x.dim() - 1)
             return idx, moments[:, 0].view(view) + moments[:, 1].view(view) * x
-        (x,) = self.distill.gather(idx)
-        stds = self.distill_noise if generator == InputGenerator.DATA.value else (
-            [std] * self.K if generator == InputGenerator.PERTURB.value else [0.0] * self.K)
+        (x,) = self.distill_sets.gather(idx)
+        stds = self.distill_noise if key.input_generator == InputGenerator.DATA.value else (
+            [key.noise_std] * self.K if key.input_generator == InputGenerator.PERTURB.value else [0.0] * self.K)
         noisy = [k for k, s in enumerate(stds) if s > 0]
         if noisy:
             eps = torch.zeros_like(x)
@@ -298,23 +332,29 @@ class GPEDEngine:
             x = x + scale * eps
         return idx, x
 
-    def _distill(self, key: tuple, slots: Sequence[int], chain: ChainState, students: list[StudentState],
-                 t: int) -> None:
-        idx, x = self._distill_inputs(key)
+    def distill_group(self, key: GroupKey, t: int | None = None) -> None:
+        """Algorithm 1's inner step for distillation group ``key`` of every chain at step ``t`` (default:
+        the current step; it sets the students' learning rates): draw S' (:meth:`draw_distill_inputs`),
+        compute the current teacher sample's statistics on it once (and its input-gradients for
+        derivative matching), and update each of the group's students (estimator, then one Adam step
+        on its loss). Does not advance t."""
+        t = self.t if t is None else t
+        chain, students, _ = self._state()
+        idx, x = self.draw_distill_inputs(key)
         projection = teacher_grad = None
-        if key[4]:  # derivative matching: one Rademacher projection of the class axis per example
-            projection = torch.empty(self.K, key[1], self.num_outputs, device=self.device)
+        if key.matches_derivatives:  # one Rademacher projection of the class axis per example
+            projection = torch.empty(self.K, key.batch_size, self.num_outputs, device=self.device)
             self.streams.group_signs(key, projection)
-            fn = functools.partial(teacher_statistics_and_gradient, fns=self.teacher_fns, autodiff=self.autodiff)
+            fn = functools.partial(steps.teacher_statistics_and_gradient, fns=self.teacher_fns, autodiff=self.autodiff)
             stats, teacher_grad = self._map(fn, (0, 0, 0, 0))(chain.params, chain.buffers, self._one(x),
                                                                self._one(projection))
         else:
-            fn = functools.partial(teacher_statistics, fns=self.teacher_fns)
+            fn = functools.partial(steps.teacher_statistics, fns=self.teacher_fns)
             stats = self._map(fn, (0, 0, 0))(chain.params, chain.buffers, self._one(x))
-        for j in slots:
+        for j in self.chains[0].groups[key]:
             self._set_lr(j, t)
             self.adam_steps[j] += 1
-            step = functools.partial(distill_step, fns=self.student_fns[j],
+            step = functools.partial(steps.distill_step, fns=self.student_fns[j],
                                      corrections=bias_corrections(self.adam_steps[j]), autodiff=self.autodiff)
             if projection is None:
                 fn = functools.partial(step, projection=None, teacher_grad=None)
@@ -475,7 +515,7 @@ class GPEDEngine:
                 sl = self.eval_slices[name]
                 parts = []
                 for start in range(sl.start, sl.stop, chunk):
-                    (x,), batched = self.evaluation.rows(start, min(start + chunk, sl.stop))
+                    (x,), batched = self.eval_sets.rows(start, min(start + chunk, sl.stop))
                     if self.batched:
                         parts.append(vmap(forward, in_dims=(0, 0, 0 if batched else None))(
                             state.params, state.buffers, x))
@@ -496,7 +536,7 @@ class GPEDEngine:
                "students": sum(size((s.params, s.buffers, s.adam, s.lr, s.loss_sum)) for s in self.students),
                "u_o_stores": sum(size(s.store) for s in self.students),
                "ensemble": size(self.ensemble),
-               "data": self.train.nbytes + self.distill.nbytes + self.evaluation.nbytes}
+               "data": self.train_sets.nbytes + self.distill_sets.nbytes + self.eval_sets.nbytes}
         out["total"] = sum(out.values())
         return out
 
@@ -538,57 +578,20 @@ def _store_estimates(store, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return visited.cpu(), estimates(chain_store, visited).cpu()
 
 
-def prediction_metrics(spec: ChainSpec, target, output: torch.Tensor,
+def prediction_metrics(spec: ChainSpec, target: Target, output: torch.Tensor,
                        ensemble: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Test metrics of a student's linked outputs as Algorithm 1 reports them.
-
-    Classification: ``student_nll``/``student_accuracy`` when the first C columns are a
-    predictive distribution, and ``nll_gap`` = student NLL - ensemble NLL. Against the ensemble's
-    estimate of E[g] (when the outputs estimate it): ``target_mae``, and ``entropy_mae`` for
-    entropy targets. Regression (``predictive_mean`` / ``predictive_variance``): ``student_rmse``,
-    ``student_nll`` (Gaussian, the variance target only), ``mean_mae``, and for the variance
-    target ``epistemic_mae`` and ``aleatoric_mae``.
-    """
+    """Test metrics of a student's linked outputs as Algorithm 1 reports them: the target's own
+    (:meth:`~gped_kit.core.targets.Target.evaluate`) against chain ``spec``'s test labels, the
+    teacher ensemble's estimate of the same E[g] (``ensemble[target.name]``, when tracked) and, for a
+    target reporting ``nll_gap``, the ensemble's predictive NLL (its likelihood's
+    ``predictive_metrics``). ``ensemble`` maps target names to the ensemble's estimates (empty
+    before the first sample)."""
     labels = spec.data.test_y.to(output.device)
-    out: dict[str, float] = {}
-    c = spec.data.num_outputs
-    reference = ensemble.get(target.name)
-    if reference is not None:
-        reference = reference.to(output.device)
-    if target.likelihood == "categorical":
-        if target.predictive_classes:
-            probs = output[:, :c]
-            out["student_nll"] = metrics.nll(probs, labels)
-            out["student_accuracy"] = metrics.accuracy(probs, labels)
-        if target.estimates_g and reference is not None:
-            out["target_mae"] = metrics.mae(output, reference)
-            if target.entropy_last:
-                out["entropy_mae"] = metrics.mae(output[:, -1], reference[:, -1])
-        if "student_nll" in out and "predictive" in ensemble:
-            out["nll_gap"] = out["student_nll"] - metrics.nll(ensemble["predictive"].to(output.device), labels)
-        return out
-    from_moments = target.name == "predictive_variance"
-    mean = output.chunk(3, dim=-1)[0] if from_moments else output
-    y = labels.reshape(mean.shape)
-    out["student_rmse"] = metrics.rmse(mean, y)
-    if from_moments:
-        second, aleatoric = output.chunk(3, dim=-1)[1:]
-        variance = aleatoric + (second - mean ** 2).clamp_min(0)
-        out["student_nll"] = metrics.gaussian_nll(mean, variance, y)
-    if reference is not None:
-        ref_mean = reference.chunk(3, dim=-1)[0] if from_moments else reference
-        out["mean_mae"] = metrics.mae(mean, ref_mean)
-        if from_moments:
-            def split(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-                m, sq, a = v.chunk(3, dim=-1)
-                return (sq - m * m).clamp_min(0), a
-            (e_s, a_s), (e_t, a_t) = split(output), split(reference)
-            out["epistemic_mae"] = metrics.mae(e_s, e_t)
-            out["aleatoric_mae"] = metrics.mae(a_s, a_t)
-    if "student_nll" in out and "predictive_variance" in ensemble:
-        teacher = spec.likelihood.predictive_metrics(ensemble, spec.data.test_y)
-        out["nll_gap"] = out["student_nll"] - teacher["nll"]
-    return out
+    ensemble = {name: value.to(output.device) for name, value in ensemble.items()}
+    teacher_nll = None
+    if target.reports("nll_gap") and spec.likelihood.ensemble_target in ensemble:
+        teacher_nll = spec.likelihood.predictive_metrics(ensemble, labels)["nll"]
+    return target.evaluate(output, labels, spec.data.num_outputs, ensemble.get(target.name), teacher_nll)
 
 
 def config_columns(spec: ChainSpec, student, device: torch.device) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..core.targets import Target
 from .spec import ChainSpec
 
 
@@ -48,6 +49,16 @@ class GPEDResult:
         if label not in labels:
             raise ValueError(f"student={label!r} is not in this run; allowed: {labels}")
         return labels.index(label)
+
+    def target(self, label: str) -> Target:
+        """Student ``label``'s target (its metrics, uncertainty decomposition, ...); needs the chain's
+        spec (a result of a run, or of a chain reloaded with its state)."""
+        j = self._slot(label)
+        if self.spec is None:
+            raise ValueError("this result was reloaded without its checkpoint: it holds tables and outputs only, "
+                             f"not student {label!r}'s target object; recompute the run, or resolve the target "
+                             "from the task's StudentConfig (resolved_target)")
+        return self.spec.students[j].target
 
     def student_network(self, label: str) -> nn.Module:
         """Student ``label``'s final network as an ``nn.Module`` on the CPU, in evaluation mode

@@ -27,6 +27,7 @@ from ..models.build import instantiate
 from ..models.presets import count_parameters, cpu_training_layout
 from .config import (
     GPEDConfig,
+    GroupKey,
     Regularizer,
     StudentConfig,
     resolve_device,
@@ -65,7 +66,7 @@ class StudentSpec:
     out_dim: int
     network: NetworkSpec
     regularizer: Regularizer | None
-    group: tuple
+    group: GroupKey
 
     @property
     def label(self) -> str:
@@ -83,7 +84,7 @@ class ChainSpec:
     teacher: NetworkSpec
     likelihood: Likelihood
     device: torch.device
-    groups: dict[tuple, tuple[int, ...]]
+    groups: dict[GroupKey, tuple[int, ...]]  # each distillation group's student slots, in sorted order
     ensemble_targets: dict[str, Target]
     initial: list[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]] = field(repr=False)
     snapshot_at: dict[int, int] = field(default_factory=dict)
@@ -189,7 +190,7 @@ def build_chain(data: GPEDData, config: GPEDConfig, students: Sequence[StudentCo
     for s in student_specs:
         if s.regularizer is not None:
             s.regularizer(initial[1 + student_specs.index(s)][0], s.network.train)  # fails now, not mid-run
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[GroupKey, list[int]] = {}
     for j, s in enumerate(student_specs):
         groups.setdefault(s.group, []).append(j)
     ensemble = {likelihood.ensemble_target: TARGETS[likelihood.ensemble_target]}

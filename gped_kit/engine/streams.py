@@ -18,12 +18,14 @@ from typing import Sequence
 
 import torch
 
+from .config import GroupKey
+
 
 def _seeded(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device).manual_seed(seed)
 
 
-def group_name(key: tuple) -> str:
+def group_name(key: GroupKey) -> str:
     """A group key as a string (checkpoint field names)."""
     return ",".join(str(k) for k in key)
 
@@ -31,7 +33,7 @@ def group_name(key: tuple) -> str:
 class ChainStreams:
     """The generators of K chains (see the module docstring)."""
 
-    def __init__(self, seeds: Sequence[int], group_keys: Sequence[tuple], device: torch.device) -> None:
+    def __init__(self, seeds: Sequence[int], group_keys: Sequence[GroupKey], device: torch.device) -> None:
         self.device = device
         self.data = [_seeded(device, s * 4 + 1) for s in seeds]
         self.noise = [_seeded(device, s * 4 + 2) for s in seeds]
@@ -53,18 +55,18 @@ class ChainStreams:
         else:
             list(self._pool.map(lambda pair: pair[0].normal_(generator=pair[1]), zip(out, self.noise)))
 
-    def group_indices(self, key: tuple, out: torch.Tensor, sizes: Sequence[int]) -> None:
+    def group_indices(self, key: GroupKey, out: torch.Tensor, sizes: Sequence[int]) -> None:
         """Row k of ``out`` (K, M'): the distillation minibatch S' of chain k (indices into its D')."""
         for row, gen, n in zip(out, self.groups[key], sizes):
             torch.randint(n, row.shape, generator=gen, device=self.device, out=row)
 
-    def group_normal(self, key: tuple, out: torch.Tensor, chains: Sequence[int]) -> None:
+    def group_normal(self, key: GroupKey, out: torch.Tensor, chains: Sequence[int]) -> None:
         """Standard normal values into row k of ``out`` for each chain k in ``chains`` (input noise)."""
         gens = self.groups[key]
         for k in chains:
             out[k].normal_(generator=gens[k])
 
-    def group_signs(self, key: tuple, out: torch.Tensor) -> None:
+    def group_signs(self, key: GroupKey, out: torch.Tensor) -> None:
         """Rademacher signs (+1/-1) into row k of ``out`` (K, M', C) for every chain (derivative matching)."""
         for row, gen in zip(out, self.groups[key]):
             bits = torch.randint(0, 2, row.shape, generator=gen, device=self.device)

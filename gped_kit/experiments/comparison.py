@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from ..baselines import hydra
-from ..baselines.endd import ENDD, dirichlet_marginal_variance
+from ..baselines.endd import ENDD
 from ..core import metrics, uncertainty
 from ..core.estimators import estimator_init
 from ..core.options import check_int, check_positive
@@ -211,11 +211,6 @@ def _eval_inputs(data: GPEDData, eval_set: str) -> torch.Tensor:
     return data.test_x if eval_set == "test" else data.ood_x[eval_set]
 
 
-def _student_targets(result: GPEDResult) -> dict[str, str]:
-    summary = result.summary
-    return dict(zip(summary["student"], summary["target"])) if {"student", "target"} <= set(summary) else {}
-
-
 def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, hydra_net: hydra.HydraNet,
                        eval_set: str) -> dict[str, tuple[torch.Tensor, uncertainty.Uncertainties | None]]:
     """Per method, the predictive (N, C) on ``eval_set`` ("test" or an OOD / shift set) and its
@@ -225,7 +220,6 @@ def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
     Dirichlet in closed form; KD: the predictive only) and Hydra (the mixture over its heads)."""
     c = data.num_classes
     x = _eval_inputs(data, eval_set)
-    targets = _student_targets(result)
     out: dict[str, tuple[torch.Tensor, uncertainty.Uncertainties | None]] = {}
     t = result.teacher_outputs[eval_set]["predictive+entropy"]
     out["Long-chain teacher"] = (t[:, :c], uncertainty.from_moments(t[:, :c], t[:, c]))
@@ -233,9 +227,9 @@ def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
     u = uncertainty.from_samples(snaps.softmax(-1).cpu())
     out["Snapshot ensemble"] = (u.predictive, u)
     for label, output in result.student_outputs[eval_set].items():
-        target = targets.get(label, "predictive")
-        if target.startswith("predictive+entropy") or target.startswith("endd"):
-            u = uncertainty.from_student_output(target, output, c)
+        target = result.target(label)
+        if target.has_uncertainties:
+            u = target.uncertainties(output, c)
             out[label] = (u.predictive, u)
         else:
             out[label] = (output[:, :c], None)
@@ -248,23 +242,24 @@ def comparison_marginal_variance(result: GPEDResult, data: GPEDData, arch: ArchS
                                  hydra_net: hydra.HydraNet, eval_set: str) -> dict[str, torch.Tensor]:
     """Per method that has it, the marginal variance E[p(y=c|x,theta) (1 - p(y=c|x,theta))], (N, C),
     on ``eval_set``: the snapshot ensemble and Hydra (mean over members / heads of
-    :func:`~gped_kit.core.targets.marginal_variance_g`), EnD2 students (their Dirichlet's closed form
-    alpha_c (alpha_0 - alpha_c) / (alpha_0 (alpha_0 + 1)),
-    :func:`~gped_kit.baselines.endd.dirichlet_marginal_variance`) and the long-chain teacher only when
+    :func:`~gped_kit.core.targets.marginal_variance_g`), the students whose target estimates it
+    (``Target.marginal_variance``: EnD2's Dirichlet in closed form alpha_c (alpha_0 - alpha_c) /
+    (alpha_0 (alpha_0 + 1)), :func:`~gped_kit.baselines.endd.dirichlet_marginal_variance`) and the
+    long-chain teacher only when
     the chain accumulated the ``marginal_variance`` target (a student distilling it). KD and GPED's C+1
     student do not estimate it."""
     c = data.num_classes
     x = _eval_inputs(data, eval_set)
     teacher = result.teacher_outputs[eval_set]
-    targets = _student_targets(result)
     out: dict[str, torch.Tensor] = {}
     if "marginal_variance" in teacher:
         out["Long-chain teacher"] = teacher["marginal_variance"]
     snaps = hydra.snapshot_logits(result.snapshots.to(x.device), arch, data.input_shape, c, x)
     out["Snapshot ensemble"] = hydra.marginal_variance_from_samples(snaps.log_softmax(-1)).cpu()
     for label, output in result.student_outputs[eval_set].items():
-        if targets.get(label, "").startswith("endd"):
-            out[label] = dirichlet_marginal_variance(output, c)
+        estimate = result.target(label).marginal_variance
+        if estimate is not None:  # EnD2: the Dirichlet's closed form
+            out[label] = estimate(output, c)
     out["Hydra"] = hydra.hydra_marginal_variance(hydra_net, x).cpu()
     return out
 

@@ -34,6 +34,7 @@ import torch
 from ..baselines.endd import ENDD
 from ..core import metrics, uncertainty
 from ..core.options import check_int, check_positive
+from ..core.targets import Target
 from ..data.container import GPEDData
 from ..data.experiment import OOD_MASKINGS, DataConfig, ood_set_name
 from ..data.ood import OOD_SETS, ood_available
@@ -194,23 +195,17 @@ def _student_keys(label: str) -> dict[str, str]:
     return {"method": method, "estimator": estimator, "student": size}
 
 
-def _targets(result: GPEDResult) -> dict[str, str]:
-    summary = result.summary
-    return dict(zip(summary["student"], summary["target"])) if {"student", "target"} <= set(summary) else {}
-
-
-def experiment4_uncertainties(result: GPEDResult, num_classes: int, eval_set: str = "test"
-                              ) -> dict[str, uncertainty.Uncertainties]:
+def experiment4_uncertainties(result: GPEDResult, targets: Mapping[str, Target], num_classes: int,
+                              eval_set: str = "test") -> dict[str, uncertainty.Uncertainties]:
     """Per-input uncertainties on ``eval_set`` (the test set or an OOD set) of the teacher ensemble
     (``"Ensemble"``: online means of pi and H[pi], :func:`~gped_kit.core.uncertainty.from_moments`)
-    and of every GPED / EnD2 student by label (:func:`~gped_kit.core.uncertainty.from_student_output`:
-    the C+1 outputs directly, the Dirichlet's closed forms)."""
+    and of every GPED / EnD2 student by label, from its target in ``targets`` (label -> target; its
+    decomposition, :meth:`~gped_kit.core.targets.Target.uncertainties`: the C+1 outputs directly,
+    the Dirichlet's closed forms)."""
     t = result.teacher_outputs[eval_set]["predictive+entropy"]
     out = {"Ensemble": uncertainty.from_moments(t[:, :num_classes], t[:, num_classes])}
-    targets = _targets(result)
     for label, output in result.student_outputs[eval_set].items():
-        target = targets.get(label, "endd" if label.startswith("EnD2") else "predictive+entropy")
-        out[label] = uncertainty.from_student_output(target, output, num_classes)
+        out[label] = targets[label].uncertainties(output, num_classes)
     return out
 
 
@@ -249,7 +244,8 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
     first = summary.iloc[0]
     add("Ensemble", "nll", first["teacher_nll"])
     add("Ensemble", "accuracy", first["teacher_accuracy"])
-    test = experiment4_uncertainties(result, c)
+    targets = {s.label: s.resolved_target for s in task.students}
+    test = experiment4_uncertainties(result, targets, c)
     for label in result.student_outputs["test"]:
         add(label, "nll", summary.loc[label, "student_nll"])
         add(label, "accuracy", summary.loc[label, "student_accuracy"])
@@ -261,7 +257,7 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
     for ood_name in result.teacher_outputs:
         if ood_name == "test":
             continue
-        ood = experiment4_uncertainties(result, c, ood_name)
+        ood = experiment4_uncertainties(result, targets, c, ood_name)
         set_name, masked = ood_set_name(ood_name)
         if info is not None and info.ood_masking == "unmasked":
             masked = False

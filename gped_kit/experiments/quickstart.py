@@ -1,10 +1,21 @@
-"""The quickstart (notebook 00): one FCNN chain on MNIST with a predictive and an entropy student."""
+"""The quickstart (notebook 00): one FCNN chain on MNIST with a predictive and an entropy student.
+
+:func:`quickstart_task` builds that chain from a profile's chain settings (:data:`PROFILES`) and the
+notebook's data, teacher and student parameters (Table 1's setting by default: all 60,000 MNIST
+digits, the paper's SGLD, a predictive U_s student and an expected-entropy U_o student); notebook 00
+and the paper-profile benchmark both run it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .paper import ChainSettings
+from ..core.sgld import SGLDConfig
+from ..data.experiment import DataConfig
+from ..engine import GPEDConfig, StudentConfig
+from ..models.presets import ArchSpec
+from .chains import ChainTask
+from .paper import ChainSettings, paper_model
 
 
 @dataclass(frozen=True)
@@ -21,3 +32,36 @@ PROFILES: dict[str, QuickstartSettings] = {
     "paper": QuickstartSettings(num_iterations=1_000_000, burn_in=1_000, predictive_thinning=100, entropy_thinning=10,
                                 eval_thinning=100, log_every=10_000, checkpoint_every=50_000),
 }
+
+#: The students' labels in the quickstart's tables.
+PREDICTIVE_LABEL = "predictive (U_s)"
+ENTROPY_LABEL = "expected entropy (U_o)"
+
+
+def quickstart_task(settings: QuickstartSettings, *, dataset: str = "mnist", model: str = "fcnn",
+                    labelled_size: int | None = None, mask_size: int = 0, step_size: float = 4e-6,
+                    prior_precision: float = 10.0, batch_size: int = 100, student_dropout: float = 0.5,
+                    seed: int = 0, device: str = "auto", data_root: str | None = None,
+                    keep_outputs: tuple[str, ...] = ("test",)) -> ChainTask:
+    """Notebook 00's chain: ``model``'s teacher on ``dataset`` (labelled set of ``labelled_size``, None
+    = all; masks of ``mask_size``) sampled by SGLD (Eq. 7: ``step_size`` eta, ``prior_precision`` tau,
+    minibatch ``batch_size`` M) for the profile's T, B (None: the paper's for ``model``), evaluation and
+    logging, with a predictive U_s student (H = ``settings.predictive_thinning``; the teacher's
+    architecture, dropout ``student_dropout`` for the FCNN, Appendix A.2) and an expected-entropy U_o
+    student (H = ``settings.entropy_thinning``), both with M' = M. ``keep_outputs`` names the evaluation sets
+    whose outputs the stored result keeps (the notebook's figures use the test set's)."""
+    burn_in = paper_model(model).burn_in if settings.burn_in is None else settings.burn_in
+    config = GPEDConfig(model=model,
+                        sampler=SGLDConfig(step_size=step_size, prior_precision=prior_precision, batch_size=batch_size),
+                        num_iterations=settings.num_iterations, burn_in=burn_in,
+                        eval_thinning=settings.eval_thinning, log_every=settings.log_every,
+                        checkpoint_every=settings.checkpoint_every, seed=seed, device=device)
+    students = (
+        StudentConfig(target="predictive", estimator="U_s", thinning=settings.predictive_thinning,
+                      batch_size=batch_size, arch=ArchSpec(model, dropout=student_dropout if model == "fcnn" else 0.0),
+                      name=PREDICTIVE_LABEL),
+        StudentConfig(target="entropy", estimator="U_o", thinning=settings.entropy_thinning, batch_size=batch_size,
+                      name=ENTROPY_LABEL),
+    )
+    data = DataConfig(dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed, root=data_root)
+    return ChainTask(data, config, students, keep_outputs=keep_outputs)
