@@ -100,6 +100,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundle", type=Path, required=True, help="the bundle folder (with manifest.json)")
     parser.add_argument("--target", type=Path, required=True, help="where to install: TARGET/site, TARGET/data")
+    parser.add_argument("--data-only", action="store_true",
+                        help="only the data (e.g. a dry run with a Python other than the bundle's)")
     args = parser.parse_args()
     manifest_file = args.bundle / "manifest.json"
     if not manifest_file.is_file():
@@ -110,9 +112,12 @@ def main() -> int:
         print(f"install: note: the bundle is for Python {manifest.get('python')}, this is "
               f"{sys.version_info[0]}.{sys.version_info[1]}", file=sys.stderr)
     site = args.target / "site"
-    print("install:", install_wheels(args.bundle, manifest, site))
+    if not args.data_only:
+        print("install:", install_wheels(args.bundle, manifest, site))
     for line in install_data(args.bundle, manifest, args.target / "data"):
         print("install: data", line)
+    if args.data_only:
+        return 0
     check_imports(site)
     print(f"install: {', '.join(IMPORTS)} import with Python {sys.version.split()[0]}")
     return 0

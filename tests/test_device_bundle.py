@@ -180,3 +180,17 @@ def test_install_script_with_python312_no_index_then_papermill_runs_a_notebook(t
     executed = json.loads((tmp_path / "out.ipynb").read_text())
     text = "".join("".join(o.get("text", "")) for c in executed["cells"] for o in c.get("outputs", []))
     assert "kernel (3, 12) 42" in text
+
+
+@needs_bundle
+@pytest.mark.slow
+@pytest.mark.skipif(python312() is None, reason="no CPython 3.12 on this machine")
+def test_dry_run_of_the_gpu_procedure(tmp_path):
+    """device/dry_run.sh (docs/gpu.md): bundle installed on two fresh "machines", notebook 01's scaled
+    paper profile in two slices carried between them, then papermill from the last pack."""
+    env = dict(os.environ, KIT_PYTHON=sys.executable, PY312=python312(), PYTHONPATH=str(ROOT))
+    out = subprocess.run([str(ROOT / "device" / "dry_run.sh"), str(tmp_path / "dry")], capture_output=True,
+                         text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-3000:]
+    assert "notebook 01 from the unpacked store: 2 chain(s) reused, 0 computed" in out.stdout
+    assert "dry run passed" in out.stdout
