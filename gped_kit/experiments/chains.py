@@ -15,7 +15,10 @@ fingerprint of the numerics packages) and then, per task:
   (:class:`~gped_kit.engine.GPEDEngine`); the compact results are then written and the entry
   marked complete;
 * **failed** (e.g. a diverging chain) or **missing data** (the loader's message): recorded; the
-  other tasks go on. :meth:`ChainGrid.raise_if_failed` stops a notebook at the end.
+  other tasks go on. :meth:`ChainGrid.raise_if_failed` stops a notebook at the end;
+* **stopped** / **not started**: with a ``budget`` (:mod:`~gped_kit.experiments.budget`, for
+  slices of a long grid), a batch whose budget ran out was checkpointed and stopped at a
+  checkpoint point, and batches after it were not started; the next call resumes them.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ..engine import GPEDConfig, GPEDEngine, GPEDResult, StudentConfig, check_ba
 from ..engine.checkpoint import load_checkpoints, read_checkpoint
 from ..engine.run import run_engine
 from ..engine.spec import ChainSpec, build_chain
+from .budget import Budget, BudgetReached
 from .executors import ChainExecutor, LocalExecutor, make_executor
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
@@ -184,7 +188,8 @@ def _has_outputs(entry: Entry, keep_outputs: Sequence[str]) -> bool:
 
 def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool = False, chains_per_batch: int = 1,
                progress: bool = True, requires_state: bool = False,
-               executor: str | ChainExecutor = "local", address: str | None = None) -> ChainGrid:
+               executor: str | ChainExecutor = "local", address: str | None = None,
+               budget: Budget | None = None) -> ChainGrid:
     """Run, resume or reuse every task through ``store`` (see the module docstring).
 
     ``chains_per_batch`` K > 1 computes up to K consecutive tasks that can share one computation
@@ -193,8 +198,13 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
     masks differ). ``requires_state`` asks for full results (see :class:`ChainOutcome`).
     ``executor`` ``"ray"`` computes each batch as a task on the Ray cluster at ``address``
     (:mod:`~gped_kit.experiments.executors`; the store must be a directory every node sees).
+    ``budget`` (local executor only) stops the grid at a checkpoint once it is spent
+    (:mod:`~gped_kit.experiments.budget`): tasks computed part of the way are ``stopped``, those
+    not reached ``not started``.
     """
     runner = make_executor(executor, address)
+    if budget is not None and not isinstance(runner, LocalExecutor):
+        raise ValueError("run_chains: a budget stops the chains of this process: it needs executor='local'")
     if requires_state and not isinstance(runner, LocalExecutor):
         raise ValueError("run_chains: requires_state=True keeps full results in memory: it needs executor='local'")
     if not (isinstance(chains_per_batch, int) and not isinstance(chains_per_batch, bool) and chains_per_batch >= 1):
@@ -243,7 +253,11 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
     batches = _batches(pending, chains_per_batch)
     if isinstance(runner, LocalExecutor):
         for batch in batches:
-            _compute(batch, tasks, outcomes, store)
+            if budget is not None and budget.spent():
+                for i, _, entry, _ in batch:
+                    outcomes[i] = ChainOutcome(tasks[i], "not started", entry=entry)
+            else:
+                _compute(batch, tasks, outcomes, store, budget)
             for i, *_ in batch:
                 report(i)
     else:
@@ -286,7 +300,8 @@ def _batches(pending: list, size: int) -> list[list]:
     return batches
 
 
-def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: ResultsStore) -> None:
+def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: ResultsStore,
+             budget: Budget | None = None) -> None:
     started = time.perf_counter()
     entries = [b[2] for b in batch]
     with ExitStack() as stack:
@@ -300,7 +315,7 @@ def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: Res
             if engine.t >= engine.config.num_iterations:  # finished before: reload from the checkpoint
                 results = engine.results()
             else:
-                results = run_engine(engine, paths)
+                results = run_engine(engine, paths, hooks=[budget.hook(paths)] if budget is not None else [])
             for (i, spec, entry, _), result in zip(batch, results):
                 task = tasks[i]
                 write_compact(entry, result, task.keep_outputs)
@@ -311,6 +326,10 @@ def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: Res
                 status = "reused" if resumed_from is not None and resumed_from >= engine.config.num_iterations else (
                     "resumed" if resumed_from else "ran")
                 outcomes[i] = ChainOutcome(task, status, result, seconds=time.perf_counter() - started,
+                                           batched=len(batch) > 1, entry=entry)
+        except BudgetReached as stop:  # checkpointed: the next call resumes the batch
+            for i, spec, entry, _ in batch:
+                outcomes[i] = ChainOutcome(tasks[i], "stopped", error=str(stop), seconds=time.perf_counter() - started,
                                            batched=len(batch) > 1, entry=entry)
         except Exception as exc:  # noqa: BLE001 -- recorded for every chain of the batch; the grid goes on
             for i, spec, entry, _ in batch:

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The GPU procedure of docs/gpu.md, dry-run on the CPU (issue 30, item 3): notebook 01's paper profile
+# with T scaled to 201, on two fresh "machines" (scratch folders), as the device tool's calls would run it.
+#
+#   device/dry_run.sh [SCRATCH]        (from anywhere; needs `make device-bundle` first)
+#
+#   call 1, machine A: install the bundle offline (device/install.sh: Python 3.12 with the stand-in for
+#                      the GPU machine's packages when this machine has both), a slice that stops after
+#                      100 iterations (mid-chain, at a checkpoint), its pack written to machine A's $OUT;
+#   call 2, machine B: a fresh folder, the pack carried in (.device-slices/in), the bundle installed
+#                      again, a slice of at most 8 minutes that resumes and finishes every chain;
+#   here:              the last pack unpacked into a store, notebook 01 executed by papermill from it,
+#                      which must reuse every chain (recompute nothing).
+#
+# The kit's steps run with $KIT_PYTHON (default: python3; the GPU machine's python3 has torch, this
+# machine's Python 3.12 has not): it stands for the GPU machine's python3, reading the bundle's data
+# through GPED_DATA_ROOT as it will there. Prints the time each step took; exits non-zero on any failure.
+set -euo pipefail
+
+checkout="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+scratch="${1:-$(mktemp -d "${TMPDIR:-/tmp}/gped-dry-run.XXXXXX")}"
+kit_python="${KIT_PYTHON:-python3}"
+py312="${PY312:-$(command -v python3.12 || true)}"
+bundle="$checkout/.device-bundle"
+standin="$checkout/.device-standin"
+scaled=(--profile paper -p num_iterations=201 -p burn_in=100 -p log_every=50 -p checkpoint_every=50
+        -p 'models=["fcnn","cnn_mnist"]')
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
+started=$(date +%s)
+step() { echo; echo "=== [$(( $(date +%s) - started )) s] $*"; }
+
+[ -f "$bundle/manifest.json" ] || { echo "no bundle in $bundle: run make device-bundle first" >&2; exit 1; }
+mkdir -p "$scratch"
+echo "dry run in $scratch (kit: $kit_python; bundle Python: ${py312:-none})"
+
+install_bundle() {  # $1: the machine's folder. As the first line of every device call does.
+    local machine="$1"
+    if [ -n "$py312" ] && [ -d "$standin/wheels" ]; then
+        # the GPU machine's own packages (attrs, requests, pyyaml, ...), which this Python 3.12 lacks
+        "$py312" -m pip install -q --no-index --no-deps --disable-pip-version-check --target "$machine/gpu-site" \
+            "$standin"/wheels/*.whl 2>/dev/null
+        ( export GPED_PYTHON="$py312" PYTHONPATH="$machine/gpu-site"
+          source "$checkout/device/install.sh" "$bundle" "$machine/target"
+          "$py312" -c 'import papermill, nbclient, ipykernel, sys; print("bundle imports with Python", sys.version.split()[0])' )
+    else
+        echo "no Python 3.12 or no .device-standin: installing the data only, with $kit_python"
+        "$kit_python" "$checkout/device/install.py" --bundle "$bundle" --target "$machine/target" --data-only
+    fi
+}
+
+run_slice() {  # $1: machine folder; the rest: budget options. The command of every device call.
+    local machine="$1"; shift
+    mkdir -p "$machine/OUT" "$machine/in"
+    ( cd "$checkout"
+      export PYTHONPATH="$checkout" GPED_DATA_ROOT="$machine/target/data" MPLBACKEND=Agg PYTHONUNBUFFERED=1 \
+             GPED_PROGRESS=lines
+      set -o pipefail
+      "$kit_python" -m gped_kit.cli.slices run 01_experiment1 "${scaled[@]}" "$@" \
+          --results "$machine/store" --resume "$machine/in" --out "$machine/OUT" 2>&1 | tee "$machine/OUT/slice.log" )
+    local files; files=$(find "$machine/OUT" -type f | wc -l)
+    local largest; largest=$(find "$machine/OUT" -type f -printf '%s\n' | sort -n | tail -1)
+    echo "\$OUT of this call: $files file(s), largest $largest bytes (limits: 8 files, 16 MiB each)"
+    [ "$files" -le 8 ] && [ "$largest" -le $((16 * 1024 * 1024)) ]
+}
+
+step "call 1, machine A: install the bundle"
+install_bundle "$scratch/a"
+step "call 1, machine A: slice 1 (stops after 100 iterations, at a checkpoint)"
+run_slice "$scratch/a" --max-steps 100
+grep -q "stopped at step 100" "$scratch/a/OUT/slice.log"
+
+step "between the calls: the pack that came back is carried to a fresh machine (.device-slices/in)"
+mkdir -p "$scratch/b/in"
+cp "$scratch"/a/OUT/slice-* "$scratch/b/in/"
+ls -l "$scratch/b/in"
+
+step "call 2, machine B (fresh): install the bundle"
+install_bundle "$scratch/b"
+step "call 2, machine B: slice 2 (at most 8 minutes: resumes and finishes)"
+run_slice "$scratch/b" --minutes 8
+grep -q "every chain of the notebook is done" "$scratch/b/OUT/slice.log"
+
+step "here: unpack the last pack into the store and execute notebook 01 by papermill from it"
+( cd "$checkout"
+  export PYTHONPATH="$checkout" GPED_DATA_ROOT="$scratch/b/target/data" MPLBACKEND=Agg GPED_PROGRESS=lines
+  "$kit_python" -m gped_kit.cli.slices unpack "$scratch/b/OUT" --results "$scratch/results"
+  "$kit_python" -m gped_kit.cli.batch 01_experiment1 "${scaled[@]}" -p "results_dir=$scratch/results" \
+      -p "figures_dir=$scratch/figures" --output-dir "$scratch/executed" )
+executed="$scratch/executed/01_experiment1.ipynb"
+reused=$(grep -o ': reused (' "$executed" | wc -l)
+computed=$(grep -cE ': (ran|resumed) \(' "$executed" || true)
+echo "notebook 01 from the unpacked store: $reused chain(s) reused, $computed computed"
+[ "$reused" -eq 2 ] && [ "$computed" -eq 0 ]
+
+step "dry run passed (scratch: $scratch)"

@@ -1,0 +1,127 @@
+"""Install the device bundle offline (run by device/install.sh; standard library only).
+
+On the GPU machine (or here, for a dry run) this
+
+1. installs the bundle's wheels into ``TARGET/site`` with ``pip install --no-index --no-deps
+   --target`` (skipped when ``TARGET/site`` already holds this bundle's wheels: a warm machine);
+2. decompresses each data file of the bundle into ``TARGET/data/<Class>/raw/`` (torchvision's
+   layout, which the kit reads with ``GPED_DATA_ROOT=TARGET/data``), checking size and SHA-256
+   against the bundle's manifest; a file already there with the right checksum is kept, a data
+   file the manifest lists but that was not carried is reported and skipped;
+3. checks that the notebook machinery imports (papermill, nbclient, nbformat, ipykernel,
+   jupyter_client, zmq, ipywidgets) from the target.
+
+Exit status 0 when everything is installed, 1 otherwise (the message says what is wrong).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import lzma
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+IMPORTS = ("papermill", "nbclient", "nbformat", "ipykernel", "jupyter_client", "zmq", "ipywidgets", "IPython")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def install_wheels(bundle: Path, manifest: dict, site: Path) -> str:
+    """The wheels into ``site`` (unless the stamp says they are there); returns what was done."""
+    wheels = [bundle / row["file"] for row in manifest["wheels"]]
+    missing = [w.name for w in wheels if not w.is_file()]
+    if missing:
+        raise SystemExit(f"install: {len(missing)} wheel(s) of the manifest are not in {bundle / 'wheels'}: "
+                         f"{missing[:5]}... (carry the bundle's wheels/ folder)")
+    for wheel, row in zip(wheels, manifest["wheels"]):
+        if wheel.stat().st_size != row["bytes"] or sha256_of(wheel) != row["sha256"]:
+            raise SystemExit(f"install: {wheel} does not match the manifest's checksum (rebuild the bundle)")
+    stamp = site / ".gped-bundle"
+    fingerprint = hashlib.sha256("".join(sorted(r["sha256"] for r in manifest["wheels"])).encode()).hexdigest()
+    if stamp.is_file() and stamp.read_text() == fingerprint:
+        return f"{len(wheels)} wheels already installed in {site}"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile",
+               "--no-cache-dir", "--upgrade", "--disable-pip-version-check", "--target", str(site),
+               *map(str, wheels)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit("install: pip install failed:\n" + (result.stderr or result.stdout)[-3000:])
+    stamp.write_text(fingerprint)
+    return f"{len(wheels)} wheels installed in {site}"
+
+
+def install_data(bundle: Path, manifest: dict, root: Path) -> list[str]:
+    """Each data file decompressed and verified under ``root``; one line per data set file group."""
+    lines = []
+    for row in manifest["data"]:
+        packed, raw = bundle / row["file"], root / row["raw"]
+        if raw.is_file() and raw.stat().st_size == row["raw_bytes"] and sha256_of(raw) == row["raw_sha256"]:
+            lines.append(f"{row['raw']}: present")
+            continue
+        if not packed.is_file():
+            lines.append(f"{row['raw']}: not carried ({row['file']} absent), skipped")
+            continue
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        tmp = raw.with_name(f".{raw.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with lzma.open(packed, "rb") as src, open(tmp, "wb") as dst:
+                for block in iter(lambda: src.read(1 << 20), b""):
+                    dst.write(block)
+            if tmp.stat().st_size != row["raw_bytes"] or sha256_of(tmp) != row["raw_sha256"]:
+                raise SystemExit(f"install: {packed} decompresses to a file whose checksum is not the manifest's")
+            os.replace(tmp, raw)
+        finally:
+            tmp.unlink(missing_ok=True)
+        lines.append(f"{row['raw']}: written")
+    return lines
+
+
+def check_imports(site: Path) -> None:
+    """The notebook machinery imports from ``site`` in a fresh interpreter."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    code = "import " + ", ".join(IMPORTS)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise SystemExit(f"install: `{code}` fails with the bundle installed:\n{result.stderr[-3000:]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundle", type=Path, required=True, help="the bundle folder (with manifest.json)")
+    parser.add_argument("--target", type=Path, required=True, help="where to install: TARGET/site, TARGET/data")
+    parser.add_argument("--data-only", action="store_true",
+                        help="only the data (e.g. a dry run with a Python other than the bundle's)")
+    args = parser.parse_args()
+    manifest_file = args.bundle / "manifest.json"
+    if not manifest_file.is_file():
+        raise SystemExit(f"install: {manifest_file} not found (build it with `make device-bundle` and carry "
+                         f"{args.bundle}/manifest.json)")
+    manifest = json.loads(manifest_file.read_text())
+    if manifest.get("python") != f"{sys.version_info[0]}.{sys.version_info[1]}":
+        print(f"install: note: the bundle is for Python {manifest.get('python')}, this is "
+              f"{sys.version_info[0]}.{sys.version_info[1]}", file=sys.stderr)
+    site = args.target / "site"
+    if not args.data_only:
+        print("install:", install_wheels(args.bundle, manifest, site))
+    for line in install_data(args.bundle, manifest, args.target / "data"):
+        print("install: data", line)
+    if args.data_only:
+        return 0
+    check_imports(site)
+    print(f"install: {', '.join(IMPORTS)} import with Python {sys.version.split()[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,544 @@
+"""Resumable slices of a notebook's chains: run for at most so many minutes, pack what changed,
+unpack it on the next (fresh) machine and go on.
+
+A GPU machine is lent for 10 minutes a command and 30 minutes a session, starts bare and sends
+back at most 8 files of 16 MiB (docs/gpu.md); a paper-profile chain of 10^6 steps does not fit in
+one command. A *slice* is one command that
+
+1. unpacks the packs given with ``--resume`` (the previous slices' results) into the store;
+2. runs the notebook's chains (:func:`notebook_chain_tasks`: the chain tasks the notebook would
+   run for the profile and parameters) through the store with a
+   :class:`~gped_kit.experiments.budget.Budget` of ``--minutes`` (or ``--max-steps``): every chain
+   checkpoints every ``checkpoint_every`` steps and the slice stops at a checkpoint before the
+   deadline, so the next slice resumes it bit for bit;
+3. packs every store file the slice made or changed (and everything it unpacked, so the newest
+   pack alone holds the whole state) into compressed tar parts of at most 16 MiB and a manifest
+   with SHA-256 checksums (:func:`pack`), at most ``--max-files`` files in all.
+
+``unpack`` (:func:`unpack`) verifies and extracts such packs into a store: on the next machine
+before its slice (``run --resume``), or here into ``results/`` when the notebook is to be executed
+from them (it then reuses every complete chain and recomputes nothing).
+
+Checkpoints of chains that finished are left out of a pack unless the notebook needs the chains'
+full state (Experiments 3, 4 and the comparison derive their results from it) or
+``--keep-final-checkpoints`` is given.
+
+Usage (see docs/gpu.md)::
+
+    python -m gped_kit.cli.slices run 01_experiment1 --profile paper --minutes 8 \\
+        --results .device-slices/store --resume .device-slices/in --out $OUT
+    python -m gped_kit.cli.slices unpack .device-slices/in --results results
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import gzip
+import hashlib
+import io
+import json
+import os
+import sys
+import tarfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+
+import pandas as pd
+
+from ..engine.checkpoint import read_checkpoint
+from ..experiments import comparison, experiment3, experiment4, experiment12, samplers
+from ..experiments.budget import Budget
+from ..experiments.chains import ChainTask, chain_code, run_chains
+from ..experiments.settings import resolve_settings
+from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, ResultsStore
+from .batch import DEFAULT_NOTEBOOK_DIR, parse_override, select_notebooks
+
+PACK_FORMAT = 1
+MIB = 2**20
+#: What the device tool brings back: 8 files of at most 16 MiB, 64 MiB together. A slice keeps
+#: one file and 4 MiB free for its log.
+PART_BYTES = 16 * MIB
+MAX_FILES = 7
+MAX_BYTES = 60 * MIB
+#: Chain statuses after which nothing is left to compute.
+DONE = ("ran", "resumed", "reused")
+
+
+class PackError(RuntimeError):
+    """A pack cannot be written (over the limits) or read (a part missing or damaged)."""
+
+
+# ------------------------------------------------------------------------------ a notebook's chains
+@dataclass(frozen=True)
+class ChainGroup:
+    """Chain tasks a notebook runs with one :func:`~gped_kit.experiments.chains.run_chains` call."""
+
+    tasks: tuple[ChainTask, ...]
+    chains_per_batch: int = 1
+
+
+@dataclass(frozen=True)
+class NotebookChains:
+    """A notebook's chains for a profile: its groups of tasks, and whether the notebook needs the
+    finished chains' full state (their final checkpoints) to derive its results."""
+
+    notebook: str
+    groups: tuple[ChainGroup, ...]
+    needs_state: bool = False
+
+    @property
+    def tasks(self) -> list[ChainTask]:
+        return [t for g in self.groups for t in g.tasks]
+
+
+def notebook_parameters(path: Path) -> dict[str, Any]:
+    """The literal defaults of a notebook's ``parameters`` cell (``name = <literal>`` lines)."""
+    cells = json.loads(Path(path).read_text())["cells"]
+    cell = next((c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        raise ValueError(f"{path}: no cell tagged 'parameters'")
+    out = {}
+    for node in ast.parse("".join(cell["source"])).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+def notebook_chain_tasks(notebook: str | Path, profile: str, overrides: Mapping[str, Any],
+                         notebook_dir: Path = DEFAULT_NOTEBOOK_DIR) -> NotebookChains:
+    """The chain tasks ``notebook`` runs with ``profile`` and the parameter ``overrides`` (as
+    papermill would inject them), built with the experiment modules' own functions exactly as the
+    notebook's cells call them, so their store keys are the notebook's.
+
+    This mapping from notebooks to their chains is the one place that knows the notebooks' cells;
+    the notebook registry (issue 26) is to replace it. Notebooks without chains of their own (04,
+    08, 09) and the quickstart (whose chain is built in the notebook) are not supported."""
+    (path,) = select_notebooks([str(notebook)], Path(notebook_dir))
+    defaults = notebook_parameters(path)
+    unknown = sorted(set(overrides) - set(defaults))
+    if unknown:
+        raise ValueError(f"{path.name}: no parameter(s) {unknown}; its parameters are {sorted(defaults)}")
+    ns = {**defaults, **overrides, "profile": profile}
+    device, root = ns.get("device", "auto"), ns.get("data_root")
+    name = path.stem
+    if name == "01_experiment1":
+        p = resolve_settings(experiment12.PROFILES, profile, ns)
+        return NotebookChains(name, (ChainGroup(tuple(experiment12.experiment1_tasks(
+            ns["models"], p, seed=ns["seed"], device=device, data_root=root)), p.chains_per_batch),))
+    if name == "02_experiment2_mnist":
+        p = resolve_settings(experiment12.PROFILES, profile, ns)
+        grid = experiment12.experiment2_tasks(ns["models"], p, seed=ns["seed"], device=device, data_root=root)
+        check = [t for model in ns["lr_check_models"] if model in ns["models"]
+                 for t in experiment12.lr_schedule_tasks(model, p, seed=ns["seed"], device=device, data_root=root)]
+        return NotebookChains(name, (ChainGroup(tuple(grid), p.chains_per_batch), ChainGroup(tuple(check))))
+    if name == "03_experiment2_cifar10":
+        p = resolve_settings(experiment12.PROFILES, profile, ns)
+        tasks = [experiment12.distillation_task("cnn_cifar10", n, 0, p, seed=ns["seed"], device=device,
+                                                data_root=root) for n in p.cifar_labelled_sizes]
+        return NotebookChains(name, (ChainGroup(tuple(tasks), p.chains_per_batch),))
+    if name == "05_experiment3_search":
+        p = resolve_settings(experiment3.PROFILES, profile, ns)
+        tasks = [experiment3.experiment3_task(m, p, seed=ns["seed"], device=device, data_root=root) for m in p.models]
+        return NotebookChains(name, (ChainGroup(tuple(tasks)),), needs_state=True)
+    if name == "06_experiment4_uncertainty":
+        p = resolve_settings(experiment4.PROFILES, profile, ns)
+        tasks = [experiment4.experiment4_task(m, p, seed=ns["seed"], device=device, data_root=root)
+                 for m in ns["models"]]
+        return NotebookChains(name, (ChainGroup(tuple(tasks)),), needs_state=True)
+    if name == "07_hydra_comparison":
+        p = resolve_settings(comparison.PROFILES, profile, ns)
+        tasks = (comparison.comparison_task(p, ns["seed"], device, root), comparison.spiral_task(p, ns["seed"], device))
+        return NotebookChains(name, (ChainGroup(tasks),), needs_state=True)
+    if name == "10_samplers":
+        p = resolve_settings(samplers.PROFILES, profile, ns)
+        return NotebookChains(name, (ChainGroup(tuple(samplers.sampler_study_tasks(p, device=device,
+                                                                                   data_root=root))),))
+    raise ValueError(f"notebook {name!r} has no chains to slice; allowed: 01_experiment1, 02_experiment2_mnist, "
+                     "03_experiment2_cifar10, 05_experiment3_search, 06_experiment4_uncertainty, "
+                     "07_hydra_comparison, 10_samplers")
+
+
+# ------------------------------------------------------------------------------ what a slice changed
+FileState = tuple[int, int, int]  # size, mtime_ns, inode: an atomic rewrite changes the inode
+
+
+def _stored_files(root: Path) -> Iterator[Path]:
+    """The store's files, without locks, temporary files and entries set aside."""
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root)
+        if not f.is_file() or f.suffix == ".lock" or f.name.endswith(".tmp") or any(".old-" in p for p in rel.parts):
+            continue
+        yield f
+
+
+def store_state(root: Path) -> dict[str, FileState]:
+    """Every stored file's size, modification time and inode, by path relative to ``root``."""
+    out = {}
+    for f in _stored_files(root):
+        st = f.stat()
+        out[f.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+def _complete(entry_dir: Path) -> bool:
+    f = entry_dir / ENTRY_FILE
+    return f.is_file() and bool(json.loads(f.read_text()).get("complete"))
+
+
+def changed_files(root: Path, before: Mapping[str, FileState], keep_final_checkpoints: bool) -> list[str]:
+    """Files under ``root`` new or changed since ``before`` (:func:`store_state`), in pack order:
+    per entry, ``entry.json`` last; checkpoints of complete entries only if ``keep_final_checkpoints``."""
+    after = store_state(root)
+    out = []
+    for rel, state in after.items():
+        if before.get(rel) == state:
+            continue
+        path = PurePosixPath(rel)
+        if path.name == CHECKPOINT_FILE and not keep_final_checkpoints and _complete(root / path.parent):
+            continue
+        out.append(rel)
+    return sorted(out, key=lambda r: (str(PurePosixPath(r).parent), PurePosixPath(r).name == ENTRY_FILE, r))
+
+
+# ------------------------------------------------------------------------------ pack / unpack
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(MIB), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _Parts(io.RawIOBase):
+    """A write-only stream cut into files ``<stem>.tar.gz.<n>`` of at most ``size`` bytes."""
+
+    def __init__(self, folder: Path, stem: str, size: int) -> None:
+        self.folder, self.stem, self.size = folder, stem, size
+        self.parts: list[dict] = []
+        self._file: BinaryIO | None = None
+        self._digest = hashlib.sha256()
+        self._written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def _roll(self) -> None:
+        self._close_part()
+        name = f"{self.stem}.tar.gz.{len(self.parts):03d}"
+        self._file = open(self.folder / name, "xb")
+        self.parts.append({"name": name, "bytes": 0, "sha256": ""})
+        self._digest, self._written = hashlib.sha256(), 0
+
+    def _close_part(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self.parts[-1].update(bytes=self._written, sha256=self._digest.hexdigest())
+            self._file = None
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            if self._file is None or self._written == self.size:
+                self._roll()
+            n = min(len(view) - done, self.size - self._written)
+            chunk = view[done:done + n]
+            self._file.write(chunk)
+            self._digest.update(chunk)
+            self._written += n
+            done += n
+        return done
+
+    def close(self) -> None:
+        self._close_part()
+        super().close()
+
+
+def pack(root: Path, files: Sequence[str], out: Path, info: Mapping[str, Any], part_bytes: int = PART_BYTES,
+         max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> Path:
+    """Pack ``files`` (paths relative to the store ``root``) into ``out`` as a gzip-compressed tar
+    cut into parts of at most ``part_bytes`` and a manifest (``slice-<sequence>-<time>.json``:
+    ``info``, the parts' and files' sizes and SHA-256 sums); returns the manifest's path.
+    ``PackError`` (and nothing left in ``out``) when the parts and the manifest would be more than
+    ``max_files`` files or ``max_bytes`` bytes, naming the largest files."""
+    if part_bytes < MIB:
+        raise ValueError(f"part_bytes={part_bytes}: must be at least 1 MiB")
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"slice-{int(info.get('sequence', 1)):03d}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    rows = [{"path": rel, "bytes": (root / rel).stat().st_size, "sha256": _sha256(root / rel)} for rel in files]
+    parts = _Parts(out, stem, part_bytes)
+    try:
+        with gzip.GzipFile(fileobj=parts, mode="wb", compresslevel=6, mtime=0) as gz, \
+                tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            for row in rows:
+                member = tarfile.TarInfo(row["path"])
+                member.size, member.mode, member.mtime = row["bytes"], 0o644, int(time.time())
+                with open(root / row["path"], "rb") as f:
+                    tar.addfile(member, f)
+    finally:
+        parts.close()
+    total = sum(p["bytes"] for p in parts.parts)
+    if len(parts.parts) + 1 > max_files or total > max_bytes:
+        for p in parts.parts:
+            (out / p["name"]).unlink(missing_ok=True)
+        largest = sorted(rows, key=lambda r: -r["bytes"])[:5]
+        raise PackError(
+            f"the slice's {len(rows)} files compress to {total / MIB:.1f} MiB in {len(parts.parts)} part(s) of at "
+            f"most {part_bytes / MIB:.0f} MiB; with the manifest that is over the limit of {max_files} files / "
+            f"{max_bytes / MIB:.0f} MiB. Largest files: "
+            + ", ".join(f"{r['path']} ({r['bytes'] / MIB:.1f} MiB)" for r in largest)
+            + ". Fewer chains per batch (each chain in progress keeps a checkpoint) or no final checkpoints "
+              "(--no-final-checkpoints) make it smaller; the store itself is complete.")
+    manifest = {"format": PACK_FORMAT, "kind": "gped-kit slice", "made": time.strftime("%Y-%m-%d %H:%M:%S"),
+                **info, "parts": parts.parts, "files": rows, "bytes": total}
+    path = out / f"{stem}.json"
+    tmp = out / f".{stem}.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifests(sources: Sequence[Path]) -> list[tuple[Path, dict]]:
+    """The slice manifests in ``sources`` (folders or manifest files), oldest slice first."""
+    found = []
+    for source in map(Path, sources):
+        files = sorted(source.glob("slice-*.json")) if source.is_dir() else [source]
+        for f in files:
+            manifest = json.loads(f.read_text())
+            if manifest.get("kind") != "gped-kit slice" or manifest.get("format") != PACK_FORMAT:
+                raise PackError(f"{f} is not a slice manifest of format {PACK_FORMAT}")
+            found.append((f, manifest))
+    return sorted(found, key=lambda fm: (fm[1].get("sequence", 0), fm[1].get("made", ""), fm[0].name))
+
+
+class _Joined(io.RawIOBase):
+    """The parts of a pack read as one stream."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self._paths = list(paths)
+        self._file: BinaryIO | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while True:
+            if self._file is None:
+                if not self._paths:
+                    return 0
+                self._file = open(self._paths.pop(0), "rb")
+            n = self._file.readinto(buffer)
+            if n:
+                return n
+            self._file.close()
+            self._file = None
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        super().close()
+
+
+def _checkpoint_step(path: Path) -> int:
+    return int(read_checkpoint(path)["t"])
+
+
+def _place(tmp: Path, target: Path, rel: str, root: Path, overwrite: bool) -> str:
+    """Move the verified ``tmp`` to ``target`` unless the store has a newer or a complete version;
+    returns what was done."""
+    if target.is_file() and _sha256(target) == _sha256(tmp):
+        return "same"
+    entry_dir = root / PurePosixPath(rel).parent
+    if target.is_file() and not overwrite:
+        if _complete(entry_dir):
+            return "kept (the store's entry is complete)"
+        if target.name == CHECKPOINT_FILE and _checkpoint_step(target) > _checkpoint_step(tmp):
+            return "kept (the store's checkpoint is further on)"
+    existed = target.exists()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, target)
+    return "replaced" if existed else "written"
+
+
+def unpack(sources: Sequence[Path], root: Path, overwrite: bool = False) -> list[tuple[str, str]]:
+    """Extract the packs in ``sources`` (folders or manifests; oldest slice first) into the store
+    at ``root``, after checking every part's size and SHA-256 and then every file's; returns
+    ``(path, action)`` per file: ``written``, ``replaced``, ``same`` or ``kept (...)`` (a complete
+    entry or a further checkpoint in the store is not replaced unless ``overwrite``)."""
+    manifests = read_manifests(sources)
+    actions: list[tuple[str, str]] = []
+    for path, manifest in manifests:
+        parts = [path.parent / p["name"] for p in manifest["parts"]]
+        for part, row in zip(parts, manifest["parts"]):
+            if not part.is_file():
+                raise PackError(f"{path.name}: part {part.name} is missing; bring all {len(parts)} parts")
+            if part.stat().st_size != row["bytes"] or _sha256(part) != row["sha256"]:
+                raise PackError(f"{path.name}: part {part.name} is damaged (size or SHA-256 differs from the manifest)")
+        expected = {row["path"]: row for row in manifest["files"]}
+        seen = set()
+        with _Joined(parts) as joined, gzip.GzipFile(fileobj=io.BufferedReader(joined), mode="rb") as gz, \
+                tarfile.open(fileobj=gz, mode="r|") as tar:
+            for member in tar:
+                rel = member.name
+                pure = PurePosixPath(rel)
+                if rel not in expected or not member.isfile() or pure.is_absolute() or ".." in pure.parts:
+                    raise PackError(f"{path.name}: unexpected member {rel!r} (not a file of the manifest)")
+                row = expected[rel]
+                target = root / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+                digest, size = hashlib.sha256(), 0
+                try:
+                    with tar.extractfile(member) as src, open(tmp, "xb") as dst:
+                        for block in iter(lambda: src.read(MIB), b""):
+                            digest.update(block)
+                            size += len(block)
+                            dst.write(block)
+                    if size != row["bytes"] or digest.hexdigest() != row["sha256"]:
+                        raise PackError(f"{path.name}: {rel} does not match its checksum")
+                    actions.append((rel, _place(tmp, target, rel, root, overwrite)))
+                finally:
+                    tmp.unlink(missing_ok=True)
+                seen.add(rel)
+        if seen != set(expected):
+            raise PackError(f"{path.name}: {len(set(expected) - seen)} file(s) of the manifest are not in its parts")
+    return actions
+
+
+# ------------------------------------------------------------------------------ a slice
+@dataclass
+class SliceReport:
+    """What a slice did: every chain's status row, the manifest it wrote, and whether every chain
+    of the notebook is now done."""
+
+    cells: pd.DataFrame
+    manifest: Path | None
+    complete: bool
+    unpacked: list[tuple[str, str]] = field(default_factory=list)
+
+
+def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], results: Path, out: Path,
+              minutes: float | None = None, max_steps: int | None = None, resume: Sequence[Path] = (),
+              keep_final_checkpoints: bool | None = None, notebook_dir: Path = DEFAULT_NOTEBOOK_DIR,
+              clock=time.monotonic, progress: bool = True, part_bytes: int = PART_BYTES,
+              max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> SliceReport:
+    """One slice (see the module docstring): unpack ``resume``, run the notebook's chains within
+    ``minutes`` / ``max_steps``, pack what changed into ``out``."""
+    budget = Budget(seconds=None if minutes is None else 60.0 * minutes, steps=max_steps, clock=clock)
+    chains = notebook_chain_tasks(notebook, profile, overrides, notebook_dir)  # bad input fails before any work
+    store = ResultsStore(results)
+    store.root.mkdir(parents=True, exist_ok=True)
+    before = store_state(store.root)
+    sources = [Path(r) for r in resume if Path(r).exists() and read_manifests([Path(r)])]
+    previous = read_manifests(sources)
+    unpacked = unpack(sources, store.root) if sources else []
+    grids = [run_chains(list(g.tasks), store, chains_per_batch=g.chains_per_batch, progress=progress, budget=budget)
+             for g in chains.groups if g.tasks]
+    cells = pd.concat([g.cells for g in grids], ignore_index=True) if grids else pd.DataFrame()
+    complete = bool(len(cells)) and bool(cells["status"].isin([*DONE, "missing data"]).all())
+    keep = chains.needs_state if keep_final_checkpoints is None else keep_final_checkpoints
+    files = changed_files(store.root, before, keep)
+    info = {"sequence": 1 + max((m.get("sequence", 0) for _, m in previous), default=0),
+            "notebook": chains.notebook, "profile": profile, "overrides": dict(overrides), "code": chain_code(),
+            "budget": {"minutes": minutes, "max_steps": max_steps, "steps_done": budget.steps_done,
+                       "seconds": round(budget.elapsed(), 1)},
+            "complete": complete, "cells": cells.astype(object).where(cells.notna(), None).to_dict("records")}
+    manifest = pack(store.root, files, out, info, part_bytes, max_files, max_bytes) if files else None
+    return SliceReport(cells, manifest, complete, unpacked)
+
+
+def _summary(actions: Sequence[tuple[str, str]]) -> str:
+    counts: dict[str, int] = {}
+    for _, action in actions:
+        counts[action] = counts.get(action, 0) + 1
+    return ", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "nothing"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m gped_kit.cli.slices",
+                                     description="Resumable slices of a notebook's chains (docs/gpu.md).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a notebook's chains for a while, then pack what changed")
+    run.add_argument("notebook", help="notebook name or path, e.g. 01_experiment1")
+    run.add_argument("--profile", default="default", help="the notebook's profile (default: %(default)s)")
+    run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="a notebook parameter, as for python -m gped_kit.cli.batch (repeatable)")
+    run.add_argument("--results", type=Path, default=Path("results"), help="the store (default: %(default)s)")
+    run.add_argument("--out", type=Path, required=True, help="folder for the pack (parts and manifest)")
+    run.add_argument("--minutes", type=float, default=None, help="stop at a checkpoint before this many minutes")
+    run.add_argument("--max-steps", type=int, default=None,
+                     help="stop at the first checkpoint after this many iterations (tests, dry runs)")
+    run.add_argument("--resume", type=Path, action="append", default=[],
+                     help="folder (or manifest) of earlier slices' packs to unpack first; absent or empty: none")
+    keep = run.add_mutually_exclusive_group()
+    keep.add_argument("--keep-final-checkpoints", dest="keep", action="store_true", default=None,
+                      help="pack finished chains' checkpoints too (default: only for notebooks that need them)")
+    keep.add_argument("--no-final-checkpoints", dest="keep", action="store_false")
+    run.add_argument("--notebook-dir", type=Path, default=DEFAULT_NOTEBOOK_DIR, help="default: %(default)s")
+    run.add_argument("--part-mib", type=float, default=PART_BYTES / MIB, help="largest part (default: %(default)s)")
+    run.add_argument("--max-files", type=int, default=MAX_FILES, help="parts + manifest (default: %(default)s)")
+    run.add_argument("--max-mib", type=float, default=MAX_BYTES / MIB, help="all parts (default: %(default)s)")
+    unp = sub.add_parser("unpack", help="verify and extract packs into a store")
+    unp.add_argument("sources", type=Path, nargs="+", help="folders or manifests of packs")
+    unp.add_argument("--results", type=Path, default=Path("results"), help="the store (default: %(default)s)")
+    unp.add_argument("--overwrite", action="store_true", help="replace complete entries and further checkpoints")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "unpack":
+        try:
+            manifests = read_manifests(args.sources)
+            if not manifests:
+                parser.error(f"no slice manifests (slice-*.json) in {[str(s) for s in args.sources]}")
+            code = chain_code()
+            for path, manifest in manifests:
+                if manifest.get("code") != code:
+                    print(f"note: {path.name} was made by code {manifest.get('code')}, this checkout's is {code}: "
+                          "its chains are stored under keys this code does not look up", file=sys.stderr)
+            actions = unpack(args.sources, args.results, args.overwrite)
+        except PackError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"unpacked {len(manifests)} pack(s) into {args.results}: {_summary(actions)}")
+        return 0
+    if args.minutes is None and args.max_steps is None:
+        parser.error("give --minutes or --max-steps (or both)")
+    try:
+        overrides = {}
+        for text in args.param:
+            o = parse_override(text)
+            if o.notebook is not None:
+                parser.error(f"-p {text!r}: a slice runs one notebook; give KEY=VALUE")
+            overrides[o.key] = o.value
+        report = run_slice(args.notebook, args.profile, overrides, args.results, args.out, args.minutes,
+                           args.max_steps, args.resume, args.keep, args.notebook_dir,
+                           part_bytes=int(args.part_mib * MIB), max_files=args.max_files,
+                           max_bytes=int(args.max_mib * MIB))
+    except (ValueError, PackError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ValueError) else 1
+    if report.unpacked:
+        print(f"resumed from earlier packs: {_summary(report.unpacked)}")
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(report.cells[["cell", "status", "seconds", "error"]].to_string(index=False))
+    left = report.cells[~report.cells["status"].isin([*DONE, "missing data"])]
+    if report.manifest is not None:
+        files = [report.manifest.name] + [p["name"] for p in json.loads(report.manifest.read_text())["parts"]]
+        print(f"packed into {args.out}: {', '.join(files)}")
+    else:
+        print("nothing changed in the store: no pack written")
+    print("every chain of the notebook is done" if report.complete else
+          f"{len(left)} chain(s) left: run the next slice with --resume <this pack's folder>")
+    return 1 if (report.cells["status"] == "failed").any() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

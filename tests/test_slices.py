@@ -1,0 +1,283 @@
+"""Resumable slices (gped_kit.experiments.budget, gped_kit.cli.slices): a grid of chains stopped by
+a budget at a checkpoint, packed, unpacked in a fresh folder and finished there gives bit for bit
+the results of one uninterrupted run; packs are checked part by part and file by file.
+
+The budget is spent deterministically: by steps, or by seconds read from a clock the test drives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from gped_kit.cli import slices as S
+from gped_kit.cli.batch import LocalPapermillExecutor, NotebookRun, default_kernel_name
+from gped_kit.core.sgld import SGLDConfig
+from gped_kit.data.sources import DatasetNotFoundError, load_split
+from gped_kit.engine import GPEDConfig, StudentConfig
+from gped_kit.experiments.budget import Budget, BudgetReached
+from gped_kit.experiments.chains import ChainTask, run_chains
+from gped_kit.experiments.store import ResultsStore
+from gped_kit.models.presets import ArchSpec
+
+#: Columns that are wall-clock readings, equal between runs only by chance.
+TIMING = ("elapsed_s", "iterations_per_s")
+
+
+class Clock:
+    """A clock the test sets."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# ------------------------------------------------------------------------------ the budget
+def fake_engine(t: int, finished: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(t=t, finished=finished, resumed_from=None, K=1)
+
+
+def test_budget_in_seconds_stops_when_the_next_interval_would_pass_the_deadline():
+    clock = Clock()
+    budget = Budget(seconds=35, clock=clock)
+    hook = budget.hook([None])
+    for t, now in ((50, 10.0), (100, 20.0)):  # 25 s, then 15 s left: more than an interval (10 s)
+        clock.now = now
+        hook.on_checkpoint(fake_engine(t))
+    assert budget.steps_done == 100 and budget.last_interval == 10.0 and not budget.spent()
+    clock.now = 30.0  # 5 s left, less than the 10 s the last interval took
+    with pytest.raises(BudgetReached, match="step 150") as stop:
+        hook.on_checkpoint(fake_engine(150))
+    assert stop.value.step == 150 and budget.spent()
+    # the chain's last step is never a stop: it finishes and is stored
+    Budget(seconds=0, clock=clock).hook([None]).on_checkpoint(fake_engine(200, finished=True))
+
+
+def test_budget_in_steps_counts_iterations_from_where_the_batch_resumed():
+    budget = Budget(steps=100)
+    hook = budget.hook([None])
+    resumed = SimpleNamespace(t=350, finished=False, resumed_from=300, K=1)
+    hook.on_checkpoint(resumed)  # 50 iterations computed here, not 350
+    assert budget.steps_done == 50 and not budget.spent()
+    with pytest.raises(BudgetReached):
+        hook.on_checkpoint(SimpleNamespace(t=400, finished=False, resumed_from=300, K=1))
+    assert budget.steps_done == 100
+
+
+def test_budget_rejects_bad_input():
+    for kwargs, message in [({}, "give seconds, steps or both"), ({"seconds": -1}, "seconds=-1"),
+                            ({"seconds": float("nan")}, "seconds=nan"), ({"steps": 1.5}, "steps=1.5"),
+                            ({"steps": True}, "steps=True")]:
+        with pytest.raises(ValueError, match=message):
+            Budget(**kwargs)
+
+
+# ------------------------------------------------------------------------------ pack / unpack
+def write_store(root: Path) -> dict[str, bytes]:
+    """A small store: an incomplete entry with a 3 MiB checkpoint-like file, a complete one."""
+    rng = np.random.default_rng(0)
+    files = {"chain/aaaa/checkpoint.pt": rng.bytes(3 * S.MIB),
+             "chain/bbbb/summary.csv": b"a,b\n1,2\n",
+             "chain/bbbb/entry.json": json.dumps({"complete": True}).encode()}
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return files
+
+
+def test_pack_cuts_parts_and_unpack_restores_every_file(tmp_path):
+    files = write_store(tmp_path / "a")
+    order = S.changed_files(tmp_path / "a", {}, keep_final_checkpoints=False)
+    assert order == ["chain/aaaa/checkpoint.pt", "chain/bbbb/summary.csv", "chain/bbbb/entry.json"]  # entry.json last
+    manifest = S.pack(tmp_path / "a", order, tmp_path / "out", {"sequence": 3, "notebook": "x"}, part_bytes=S.MIB)
+    meta = json.loads(manifest.read_text())
+    assert manifest.name.startswith("slice-003-") and meta["notebook"] == "x" and len(meta["parts"]) == 4
+    assert all(p["bytes"] <= S.MIB for p in meta["parts"])
+    actions = S.unpack([tmp_path / "out"], tmp_path / "b")
+    assert sorted(actions) == sorted((rel, "written") for rel in files)
+    for rel, data in files.items():
+        assert (tmp_path / "b" / rel).read_bytes() == data
+    assert {a for _, a in S.unpack([tmp_path / "out"], tmp_path / "b")} == {"same"}
+
+
+def test_unpack_refuses_damaged_or_missing_parts_and_pack_refuses_too_many(tmp_path):
+    write_store(tmp_path / "a")
+    order = S.changed_files(tmp_path / "a", {}, keep_final_checkpoints=False)
+    with pytest.raises(S.PackError, match=r"over the limit of 3 files.*chain/aaaa/checkpoint.pt \(3.0 MiB\)"):
+        S.pack(tmp_path / "a", order, tmp_path / "big", {}, part_bytes=S.MIB, max_files=3)
+    assert list((tmp_path / "big").iterdir()) == []  # nothing half-written is left
+    manifest = S.pack(tmp_path / "a", order, tmp_path / "out", {}, part_bytes=S.MIB)
+    part = tmp_path / "out" / json.loads(manifest.read_text())["parts"][1]["name"]
+    data = bytearray(part.read_bytes())
+    data[100] ^= 1
+    part.write_bytes(bytes(data))
+    with pytest.raises(S.PackError, match=rf"part {part.name} is damaged"):
+        S.unpack([tmp_path / "out"], tmp_path / "b")
+    part.unlink()
+    with pytest.raises(S.PackError, match=rf"part {part.name} is missing; bring all 4 parts"):
+        S.unpack([manifest], tmp_path / "b")
+    assert not (tmp_path / "b").exists() or not any((tmp_path / "b").rglob("*.pt"))
+
+
+def test_unpack_keeps_complete_entries_and_further_checkpoints(tmp_path):
+    src, dst = tmp_path / "a", tmp_path / "b"
+    for root, t in ((src, 100), (dst, 150)):  # the store here is further on than the pack
+        (root / "chain" / "cccc").mkdir(parents=True)
+        torch.save({"format": 2, "t": t}, root / "chain" / "cccc" / "checkpoint.pt")
+    write_store(src)
+    (dst / "chain" / "bbbb").mkdir(parents=True)
+    (dst / "chain" / "bbbb" / "summary.csv").write_text("a,b\n9,9\n")
+    (dst / "chain" / "bbbb" / "entry.json").write_text(json.dumps({"complete": True}))
+    S.pack(src, S.changed_files(src, {}, keep_final_checkpoints=False), tmp_path / "out", {})
+    actions = dict(S.unpack([tmp_path / "out"], dst))
+    assert actions["chain/cccc/checkpoint.pt"] == "kept (the store's checkpoint is further on)"
+    assert actions["chain/bbbb/summary.csv"] == "kept (the store's entry is complete)"
+    assert actions["chain/aaaa/checkpoint.pt"] == "written"
+    assert (dst / "chain" / "bbbb" / "summary.csv").read_text() == "a,b\n9,9\n"
+    actions = dict(S.unpack([tmp_path / "out"], dst, overwrite=True))
+    assert actions["chain/bbbb/summary.csv"] == "replaced"
+
+
+def test_changed_files_leaves_out_final_checkpoints_unless_asked(tmp_path):
+    root = tmp_path / "s"
+    write_store(root)
+    before = S.store_state(root)
+    (root / "chain" / "bbbb" / "checkpoint.pt").write_bytes(b"final")  # beside a complete entry
+    (root / "chain" / "dddd").mkdir()
+    (root / "chain" / "dddd.lock").write_bytes(b"")
+    (root / "chain" / "dddd" / ".x.tmp").write_bytes(b"")
+    (root / "chain" / "dddd" / "checkpoint.pt").write_bytes(b"running")
+    assert S.changed_files(root, before, keep_final_checkpoints=False) == ["chain/dddd/checkpoint.pt"]
+    assert S.changed_files(root, before, keep_final_checkpoints=True) == ["chain/bbbb/checkpoint.pt",
+                                                                          "chain/dddd/checkpoint.pt"]
+
+
+# ------------------------------------------------------------------------------ two slices == one run
+def digits_tasks(data) -> list[ChainTask]:
+    students = (StudentConfig("predictive", thinning=3, arch=ArchSpec("fcnn", dropout=0.5)),
+                StudentConfig("entropy", "U_o", thinning=5))
+    base = dict(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=120, burn_in=40,
+                eval_thinning=10, log_every=20, checkpoint_every=20, progress=False, device="cpu")
+    return [ChainTask(data, GPEDConfig(**base, seed=s), students, keep_outputs=("test",), name=f"seed {s}")
+            for s in (0, 1, 2)]
+
+
+def stored(root: Path) -> dict[str, dict]:
+    """Every complete chain entry's tables and arrays, by key."""
+    out = {}
+    for entry in ResultsStore(root).entries("chain"):
+        tables = {name: entry.table(name).drop(columns=[c for c in TIMING if c in entry.table(name)])
+                  for name in ("summary", "history")}
+        out[entry.key] = {**tables, "arrays": entry.arrays()}
+    return out
+
+
+def assert_same_results(a: dict[str, dict], b: dict[str, dict], arrays: bool = True) -> None:
+    """The same entries with equal tables (timings aside) and equal arrays (which must exist when ``arrays``)."""
+    assert sorted(a) == sorted(b) and a
+    for key in a:
+        for name in ("summary", "history"):
+            pd.testing.assert_frame_equal(a[key][name], b[key][name], check_exact=True)
+        assert sorted(a[key]["arrays"]) == sorted(b[key]["arrays"]) and (a[key]["arrays"] or not arrays)
+        for name, value in a[key]["arrays"].items():
+            assert np.array_equal(value, b[key]["arrays"][name]), (key, name)
+
+
+def test_two_slices_in_fresh_folders_equal_one_uninterrupted_run(digits_data, tmp_path):
+    tasks = digits_tasks(digits_data)
+    whole = run_chains(tasks, ResultsStore(tmp_path / "whole"), chains_per_batch=2, progress=False)
+    assert list(whole.cells["status"]) == ["ran"] * 3
+    # slice 1 on "machine A": the first batch (seeds 0, 1) stops at step 40, the second is not reached
+    store_a = ResultsStore(tmp_path / "a")
+    before = S.store_state(store_a.root)
+    first = run_chains(tasks, store_a, chains_per_batch=2, progress=False, budget=Budget(steps=30))
+    assert list(first.cells["status"]) == ["stopped", "stopped", "not started"]
+    assert "stopped at step 40" in first.cells["error"].iloc[0]
+    files = S.changed_files(store_a.root, before, keep_final_checkpoints=False)
+    assert len(files) == 2 and all(f.endswith("checkpoint.pt") for f in files)
+    S.pack(store_a.root, files, tmp_path / "pack1", {"sequence": 1})
+    # slice 2 on "machine B": a fresh folder with the pack unpacked; a deadline the test's clock keeps far away
+    store_b = ResultsStore(tmp_path / "b")
+    S.unpack([tmp_path / "pack1"], store_b.root)
+    second = run_chains(tasks, store_b, chains_per_batch=2, progress=False, budget=Budget(seconds=60, clock=Clock()))
+    assert list(second.cells["status"]) == ["resumed", "resumed", "ran"]
+    assert_same_results(stored(store_b.root), stored(tmp_path / "whole"))
+
+
+def test_a_budget_needs_the_local_executor(digits_data, tmp_path):
+    with pytest.raises(ValueError, match="executor='local'"):
+        run_chains(digits_tasks(digits_data)[:1], ResultsStore(tmp_path), budget=Budget(steps=1), executor="ray")
+
+
+# ------------------------------------------------------------------------------ a notebook's chains
+NOTEBOOK01 = {"num_iterations": 201, "burn_in": 100, "log_every": 50, "checkpoint_every": 50,
+              "models": ["fcnn", "cnn_mnist"]}
+
+
+def test_notebook_chain_tasks_are_the_notebooks_and_bad_parameters_are_named():
+    chains = S.notebook_chain_tasks("01_experiment1", "paper", NOTEBOOK01)
+    assert [t.label for t in chains.tasks] == ["fcnn N=60000 m=0 seed=0", "cnn_mnist N=60000 m=0 seed=0"]
+    assert chains.tasks[0].config.num_iterations == 201 and chains.groups[0].chains_per_batch == 24
+    assert not chains.needs_state
+    grid = S.notebook_chain_tasks("02_experiment2_mnist", "paper", {})
+    assert [len(g.tasks) for g in grid.groups] == [48, 0]  # the paper profile has no schedule check
+    assert S.notebook_chain_tasks("05_experiment3_search", "default", {}).needs_state
+    with pytest.raises(ValueError, match=r"no parameter\(s\) \['num_iteration'\]"):
+        S.notebook_chain_tasks("01_experiment1", "paper", {"num_iteration": 5})
+    with pytest.raises(ValueError, match="has no chains to slice"):
+        S.notebook_chain_tasks("04_figure3_masking", "default", {})
+    with pytest.raises(ValueError, match="profile='huge'"):
+        S.notebook_chain_tasks("01_experiment1", "huge", {})
+
+
+def mnist_available() -> bool:
+    try:
+        load_split("mnist", "test")
+        return True
+    except DatasetNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_notebook01_paper_profile_in_two_slices_then_papermill_reuses_them(tmp_path, capsys):
+    """Items 2 and 3 of issue 30 on the CPU: notebook 01's paper profile (T scaled to 201) sliced by
+    the command line, packed, unpacked in a fresh folder, finished there, equal to one
+    uninterrupted run, and the notebook executed by papermill from the result recomputing nothing."""
+    if not mnist_available():
+        pytest.skip("MNIST is not available here")
+    params = [arg for k, v in NOTEBOOK01.items() for arg in ("-p", f"{k}={json.dumps(v)}")]
+    run = ["run", "01_experiment1", "--profile", "paper", *params]
+    assert S.main([*run, "--results", str(tmp_path / "a"), "--out", str(tmp_path / "out1"),
+                   "--resume", str(tmp_path / "none"), "--max-steps", "100"]) == 0
+    first = capsys.readouterr().out
+    assert "stopped at step 100" in first and "not started" in first and "2 chain(s) left" in first
+    assert S.main([*run, "--results", str(tmp_path / "b"), "--out", str(tmp_path / "out2"),
+                   "--resume", str(tmp_path / "out1"), "--minutes", "60"]) == 0
+    second = capsys.readouterr().out
+    assert "every chain of the notebook is done" in second and "resumed" in second
+    assert S.main([*run, "--results", str(tmp_path / "whole"), "--out", str(tmp_path / "out3"),
+                   "--max-steps", "100000"]) == 0
+    assert_same_results(stored(tmp_path / "b"), stored(tmp_path / "whole"), arrays=False)  # the notebook keeps none
+    # here: the last pack alone holds everything (packs are cumulative); the notebook reuses it
+    assert S.main(["unpack", str(tmp_path / "out2"), "--results", str(tmp_path / "results")]) == 0
+    assert_same_results(stored(tmp_path / "results"), stored(tmp_path / "whole"), arrays=False)
+    before = S.store_state(tmp_path / "results")
+    output = tmp_path / "executed.ipynb"
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "01_experiment1.ipynb"
+    LocalPapermillExecutor(kernel_name=default_kernel_name(), progress="lines", timeout=600).execute(
+        NotebookRun(notebook, {"profile": "paper", **NOTEBOOK01, "results_dir": str(tmp_path / "results"),
+                               "figures_dir": str(tmp_path / "figures")}, output, cwd=notebook.parent))
+    text = "".join("".join(o.get("text", "")) for c in json.loads(output.read_text())["cells"]
+                   for o in c.get("outputs", []))
+    assert text.count(": reused (") == 2 and ": ran (" not in text and ": resumed (" not in text
+    assert S.store_state(tmp_path / "results") == before  # nothing recomputed, nothing rewritten
+    assert os.listdir(tmp_path / "figures")
