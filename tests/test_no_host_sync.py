@@ -47,13 +47,7 @@ VALUE_MODULES = ("gped_kit/core/targets.py",)
 LOSS_MODULES = ("gped_kit/core/losses.py",)
 #: Findings that are known and accepted for now, with the reason: (file, function, kind) -> why.
 #: An entry that no longer matches a finding fails the test, so that it is removed when fixed.
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("gped_kit/engine/engine.py", "GPEDEngine._distill_inputs", "upload"):
-        "per distillation step for the noise / perturbed-input generators (Hydra comparison, "
-        "distill_noise_std > 0): the chains' noise moments and standard deviations are made on the host "
-        "with torch.tensor(..., device=...), a blocking copy on CUDA; they could be built once in "
-        "__init__ (engine code, issue 26's refactor)",
-}
+KNOWN: dict[tuple[str, str, str], str] = {}
 #: Calls whose receiver is a tensor are not followed into our functions of the same name.
 TENSOR_METHODS = frozenset(dir(torch.Tensor))
 SYNC_METHODS = {"item": "item", "cpu": "cpu", "numpy": "numpy", "tolist": "tolist", "nonzero": "nonzero"}
@@ -175,6 +169,9 @@ class Index:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
                 yield from self.resolve_name(module, sub.id)  # calls and functions passed as values
+            elif (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load) and isinstance(sub.value, ast.Name)
+                  and sub.value.id in module.imports and module.imports[sub.value.id][1] is None):
+                yield from self._exported(module.imports[sub.value.id][0], sub.attr)  # steps.f, called or passed
             elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
                 attr, value = sub.func.attr, sub.func.value
                 if isinstance(value, ast.Name) and value.id in module.absolute_names:

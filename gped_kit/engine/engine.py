@@ -183,7 +183,17 @@ class GPEDEngine:
         self.eval_sets = ChainSets([(torch.cat(list(c.eval_sets.values())) if len(c.eval_sets) > 1
                                       else c.data.test_x,) for c in chains])
         self.test_labels = [c.data.test_y for c in chains]
-        self.distill_noise = [float(c.data.distill_noise_std) for c in chains]
+        # the distillation inputs' noise, made once here (an upload per step would block on CUDA): the
+        # noise generator's per-chain (mean, std) of D', and per group the chains with input noise and
+        # each chain's standard deviation (D's distill_noise_std, or the perturb generator's)
+        self._noise_moments = (torch.tensor([c.noise_moments for c in chains], device=self.device)
+                               if ref.noise_moments is not None else None)
+        self._input_noise: dict[GroupKey, tuple[list[int], torch.Tensor]] = {}
+        for key in ref.groups:
+            stds = ([float(c.data.distill_noise_std) for c in chains]
+                    if key.input_generator == InputGenerator.DATA.value
+                    else [key.noise_std] * K if key.input_generator == InputGenerator.PERTURB.value else [0.0] * K)
+            self._input_noise[key] = ([k for k, s in enumerate(stds) if s > 0], torch.tensor(stds, device=self.device))
 
         # state
         self.chain = stack_trees([init_chain_state(*c.initial[0], c.config.sampler.init_state(c.initial[0][0]),
@@ -318,18 +328,15 @@ class GPEDEngine:
             shape = (self.K, key.batch_size, *self.chains[0].data.input_shape)
             x = torch.empty(shape, device=self.device)
             self.streams.group_normal(key, x, range(self.K))
-            moments = torch.tensor([c.noise_moments for c in self.chains], device=self.device)
+            moments = self._noise_moments
             view = (self.K,) + (1,) * (x.dim() - 1)
             return idx, moments[:, 0].view(view) + moments[:, 1].view(view) * x
         (x,) = self.distill_sets.gather(idx)
-        stds = self.distill_noise if key.input_generator == InputGenerator.DATA.value else (
-            [key.noise_std] * self.K if key.input_generator == InputGenerator.PERTURB.value else [0.0] * self.K)
-        noisy = [k for k, s in enumerate(stds) if s > 0]
+        noisy, scale = self._input_noise[key]
         if noisy:
             eps = torch.zeros_like(x)
             self.streams.group_normal(key, eps, noisy)
-            scale = torch.tensor(stds, device=self.device).view((self.K,) + (1,) * (x.dim() - 1))
-            x = x + scale * eps
+            x = x + scale.view((self.K,) + (1,) * (x.dim() - 1)) * eps
         return idx, x
 
     def distill_group(self, key: GroupKey, t: int | None = None) -> None:
