@@ -164,27 +164,14 @@ def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return out[["schedule", *[c for c in out.columns if c != "schedule"]]]
 
 
-
-
-def experiment2_wide(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, |D|, m) with the Tables 5-7 columns: teacher NLL, student NLL and
-    entropy MAE for U_o and U_s (predictive students give the NLLs, entropy students the MAEs)."""
-    if table.empty:
-        return table
-    keys = ["model", "labelled_size", "mask_size", "masking_rate"]
-    pred = table[table["target"] == "predictive"].pivot_table(index=keys, columns="estimator", values="student_nll")
-    ent = table[table["target"] == "entropy"].pivot_table(index=keys, columns="estimator", values="entropy_mae")
-    teacher = table.groupby(keys)["teacher_nll"].first()
-    wide = pd.concat([teacher, pred.add_prefix("student_nll_"), ent.add_prefix("entropy_mae_")], axis=1)
-    return wide.reset_index()
-
-
 #: One row of :func:`experiment2_cells` per combination of these columns.
 CELL_COLUMNS = ("model", "labelled_size", "mask_size", "masking_rate", "estimator")
 #: Columns the per-student results table must have (besides at least one metric column).
 REQUIRED_COLUMNS = (*CELL_COLUMNS, "target", "teacher_nll")
 #: Metric columns; a missing one is read as all-NaN, but at least one must be present.
 METRIC_COLUMNS = ("nll_gap", "entropy_mae")
+
+
 def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.DataFrame:
     """Collapse per-student Experiment 2 rows to one row per (model, N, m, r, estimator).
 
