@@ -486,7 +486,7 @@ def finetune_work(task: ChainTask, settings: E3.Experiment3Settings) -> tuple[To
     data, _ = task_data(task)
     model = task.config.model_name
     out_dims = {}
-    epochs = settings.finetune_epochs or FINETUNE_EPOCHS[paper_model(model).dataset]
+    epochs = settings.search.finetune_epochs or FINETUNE_EPOCHS[paper_model(model).dataset]
     total, steps_all = Totals(), 0
     x = data.distill_x[:1_000]
     shape = tuple(data.input_shape)
@@ -494,9 +494,9 @@ def finetune_work(task: ChainTask, settings: E3.Experiment3Settings) -> tuple[To
         target = resolve_target(s.target)
         dim = out_dims.setdefault(target.name, target.out_dim(10))
         net = build_network(s.arch, shape, dim)
-        latency = measure(lambda net=net: net.eval()(torch.zeros(settings.latency_batch_size, *shape)))
+        latency = measure(lambda net=net: net.eval()(torch.zeros(settings.search.latency_batch_size, *shape)))
         networks = 1 if s.regularizer is None else 3  # a group l1/l2 student: distilled, pruned, fine-tuned
-        total = total + latency.repeated((settings.latency_repeats + 3) * networks)  # 3 warm-up passes each
+        total = total + latency.repeated((settings.search.latency_repeats + 3) * networks)  # 3 warm-up passes
         if s.regularizer is None:
             continue
         targets = torch.rand(x.shape[0], dim)
@@ -519,7 +519,7 @@ def hydra_work(task: ChainTask, settings: C.ComparisonSettings, spiral: bool = F
     if spiral:
         from gped_kit.data.spiral import spiral_data
         data = spiral_data(task.data)
-    config = C.hydra_config(settings, spiral=spiral)
+    config = settings.spiral.hydra if spiral else settings.hydra
     S = task.config.num_snapshots
     arch = task.config.model_name if not spiral else "fcnn"
     shape = tuple(data.input_shape)

@@ -29,12 +29,13 @@ from gped_kit.cli.batch import (
 
 KERNEL = "python3"  # ipykernel's native kernel: always present where ipykernel is installed
 
-PARAMS_SOURCE = 'profile = "default"\nsteps = 10\nlr = 0.1'
+PARAMS_SOURCE = ('from gped_kit.experiments.settings import Overrides\n'
+                 'profile = "default"\nsteps = 10\nlr = 0.1\nadam = Overrides()')
 DUMP_SOURCE = (
     "import json, os\n"
     "with open('00_params.out.json', 'w') as fh:\n"
     "    json.dump({'profile': profile, 'steps': steps, 'lr': lr, 'cwd': os.getcwd(),\n"
-    "               'progress': os.environ.get('GPED_PROGRESS')}, fh)"
+    "               'progress': os.environ.get('GPED_PROGRESS'), 'adam': vars(adam)}, fh)"
 )
 
 
@@ -108,7 +109,9 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
         overrides=[
             ParameterOverride("steps", 5),
             ParameterOverride("lr", 0.001, notebook="00_params"),
+            ParameterOverride("adam.beta1", 0.8),  # a field of the composed setting `adam`
             ParameterOverride("undeclared", 1),
+            ParameterOverride("undeclared.field", 1),
         ],
     )
     assert [r.path.name for r in runs] == ["00_params.ipynb", "01_fails.ipynb", "02_plain.ipynb"]
@@ -120,7 +123,7 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     # profile, global override and per-notebook override reached the notebook; cwd is its folder
     # and the kernel was told to print progress as text lines (no frozen bars in saved notebooks)
     assert _dumped(notebook_dir) == {"profile": "ci", "steps": 5, "lr": 0.001, "cwd": str(notebook_dir),
-                                     "progress": "lines"}
+                                     "progress": "lines", "adam": {"beta1": 0.8}}
     assert os.environ.get("GPED_PROGRESS") == progress_before  # restored in this process
     assert runs[1].parameters == {"profile": "ci"}  # declares profile only
     assert runs[2].parameters == {}  # no parameters cell: nothing injected
@@ -129,7 +132,8 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
         assert run.output_path.exists()
     executed = nbformat.read(str(out / "00_params.ipynb"), as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert len(injected) == 1 and "steps = 5" in injected[0].source
+    assert len(injected) == 1 and "steps = 5" in injected[0].source and "adam.beta1 = 0.8" in injected[0].source
+    assert runs[0].parameters == {"profile": "ci", "steps": 5, "lr": 0.001, "adam.beta1": 0.8}
     on_disk = pd.read_csv(out / "summary.csv", keep_default_na=False)
     assert list(on_disk["status"]) == ["ran", "failed", "ran"]
     assert list(on_disk.columns) == list(batch.SUMMARY_COLUMNS)
@@ -271,6 +275,7 @@ def test_inspect_parameters(notebook_dir: Path) -> None:
         "profile": '"default"',
         "steps": "10",
         "lr": "0.1",
+        "adam": "Overrides()",
     }
     assert batch.inspect_parameters(notebook_dir / "02_plain.ipynb") is None
 
@@ -305,3 +310,8 @@ def test_parse_override() -> None:
         parse_override("steps")
     with pytest.raises(ValueError):
         parse_override("nb:not-an-identifier=1")
+    # a field of a composed setting (the notebook declares hydra = Overrides())
+    assert parse_override("07_*:hydra.phase1_steps=500") == ParameterOverride("hydra.phase1_steps", 500, "07_*")
+    for bad in ("hydra..lr=1", "hydra.=1", ".lr=1", "hydra.1x=1"):
+        with pytest.raises(ValueError, match="identifier"):
+            parse_override(bad)

@@ -39,7 +39,7 @@ from gped_kit.experiments.experiment3 import (
     search_students,
     trend_sentence,
 )
-from gped_kit.experiments.settings import resolve_settings
+from gped_kit.experiments.settings import Overrides, resolve_settings
 from gped_kit.experiments.store import ResultsStore
 from gped_kit.models.cost import count_flops
 from gped_kit.models.presets import ArchSpec, build_network, count_parameters
@@ -301,7 +301,7 @@ def test_search_students_one_chain_grid_and_lambda_sweep():
     assert {s.thinning for s in students if s.target == "entropy"} == {2}
     with pytest.raises(ValueError, match=r"reg_weights=\[\].*at least one"):
         search_students("fcnn", [1], [1], [])
-    with pytest.raises(ValueError, match=r"reg_weights=\[0.001, 0\].*> 0"):
+    with pytest.raises(ValueError, match=r"reg_weights\[1\]=0: .*> 0"):
         search_students("fcnn", [1], [1], [1e-3, 0])
     with pytest.raises(ValueError, match=r"k2_values=\[\]"):
         search_students("fcnn", [1], [], [1e-3])
@@ -322,11 +322,11 @@ def test_profiles_keep_the_old_values():
     assert default.k1_values == default.k2_values == (0.5, 1.0, 2.0)
     assert default.reg_weights == (1e-4, 1e-3, 1e-2)
     assert paper.reg_weights == (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
-    assert (default.finetune_epochs, paper.finetune_epochs) == (1.0, None)
-    assert (default.latency_repeats, paper.latency_repeats) == (20, 50)
+    assert (default.search.finetune_epochs, paper.search.finetune_epochs) == (1.0, None)
+    assert (default.search.latency_repeats, paper.search.latency_repeats) == (20, 50)
     for p in (default, paper):
-        assert (p.prune_eps, p.prune_criterion, p.finetune_lr, p.finetune_lr_halving_epochs,
-                p.latency_batch_size) == (1e-3, "max_abs", None, None, 100)
+        assert (p.search.prune_eps, p.search.prune_criterion, p.search.finetune_lr, p.search.finetune_lr_halving_epochs,
+                p.search.latency_batch_size) == (1e-3, "max_abs", None, None, 100)
     assert default.search_settings(seed=3) == SearchSettings(finetune_epochs=1.0, seed=3)
     assert paper.search_settings().latency_repeats == 50
 
@@ -358,7 +358,7 @@ def test_settings_validation_and_notebook_overrides():
         resolve_settings(PROFILES, "default", {"targets": []})
     with pytest.raises(ValueError, match=r"target='nll' is not known"):
         resolve_settings(PROFILES, "default", {"targets": ["nll"]})
-    with pytest.raises(ValueError, match=r"reg_weights=\[0\].*> 0"):
+    with pytest.raises(ValueError, match=r"reg_weights\[0\]=0: .*> 0"):
         resolve_settings(PROFILES, "default", {"reg_weights": [0]})
     with pytest.raises(ValueError, match=r"k1_values\['fcnn'\]=\[\]"):
         resolve_settings(PROFILES, "default", {"k1_values": {"fcnn": [], "cnn_mnist": [1]}})
@@ -366,7 +366,14 @@ def test_settings_validation_and_notebook_overrides():
                                          r"'cnn_mnist'"):
         resolve_settings(PROFILES, "paper", {"k2_values": {"fcnn": [1.0]}})
     with pytest.raises(ValueError, match=r"prune_eps=-1.*>= 0"):
-        resolve_settings(PROFILES, "default", {"prune_eps": -1})
+        resolve_settings(PROFILES, "default", {"search.prune_eps": -1})
+    with pytest.raises(ValueError, match=r"SearchSettings\.latency_repeats=True: must be an integer >= 1"):
+        resolve_settings(PROFILES, "default", {"search.latency_repeats": True})
+    search = Overrides()
+    search.finetune_epochs, search.latency_repeats = 0.3, 2
+    p = resolve_settings(PROFILES, "paper", {"search": search, "search.finetune_lr_halving_epochs": 0.1,
+                                             "prune_eps": 0.5})  # prune_eps alone is not a setting: ignored
+    assert p.search == SearchSettings(finetune_epochs=0.3, finetune_lr_halving_epochs=0.1, latency_repeats=2)
     with pytest.raises(ValueError, match=r"profile='fast' is not known"):
         resolve_settings(PROFILES, "fast", {})
     with pytest.raises(TypeError, match="Experiment3Settings"):

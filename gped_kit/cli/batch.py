@@ -6,6 +6,7 @@ Command line, from the repository root (``python -m gped_kit.cli.batch --help`` 
     python -m gped_kit.cli.batch --profile paper      # pass profile="paper" to every notebook
     python -m gped_kit.cli.batch --only 00_quickstart # one notebook (name, path or glob)
     python -m gped_kit.cli.batch -p seed=1 -p 01_teacher:steps=500
+    python -m gped_kit.cli.batch -p 07_hydra_comparison:hydra.phase1_steps=500
     python -m gped_kit.cli.batch --dry-run            # show what would run, run nothing
 
 Notebooks are discovered in ``notebooks/`` and executed into ``outputs/notebooks/<profile>/``
@@ -26,6 +27,9 @@ Parameters
     becomes the parameter ``profile``; ``-p KEY=VALUE`` applies to every notebook
     that declares KEY and ``-p NOTEBOOK:KEY=VALUE`` to the named notebook(s) only
     (NOTEBOOK is a notebook's name with or without ``.ipynb``, or a glob on it).
+    KEY may be dotted, ``hydra.phase1_steps``: a field of a composed setting that the
+    notebook declares as ``hydra = Overrides()`` (papermill writes ``hydra.phase1_steps = 500``;
+    :func:`gped_kit.experiments.settings.resolve_settings` applies it).
     Precedence, lowest first: profile, global ``-p``, per-notebook ``-p``. VALUE is
     read as a JSON/YAML literal (``3``, ``1e-3``, ``true``, ``[1, 2]``, ``None``),
     falling back to the plain string.
@@ -417,10 +421,11 @@ def _is_plain(value: Any) -> bool:
 
 
 def parse_override(text: str) -> ParameterOverride:
-    """Parse ``KEY=VALUE`` or ``NOTEBOOK:KEY=VALUE``.
+    """Parse ``KEY=VALUE`` or ``NOTEBOOK:KEY=VALUE``; KEY is a name or a dotted name
+    (``hydra.phase1_steps``, a field of a composed setting).
 
     Raises:
-        ValueError: if there is no ``=`` or KEY is not a Python identifier.
+        ValueError: if there is no ``=`` or a part of KEY is not a Python identifier.
     """
     if "=" not in text:
         raise ValueError(f"expected KEY=VALUE or NOTEBOOK:KEY=VALUE, got {text!r}")
@@ -430,8 +435,8 @@ def parse_override(text: str) -> ParameterOverride:
         notebook, left = left.rsplit(":", 1)
         notebook = notebook.strip() or None
     key = left.strip()
-    if not key.isidentifier():
-        raise ValueError(f"parameter name {key!r} in {text!r} is not a valid identifier")
+    if not all(part.isidentifier() for part in key.split(".")):
+        raise ValueError(f"parameter name {key!r} in {text!r} is not a valid identifier (or dotted identifiers)")
     return ParameterOverride(key=key, value=parse_value(raw), notebook=notebook)
 
 
@@ -449,7 +454,8 @@ def plan_runs(
 
     Each notebook gets ``profile`` (as parameter ``profile``), then the global
     overrides, then the overrides naming it; of these only the parameters the
-    notebook declares are kept (the rest are logged as warnings).
+    notebook declares are kept (the rest are logged as warnings); a dotted
+    parameter ``hydra.phase1_steps`` is kept when the notebook declares ``hydra``.
 
     Raises:
         ValueError: if two notebooks would write the same output file.
@@ -480,8 +486,8 @@ def plan_runs(
             requested["profile"] = profile
         for override in global_overrides + [o for o in targeted if o.applies_to(nb)]:
             requested[override.key] = override.value
-        parameters = {k: v for k, v in requested.items() if k in declared}
-        dropped = [k for k in requested if k not in declared]
+        parameters = {k: v for k, v in requested.items() if k.split(".")[0] in declared}
+        dropped = [k for k in requested if k not in parameters]
         dropped_text = ", ".join(repr(k) for k in dropped)
         if not has_parameters_cell:
             logger.warning(

@@ -63,7 +63,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..core.options import Estimator, parse_option
+from ..core.options import Estimator, check_int, check_positive, parse_option
 from ..core.schema import record
 from ..core.targets import Target, resolve_target
 from ..data.container import GPEDData
@@ -112,22 +112,24 @@ def _allowed(name: str, value: Any, allowed: Sequence[str] | Mapping[str, Any]) 
         raise ValueError(f"{name}={value!r} is not known; allowed: {sorted(allowed)}")
 
 
-def _check_widths(name: str, values: Any) -> tuple[float, ...]:
+def _positive_values(name: str, values: Any, empty: str) -> tuple:
+    """``values`` as a tuple, each a finite number > 0 (:func:`~gped_kit.core.options.check_positive`,
+    kept as given: 1 and 1.0 record differently); ``ValueError`` saying ``empty`` when there are none."""
     values = tuple(values)
-    if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 for v in values):
-        raise ValueError(f"{name}={list(values)!r}: must be a non-empty list of width multipliers > 0")
+    if not values:
+        raise ValueError(f"{name}=[]: {empty}")
+    for i, value in enumerate(values):
+        check_positive(f"{name}[{i}]", value)
     return values
 
 
+def _check_widths(name: str, values: Any) -> tuple[float, ...]:
+    return _positive_values(name, values, "give at least one width multiplier > 0")
+
+
 def _check_reg_weights(reg_weights: Any) -> tuple[float, ...]:
-    reg_weights = tuple(reg_weights)
-    if not reg_weights:
-        raise ValueError("reg_weights=[]: the lambda grid must hold at least one value > 0 "
-                         "(the paper: a log grid from 1e-8 to 1e-3)")
-    bad = [w for w in reg_weights if isinstance(w, bool) or not isinstance(w, (int, float)) or not w > 0]
-    if bad:
-        raise ValueError(f"reg_weights={list(reg_weights)!r}: every lambda must be a number > 0, got {bad}")
-    return reg_weights
+    return _positive_values("reg_weights", reg_weights, "the lambda grid must hold at least one value > 0 "
+                            "(the paper: a log grid from 1e-8 to 1e-3)")
 
 
 # ----------------------------------------------------------------------------- settings
@@ -154,18 +156,16 @@ class SearchSettings:
     def __post_init__(self) -> None:
         check_eps(self.prune_eps, "SearchSettings.prune_eps")
         check_criterion(self.prune_criterion, "SearchSettings.prune_criterion")
-        if self.finetune_epochs is not None and not (self.finetune_epochs >= 0 and math.isfinite(self.finetune_epochs)):
-            raise ValueError(f"finetune_epochs={self.finetune_epochs!r}: must be a finite number >= 0 or None")
-        if self.finetune_lr is not None and not (self.finetune_lr > 0 and math.isfinite(self.finetune_lr)):
-            raise ValueError(f"finetune_lr={self.finetune_lr!r}: must be finite and > 0, or None")
-        if self.finetune_lr_halving_epochs is not None and not self.finetune_lr_halving_epochs > 0:
-            raise ValueError(f"finetune_lr_halving_epochs={self.finetune_lr_halving_epochs!r}: must be > 0 or None")
+        if not isinstance(self.fold_bias, bool):
+            raise ValueError(f"SearchSettings.fold_bias={self.fold_bias!r}: must be True or False")
+        if self.finetune_epochs is not None:
+            check_positive("SearchSettings.finetune_epochs", self.finetune_epochs, allow_zero=True)
+        for name in ("finetune_lr", "finetune_lr_halving_epochs"):
+            if getattr(self, name) is not None:
+                check_positive(f"SearchSettings.{name}", getattr(self, name))
         for name in ("latency_batch_size", "latency_repeats"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}={value!r}: must be an integer >= 1")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"seed={self.seed!r}: must be an integer >= 0")
+            check_int(f"SearchSettings.{name}", getattr(self, name), 1)
+        check_int("SearchSettings.seed", self.seed, 0)
 
 
 #: A K grid: width multipliers for every model, or per model as ``((model, values), ...)``.
@@ -209,8 +209,8 @@ class Experiment3Settings(ChainSettings):
     ``k2_values``; each a tuple for every model or ``((model, values), ...)`` per model; a mapping
     model -> values is accepted too), the group l1/l2 lambda grid ``reg_weights``, the predictive
     students' estimator (``U_s`` as in the paper; a U_o companion then supplies the fine-tuning
-    targets, see :func:`search_students`), and what happens after the chain (the fields of
-    :class:`SearchSettings`, see :meth:`search_settings`). Lists are stored as tuples."""
+    targets, see :func:`search_students`), and ``search``, what happens after the chain
+    (:class:`SearchSettings`; :meth:`search_settings` seeds it). Lists are stored as tuples."""
 
     models: tuple[str, ...] = ("cnn_mnist", "fcnn", "cnn_cifar10")
     targets: tuple[str, ...] = ("predictive",)
@@ -218,14 +218,7 @@ class Experiment3Settings(ChainSettings):
     k1_values: KGrid = (0.5, 1.0, 2.0)
     k2_values: KGrid = (0.5, 1.0, 2.0)
     reg_weights: tuple[float, ...] = (1e-4, 1e-3, 1e-2)
-    prune_eps: float = 1e-3
-    prune_criterion: str = "max_abs"
-    fold_bias: bool = True
-    finetune_epochs: float | None = 1.0
-    finetune_lr: float | None = None
-    finetune_lr_halving_epochs: float | None = None
-    latency_batch_size: int = 100
-    latency_repeats: int = 20
+    search: SearchSettings = SearchSettings(finetune_epochs=1.0)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -247,12 +240,12 @@ class Experiment3Settings(ChainSettings):
                 model_grid(self, name, model)
         object.__setattr__(self, "reg_weights", _check_reg_weights(self.reg_weights))
         parse_option(Estimator, self.predictive_estimator, "predictive_estimator")
-        self.search_settings()  # validates the fields it takes
+        if not isinstance(self.search, SearchSettings):
+            raise TypeError(f"search must be a SearchSettings, got {type(self.search).__name__}")
 
     def search_settings(self, seed: int = 0) -> SearchSettings:
-        """The :class:`SearchSettings` of this profile (fine-tuning seeded by ``seed``)."""
-        names = [f.name for f in dataclasses.fields(SearchSettings) if f.name != "seed"]
-        return SearchSettings(**{n: getattr(self, n) for n in names}, seed=seed)
+        """``search`` with the fine-tuning seeded by ``seed`` (the notebook's seed)."""
+        return dataclasses.replace(self.search, seed=seed)
 
     def grid(self, model: str) -> tuple[list[float], list[float]]:
         """(K1 values, K2 values) of the exhaustive grid for ``model``."""
@@ -277,8 +270,8 @@ PROFILES: dict[str, Experiment3Settings] = {
         num_iterations=2_200, burn_in=1_000, predictive_thinning=2, entropy_thinning=2, eval_thinning=50,
         log_every=400, checkpoint_every=1_100, scale_step_size=False,
         k1_values=(0.5, 1.0, 2.0), k2_values=(0.5, 1.0, 2.0), reg_weights=(1e-4, 1e-3, 1e-2),
-        prune_eps=1e-3, prune_criterion="max_abs", finetune_epochs=1.0, finetune_lr=None,
-        finetune_lr_halving_epochs=None, latency_batch_size=100, latency_repeats=20),
+        search=SearchSettings(prune_eps=1e-3, prune_criterion="max_abs", finetune_epochs=1.0, finetune_lr=None,
+                              finetune_lr_halving_epochs=None, latency_batch_size=100, latency_repeats=20)),
     # Appendix A.2 on a GPU: T = 10^6, the paper's B per model, H = 100 (predictive) / 10
     # (entropy), lambda on the paper's log grid 1e-8 ... 1e-3, epsilon = 1e-3, fine-tuning
     # 600 (MNIST) / 800 (CIFAR-10) epochs (None = the paper's value per model). The paper does
@@ -292,9 +285,9 @@ PROFILES: dict[str, Experiment3Settings] = {
         num_iterations=1_000_000, burn_in=None, predictive_thinning=100, entropy_thinning=10, eval_thinning=100,
         log_every=10_000, checkpoint_every=50_000, scale_step_size=False,
         k1_values=tuple(_PAPER_K.items()), k2_values=tuple(_PAPER_K.items()),
-        reg_weights=(1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3), prune_eps=1e-3, prune_criterion="max_abs",
-        finetune_epochs=None, finetune_lr=None, finetune_lr_halving_epochs=None,
-        latency_batch_size=100, latency_repeats=50),
+        reg_weights=(1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3),
+        search=SearchSettings(prune_eps=1e-3, prune_criterion="max_abs", finetune_epochs=None, finetune_lr=None,
+                              finetune_lr_halving_epochs=None, latency_batch_size=100, latency_repeats=50)),
 }
 
 
@@ -403,14 +396,11 @@ def finetune(net: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, target
     for the predictive distribution, absolute error for the entropy). The learning rate starts
     at ``lr`` and is halved every ``lr_halving_steps`` steps (None: constant)."""
     target = resolve_target(target)
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
-        raise ValueError(f"finetune steps={steps!r}: must be an integer >= 0")
-    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"finetune lr={lr!r}: must be finite and > 0")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"finetune batch_size={batch_size!r}: must be an integer >= 1")
-    if lr_halving_steps is not None and (not isinstance(lr_halving_steps, int) or lr_halving_steps < 1):
-        raise ValueError(f"finetune lr_halving_steps={lr_halving_steps!r}: must be an integer >= 1 or None")
+    check_int("finetune steps", steps, 0)
+    check_positive("finetune lr", lr)
+    check_int("finetune batch_size", batch_size, 1)
+    if lr_halving_steps is not None:
+        check_int("finetune lr_halving_steps", lr_halving_steps, 1)
     if inputs.shape[0] != targets.shape[0] or inputs.shape[0] < 1:
         raise ValueError(f"finetune: inputs ({inputs.shape[0]}) and targets ({targets.shape[0]}) must be "
                          "non-empty and of equal length")
