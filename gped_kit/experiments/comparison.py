@@ -32,8 +32,8 @@ import pandas as pd
 import torch
 
 from ..baselines import hydra
-from ..baselines.hydra import HydraConfig
 from ..baselines.endd import ENDD, dirichlet_marginal_variance
+from ..baselines.hydra import HydraConfig
 from ..core import metrics, uncertainty
 from ..core.estimators import estimator_init
 from ..core.options import check_int, check_positive

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..core.baoa import BAOAConfig
+from ..core.options import check_int
 from ..data.experiment import DataConfig
 from ..engine import StudentConfig
 from ..models.presets import ArchSpec
@@ -57,8 +58,13 @@ class Experiment2Settings(ChainSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("labelled_sizes", "mask_sizes", "cifar_labelled_sizes", "lr_check_masks", "table1_seeds"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name, minimum in (("labelled_sizes", 1), ("mask_sizes", 0), ("cifar_labelled_sizes", 1),
+                              ("lr_check_masks", 0), ("table1_seeds", 0)):
+            values = tuple(getattr(self, name))
+            for i, value in enumerate(values):
+                check_int(f"{name}[{i}]", value, minimum)
+            object.__setattr__(self, name, values)
+        check_int("chains_per_batch", self.chains_per_batch, 1)
 
 
 PROFILES: dict[str, Experiment2Settings] = {
