@@ -3,6 +3,7 @@ analytic sizes of pruned networks, Pareto frontiers on hand-made tables, fine-tu
 students of one chain, and the whole search end to end on real (8x8 digits) data through a results
 store. Tables below marked SYNTHETIC are made-up numbers."""
 
+import copy
 import math
 
 import pandas as pd
@@ -415,6 +416,32 @@ def test_k_grids_per_model_and_the_paper_fcnn_ratios_are_reachable():
 
 
 # ----------------------------------------------------------------------------- fine-tuning
+def test_finetune_takes_adam_steps_with_the_halving_schedule():
+    """The kit's Adam (core.adam, the students' optimiser) with the lr halved every 3 steps: the same
+    parameters as torch.optim.Adam given the same minibatches and rates, up to float round-off."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.rand(64, 1, 8, 8, generator=gen)
+    targets = torch.softmax(torch.randn(64, 10, generator=gen), dim=-1)
+    torch.manual_seed(0)
+    net = build_network(ArchSpec("fcnn", 0.1, 0.1), (1, 8, 8), 10)
+    reference = copy.deepcopy(net)
+    finetune(net, x, targets, "predictive", steps=10, lr=1e-2, batch_size=16, lr_halving_steps=3, seed=5)
+    draws = torch.Generator().manual_seed(5)
+    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    reference.train()
+    for step in range(10):
+        for group in optimizer.param_groups:
+            group["lr"] = 1e-2 * 0.5 ** (step // 3)
+        idx = torch.randint(64, (16,), generator=draws)
+        loss = -(targets[idx] * torch.log_softmax(reference(x[idx]), -1)).sum(-1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    for (name, got), want in zip(net.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, msg=name)
+    assert not net.training
+
+
 def test_finetune_fits_fixed_targets_and_is_seeded():
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(200, 1, 8, 8, generator=gen)
