@@ -1,5 +1,5 @@
 """Known-answer tests of the thesis toys (paper 001, Chapter 3): the numerics
-(gped_kit.baselines.thesis_toys), their stored runs and analysis (gped_kit.experiments.thesis) and
+(gped_kit.toys), their stored runs and analysis (gped_kit.experiments.thesis) and
 their figures (gped_kit.viz.thesis)."""
 
 import dataclasses
@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from scipy.special import expit  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 
-from gped_kit.baselines import thesis_toys as toys  # noqa: E402
+from gped_kit import toys  # noqa: E402
 from gped_kit.experiments import thesis  # noqa: E402
 from gped_kit.experiments.settings import Overrides, resolve_settings  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
@@ -59,7 +59,7 @@ def test_gibbs_matches_the_exact_posterior_and_predictive_for_three_points():
     p_exact = toys.mog_exact_predictive_pdf(grid, exact)
     p_mc = toys.mog_predictive_pdf(grid, samples)
     assert abs(np.trapezoid(p_exact, grid) - 1) < 1e-6
-    kl, tv = toys._grid_kl_tv(p_exact, p_mc, grid)
+    kl, tv = toys.grid_kl_tv(p_exact, p_mc, grid)
     assert tv < 0.02 and kl < 0.002
     with pytest.raises(ValueError, match="max_terms"):
         toys.mog_exact_posterior(toys.mog_dataset(20))
@@ -277,7 +277,7 @@ def test_stored_run_is_reused_for_the_same_code_and_recomputed_when_the_code_cha
     other = thesis.run_toy(dataclasses.replace(TINY_LOGREG, seed=1), store)
     assert other.status == "ran" and other.key != first.key and len(store.entries("toy")) == 2
 
-    # the numerics changed (another fingerprint of thesis_toys + core): a new entry, computed again
+    # the numerics changed (another fingerprint of gped_kit.toys + core): a new entry, computed again
     seen = []
 
     def changed_fingerprint(*modules):
@@ -286,7 +286,7 @@ def test_stored_run_is_reused_for_the_same_code_and_recomputed_when_the_code_cha
 
     monkeypatch.setattr(thesis, "code_fingerprint", changed_fingerprint)
     changed = thesis.run_toy(TINY_LOGREG, store)
-    assert seen == [thesis.TOY_CODE] and set(thesis.TOY_CODE) == {"gped_kit.baselines.thesis_toys", "gped_kit.core"}
+    assert seen == [thesis.TOY_CODE] and set(thesis.TOY_CODE) == {"gped_kit.toys", "gped_kit.core"}
     assert changed.status == "ran" and changed.key != first.key and len(store.entries("toy")) == 3
     assert thesis.run_toy(TINY_LOGREG, store).status == "reused"
     monkeypatch.undo()

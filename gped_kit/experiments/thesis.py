@@ -1,6 +1,6 @@
 """Papamakarios' thesis toys (paper 001, Chapter 3) as stored runs: notebook ``08_thesis_toys``.
 
-The numerics are :mod:`gped_kit.baselines.thesis_toys` (the Bayesian mixture of Gaussians of
+The numerics are :mod:`gped_kit.toys` (the Bayesian mixture of Gaussians of
 Section 3.2.3 with batch and online EM, Appendix D; the 2-D Bayesian logistic regression of
 Section 3.3.4 with cross-entropy and derivative matching students and the input generators).
 This module holds what the notebook adds to them:
@@ -14,7 +14,7 @@ This module holds what the notebook adds to them:
   ``gped_kit.core`` recomputes the run instead of reusing arrays made by older code. An entry
   holds the run's table (``summary.csv``) and the figures' arrays (``arrays.npz``, float16 but
   for :data:`FLOAT32_ARRAYS`). A run computed now and one read back are the same
-  :class:`~gped_kit.baselines.thesis_toys.ToyResult`: both are read from the entry;
+  :class:`~gped_kit.toys.ToyResult`: both are read from the entry;
 * the analysis of the tables: :func:`online_vs_batch`, :func:`thesis_toys_claims` (the thesis'
   findings checked on our numbers) and :func:`mog_agreement` / :func:`logreg_agreement` (how far
   the online students are from the batch students).
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..baselines.thesis_toys import (
+from ..toys import (
     INPUT_GENERATORS,
     LOSSES,
     LogRegConfig,
@@ -54,10 +54,10 @@ class ThesisToysSettings:
     the thesis' sizes.
 
     Mixture of Gaussians (Section 3.2.3): one run per data-set size N in ``mog_sizes``, each with
-    ``mog`` (:class:`~gped_kit.baselines.thesis_toys.MoGConfig`: S Gibbs samples after the burn-in,
+    ``mog`` (:class:`~gped_kit.toys.MoGConfig`: S Gibbs samples after the burn-in,
     M draws from p_MC for batch EM, B chain samples per online EM iteration; Appendix D; its
     ``num_data`` and ``seed`` are replaced by N and the notebook's seed). Logistic regression
-    (Section 3.3.4): ``logreg`` (:class:`~gped_kit.baselines.thesis_toys.LogRegConfig`: the bag of
+    (Section 3.3.4): ``logreg`` (:class:`~gped_kit.toys.LogRegConfig`: the bag of
     S slice-sampling samples, SGD iterations, minibatch, learning rate decayed linearly to 0, the
     ``perturb`` and ``noise`` generators' standard deviations; its ``seed`` is the notebook's).
     """
@@ -110,7 +110,7 @@ def logreg_config(settings: ThesisToysSettings, seed: int = 0) -> LogRegConfig:
 # ----------------------------------------------------------------------------- stored runs
 
 #: Modules whose source decides a toy run's numbers (the code fingerprint of its entry).
-TOY_CODE = ("gped_kit.baselines.thesis_toys", "gped_kit.core")
+TOY_CODE = ("gped_kit.toys", "gped_kit.core")
 #: Arrays kept as float32 (the rest are float16): the evaluation grids (float16 cannot tell the
 #: MoG grid's points apart beyond |x| = 32), the chain moments the notebook prints and the
 #: students' weights.
@@ -166,8 +166,8 @@ def load_toy(entry: Entry, config: MoGConfig | LogRegConfig, status: str = "reus
 
 
 def run_toy(config: MoGConfig | LogRegConfig, store: ResultsStore, recompute: bool = False) -> ToyResult:
-    """A toy run through the results store: computed (:func:`~gped_kit.baselines.thesis_toys.run_mog`
-    or :func:`~gped_kit.baselines.thesis_toys.run_logreg`) and stored when the store has no entry
+    """A toy run through the results store: computed (:func:`~gped_kit.toys.run_mog`
+    or :func:`~gped_kit.toys.run_logreg`) and stored when the store has no entry
     for this configuration made by this code (:data:`TOY_CODE`), reused otherwise;
     ``recompute=True`` sets a stored entry aside and computes it again. Either way the result
     is read from the entry, so a reused run equals a computed one; ``status`` says which."""
