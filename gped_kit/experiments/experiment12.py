@@ -240,6 +240,80 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
     return table.sort_values(["model", "estimator", "labelled_size", "mask_size"]).reset_index(drop=True)[out_cols]
 
 
+# ----------------------------------------------------------------------------- stored rows
+#: The targets of the students of an Experiment 1-2 chain (Section 4): the predictive
+#: distribution and the expected entropy, each with U_s and U_o (Eqs. 9-10).
+EXPERIMENT12_TARGETS = ("predictive", "entropy")
+#: Columns that may name a student's chain, in order of preference (a grid's table has
+#: ``run_key``; :meth:`~gped_kit.experiments.store.ResultsStore.load` adds the entry key as ``entry``).
+CHAIN_KEY_COLUMNS = ("run_key", "entry")
+
+
+def _chain_key(rows: pd.DataFrame) -> str | None:
+    return next((c for c in CHAIN_KEY_COLUMNS if c in rows.columns), None)
+
+
+def experiment12_rows(summary: pd.DataFrame, dataset: str | None = "mnist") -> pd.DataFrame:
+    """The student rows of Experiment 1-2 chains among stored chain summaries.
+
+    ``summary`` holds one row per (chain, student), e.g. ``ResultsStore(root).load("summary",
+    "chain")`` (every chain of the store: Experiments 1-4, the comparisons, ...). An Experiment 1-2
+    chain (:func:`distillation_task`) distils the predictive
+    distribution and the expected entropy into students with the teacher's architecture, so a
+    row is kept when its ``target`` is one of :data:`EXPERIMENT12_TARGETS`, its ``student_arch``
+    is its ``model`` and its width multipliers ``k1``, ``k2`` are 1, and (``dataset`` not None)
+    its ``dataset`` is ``dataset``. When the rows name their chain (a column of
+    :data:`CHAIN_KEY_COLUMNS`), a chain is kept whole or not at all: every one of its students
+    must pass, and it must have students of both targets. That leaves out the Experiment 3
+    searches (students of other widths), Experiment 4 and the comparisons (C+1 and EnD2
+    students), and the learning-rate schedule check (predictive students only), whose
+    students would otherwise be averaged into the Experiment 2 cells. A test whose column is
+    absent is not applied.
+
+    Raises:
+        TypeError: ``summary`` is not a DataFrame.
+        ValueError: a column :func:`experiment2_cells` needs
+            is missing (named in the message); an empty frame without columns is accepted.
+    """
+    if not isinstance(summary, pd.DataFrame):
+        raise TypeError(f"summary must be a pandas DataFrame, got {type(summary).__name__}")
+    if len(summary.columns) == 0:
+        return summary.copy()
+    missing = [c for c in REQUIRED_COLUMNS if c not in summary.columns]
+    if missing:
+        raise ValueError(f"summary lacks the column(s) {missing}; Experiment 1-2 rows need {list(REQUIRED_COLUMNS)} "
+                         f"(one row per student, as a chain entry's summary table has them)")
+    df = summary
+    if dataset is not None and "dataset" in df.columns:
+        df = df[df["dataset"].astype(str).str.lower() == str(dataset).lower()]
+    passes = df["target"].isin(EXPERIMENT12_TARGETS)
+    if "student_arch" in df.columns:
+        passes &= df["student_arch"].astype(str) == df["model"].astype(str)
+    for col in ("k1", "k2"):
+        if col in df.columns:
+            passes &= pd.to_numeric(df[col], errors="coerce").fillna(1.0) == 1.0
+    key = _chain_key(df)
+    if key is None:
+        return df[passes].copy()
+    flags = pd.DataFrame({"passes": passes, **{t: df["target"] == t for t in EXPERIMENT12_TARGETS}})
+    by_chain = flags.groupby(df[key], dropna=False)
+    chains = pd.concat([by_chain["passes"].all(), by_chain[list(EXPERIMENT12_TARGETS)].any()], axis=1)
+    kept = chains.index[chains.all(axis=1)]
+    return df[df[key].isin(kept)].copy()
+
+
+def chain_lengths(rows: pd.DataFrame) -> dict[int, int]:
+    """Number of chains per chain length T (``num_iterations``) among ``rows``, by T; chains are
+    counted by their key (:data:`CHAIN_KEY_COLUMNS`), else every row counts. Empty when the
+    column is absent."""
+    if "num_iterations" not in rows.columns or rows.empty:
+        return {}
+    key = _chain_key(rows)
+    lengths = rows.dropna(subset=["num_iterations"])
+    counts = (lengths.groupby("num_iterations")[key].nunique() if key else lengths.groupby("num_iterations").size())
+    return {int(t): int(n) for t, n in sorted(counts.items())}
+
+
 def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:
     """Check the trends the paper reports for Experiment 2 (Section 4.2) on a table from
     :func:`experiment2_cells` (one row per model, |D|, m, estimator).
