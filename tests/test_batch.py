@@ -190,6 +190,31 @@ def test_dry_run_executes_nothing(notebook_dir: Path, tmp_path: Path, capsys: py
     assert not (notebook_dir / "00_params.out.json").exists()
 
 
+REPO_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def test_settings_are_checked_before_any_notebook_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The project's notebooks: a bad override (an unknown field of a composed setting, a bad value, an
+    unknown profile or chain parameter) is a usage error naming the notebook, before anything runs."""
+    argv = ["--notebook-dir", str(REPO_NOTEBOOKS), "--output-dir", str(tmp_path / "out"), "--only", "07_*"]
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "-p", "hydra.phase3_steps=1"], executor=ExplodingExecutor())
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert "07_hydra_comparison: ValueError: hydra.phase3_steps is not a setting of HydraConfig" in error
+    with pytest.raises(SystemExit):
+        main([*argv, "-p", "spiral.hydra.phase1_steps=true"], executor=ExplodingExecutor())
+    assert "HydraConfig.phase1_steps=True" in capsys.readouterr().err
+    assert main([*argv, "--dry-run", "-p", "spiral.hydra.phase1_steps=50"], executor=ExplodingExecutor()) == 0
+    assert '"spiral.hydra.phase1_steps": 50' in capsys.readouterr().out
+    runs = plan_runs(select_notebooks(["00_quickstart", "01_experiment1", "04_figure3_masking"], REPO_NOTEBOOKS),
+                     output_dir=tmp_path, profile="cpu30", overrides=[parse_override("01_*:models=['resnet']")])
+    problems = batch.check_runs(runs)  # cpu30 is Experiment 1's profile only; 04 has no profiles
+    assert set(problems) == {"00_quickstart", "01_experiment1"}
+    assert "profile='cpu30' is not known" in problems["00_quickstart"] and "resnet" in problems["01_experiment1"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_failures_do_not_stop_batch_and_fail_fast_skips(notebook_dir: Path, tmp_path: Path) -> None:
     notebooks = select_notebooks([], notebook_dir)
     runs = plan_runs(notebooks, output_dir=tmp_path / "a", inspect=lambda p: {})

@@ -34,6 +34,12 @@ Parameters
     read as a JSON/YAML literal (``3``, ``1e-3``, ``true``, ``[1, 2]``, ``None``),
     falling back to the plain string.
 
+Checks before running
+    Each registered notebook (:mod:`gped_kit.experiments.registry`) has its settings resolved
+    from its parameters and its chains built before any notebook starts (:func:`check_runs`):
+    an unknown profile, an unknown or invalid setting, or a bad chain parameter ends the run
+    with a usage error (exit status 2) naming the notebook and the setting.
+
 Existing outputs
     Nothing in the output directory is overwritten: an existing executed notebook
     (or summary CSV) of the same name is first renamed to
@@ -77,6 +83,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from papermill.translators import papermill_translators
 
 from ..experiments.executors import ExecutorName, connect_ray
+from ..experiments.registry import notebook as registered_notebook
 from ..progress import PROGRESS_ENV, progress_mode
 
 logger = logging.getLogger("gped_kit.cli.batch")
@@ -515,6 +522,30 @@ def plan_runs(
     return runs
 
 
+def check_runs(runs: Sequence[NotebookRun]) -> dict[str, str]:
+    """Each registered notebook's settings and chains under its parameters, checked before anything
+    runs (:mod:`gped_kit.experiments.registry`): its profile, overrides (a dotted one must name a field
+    of the composed setting) and chain parameters are resolved as the notebook resolves them. Returns
+    ``{notebook name: error message}`` for those that fail; unregistered notebooks and notebooks
+    without profiles are not checked."""
+    problems = {}
+    for run in runs:
+        try:
+            entry = registered_notebook(run.name)
+        except ValueError:
+            continue
+        if entry.module is None:
+            continue
+        params = dict(run.parameters)
+        try:
+            settings = entry.settings(params.get("profile", DEFAULT_PROFILE), params)
+            entry.chain_tasks(settings, seed=params.get("seed", 0), data_root=params.get("data_root"),
+                              **{k: v for k, v in params.items() if k in entry.parameters})
+        except (ValueError, TypeError) as exc:
+            problems[run.name] = _first_line(exc)
+    return problems
+
+
 # -------------------------------------------------------------------------- running
 
 
@@ -791,6 +822,11 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
         )
         if ExecutorName(args.executor) is ExecutorName.RAY:
             executor = RayPapermillExecutor(executor, address=args.ray_address)
+
+    problems = check_runs(runs)
+    if problems:
+        parser.error("settings that cannot run (nothing was started):\n" + "\n".join(
+            f"  {name}: {message}" for name, message in problems.items()))
 
     if args.dry_run:
         print(f"dry run: {len(runs)} notebook(s) with {executor.describe()}; nothing is executed")
