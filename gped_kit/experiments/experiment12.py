@@ -186,7 +186,8 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
     ``entropy_mae`` (``student_nll`` optional). Within one chain (``run_key``; without that
     column every cell counts as one chain), ``nll_gap`` and ``student_nll`` are taken from the
     ``target == "predictive"`` student of the estimator and ``entropy_mae`` from its
-    ``target == "entropy"`` student; ``teacher_nll`` is the chain's. Several students of the same target and estimator in one chain, and several chains of one
+    ``target == "entropy"`` student; ``teacher_nll`` is the chain's. Several students of the same
+    target and estimator in one chain, and several chains of one
     cell (e.g. seeds), are averaged; ``n_runs`` counts the chains. A metric whose student is
     absent is NaN. Rows of other targets are ignored.
 
@@ -408,7 +409,8 @@ def experiment2_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
     """Tables 5-7 for ``model``: our U_o/U_s numbers per (|D|, m) beside the paper's (``_paper``).
     Joined on (|D|, m); the paper prints rounded masking rates, we keep the exact m^2/(H W)."""
     columns = ["teacher_nll", "student_nll_U_o", "student_nll_U_s", "entropy_mae_U_o", "entropy_mae_U_s"]
-    paper = paper_tables.experiment2_table(model).set_index(["labelled_size", "mask_size"])[columns].add_suffix("_paper")
+    paper = paper_tables.experiment2_table(model).set_index(["labelled_size", "mask_size"])[columns]
+    paper = paper.add_suffix("_paper")
     cells = experiment2_cells(table)
     cells = cells[cells["model"] == model]
     wide = cells.pivot_table(index=["labelled_size", "mask_size", "masking_rate"], columns="estimator",

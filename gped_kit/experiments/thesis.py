@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.options import check_int
+from ..core.schema import record
 from ..toys import (
     INPUT_GENERATORS,
     LOSSES,
@@ -41,8 +43,6 @@ from ..toys import (
     run_logreg,
     run_mog,
 )
-from ..core.options import check_int
-from ..core.schema import record
 from .store import Entry, ResultsStore, code_fingerprint
 
 # ----------------------------------------------------------------------------- settings
