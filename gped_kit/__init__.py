@@ -40,7 +40,7 @@ from .core.sgld import SGLDConfig
 from .core.sgnht import SGNHTConfig
 from .core.targets import Target, custom_target
 from .data.container import GPEDData
-from .data.experiment import DataConfig
+from .data.experiment import DataConfig, prepare_data
 from .engine import GPEDConfig, GPEDResult, StudentConfig, distill, distill_many, resolve_device
 from .experiments.store import ResultsStore
 from .models.presets import ArchSpec
@@ -52,7 +52,7 @@ __all__ = [
     # Algorithm 1
     "distill", "distill_many", "GPEDConfig", "StudentConfig", "GPEDResult", "resolve_device",
     # data and models
-    "GPEDData", "DataConfig", "ArchSpec",
+    "GPEDData", "DataConfig", "prepare_data", "ArchSpec",
     # the teacher's sampler
     "sampler_config", "SGLDConfig", "SGHMCConfig", "SGNHTConfig", "BAOAConfig",
     # what a student distils
