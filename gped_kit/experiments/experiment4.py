@@ -333,7 +333,7 @@ def run_experiment4(tasks: Sequence[ChainTask], store: ResultsStore, settings: E
     """Every task's evaluation (:func:`experiment4_evaluate` with ``settings.ndcg_trials`` trials and
     ``seed``) through ``store``: a derived entry of kind ``"experiment4"`` keyed by
     ``{"chain": <chain record>, "ndcg_trials", "seed"}`` and the code of the numerics and this module
-    (:func:`~gped_kit.experiments.chains.derived_from_chain`), holding the ``downstream`` table and
+    (:func:`~gped_kit.experiments.chains.derive`), holding the ``downstream`` table and
     the per-input data uncertainty (float16 arrays). Only a task whose entry is missing runs (or reloads) its chain. A
     task whose data set is absent is recorded as ``missing data``; a failure is recorded and the
     others go on (:meth:`Experiment4Run.raise_if_failed` stops a notebook at the end).

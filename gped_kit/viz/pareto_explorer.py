@@ -95,7 +95,6 @@ class ParetoExplorer(StaticView):
         self.table = table
         self.source = ""
         self._updating = False
-        self.last_selection: pd.Series | None = None
         self.fig: plt.Figure | None = None  # the current plot and its axes (see _draw_plot)
         self.ax: plt.Axes | None = None
         self.hover_annotation = None  # the hover tooltip (a matplotlib Annotation) once shown
@@ -257,7 +256,6 @@ class ParetoExplorer(StaticView):
 
     def _draw_details(self) -> None:
         row = self.selected_row()
-        self.last_selection = row
         if row is None:
             if self.table.empty:
                 where = f" under <code>{html.escape(self.source)}</code>" if self.source else ""

@@ -112,7 +112,7 @@ def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsSto
     chain (:func:`experiment3_task`) under ``settings``.
 
     The table is the ``"search"`` entry derived from the chain
-    (:func:`~gped_kit.experiments.chains.derived_from_chain`: keyed by the chain's record,
+    (:func:`~gped_kit.experiments.chains.derive`: keyed by the chain's record,
     ``record(settings)`` and :func:`search_code`). When it is stored it is read back (status
     ``reused``) and the chain is not touched. Otherwise the chain's full state is asked for
     (reused from the chain entry's checkpoint, resumed, or run), then the costs, pruning and
