@@ -16,7 +16,7 @@ for MNIST, ``"spiral"`` for the toy), keyed by the chain's record and Hydra's co
 table, the KD-variant rows, Hydra's loss history, the spiral's uncertainty maps (float16 arrays)
 and the trained Hydra (``hydra.pt``, not committed). Only a missing entry runs (or reloads) its chain.
 
-Profiles (:data:`PROFILES`): ``default`` runs on a 2-core CPU in minutes (S = 20 snapshots);
+Profiles (:data:`PROFILES`): ``default`` runs on a CPU in minutes (S = 20 snapshots);
 ``paper`` is Hydra's MNIST setting as far as it maps onto an SGLD teacher (S = 50, T = 10^6).
 """
 

@@ -7,10 +7,10 @@ U_s and U_o students for both targets, and checks the trends the paper reports. 
 chains with :func:`distillation_task`, so a cell computed once serves both (the results store
 keys it by its configuration).
 
-Profiles (:data:`PROFILES`): ``default`` is a reduced grid with short chains for a 2-core CPU
+Profiles (:data:`PROFILES`): ``default`` is a reduced grid with short chains for a CPU
 (T = 5,000, B = 3,000, students updated every 2 steps, eta scaled so that eta * N is the
 paper's at every |D|, masks {0, 15, 25}: no mask, the hardest of the paper's rates and
-the near-uniform one, inside the main job's 45-minute budget); ``paper`` is Appendix A.2 and the full grids
+the near-uniform one); ``paper`` is Appendix A.2 and the full grids
 (T = 10^6, fixed eta, H = 100 predictive / 10 entropy), for a GPU, with the grid's chains run
 24 at a time as one batched computation.
 """

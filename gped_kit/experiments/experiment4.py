@@ -118,7 +118,7 @@ def largest_multipliers(search: Experiment3Settings) -> tuple[tuple[str, tuple[f
     return tuple((model, (max(search.grid(model)[0]), max(search.grid(model)[1]))) for model in search.models)
 
 
-#: ``default``: short chains for a 2-core CPU; ``paper``: T = 10^6 (B the paper's per model) for a GPU.
+#: ``default``: short chains for a CPU; ``paper``: T = 10^6 (B the paper's per model) for a GPU.
 PROFILES: dict[str, Experiment4Settings] = {
     "default": Experiment4Settings(num_iterations=3_000, burn_in=1_000, thinning=2, eval_thinning=50, log_every=500,
                                    checkpoint_every=1_000, labelled_size=60_000, mask_size=15,

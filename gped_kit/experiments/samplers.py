@@ -82,7 +82,7 @@ class SamplerStudySettings(ChainSettings):
 
 
 PROFILES: dict[str, SamplerStudySettings] = {
-    # CPU: five candidates x 3,000 iterations, about 8 minutes on 2 cores.
+    # CPU: five candidates x 3,000 iterations each.
     "default": SamplerStudySettings(num_iterations=3_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
                                     eval_thinning=50, log_every=250, checkpoint_every=1_000),
     # The paper's length: T = 10^6 per candidate (a GPU).

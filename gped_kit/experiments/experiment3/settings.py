@@ -178,9 +178,9 @@ PROFILES: dict[str, Experiment3Settings] = {
     # paper's (1e-4 ... 1e-2 instead of ... 1e-3) because 600 steps give the penalty little
     # time to drive groups to zero. Fine-tuning: one teacher epoch (300 student steps).
     # Figures: predictive students give Figures 2, 6 (CNN-MNIST) and 8, 9 (FCNN); the
-    # expected-entropy Figures 7 and 10 need targets=("predictive", "entropy") (about +5.5
-    # minutes on the 2-core CPU, which the main job's 45-minute budget does not leave; the
-    # notebook says why each missing figure is missing).
+    # expected-entropy Figures 7 and 10 need targets=("predictive", "entropy"), which the
+    # default leaves out to keep the CPU run short (the notebook says why each missing figure
+    # is missing).
     "default": Experiment3Settings(
         models=("cnn_mnist", "fcnn", "cnn_cifar10"), targets=("predictive",),
         num_iterations=2_200, burn_in=1_000, predictive_thinning=2, entropy_thinning=2, eval_thinning=50,
