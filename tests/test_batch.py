@@ -15,9 +15,6 @@ import pytest
 
 from gped_kit.cli import batch
 from gped_kit.cli.batch import (
-    Executor,
-    LocalPapermillExecutor,
-    NotebookRun,
     ParameterOverride,
     main,
     parse_override,
@@ -26,6 +23,7 @@ from gped_kit.cli.batch import (
     run_batch,
     select_notebooks,
 )
+from gped_kit.cli.executors import Executor, LocalPapermillExecutor, NotebookRun
 
 KERNEL = "python3"  # ipykernel's native kernel: always present where ipykernel is installed
 

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import pytest
 
-from gped_kit.cli.batch import LocalPapermillExecutor, NotebookRun, default_kernel_name
+from gped_kit.cli.executors import LocalPapermillExecutor, NotebookRun, default_kernel_name
 from gped_kit.data.sources import DatasetNotFoundError, load_split
 from gped_kit.experiments.registry import NOTEBOOKS, Notebook
 from gped_kit.experiments.store import ResultsStore
