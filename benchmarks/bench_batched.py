@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     total = warmup + args.steps * (args.repeats + 1) + 2
 
     def chain(k: int):
-        cfg = GPEDConfig(model="fcnn", sampler=dataclasses.replace(sgld, step_size=sgld.step_size * (0.8 + 0.4 * k / 24)),
+        sampler = dataclasses.replace(sgld, step_size=sgld.step_size * (0.8 + 0.4 * k / 24))
+        cfg = GPEDConfig(model="fcnn", sampler=sampler,
                          num_iterations=total, burn_in=0, eval_thinning=args.eval_thinning, log_every=10 ** 9,
                          checkpoint_every=10 ** 9, progress=False, device=str(device), seed=k)
         return build_chain(data, cfg, [StudentConfig("predictive", "U_s", thinning=args.thinning, batch_size=100)])
@@ -185,7 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     for label, (k, _) in engines.items():
         per = statistics.median(rates[label])
         tot = per * k
-        print(f"{label:<40}{k:>7}{per:>12.1f}{tot:>12.1f}{tot / base:>10.2f}x{100 * tot * step_flops / flop_rate:>10.2f}%"
+        utilisation = 100 * tot * step_flops / flop_rate
+        print(f"{label:<40}{k:>7}{per:>12.1f}{tot:>12.1f}{tot / base:>10.2f}x{utilisation:>10.2f}%"
               f"{warm_times[label]:>10.1f}")
     vm = statistics.median(rates["GPEDEngine, 1 chain, vmapped"])
     print(f"one chain vmapped / direct = {vm / base:.2f}x")

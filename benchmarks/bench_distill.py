@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     b, f = statistics.median(bare_rates), statistics.median(full_rates)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
     print(f"device: {name}; torch {torch.__version__}; FCNN; M = M' = 100; H = {args.thinning}; "
-          f"eval_thinning = {args.eval_thinning}; log_every = {args.log_every}; {args.steps} steps x {args.repeats} repeats")
+          f"eval_thinning = {args.eval_thinning}; log_every = {args.log_every}; "
+          f"{args.steps} steps x {args.repeats} repeats")
     print(f"{'loop':<34}{'it/s (median)':>14}{'  all repeats'}")
     print(f"{'bare SGLD':<34}{b:>14.1f}  {', '.join(f'{v:.1f}' for v in bare_rates)}")
     print(f"{'GPED (distill + eval)':<34}{f:>14.1f}  {', '.join(f'{v:.1f}' for v in full_rates)}")

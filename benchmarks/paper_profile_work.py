@@ -74,16 +74,15 @@ from gped_kit.core.targets import resolve_target
 from gped_kit.data.container import GPEDData
 from gped_kit.data.experiment import DataConfig
 from gped_kit.data.sources import DatasetNotFoundError
+from gped_kit.data.spiral import SpiralConfig, spiral_data
 from gped_kit.engine import GPEDConfig, GPEDEngine
 from gped_kit.engine.config import GroupKey
 from gped_kit.engine.spec import ChainSpec, build_chain
 from gped_kit.experiments import comparison as C
 from gped_kit.experiments import experiment3 as E3
-from gped_kit.experiments import experiment4 as E4
-from gped_kit.experiments import experiment12 as e12
-from gped_kit.experiments import quickstart, samplers
 from gped_kit.experiments.chains import ChainTask, load_data
 from gped_kit.experiments.paper import FINETUNE_EPOCHS, paper_model
+from gped_kit.experiments.registry import NOTEBOOKS
 from gped_kit.models.build import instantiate
 from gped_kit.models.presets import build_network
 
@@ -483,7 +482,7 @@ def finetune_work(task: ChainTask, settings: E3.Experiment3Settings) -> tuple[To
     data, _ = task_data(task)
     model = task.config.model_name
     out_dims = {}
-    epochs = settings.finetune_epochs or FINETUNE_EPOCHS[paper_model(model).dataset]
+    epochs = settings.search.finetune_epochs or FINETUNE_EPOCHS[paper_model(model).dataset]
     total, steps_all = Totals(), 0
     x = data.distill_x[:1_000]
     shape = tuple(data.input_shape)
@@ -491,9 +490,9 @@ def finetune_work(task: ChainTask, settings: E3.Experiment3Settings) -> tuple[To
         target = resolve_target(s.target)
         dim = out_dims.setdefault(target.name, target.out_dim(10))
         net = build_network(s.arch, shape, dim)
-        latency = measure(lambda net=net: net.eval()(torch.zeros(settings.latency_batch_size, *shape)))
+        latency = measure(lambda net=net: net.eval()(torch.zeros(settings.search.latency_batch_size, *shape)))
         networks = 1 if s.regularizer is None else 3  # a group l1/l2 student: distilled, pruned, fine-tuned
-        total = total + latency.repeated((settings.latency_repeats + 3) * networks)  # 3 warm-up passes each
+        total = total + latency.repeated((settings.search.latency_repeats + 3) * networks)  # 3 warm-up passes
         if s.regularizer is None:
             continue
         targets = torch.rand(x.shape[0], dim)
@@ -514,9 +513,8 @@ def hydra_work(task: ChainTask, settings: C.ComparisonSettings, spiral: bool = F
     Hydra on every evaluation set (twice each: uncertainties and marginal variances)."""
     data, _ = task_data(task) if not spiral else (None, True)
     if spiral:
-        from gped_kit.data.spiral import spiral_data
         data = spiral_data(task.data)
-    config = C.hydra_config(settings, spiral=spiral)
+    config = settings.spiral.hydra if spiral else settings.hydra
     S = task.config.num_snapshots
     arch = task.config.model_name if not spiral else "fcnn"
     shape = tuple(data.input_shape)
@@ -606,63 +604,60 @@ def chains_work(name: str, tasks: Sequence[ChainTask], per_batch: int = 1, notes
                         list(notes), kinds)
 
 
-def quickstart_tasks() -> list[ChainTask]:
-    """Notebook 00's chain with its parameters cell's defaults and the paper profile."""
-    return [quickstart.quickstart_task(quickstart.PROFILES["paper"])]
+def search_work(work: NotebookWork, tasks: Sequence[ChainTask], settings: E3.Experiment3Settings) -> None:
+    """Experiment 3 after its chains: every pruned student's fine-tuning, evaluations and latency passes."""
+    extra, steps = Totals(), 0
+    for task in tasks:
+        t, s = finetune_work(task, settings)
+        extra, steps = extra + t, steps + s
+    work.totals["after the chains"] = extra
+    work.extra_steps, work.extra_label = steps, "fine-tuning steps"
+
+
+def hydra_chains_work(work: NotebookWork, tasks: Sequence[ChainTask], settings: C.ComparisonSettings) -> None:
+    """The comparison after its chains: Hydra on each chain's snapshots (the MNIST chain's and the spiral's)."""
+    extra, steps = Totals(), 0
+    for task in tasks:
+        t, s = hydra_work(task, settings, spiral=isinstance(task.data, SpiralConfig))
+        extra, steps = extra + t, steps + s
+    work.totals["after the chains"] = extra
+    work.extra_steps, work.extra_label = steps, "Hydra steps"
+
+
+#: What each kind of work after the chains (a registry entry's ``after_chains``) adds to a notebook.
+AFTER_CHAINS: dict[str, Callable[[NotebookWork, Sequence[ChainTask], object], None]] = {
+    "search": search_work, "hydra": hydra_chains_work}
+#: Notes on the page beside a notebook's row.
+NOTES = {"06_experiment4_uncertainty": ["OOD sets: those present here (Fashion-MNIST, masked and whole, for MNIST; "
+                                        "none for CIFAR-10); KMNIST and notMNIST would add their sizes to every "
+                                        "ensemble sample"]}
 
 
 def all_notebooks(only: Sequence[str] = ()) -> list[NotebookWork]:
-    out = []
-
-    def want(name: str) -> bool:
-        return not only or any(name.startswith(o) for o in only)
-
-    if want("00"):
-        out.append(chains_work("00_quickstart", quickstart_tasks()))
-    p12 = e12.PROFILES["paper"]
-    table1 = e12.experiment1_tasks(["fcnn", "cnn_mnist", "cnn_cifar10"], p12)
-    if want("01"):
-        out.append(chains_work("01_experiment1", table1, p12.chains_per_batch))
-    if want("02"):
-        grid = e12.experiment2_tasks(["fcnn", "cnn_mnist"], p12)
-        done = {(t.config.model_name, t.data.labelled_size, t.data.mask_size, t.config.seed) for t in table1}
-        new = [t for t in grid if (t.config.model_name, t.data.labelled_size, t.data.mask_size, t.config.seed)
-               not in done]
-        out.append(chains_work("02_experiment2_mnist", new, p12.chains_per_batch,
-                               [f"{len(grid)} cells; the {len(grid) - len(new)} at N = 60,000, m = 0 are notebook "
-                                "01's chains, reused from the store"]))
-    if want("03"):
-        tasks = [e12.distillation_task("cnn_cifar10", n, 0, p12) for n in p12.cifar_labelled_sizes]
-        out.append(chains_work("03_experiment2_cifar10", tasks, p12.chains_per_batch))
-    if want("05"):
-        p3 = E3.PROFILES["paper"]
-        tasks = E3.experiment3_tasks(p3)
-        work = chains_work("05_experiment3_search", tasks, 1)
-        extra, steps = Totals(), 0
-        for task in tasks:
-            t, s = finetune_work(task, p3)
-            extra, steps = extra + t, steps + s
-        work.totals["after the chains"] = extra
-        work.extra_steps, work.extra_label = steps, "fine-tuning steps"
+    """The work of every registered notebook that runs chains (:data:`gped_kit.experiments.registry.NOTEBOOKS`),
+    under its unscaled paper profile, in the registry's order; a chain an earlier notebook runs (the same
+    task) is counted there only, since the later notebook reuses it from the store. ``only``: notebook
+    name prefixes."""
+    out: list[NotebookWork] = []
+    earlier: dict[ChainTask, str] = {}
+    for entry in NOTEBOOKS.values():
+        if entry.tasks is None or "paper" not in entry.profiles:
+            continue
+        settings = entry.settings("paper")
+        tasks = entry.chain_tasks(settings)
+        new = [t for t in tasks if t not in earlier]
+        reused = sorted({earlier[t] for t in tasks if t in earlier})
+        earlier.update({t: entry.name for t in new})
+        if only and not any(entry.name.startswith(o) for o in only):
+            continue
+        notes = list(NOTES.get(entry.name, ()))
+        if reused:
+            notes.insert(0, f"{len(tasks)} cells; the {len(tasks) - len(new)} that {', '.join(reused)} runs too are "
+                            "reused from the store")
+        work = chains_work(entry.name, new, entry.chains_per_batch(settings), notes)
+        if entry.after_chains:
+            AFTER_CHAINS[entry.after_chains](work, new, settings)
         out.append(work)
-    if want("06"):
-        p4 = E4.PROFILES["paper"]
-        tasks = [E4.experiment4_task(m, p4) for m in ("fcnn", "cnn_mnist", "cnn_cifar10")]
-        out.append(chains_work("06_experiment4_uncertainty", tasks, 1,
-                               ["OOD sets: those present here (Fashion-MNIST, masked and whole, for MNIST; none for "
-                                "CIFAR-10); KMNIST and notMNIST would add their sizes to every ensemble sample"]))
-    if want("07"):
-        pc = C.PROFILES["paper"]
-        task, spiral = C.comparison_task(pc), C.spiral_task(pc)
-        work = chains_work("07_hydra_comparison", [task, spiral], 1)
-        extra, steps = hydra_work(task, pc)
-        extra2, steps2 = hydra_work(spiral, pc, spiral=True)
-        work.totals["after the chains"] = extra + extra2
-        work.extra_steps, work.extra_label = steps + steps2, "Hydra steps"
-        out.append(work)
-    if want("10"):
-        ps = samplers.PROFILES["paper"]
-        out.append(chains_work("10_samplers", samplers.sampler_study_tasks(ps), 1))
     return out
 
 

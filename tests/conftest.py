@@ -33,7 +33,8 @@ def _write_tiny_cifar10(root: Path, per_batch: int = 3, n_test: int = 4):
     folder.mkdir(parents=True)
     batches = {}
     for name, n in [*((f"data_batch_{i}", per_batch) for i in range(1, 6)), ("test_batch", n_test)]:
-        entry = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), "labels": list(rng.integers(0, 10, n).tolist())}
+        entry = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                 "labels": list(rng.integers(0, 10, n).tolist())}
         (folder / name).write_bytes(pickle.dumps(entry))
         batches[name] = entry
     (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))

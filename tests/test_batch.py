@@ -15,9 +15,6 @@ import pytest
 
 from gped_kit.cli import batch
 from gped_kit.cli.batch import (
-    Executor,
-    LocalPapermillExecutor,
-    NotebookRun,
     ParameterOverride,
     main,
     parse_override,
@@ -26,15 +23,17 @@ from gped_kit.cli.batch import (
     run_batch,
     select_notebooks,
 )
+from gped_kit.cli.executors import Executor, LocalPapermillExecutor, NotebookRun
 
 KERNEL = "python3"  # ipykernel's native kernel: always present where ipykernel is installed
 
-PARAMS_SOURCE = 'profile = "default"\nsteps = 10\nlr = 0.1'
+PARAMS_SOURCE = ('from gped_kit.experiments.settings import Overrides\n'
+                 'profile = "default"\nsteps = 10\nlr = 0.1\nadam = Overrides()')
 DUMP_SOURCE = (
     "import json, os\n"
     "with open('00_params.out.json', 'w') as fh:\n"
     "    json.dump({'profile': profile, 'steps': steps, 'lr': lr, 'cwd': os.getcwd(),\n"
-    "               'progress': os.environ.get('GPED_PROGRESS')}, fh)"
+    "               'progress': os.environ.get('GPED_PROGRESS'), 'adam': vars(adam)}, fh)"
 )
 
 
@@ -108,7 +107,9 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
         overrides=[
             ParameterOverride("steps", 5),
             ParameterOverride("lr", 0.001, notebook="00_params"),
+            ParameterOverride("adam.beta1", 0.8),  # a field of the composed setting `adam`
             ParameterOverride("undeclared", 1),
+            ParameterOverride("undeclared.field", 1),
         ],
     )
     assert [r.path.name for r in runs] == ["00_params.ipynb", "01_fails.ipynb", "02_plain.ipynb"]
@@ -120,7 +121,7 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     # profile, global override and per-notebook override reached the notebook; cwd is its folder
     # and the kernel was told to print progress as text lines (no frozen bars in saved notebooks)
     assert _dumped(notebook_dir) == {"profile": "ci", "steps": 5, "lr": 0.001, "cwd": str(notebook_dir),
-                                     "progress": "lines"}
+                                     "progress": "lines", "adam": {"beta1": 0.8}}
     assert os.environ.get("GPED_PROGRESS") == progress_before  # restored in this process
     assert runs[1].parameters == {"profile": "ci"}  # declares profile only
     assert runs[2].parameters == {}  # no parameters cell: nothing injected
@@ -129,7 +130,8 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
         assert run.output_path.exists()
     executed = nbformat.read(str(out / "00_params.ipynb"), as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert len(injected) == 1 and "steps = 5" in injected[0].source
+    assert len(injected) == 1 and "steps = 5" in injected[0].source and "adam.beta1 = 0.8" in injected[0].source
+    assert runs[0].parameters == {"profile": "ci", "steps": 5, "lr": 0.001, "adam.beta1": 0.8}
     on_disk = pd.read_csv(out / "summary.csv", keep_default_na=False)
     assert list(on_disk["status"]) == ["ran", "failed", "ran"]
     assert list(on_disk.columns) == list(batch.SUMMARY_COLUMNS)
@@ -184,6 +186,31 @@ def test_dry_run_executes_nothing(notebook_dir: Path, tmp_path: Path, capsys: py
     assert '"lr": 0.5' in printed and '"profile": "default"' in printed
     assert not out.exists()
     assert not (notebook_dir / "00_params.out.json").exists()
+
+
+REPO_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def test_settings_are_checked_before_any_notebook_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The project's notebooks: a bad override (an unknown field of a composed setting, a bad value, an
+    unknown profile or chain parameter) is a usage error naming the notebook, before anything runs."""
+    argv = ["--notebook-dir", str(REPO_NOTEBOOKS), "--output-dir", str(tmp_path / "out"), "--only", "07_*"]
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "-p", "hydra.phase3_steps=1"], executor=ExplodingExecutor())
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert "07_hydra_comparison: ValueError: hydra.phase3_steps is not a setting of HydraConfig" in error
+    with pytest.raises(SystemExit):
+        main([*argv, "-p", "spiral.hydra.phase1_steps=true"], executor=ExplodingExecutor())
+    assert "HydraConfig.phase1_steps=True" in capsys.readouterr().err
+    assert main([*argv, "--dry-run", "-p", "spiral.hydra.phase1_steps=50"], executor=ExplodingExecutor()) == 0
+    assert '"spiral.hydra.phase1_steps": 50' in capsys.readouterr().out
+    runs = plan_runs(select_notebooks(["00_quickstart", "01_experiment1", "04_figure3_masking"], REPO_NOTEBOOKS),
+                     output_dir=tmp_path, profile="cpu30", overrides=[parse_override("01_*:models=['resnet']")])
+    problems = batch.check_runs(runs)  # cpu30 is Experiment 1's profile only; 04 has no profiles
+    assert set(problems) == {"00_quickstart", "01_experiment1"}
+    assert "profile='cpu30' is not known" in problems["00_quickstart"] and "resnet" in problems["01_experiment1"]
+    assert not (tmp_path / "out").exists()
 
 
 def test_failures_do_not_stop_batch_and_fail_fast_skips(notebook_dir: Path, tmp_path: Path) -> None:
@@ -271,6 +298,7 @@ def test_inspect_parameters(notebook_dir: Path) -> None:
         "profile": '"default"',
         "steps": "10",
         "lr": "0.1",
+        "adam": "Overrides()",
     }
     assert batch.inspect_parameters(notebook_dir / "02_plain.ipynb") is None
 
@@ -305,3 +333,8 @@ def test_parse_override() -> None:
         parse_override("steps")
     with pytest.raises(ValueError):
         parse_override("nb:not-an-identifier=1")
+    # a field of a composed setting (the notebook declares hydra = Overrides())
+    assert parse_override("07_*:hydra.phase1_steps=500") == ParameterOverride("hydra.phase1_steps", 500, "07_*")
+    for bad in ("hydra..lr=1", "hydra.=1", ".lr=1", "hydra.1x=1"):
+        with pytest.raises(ValueError, match="identifier"):
+            parse_override(bad)

@@ -16,7 +16,7 @@ from gped_kit.engine.spec import build_chain
 from gped_kit.experiments import chains as chains_module
 from gped_kit.experiments import comparison as C
 from gped_kit.experiments.chains import ChainTask
-from gped_kit.experiments.settings import resolve_settings
+from gped_kit.experiments.settings import Overrides, resolve_settings
 from gped_kit.experiments.store import ResultsStore
 from gped_kit.models.presets import build_network, count_parameters
 
@@ -33,25 +33,37 @@ def test_profiles_keep_the_old_values():
             d.num_snapshots) == (4_000, 1_000, 2, 50, 500, 1_000, 20)
     assert (p.num_iterations, p.burn_in, p.thinning, p.eval_thinning, p.log_every, p.checkpoint_every,
             p.num_snapshots) == (1_000_000, None, 10, 100, 10_000, 50_000, 50)
-    assert (d.hydra_phase1_steps, d.hydra_phase2_steps, p.hydra_phase1_steps, p.hydra_phase2_steps) == (
+    assert (d.hydra.phase1_steps, d.hydra.phase2_steps, p.hydra.phase1_steps, p.hydra.phase2_steps) == (
         1_000, 2_000, 20_000, 60_000)
-    assert (d.spiral_iterations, d.spiral_burn_in, p.spiral_iterations, p.spiral_burn_in) == (6_000, 2_000, 100_000,
-                                                                                              10_000)
-    assert (d.spiral_hydra_phase1_steps, d.spiral_hydra_phase2_steps, p.spiral_hydra_phase1_steps,
-            p.spiral_hydra_phase2_steps) == (1_000, 2_000, 5_000, 20_000)
+    assert (d.spiral.num_iterations, d.spiral.burn_in, p.spiral.num_iterations, p.spiral.burn_in) == (
+        6_000, 2_000, 100_000, 10_000)
+    assert (d.spiral.hydra.phase1_steps, d.spiral.hydra.phase2_steps, p.spiral.hydra.phase1_steps,
+            p.spiral.hydra.phase2_steps) == (1_000, 2_000, 5_000, 20_000)
     for s in (d, p):
-        assert (s.model, s.labelled_size, s.mask_size, s.perturb_std, s.derivative_weight, s.hydra_head_hidden,
-                s.hydra_temperature, s.hydra_lr) == ("fcnn", 60_000, 0, 0.3, 1.0, (100, 100), 2.0, 1e-3)
-        assert (s.spiral_size, s.spiral_step_size, s.spiral_snapshots, s.spiral_thinning) == (1_000, 2e-4, 10, 2)
+        assert (s.model, s.labelled_size, s.mask_size, s.perturb_std, s.derivative_weight, s.hydra.head_hidden,
+                s.hydra.temperature, s.hydra.lr) == ("fcnn", 60_000, 0, 0.3, 1.0, (100, 100), 2.0, 1e-3)
+        assert (s.spiral.data.labelled_size, s.spiral.step_size, s.spiral.num_snapshots, s.spiral.thinning) == (
+            1_000, 2e-4, 10, 2)
+        assert (s.spiral.hydra.head_hidden, s.spiral.hydra.temperature, s.spiral.hydra.lr) == ((100, 100), 2.0, 1e-3)
         assert s.predictive_thinning == s.entropy_thinning == s.thinning
-    s = resolve_settings(C.PROFILES, "default", {"model": "cnn_mnist", "hydra_head_hidden": [32], "thinning": 3})
-    assert (s.model, s.hydra_head_hidden, s.entropy_thinning) == ("cnn_mnist", (32,), 3)
+    s = resolve_settings(C.PROFILES, "default", {"model": "cnn_mnist", "hydra.head_hidden": [32], "thinning": 3,
+                                                 "spiral.hydra.phase1_steps": 7})
+    assert (s.model, s.hydra.head_hidden, s.entropy_thinning, s.spiral.hydra.phase1_steps) == ("cnn_mnist", (32,), 3, 7)
+    hydra, spiral = Overrides(), Overrides()
+    hydra.phase2_steps, spiral.num_iterations, spiral.hydra.lr = 11, 500, 3e-3
+    s = resolve_settings(C.PROFILES, "paper", {"hydra": hydra, "spiral": spiral, "hydra_phase1_steps": 1})
+    assert (s.hydra.phase1_steps, s.hydra.phase2_steps, s.spiral.num_iterations, s.spiral.hydra.lr) == (
+        20_000, 11, 500, 3e-3)
+    with pytest.raises(ValueError, match=r"hydra\.phase3_steps is not a setting of HydraConfig; allowed: "):
+        resolve_settings(C.PROFILES, "default", {"hydra.phase3_steps": 1})
+    with pytest.raises(ValueError, match=r"HydraConfig\.phase1_steps=True"):
+        resolve_settings(C.PROFILES, "default", {"hydra.phase1_steps": True})
+    with pytest.raises(ValueError, match=r"spiral\.num_snapshots=1"):
+        resolve_settings(C.PROFILES, "default", {"spiral.num_snapshots": 1})
     with pytest.raises(ValueError, match="model='cnn_cifar10'.*MNIST"):
         dataclasses.replace(d, model="cnn_cifar10")
     with pytest.raises(ValueError, match="num_snapshots"):
         dataclasses.replace(d, num_snapshots=1)
-    hcfg = C.hydra_config(d, spiral=True)
-    assert (hcfg.phase1_steps, hcfg.phase2_steps, hcfg.head_hidden, hcfg.temperature) == (1_000, 2_000, (100, 100), 2.0)
 
 
 def test_students_and_task(tmp_path):
@@ -123,8 +135,8 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     """KD / GPED / EnD2 / Hydra from one short chain: every method on every set, the references at zero
     distance from themselves, KD without MU, costs from the networks; stored, then reused."""
     data = dataclasses.replace(digits_data, ood_x={"mnist_rotated60": digits_data.test_x.flip(3)})
-    s = dataclasses.replace(C.PROFILES["default"], hydra_head_hidden=(16,), hydra_phase1_steps=30,
-                            hydra_phase2_steps=60)
+    s = dataclasses.replace(C.PROFILES["default"], hydra=H.HydraConfig(head_hidden=(16,), phase1_steps=30,
+                                                                       phase2_steps=60))
     students = C.comparison_students("fcnn", s)
     cfg = GPEDConfig(model="fcnn", sampler=SGLD, num_iterations=300, burn_in=50, eval_thinning=10, log_every=150,
                      checkpoint_every=150, progress=False, device="cpu", num_snapshots=4)
@@ -146,7 +158,7 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     teacher_params = count_parameters(build_network("fcnn", (1, 8, 8), 10))
     costs = run.table.drop_duplicates("method").set_index("method")
     assert costs.loc["Snapshot ensemble", "params"] == 4 * teacher_params
-    trained = H.load_hydra(run.hydra_path, "fcnn", (1, 8, 8), 10, C.hydra_config(s))
+    trained = H.load_hydra(run.hydra_path, "fcnn", (1, 8, 8), 10, s.hydra)
     assert costs.loc["Hydra", "params"] == count_parameters(trained.net) and costs.loc["KD", "flops"] > 0
     assert costs.loc["KD", "params"] == teacher_params
     assert list(run.kd_variants["student"]) == ["KD", "KD (perturbed inputs)", "KD (noise inputs)",
@@ -165,9 +177,9 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
 
 
 def test_spiral_run_maps_every_uncertainty_method_and_is_reused(tmp_path, monkeypatch):
-    s = dataclasses.replace(C.PROFILES["default"], spiral_size=300, spiral_iterations=300, spiral_burn_in=100,
-                            spiral_snapshots=3, spiral_hydra_phase1_steps=20, spiral_hydra_phase2_steps=40,
-                            hydra_head_hidden=(16,))
+    s = resolve_settings(C.PROFILES, "default", {
+        "spiral.data.labelled_size": 300, "spiral.num_iterations": 300, "spiral.burn_in": 100,
+        "spiral.num_snapshots": 3, "spiral.hydra": H.HydraConfig(head_hidden=(16,), phase1_steps=20, phase2_steps=40)})
     store = ResultsStore(tmp_path)
     out = C.spiral_run(s, store, device="cpu", progress=False)
     assert out.status == "ran" and list(out.maps) == ["Long-chain teacher", "Snapshot ensemble", "GPED", "EnD2",

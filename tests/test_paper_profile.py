@@ -8,7 +8,7 @@ batching (``chains_per_batch`` = 24: Experiment 2's grid runs as two batches of 
 students, thinnings H = 100 (predictive) / 10 (entropy, Experiment 4, the comparison), the
 evaluation thinning, the S = 50 snapshots, step sizes, learning rates, dropout, OOD sets, nDCG trials.
 
-What is scaled (``SCALED``, per notebook):
+What is scaled (each notebook's ``scaled_paper`` in :data:`gped_kit.experiments.registry.NOTEBOOKS`):
 
 * the chains: T = 10^6 -> 101 with B = 1,000 / 10,000 -> 50, so that every event of Algorithm 1 happens
   at least once at the paper's H: the H = 100 students step once (t = 100), the H = 10 students five
@@ -30,7 +30,9 @@ The notebooks run in a scratch copy with ONE results store shared by all of them
 notebook 01's two N = 60,000, m = 0 chains), so the repository's ``results/`` and ``figures/`` are
 untouched. CIFAR-10 is not available offline: its cells must report "missing data" and the notebooks
 go on. Each test asserts that its notebook ran without error, that its checks printed the expected
-verdicts, and that the store holds the entries of the paper grid.
+verdicts (the entry's ``verdicts``), and that the store holds the entries of the paper grid (the entry's
+``missing``: a complete chain entry per chain of the notebook, and its derived results). The test is one
+loop over the registry: a new notebook with a paper profile is tested by its entry alone.
 
 Cost on the 2-core CPU machine (measured 2026-11-24, alone on the machine): 9.4 min for all nine
 (565.7 s), of which notebook 02 (48 chains, two batches of 23) 224 s and 05 (one chain of 63 CNN-MNIST
@@ -49,63 +51,52 @@ import shutil
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from gped_kit.cli.batch import LocalPapermillExecutor, NotebookRun, default_kernel_name
-from gped_kit.experiments import comparison as C
-from gped_kit.experiments import experiment3 as E3
-from gped_kit.experiments import experiment12 as e12
-from gped_kit.experiments import samplers, thesis
+from gped_kit.cli.executors import LocalPapermillExecutor, NotebookRun, default_kernel_name
+from gped_kit.data.sources import DatasetNotFoundError, load_split
+from gped_kit.experiments.registry import NOTEBOOKS, Notebook
 from gped_kit.experiments.store import ResultsStore
 
 pytestmark = pytest.mark.paper_profile
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-T, B = 101, 50  # the scaled chain: see the module docstring
-CHAIN = {"num_iterations": T, "burn_in": B}
-#: Per notebook, the overrides on top of profile="paper": iteration counts only.
-SCALED: dict[str, dict] = {
-    "00_quickstart": CHAIN,
-    "01_experiment1": CHAIN,
-    "02_experiment2_mnist": CHAIN,
-    "03_experiment2_cifar10": CHAIN,
-    "05_experiment3_search": {**CHAIN, "finetune_epochs": 0.3, "finetune_lr_halving_epochs": 0.1,
-                              "latency_repeats": 2},
-    "06_experiment4_uncertainty": CHAIN,
-    "07_hydra_comparison": {**CHAIN, "hydra_phase1_steps": 200, "hydra_phase2_steps": 600,
-                            "spiral_iterations": 1_000, "spiral_burn_in": 100, "spiral_hydra_phase1_steps": 50,
-                            "spiral_hydra_phase2_steps": 200},
-    "08_thesis_toys": {"mog_num_samples": 1_000, "mog_burn_in": 100, "mog_distill_samples": 100,
-                       "logreg_num_samples": 1_000, "logreg_burn_in": 100, "logreg_iterations": 500},
-    "10_samplers": {"num_iterations": 1_101},
-}
-MNIST_MODELS = ("fcnn", "cnn_mnist")
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+PAPER = [entry for entry in NOTEBOOKS.values() if entry.scaled_paper is not None]
 TIMES: dict[str, float] = {}
+
+
+def absent_datasets() -> frozenset[str]:
+    """The paper's data sets that are not available here (CIFAR-10 on the offline machines)."""
+    absent = set()
+    for name in ("mnist", "cifar10"):
+        try:
+            load_split(name, "test")
+        except DatasetNotFoundError:
+            absent.add(name)
+    return frozenset(absent)
 
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Path:
     """A copy of notebooks/ with one results store and one figures folder beside it."""
     root = tmp_path_factory.mktemp("paper_profile")
-    shutil.copytree(NOTEBOOKS, root / "notebooks")
+    shutil.copytree(NOTEBOOK_DIR, root / "notebooks")
     (root / "results").mkdir()
     (root / "figures").mkdir()
     return root
 
 
-def run_paper(scratch: Path, name: str) -> str:
-    """Execute ``name`` with profile="paper" and its scaled counts; the text of its outputs."""
+def run_paper(scratch: Path, entry: Notebook) -> str:
+    """Execute the notebook with profile="paper" and its scaled counts; the text of its outputs."""
     parameters = {"profile": "paper", "results_dir": str(scratch / "results"),
-                  "figures_dir": str(scratch / "figures"), **SCALED[name]}
-    output = scratch / "executed" / f"{name}.ipynb"
+                  "figures_dir": str(scratch / "figures"), **entry.scaled_paper}
+    output = scratch / "executed" / f"{entry.name}.ipynb"
     output.parent.mkdir(exist_ok=True)
     executor = LocalPapermillExecutor(kernel_name=default_kernel_name(), progress="lines", timeout=3_600)
     started = time.perf_counter()
-    executor.execute(NotebookRun(scratch / "notebooks" / f"{name}.ipynb", parameters, output,
-                                 cwd=scratch / "notebooks"))
-    TIMES[name] = time.perf_counter() - started
-    print(f"{name}: {TIMES[name]:.0f} s")
+    executor.execute(NotebookRun(entry.path(scratch / "notebooks"), parameters, output, cwd=scratch / "notebooks"))
+    TIMES[entry.name] = time.perf_counter() - started
+    print(f"{entry.name}: {TIMES[entry.name]:.0f} s")
     texts = []
     for cell in json.loads(output.read_text())["cells"]:
         for out in cell.get("outputs", []):
@@ -114,88 +105,12 @@ def run_paper(scratch: Path, name: str) -> str:
     return "\n".join(texts)
 
 
-def chain_summaries(scratch: Path) -> pd.DataFrame:
-    """Every complete chain entry's summary rows (one per student), with the entry's key."""
-    return ResultsStore(scratch / "results").load("summary", "chain")
-
-
-def chains_of(summaries: pd.DataFrame, **match) -> pd.DataFrame:
-    rows = summaries
-    for column, value in match.items():
-        rows = rows[rows[column] == value]
-    return rows
-
-
-def assert_chain(summaries: pd.DataFrame, model: str, n: int, m: int, students: int, steps: int = T) -> None:
-    """A complete chain entry for (model, N, m) with ``students`` students, run for ``steps`` steps."""
-    rows = chains_of(summaries, model=model, labelled_size=n, mask_size=m)
-    found = {(len(g), tuple(sorted(set(g["steps_done"])))) for _, g in rows.groupby("entry")}
-    assert (students, (steps,)) in found, (f"no complete chain for {model} N={n} m={m} with {students} students "
-                                           f"and {steps} steps; found (students, steps): {sorted(found)}")
-
-
-def expect(text: str, *lines: str) -> None:
-    for line in lines:
-        assert line in text, f"the notebook did not print {line!r}"
-
-
-@pytest.mark.parametrize("name", list(SCALED))
-def test_paper_profile(scratch: Path, name: str) -> None:
-    text = run_paper(scratch, name)
-    summaries = chain_summaries(scratch)
-    paper12 = e12.PROFILES["paper"]
-    if name == "00_quickstart":
-        assert_chain(summaries, "fcnn", 60_000, 0, students=2)
-    elif name == "01_experiment1":
-        for model in MNIST_MODELS:
-            assert_chain(summaries, model, 60_000, 0, students=4)
-        assert chains_of(summaries, model="cnn_cifar10").empty
-        expect(text, "every MNIST cell completed: True", "every cell ran or reported missing data: True",
-               "data set not available here, skipped")
-    elif name == "02_experiment2_mnist":
-        grid = [(model, n, m) for model in MNIST_MODELS for n in paper12.labelled_sizes for m in paper12.mask_sizes]
-        assert len(grid) == 48
-        for model, n, m in grid:
-            assert_chain(summaries, model, n, m, students=4)
-        expect(text, "48 cells, one SGLD chain each", "every cell completed: True", "one of a batch")
-    elif name == "03_experiment2_cifar10":
-        assert chains_of(summaries, model="cnn_cifar10").empty
-        expect(text, "every CIFAR-10 cell reports missing data: True",
-               "the message names where it looked and how to get the files: True")
-    elif name == "05_experiment3_search":
-        paper3 = E3.PROFILES["paper"]
-        searches = ResultsStore(scratch / "results").load(E3.SEARCH_TABLE, E3.SEARCH_KIND)
-        for model in MNIST_MODELS:
-            table = searches[searches["model"] == model]
-            k1, k2 = paper3.grid(model)
-            assert max(k1) == max(k2) == (4.0 if model == "cnn_mnist" else 5.0)
-            for target in paper3.targets:
-                rows = table[table["target"] == target]
-                exhaustive = rows[rows["method"] == "exhaustive"]
-                assert len(exhaustive) == len(k1) * len(k2), f"{model} {target}: {len(exhaustive)} exhaustive"
-                lasso = rows[rows["method"] == "group_lasso"]
-                for stage in ("distilled", "pruned", "fine-tuned"):
-                    assert (lasso["stage"] == stage).sum() == len(paper3.reg_weights), f"{model} {target} {stage}"
-            expect(text, f"{model}: search finished: True")
-        expect(text, "cnn_cifar10: search finished or reported missing data: True")
-    elif name == "06_experiment4_uncertainty":
-        expect(text, "every cell ran or reported missing data: True", "MNIST cells with results: ['cnn_mnist', 'fcnn']")
-        downstream = ResultsStore(scratch / "results").load("downstream", "experiment4")
-        for model in MNIST_MODELS:
-            students = downstream[(downstream["model"] == model) & (downstream["method"] != "Ensemble")]
-            assert students.groupby(["method", "estimator", "student"]).ngroups == 8, model
-    elif name == "07_hydra_comparison":
-        paper_c = C.PROFILES["paper"]
-        store = ResultsStore(scratch / "results")
-        table = store.load("comparison", "comparison")
-        assert {"Hydra", "GPED", "EnD2", "KD", "Snapshot ensemble", "Long-chain teacher"} <= set(table["method"])
-        mnist_chain = chains_of(summaries, model=paper_c.model, labelled_size=paper_c.labelled_size,
-                                mask_size=paper_c.mask_size)
-        assert len(C.comparison_students(paper_c.model, paper_c)) in set(mnist_chain.groupby("entry").size())
-        assert len(store.entries("spiral")) == 1
-    elif name == "08_thesis_toys":
-        assert len(ResultsStore(scratch / "results").entries("toy")) == len(thesis.PROFILES["paper"].mog_sizes) + 1
-    elif name == "10_samplers":
-        study = samplers.PROFILES["paper"]
-        rows = summaries[summaries["num_iterations"] == SCALED[name]["num_iterations"]]
-        assert rows["entry"].nunique() == len(study.candidates) * len(study.seeds)
+@pytest.mark.parametrize("entry", PAPER, ids=lambda entry: entry.name)
+def test_paper_profile(scratch: Path, entry: Notebook) -> None:
+    text = run_paper(scratch, entry)
+    absent = absent_datasets()
+    settings = entry.settings("paper", entry.scaled_paper)
+    missing = entry.missing(ResultsStore(scratch / "results"), settings, absent)
+    assert not missing, f"{entry.name}: the store lacks\n" + "\n".join(missing)
+    for line in entry.verdicts(settings, absent):
+        assert line in text, f"{entry.name} did not print {line!r}"

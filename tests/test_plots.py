@@ -12,9 +12,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
-from gped_kit.baselines.thesis_toys import ToyResult  # noqa: E402
 from gped_kit.core.uncertainty import from_samples  # noqa: E402
 from gped_kit.experiments.experiment3 import pareto_front, search_candidates  # noqa: E402
+from gped_kit.toys import ToyResult  # noqa: E402
 from gped_kit.viz import thesis as thesis_plots  # noqa: E402
 from gped_kit.viz.plots import (  # noqa: E402
     plot_comparison,

@@ -146,7 +146,8 @@ def test_searches_as_ray_tasks_equal_local_and_stored_ones_start_nothing(cluster
                          num_iterations=300, burn_in=100, eval_thinning=10, log_every=100, checkpoint_every=100,
                          progress=False, device="cpu", seed=seed)
         students = search_students("fcnn", [0.05, 1], [1], [1e-2], thinning={"predictive": 2})
-        return ChainTask(digits_data, cfg, students, name=f"search seed={seed}" + (" diverges" if step_size > 1 else ""))
+        name = f"search seed={seed}" + (" diverges" if step_size > 1 else "")
+        return ChainTask(digits_data, cfg, students, name=name)
 
     tasks = [search_task(0), search_task(1, step_size=5.0)]
     settings = SearchSettings(finetune_epochs=2.0, latency_batch_size=8, latency_repeats=1)

@@ -3,6 +3,7 @@ analytic sizes of pruned networks, Pareto frontiers on hand-made tables, fine-tu
 students of one chain, and the whole search end to end on real (8x8 digits) data through a results
 store. Tables below marked SYNTHETIC are made-up numbers."""
 
+import copy
 import math
 
 import pandas as pd
@@ -39,7 +40,7 @@ from gped_kit.experiments.experiment3 import (
     search_students,
     trend_sentence,
 )
-from gped_kit.experiments.settings import resolve_settings
+from gped_kit.experiments.settings import Overrides, resolve_settings
 from gped_kit.experiments.store import ResultsStore
 from gped_kit.models.cost import count_flops
 from gped_kit.models.presets import ArchSpec, build_network, count_parameters
@@ -301,7 +302,7 @@ def test_search_students_one_chain_grid_and_lambda_sweep():
     assert {s.thinning for s in students if s.target == "entropy"} == {2}
     with pytest.raises(ValueError, match=r"reg_weights=\[\].*at least one"):
         search_students("fcnn", [1], [1], [])
-    with pytest.raises(ValueError, match=r"reg_weights=\[0.001, 0\].*> 0"):
+    with pytest.raises(ValueError, match=r"reg_weights\[1\]=0: .*> 0"):
         search_students("fcnn", [1], [1], [1e-3, 0])
     with pytest.raises(ValueError, match=r"k2_values=\[\]"):
         search_students("fcnn", [1], [], [1e-3])
@@ -322,11 +323,11 @@ def test_profiles_keep_the_old_values():
     assert default.k1_values == default.k2_values == (0.5, 1.0, 2.0)
     assert default.reg_weights == (1e-4, 1e-3, 1e-2)
     assert paper.reg_weights == (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
-    assert (default.finetune_epochs, paper.finetune_epochs) == (1.0, None)
-    assert (default.latency_repeats, paper.latency_repeats) == (20, 50)
+    assert (default.search.finetune_epochs, paper.search.finetune_epochs) == (1.0, None)
+    assert (default.search.latency_repeats, paper.search.latency_repeats) == (20, 50)
     for p in (default, paper):
-        assert (p.prune_eps, p.prune_criterion, p.finetune_lr, p.finetune_lr_halving_epochs,
-                p.latency_batch_size) == (1e-3, "max_abs", None, None, 100)
+        assert (p.search.prune_eps, p.search.prune_criterion, p.search.finetune_lr, p.search.finetune_lr_halving_epochs,
+                p.search.latency_batch_size) == (1e-3, "max_abs", None, None, 100)
     assert default.search_settings(seed=3) == SearchSettings(finetune_epochs=1.0, seed=3)
     assert paper.search_settings().latency_repeats == 50
 
@@ -358,7 +359,7 @@ def test_settings_validation_and_notebook_overrides():
         resolve_settings(PROFILES, "default", {"targets": []})
     with pytest.raises(ValueError, match=r"target='nll' is not known"):
         resolve_settings(PROFILES, "default", {"targets": ["nll"]})
-    with pytest.raises(ValueError, match=r"reg_weights=\[0\].*> 0"):
+    with pytest.raises(ValueError, match=r"reg_weights\[0\]=0: .*> 0"):
         resolve_settings(PROFILES, "default", {"reg_weights": [0]})
     with pytest.raises(ValueError, match=r"k1_values\['fcnn'\]=\[\]"):
         resolve_settings(PROFILES, "default", {"k1_values": {"fcnn": [], "cnn_mnist": [1]}})
@@ -366,7 +367,14 @@ def test_settings_validation_and_notebook_overrides():
                                          r"'cnn_mnist'"):
         resolve_settings(PROFILES, "paper", {"k2_values": {"fcnn": [1.0]}})
     with pytest.raises(ValueError, match=r"prune_eps=-1.*>= 0"):
-        resolve_settings(PROFILES, "default", {"prune_eps": -1})
+        resolve_settings(PROFILES, "default", {"search.prune_eps": -1})
+    with pytest.raises(ValueError, match=r"SearchSettings\.latency_repeats=True: must be an integer >= 1"):
+        resolve_settings(PROFILES, "default", {"search.latency_repeats": True})
+    search = Overrides()
+    search.finetune_epochs, search.latency_repeats = 0.3, 2
+    p = resolve_settings(PROFILES, "paper", {"search": search, "search.finetune_lr_halving_epochs": 0.1,
+                                             "prune_eps": 0.5})  # prune_eps alone is not a setting: ignored
+    assert p.search == SearchSettings(finetune_epochs=0.3, finetune_lr_halving_epochs=0.1, latency_repeats=2)
     with pytest.raises(ValueError, match=r"profile='fast' is not known"):
         resolve_settings(PROFILES, "fast", {})
     with pytest.raises(TypeError, match="Experiment3Settings"):
@@ -408,6 +416,32 @@ def test_k_grids_per_model_and_the_paper_fcnn_ratios_are_reachable():
 
 
 # ----------------------------------------------------------------------------- fine-tuning
+def test_finetune_takes_adam_steps_with_the_halving_schedule():
+    """The kit's Adam (core.adam, the students' optimiser) with the lr halved every 3 steps: the same
+    parameters as torch.optim.Adam given the same minibatches and rates, up to float round-off."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.rand(64, 1, 8, 8, generator=gen)
+    targets = torch.softmax(torch.randn(64, 10, generator=gen), dim=-1)
+    torch.manual_seed(0)
+    net = build_network(ArchSpec("fcnn", 0.1, 0.1), (1, 8, 8), 10)
+    reference = copy.deepcopy(net)
+    finetune(net, x, targets, "predictive", steps=10, lr=1e-2, batch_size=16, lr_halving_steps=3, seed=5)
+    draws = torch.Generator().manual_seed(5)
+    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    reference.train()
+    for step in range(10):
+        for group in optimizer.param_groups:
+            group["lr"] = 1e-2 * 0.5 ** (step // 3)
+        idx = torch.randint(64, (16,), generator=draws)
+        loss = -(targets[idx] * torch.log_softmax(reference(x[idx]), -1)).sum(-1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    for (name, got), want in zip(net.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, msg=name)
+    assert not net.training
+
+
 def test_finetune_fits_fixed_targets_and_is_seeded():
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(200, 1, 8, 8, generator=gen)

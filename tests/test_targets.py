@@ -54,7 +54,8 @@ def test_u_o_equals_batch_monte_carlo_average_with_repeated_indices():
             assert torch.allclose(out[k], torch.stack(seen[i]).mean(0), atol=1e-6)
     assert store.counts.sum() == 250
     visited = torch.tensor([i for i in range(n) if seen[i]])
-    assert torch.allclose(estimates(store, visited), torch.stack([torch.stack(seen[i]).mean(0) for i in visited.tolist()]))
+    expected = torch.stack([torch.stack(seen[i]).mean(0) for i in visited.tolist()])
+    assert torch.allclose(estimates(store, visited), expected)
 
 
 def test_u_o_matches_eq10_recursion():

@@ -1,5 +1,5 @@
 """Known-answer tests of the thesis toys (paper 001, Chapter 3): the numerics
-(gped_kit.baselines.thesis_toys), their stored runs and analysis (gped_kit.experiments.thesis) and
+(gped_kit.toys), their stored runs and analysis (gped_kit.experiments.thesis) and
 their figures (gped_kit.viz.thesis)."""
 
 import dataclasses
@@ -16,9 +16,9 @@ import torch  # noqa: E402
 from scipy.special import expit  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 
-from gped_kit.baselines import thesis_toys as toys  # noqa: E402
+from gped_kit import toys  # noqa: E402
 from gped_kit.experiments import thesis  # noqa: E402
-from gped_kit.experiments.settings import resolve_settings  # noqa: E402
+from gped_kit.experiments.settings import Overrides, resolve_settings  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
 from gped_kit.viz import thesis as thesis_plots  # noqa: E402
 
@@ -59,7 +59,7 @@ def test_gibbs_matches_the_exact_posterior_and_predictive_for_three_points():
     p_exact = toys.mog_exact_predictive_pdf(grid, exact)
     p_mc = toys.mog_predictive_pdf(grid, samples)
     assert abs(np.trapezoid(p_exact, grid) - 1) < 1e-6
-    kl, tv = toys._grid_kl_tv(p_exact, p_mc, grid)
+    kl, tv = toys.grid_kl_tv(p_exact, p_mc, grid)
     assert tv < 0.02 and kl < 0.002
     with pytest.raises(ValueError, match="max_terms"):
         toys.mog_exact_posterior(toys.mog_dataset(20))
@@ -277,7 +277,7 @@ def test_stored_run_is_reused_for_the_same_code_and_recomputed_when_the_code_cha
     other = thesis.run_toy(dataclasses.replace(TINY_LOGREG, seed=1), store)
     assert other.status == "ran" and other.key != first.key and len(store.entries("toy")) == 2
 
-    # the numerics changed (another fingerprint of thesis_toys + core): a new entry, computed again
+    # the numerics changed (another fingerprint of gped_kit.toys + core): a new entry, computed again
     seen = []
 
     def changed_fingerprint(*modules):
@@ -286,7 +286,7 @@ def test_stored_run_is_reused_for_the_same_code_and_recomputed_when_the_code_cha
 
     monkeypatch.setattr(thesis, "code_fingerprint", changed_fingerprint)
     changed = thesis.run_toy(TINY_LOGREG, store)
-    assert seen == [thesis.TOY_CODE] and set(thesis.TOY_CODE) == {"gped_kit.baselines.thesis_toys", "gped_kit.core"}
+    assert seen == [thesis.TOY_CODE] and set(thesis.TOY_CODE) == {"gped_kit.toys", "gped_kit.core"}
     assert changed.status == "ran" and changed.key != first.key and len(store.entries("toy")) == 3
     assert thesis.run_toy(TINY_LOGREG, store).status == "reused"
     monkeypatch.undo()
@@ -310,21 +310,29 @@ def test_toy_records_tell_the_toys_and_configurations_apart():
 def test_profiles_are_the_old_profile_values_and_resolve_from_a_namespace():
     default, paper = thesis.PROFILES["default"], thesis.PROFILES["paper"]
     assert default.mog_sizes == (2, 10, 100, 1000) and paper.mog_sizes == (2, 5, 10, 20, 50, 100, 200, 500, 1000)
-    assert (default.logreg_num_samples, default.logreg_iterations, default.logreg_lr) == (5_000, 2_000, 3.0)
-    assert (paper.logreg_num_samples, paper.logreg_iterations, paper.logreg_lr) == (10_000, 5_000, 1.0)
+    assert (default.logreg.num_samples, default.logreg.num_iterations, default.logreg.lr) == (5_000, 2_000, 3.0)
+    assert (paper.logreg.num_samples, paper.logreg.num_iterations, paper.logreg.lr) == (10_000, 5_000, 1.0)
     for p in (default, paper):
-        assert (p.mog_num_samples, p.mog_burn_in, p.mog_distill_samples, p.mog_minibatch_size) == (
+        assert (p.mog.num_samples, p.mog.burn_in, p.mog.num_distill_samples, p.mog.minibatch_size) == (
             10_000, 1_000, 1_000, 100)
-        assert (p.logreg_burn_in, p.logreg_batch_size) == (1_000, 10)
+        assert (p.logreg.burn_in, p.logreg.batch_size, p.logreg.perturb_std, p.logreg.noise_std) == (
+            1_000, 10, 1.0, 10.0)
     assert paper == thesis.ThesisToysSettings()
-    namespace = dict(profile="default", mog_sizes=[2, 3], logreg_lr=None, seed=5, results_dir="x")
+    logreg = Overrides()
+    logreg.lr, logreg.perturb_std, logreg.noise_std = None, 0.5, 3.0
+    namespace = dict(profile="default", mog_sizes=[2, 3], logreg=logreg, mog=Overrides(), seed=5, results_dir="x")
     p = resolve_settings(thesis.PROFILES, "default", namespace)
-    assert p.mog_sizes == (2, 3) and p.logreg_lr == 3.0
+    assert p.mog_sizes == (2, 3) and p.logreg.lr == 3.0 and p.mog == thesis.PROFILES["default"].mog
     configs = thesis.mog_configs(p, seed=5)
     assert [c.num_data for c in configs] == [2, 3] and all(c.seed == 5 and c.num_samples == 10_000 for c in configs)
-    lr = thesis.logreg_config(p, seed=5, perturb_std=0.5, noise_std=3.0)
+    lr = thesis.logreg_config(p, seed=5)
     assert (lr.num_samples, lr.num_iterations, lr.lr, lr.perturb_std, lr.noise_std, lr.seed) == (
         5_000, 2_000, 3.0, 0.5, 3.0, 5)
+    # the toys' records are those of the configurations the flat settings gave before (stored runs keep their keys)
+    assert [thesis.toy_record(c) for c in thesis.mog_configs(default, seed=0)] == [
+        {"toy": "mog", "config": {"num_data": n} if n != 100 else {}} for n in (2, 10, 100, 1000)]  # 100: default
+    assert thesis.toy_record(thesis.logreg_config(default)) == {
+        "toy": "logreg", "config": {"num_samples": 5_000, "num_iterations": 2_000, "lr": 3.0}}
 
 
 @pytest.mark.parametrize("make, match", [
@@ -340,7 +348,9 @@ def test_profiles_are_the_old_profile_values_and_resolve_from_a_namespace():
     (lambda: toys.mog_dataset(0), "num_data"),
     (lambda: thesis.ThesisToysSettings(mog_sizes=()), "mog_sizes"),
     (lambda: thesis.ThesisToysSettings(mog_sizes=(2, 0)), "mog_sizes"),
-    (lambda: thesis.ThesisToysSettings(logreg_lr=-1.0), "logreg_lr"),
+    (lambda: resolve_settings(thesis.PROFILES, "default", {"logreg.lr": -1.0}), r"LogRegConfig\.lr"),
+    (lambda: resolve_settings(thesis.PROFILES, "default", {"mog.num_samples": True}), r"MoGConfig\.num_samples"),
+    (lambda: resolve_settings(thesis.PROFILES, "default", {"mog.sizes": [2]}), r"mog\.sizes is not a setting"),
     (lambda: resolve_settings(thesis.PROFILES, "fast", {}), "profile"),
 ])
 def test_bad_input_is_refused_before_any_work(make, match):

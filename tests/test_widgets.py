@@ -1,4 +1,5 @@
-"""Tests for gped_kit.viz.widgets, driving the explorers' controls from Python.
+"""Tests for the explorers (gped_kit.viz.masking_explorer, pareto_explorer), Figure 3 (viz.figure3), their static
+images (viz.snapshot) and the stored Experiment 1-2 rows (experiments.experiment12), driving the controls from Python.
 
 The results tables below are SYNTHETIC (made-up numbers in the shape of the chain summaries and
 Experiment 3 search tables, for these tests only); stores and figure folders are made in
@@ -21,20 +22,15 @@ import torch  # noqa: E402
 from matplotlib.backend_bases import MouseEvent  # noqa: E402
 from PIL import Image  # noqa: E402
 
-import gped_kit.viz.widgets as widgets_module  # noqa: E402
+import gped_kit.viz.pareto_explorer as pareto_module  # noqa: E402
+import gped_kit.viz.snapshot as snapshot_module  # noqa: E402
 from gped_kit.data.transforms import apply_square_mask  # noqa: E402
 from gped_kit.experiments.experiment3 import pareto_front  # noqa: E402
-from gped_kit.experiments.experiment12 import experiment2_cells  # noqa: E402
+from gped_kit.experiments.experiment12 import chain_lengths, experiment2_cells, experiment12_rows  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
-from gped_kit.viz.widgets import (  # noqa: E402
-    MaskingExplorer,
-    ParetoExplorer,
-    chain_lengths,
-    experiment12_rows,
-    plot_masked_examples,
-    select_examples,
-    square_mask_region,
-)
+from gped_kit.viz.figure3 import plot_masked_examples, select_examples, square_mask_region  # noqa: E402
+from gped_kit.viz.masking_explorer import MaskingExplorer  # noqa: E402
+from gped_kit.viz.pareto_explorer import ParetoExplorer  # noqa: E402
 
 SIZES = (10_000, 60_000)
 MASKS = (0, 5, 10, 15)
@@ -393,7 +389,7 @@ def test_masking_from_store_writes_the_opening_view(tmp_path):
 
 def test_masking_display_shows_the_widget_then_the_static_image_updated_in_place(explorer, monkeypatch):
     shown = _Displays()
-    monkeypatch.setattr(widgets_module, "display", shown)
+    monkeypatch.setattr(snapshot_module, "display", shown)
     explorer._ipython_display_()  # what IPython calls for the last expression of a cell
     (widget, w_opts), (image, i_opts) = shown.calls
     assert "application/vnd.jupyter.widget-view+json" in widget and widget["text/plain"] == repr(explorer)
@@ -530,7 +526,7 @@ def test_pareto_empty_and_from_store(tmp_path, monkeypatch):
         asked.append(store)
         return synthetic_search()
 
-    monkeypatch.setattr(widgets_module, "load_search_results", load)
+    monkeypatch.setattr(pareto_module, "load_search_results", load)
     stored = ParetoExplorer.from_store(tmp_path)
     assert len(asked) == 1 and isinstance(asked[0], ResultsStore) and asked[0].root == tmp_path
     assert list(stored.model.options) == ["cnn_mnist", "fcnn"] and len(stored.visible()) == 6
@@ -574,12 +570,12 @@ def test_pareto_static_image_follows_the_view_and_is_written_per_model(tmp_path)
 
 
 def test_pareto_from_store_and_display(tmp_path, monkeypatch):
-    monkeypatch.setattr(widgets_module, "load_search_results", lambda store: synthetic_search())
+    monkeypatch.setattr(pareto_module, "load_search_results", lambda store: synthetic_search())
     pareto = ParetoExplorer.from_store(tmp_path, figures_dir=tmp_path / "figs", tag="paper")
     path = tmp_path / "figs" / "explorer_pareto_cnn_mnist_paper.png"
     assert path.read_bytes() == pareto.snapshot_png
     shown = _Displays()
-    monkeypatch.setattr(widgets_module, "display", shown)
+    monkeypatch.setattr(snapshot_module, "display", shown)
     pareto._ipython_display_()
     (widget, _), (image, opts) = shown.calls
     assert "application/vnd.jupyter.widget-view+json" in widget and opts["display_id"] is True
@@ -588,7 +584,7 @@ def test_pareto_from_store_and_display(tmp_path, monkeypatch):
     update = shown.handles[0].updates[-1]
     assert base64.b64decode(update["image/png"]) == pareto.snapshot_png and path.read_bytes() == pareto.snapshot_png
     # an empty store: a text-only image, written without a model in its name
-    monkeypatch.setattr(widgets_module, "load_search_results", lambda store: pd.DataFrame())
+    monkeypatch.setattr(pareto_module, "load_search_results", lambda store: pd.DataFrame())
     empty = ParetoExplorer.from_store(tmp_path / "nothing", figures_dir=tmp_path / "figs")
     assert empty.plot_png is None and empty.snapshot_file.name == "explorer_pareto_default.png"
     assert _png_size(empty.snapshot_png)
@@ -666,7 +662,7 @@ def test_pareto_hovering_a_point_shows_its_architecture_and_numbers(pareto):
 
 def test_pareto_live_canvas_is_redrawn_in_place(pareto, monkeypatch):
     # Under ipympl the canvas is a widget; stand in for it: the figure must be kept and redrawn.
-    monkeypatch.setattr(widgets_module, "_live_canvas", lambda fig: True)
+    monkeypatch.setattr(pareto_module, "_live_canvas", lambda fig: True)
     before = set(plt.get_fignums())
     pareto._draw_plot()  # from here on the current figure counts as a live canvas
     fig = pareto.fig

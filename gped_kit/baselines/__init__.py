@@ -1,2 +1,3 @@
-"""Methods GPED is compared with: EnD2 (a target of the engine), Hydra (multi-head students on
-posterior snapshots) and the online distillation of Papamakarios' thesis (toy problems)."""
+"""Methods GPED is compared with on the engine's chains: EnD2 (a target of the engine) and Hydra
+(multi-head students on posterior snapshots). The online distillation of Papamakarios' thesis on
+its toy problems is :mod:`gped_kit.toys`."""

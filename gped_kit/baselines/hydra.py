@@ -36,6 +36,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..core import targets, uncertainty
+from ..core.options import check_int, check_positive
 from ..engine.checkpoint import CheckpointError, unreadable_reason
 from ..models.presets import ArchSpec, build_network, count_parameters
 from ..progress import Progress
@@ -48,10 +49,9 @@ class HydraConfig:
     ``head_hidden`` are the hidden widths of each head (the paper's MNIST heads: (100, 100));
     ``temperature`` is T of Eqs. 2-4 (the paper does not state its value; 2.0 is ours);
     ``phase1_steps`` / ``phase2_steps`` are Adam steps of minibatches of ``batch_size``
-    distillation inputs, resampled from D'. ``input_noise_std`` must stay 0: the targets are the
-    members' logits cached on the clean inputs D' (:func:`snapshot_logits`), so perturbed inputs
-    would be paired with targets computed elsewhere (the field is kept so stored Hydras keep
-    their configuration key).
+    distillation inputs, resampled from D' without noise: the targets are the members' logits
+    cached on the clean inputs D' (:func:`snapshot_logits`), so perturbed inputs would be paired
+    with targets computed elsewhere.
     """
 
     head_hidden: tuple[int, ...] = (100, 100)
@@ -60,31 +60,19 @@ class HydraConfig:
     phase2_steps: int = 2_000
     batch_size: int = 100
     lr: float = 1e-3
-    input_noise_std: float = 0.0
     seed: int = 0
     log_every: int = 250
 
     def __post_init__(self) -> None:
-        if isinstance(self.head_hidden, list):
-            object.__setattr__(self, "head_hidden", tuple(self.head_hidden))
-        if not all(isinstance(w, int) and w >= 1 for w in self.head_hidden):
-            raise ValueError(f"HydraConfig.head_hidden={self.head_hidden!r}: widths must be integers >= 1")
-        if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"HydraConfig.temperature={self.temperature!r}: must be finite and > 0")
-        for name in ("phase1_steps", "phase2_steps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"HydraConfig.{name}={value!r}: must be an integer >= 0")
+        object.__setattr__(self, "head_hidden", tuple(self.head_hidden))
+        for i, width in enumerate(self.head_hidden):
+            check_int(f"HydraConfig.head_hidden[{i}]", width, 1)
+        check_positive("HydraConfig.temperature", self.temperature)
+        for name in ("phase1_steps", "phase2_steps", "seed"):
+            check_int(f"HydraConfig.{name}", getattr(self, name), 0)
         for name in ("batch_size", "log_every"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"HydraConfig.{name}={value!r}: must be an integer >= 1")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"HydraConfig.lr={self.lr!r}: must be finite and > 0")
-        if self.input_noise_std != 0:
-            raise ValueError(f"HydraConfig.input_noise_std={self.input_noise_std!r}: allowed only 0.0; the "
-                             "targets are the members' logits cached on the clean distillation inputs, so "
-                             "perturbed inputs would not match them (perturb D' itself before snapshot_logits)")
+            check_int(f"HydraConfig.{name}", getattr(self, name), 1)
+        check_positive("HydraConfig.lr", self.lr)
 
 
 class Heads(nn.Module):

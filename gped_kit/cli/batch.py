@@ -6,6 +6,7 @@ Command line, from the repository root (``python -m gped_kit.cli.batch --help`` 
     python -m gped_kit.cli.batch --profile paper      # pass profile="paper" to every notebook
     python -m gped_kit.cli.batch --only 00_quickstart # one notebook (name, path or glob)
     python -m gped_kit.cli.batch -p seed=1 -p 01_teacher:steps=500
+    python -m gped_kit.cli.batch -p 07_hydra_comparison:hydra.phase1_steps=500
     python -m gped_kit.cli.batch --dry-run            # show what would run, run nothing
 
 Notebooks are discovered in ``notebooks/`` and executed into ``outputs/notebooks/<profile>/``
@@ -14,7 +15,8 @@ Notebooks are discovered in ``notebooks/`` and executed into ``outputs/notebooks
 
 Library use::
 
-    from gped_kit.cli.batch import LocalPapermillExecutor, NotebookRun, run_batch
+    from gped_kit.cli.batch import run_batch
+    from gped_kit.cli.executors import LocalPapermillExecutor, NotebookRun
     runs = [NotebookRun(Path("notebooks/00_quickstart.ipynb"), {"profile": "ci"},
                         Path("outputs/notebooks/ci/00_quickstart.ipynb"))]
     summary = run_batch(runs, LocalPapermillExecutor(kernel_name="python3"))
@@ -26,9 +28,18 @@ Parameters
     becomes the parameter ``profile``; ``-p KEY=VALUE`` applies to every notebook
     that declares KEY and ``-p NOTEBOOK:KEY=VALUE`` to the named notebook(s) only
     (NOTEBOOK is a notebook's name with or without ``.ipynb``, or a glob on it).
+    KEY may be dotted, ``hydra.phase1_steps``: a field of a composed setting that the
+    notebook declares as ``hydra = Overrides()`` (papermill writes ``hydra.phase1_steps = 500``;
+    :func:`gped_kit.experiments.settings.resolve_settings` applies it).
     Precedence, lowest first: profile, global ``-p``, per-notebook ``-p``. VALUE is
     read as a JSON/YAML literal (``3``, ``1e-3``, ``true``, ``[1, 2]``, ``None``),
     falling back to the plain string.
+
+Checks before running
+    Each registered notebook (:mod:`gped_kit.experiments.registry`) has its settings resolved
+    from its parameters and its chains built before any notebook starts (:func:`check_runs`):
+    an unknown profile, an unknown or invalid setting, or a bad chain parameter ends the run
+    with a usage error (exit status 2) naming the notebook and the setting.
 
 Existing outputs
     Nothing in the output directory is overwritten: an existing executed notebook
@@ -40,9 +51,10 @@ Existing outputs
     ``notebooks/`` (whose previous version is in git).
 
 Execution engines
-    :class:`Executor` is the extension point (e.g. a cluster/queue engine);
-    :class:`LocalPapermillExecutor` runs papermill in this process, one kernel per
-    notebook, notebooks one after another.
+    :mod:`gped_kit.cli.executors`: :class:`Executor` is the extension point (e.g. a
+    cluster/queue engine); :class:`LocalPapermillExecutor` runs papermill in this process, one
+    kernel per notebook, notebooks one after another; :class:`RayPapermillExecutor` submits
+    each notebook as a Ray task.
 """
 
 from __future__ import annotations
@@ -52,36 +64,37 @@ import fnmatch
 import json
 import logging
 import math
-import os
 import re
 import shutil
 import sys
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pandas as pd
-import papermill
 import yaml
-from jupyter_client.kernelspec import KernelSpecManager
 from papermill.translators import papermill_translators
 
-from ..experiments.executors import ExecutorName, connect_ray
-from ..progress import PROGRESS_ENV, progress_mode
+from ..experiments.executors import ExecutorName
+from ..experiments.registry import notebook as registered_notebook
+from .executors import (
+    FALLBACK_KERNEL,
+    PROJECT_KERNEL,
+    Executor,
+    LocalPapermillExecutor,
+    NotebookRun,
+    RayPapermillExecutor,
+)
 
 logger = logging.getLogger("gped_kit.cli.batch")
 
 DEFAULT_NOTEBOOK_DIR = Path("notebooks")
 DEFAULT_OUTPUT_ROOT = Path("outputs") / "notebooks"
 DEFAULT_PROFILE = "default"
-PROJECT_KERNEL = "gped-kit"
-FALLBACK_KERNEL = "python3"
 SUMMARY_FILENAME = "batch_summary.csv"
 PARAMETERS_TAG = "parameters"
 
@@ -96,37 +109,6 @@ _MAX_ERROR_CHARS = 300
 
 
 # --------------------------------------------------------------------------- specs
-
-
-@dataclass(frozen=True)
-class NotebookRun:
-    """One notebook execution.
-
-    Attributes:
-        path: Source notebook.
-        parameters: Values injected by papermill after the ``parameters`` cell.
-        output_path: Where the executed copy is written.
-        cwd: Working directory of the kernel; ``None`` means the notebook's own
-            folder, so relative paths behave as in JupyterLab.
-        publish_path: If set, a successfully executed notebook is also copied
-            there (``--inplace`` sets it to ``path``).
-    """
-
-    path: Path
-    parameters: Mapping[str, Any]
-    output_path: Path
-    cwd: Path | None = None
-    publish_path: Path | None = None
-
-    @property
-    def name(self) -> str:
-        """The notebook's file name without ``.ipynb``."""
-        return self.path.stem
-
-    @property
-    def working_dir(self) -> Path:
-        """The directory the kernel runs in."""
-        return self.cwd if self.cwd is not None else self.path.parent
 
 
 @dataclass(frozen=True)
@@ -151,152 +133,6 @@ class ParameterOverride:
         pattern = self.notebook
         candidates = (path.stem, path.name, str(path), path.as_posix())
         return any(fnmatch.fnmatchcase(c, pattern) for c in candidates)
-
-
-# ----------------------------------------------------------------------- executors
-
-
-class Executor(ABC):
-    """Executes one notebook; the pluggable engine behind :func:`run_batch`.
-
-    Implementations write the executed notebook to ``run.output_path`` (also when
-    execution fails, if they can) and raise an exception if the notebook failed.
-    """
-
-    @abstractmethod
-    def execute(self, run: NotebookRun) -> None:
-        """Execute ``run``; raise on failure."""
-
-    def describe(self) -> str:
-        """One line naming the engine, for logs and dry runs."""
-        return type(self).__name__
-
-
-@dataclass
-class LocalPapermillExecutor(Executor):
-    """Runs notebooks with ``papermill.execute_notebook`` in this process.
-
-    Attributes:
-        kernel_name: Jupyter kernel to use; ``None`` picks
-            :func:`default_kernel_name` (``gped-kit`` if registered, else ``python3``).
-        timeout: Per-cell execution timeout in seconds (``None``: no limit).
-        start_timeout: Seconds to wait for the kernel to start.
-        log_output: Echo cell outputs to papermill's logger while running.
-        progress_bar: Show papermill's per-cell progress bar.
-        matplotlib_backend: Passed to IPython kernels as ``--matplotlib=...`` so
-            figures end up in the executed notebook even when the environment sets
-            ``MPLBACKEND=Agg`` (which IPython kernels would otherwise honour).
-            ``None`` leaves the kernel's default.
-        progress: The kit's progress display in the kernel (``$GPED_PROGRESS``): ``"lines"``
-            (default) saves short text lines into the executed notebook instead of bars that
-            would freeze there; ``None`` leaves the environment's choice.
-    """
-
-    kernel_name: str | None = None
-    timeout: float | None = None
-    start_timeout: float = 60.0
-    log_output: bool = False
-    progress_bar: bool = False
-    matplotlib_backend: str | None = "inline"
-    progress: str | None = "lines"
-
-    def resolved_kernel_name(self) -> str:
-        """The kernel this executor will start."""
-        return self.kernel_name or default_kernel_name()
-
-    def describe(self) -> str:
-        return f"papermill (local, kernel {self.resolved_kernel_name()!r})"
-
-    def execute(self, run: NotebookRun) -> None:
-        extra_arguments = []
-        if self.matplotlib_backend:
-            extra_arguments.append(f"--matplotlib={self.matplotlib_backend}")
-        # Absolute paths: papermill saves the output while chdir'ed into cwd.
-        with _environment({PROGRESS_ENV: str(progress_mode(self.progress))} if self.progress else {}):
-            papermill.execute_notebook(
-                str(Path(run.path).absolute()),
-                str(Path(run.output_path).absolute()),
-                parameters=dict(run.parameters),
-                kernel_name=self.resolved_kernel_name(),
-                cwd=str(Path(run.working_dir).absolute()),
-                execution_timeout=self.timeout,
-                start_timeout=self.start_timeout,
-                log_output=self.log_output,
-                progress_bar=self.progress_bar,
-                extra_arguments=extra_arguments,
-            )
-
-
-def _execute_timed(executor: Executor, run: NotebookRun) -> float:
-    """On a worker: execute ``run`` with ``executor``; the seconds it took."""
-    start = time.perf_counter()
-    executor.execute(run)
-    return time.perf_counter() - start
-
-
-@dataclass
-class RayPapermillExecutor(Executor):
-    """Each notebook a task on a Ray cluster, executed there by ``local`` (papermill on the
-    worker). All notebooks are submitted at once and run as the cluster has room (one CPU each,
-    plus ``gpus_per_notebook``); the notebooks, their outputs and the results store must be on a
-    file system every node sees at the same path. ``address`` as
-    :func:`gped_kit.experiments.executors.connect_ray` (default ``$RAY_ADDRESS``, else a local cluster)."""
-
-    local: LocalPapermillExecutor = field(default_factory=LocalPapermillExecutor)
-    address: str | None = None
-    gpus_per_notebook: float = 0.0
-
-    def describe(self) -> str:
-        where = self.address or os.environ.get("RAY_ADDRESS") or "local cluster"
-        return f"Ray ({where}), {self.local.describe()} on each worker"
-
-    def execute(self, run: NotebookRun) -> None:
-        errors: list[BaseException] = []
-        self.execute_all([run], lambda index, error, seconds: errors.append(error) if error else None)
-        if errors:
-            raise errors[0]
-
-    def execute_all(self, runs: Sequence[NotebookRun],
-                    on_done: Callable[[int, BaseException | None, float], None]) -> None:
-        """Submit every run; call ``on_done(index, error or None, seconds)`` as each finishes."""
-        ray = connect_ray(self.address)
-        remote = ray.remote(_execute_timed).options(num_cpus=1, num_gpus=self.gpus_per_notebook, max_retries=1,
-                                                    retry_exceptions=False)
-        started = time.perf_counter()
-        pending = {remote.remote(self.local, run): index for index, run in enumerate(runs)}
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                index = pending.pop(ref)
-                try:
-                    on_done(index, None, float(ray.get(ref)))
-                except Exception as exc:  # noqa: BLE001 -- the notebook's failure, reported like a local one
-                    cause = getattr(exc, "cause", None)
-                    on_done(index, cause if isinstance(cause, BaseException) else exc, time.perf_counter() - started)
-
-
-@contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    """Set environment variables (inherited by the kernels started meanwhile), then restore them."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def default_kernel_name() -> str:
-    """``gped-kit`` if that Jupyter kernel is registered, else ``python3``."""
-    try:
-        specs = KernelSpecManager().find_kernel_specs()
-    except Exception:  # noqa: BLE001 - any failure means "not registered"
-        return FALLBACK_KERNEL
-    return PROJECT_KERNEL if PROJECT_KERNEL in specs else FALLBACK_KERNEL
 
 
 # ----------------------------------------------------------------------- discovery
@@ -417,10 +253,11 @@ def _is_plain(value: Any) -> bool:
 
 
 def parse_override(text: str) -> ParameterOverride:
-    """Parse ``KEY=VALUE`` or ``NOTEBOOK:KEY=VALUE``.
+    """Parse ``KEY=VALUE`` or ``NOTEBOOK:KEY=VALUE``; KEY is a name or a dotted name
+    (``hydra.phase1_steps``, a field of a composed setting).
 
     Raises:
-        ValueError: if there is no ``=`` or KEY is not a Python identifier.
+        ValueError: if there is no ``=`` or a part of KEY is not a Python identifier.
     """
     if "=" not in text:
         raise ValueError(f"expected KEY=VALUE or NOTEBOOK:KEY=VALUE, got {text!r}")
@@ -430,8 +267,8 @@ def parse_override(text: str) -> ParameterOverride:
         notebook, left = left.rsplit(":", 1)
         notebook = notebook.strip() or None
     key = left.strip()
-    if not key.isidentifier():
-        raise ValueError(f"parameter name {key!r} in {text!r} is not a valid identifier")
+    if not all(part.isidentifier() for part in key.split(".")):
+        raise ValueError(f"parameter name {key!r} in {text!r} is not a valid identifier (or dotted identifiers)")
     return ParameterOverride(key=key, value=parse_value(raw), notebook=notebook)
 
 
@@ -449,7 +286,8 @@ def plan_runs(
 
     Each notebook gets ``profile`` (as parameter ``profile``), then the global
     overrides, then the overrides naming it; of these only the parameters the
-    notebook declares are kept (the rest are logged as warnings).
+    notebook declares are kept (the rest are logged as warnings); a dotted
+    parameter ``hydra.phase1_steps`` is kept when the notebook declares ``hydra``.
 
     Raises:
         ValueError: if two notebooks would write the same output file.
@@ -480,8 +318,8 @@ def plan_runs(
             requested["profile"] = profile
         for override in global_overrides + [o for o in targeted if o.applies_to(nb)]:
             requested[override.key] = override.value
-        parameters = {k: v for k, v in requested.items() if k in declared}
-        dropped = [k for k in requested if k not in declared]
+        parameters = {k: v for k, v in requested.items() if k.split(".")[0] in declared}
+        dropped = [k for k in requested if k not in parameters]
         dropped_text = ", ".join(repr(k) for k in dropped)
         if not has_parameters_cell:
             logger.warning(
@@ -507,6 +345,30 @@ def plan_runs(
             )
         )
     return runs
+
+
+def check_runs(runs: Sequence[NotebookRun]) -> dict[str, str]:
+    """Each registered notebook's settings and chains under its parameters, checked before anything
+    runs (:mod:`gped_kit.experiments.registry`): its profile, overrides (a dotted one must name a field
+    of the composed setting) and chain parameters are resolved as the notebook resolves them. Returns
+    ``{notebook name: error message}`` for those that fail; unregistered notebooks and notebooks
+    without profiles are not checked."""
+    problems = {}
+    for run in runs:
+        try:
+            entry = registered_notebook(run.name)
+        except ValueError:
+            continue
+        if entry.module is None:
+            continue
+        params = dict(run.parameters)
+        try:
+            settings = entry.settings(params.get("profile", DEFAULT_PROFILE), params)
+            entry.chain_tasks(settings, seed=params.get("seed", 0), data_root=params.get("data_root"),
+                              **{k: v for k, v in params.items() if k in entry.parameters})
+        except (ValueError, TypeError) as exc:
+            problems[run.name] = _first_line(exc)
+    return problems
 
 
 # -------------------------------------------------------------------------- running
@@ -785,6 +647,11 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
         )
         if ExecutorName(args.executor) is ExecutorName.RAY:
             executor = RayPapermillExecutor(executor, address=args.ray_address)
+
+    problems = check_runs(runs)
+    if problems:
+        parser.error("settings that cannot run (nothing was started):\n" + "\n".join(
+            f"  {name}: {message}" for name, message in problems.items()))
 
     if args.dry_run:
         print(f"dry run: {len(runs)} notebook(s) with {executor.describe()}; nothing is executed")

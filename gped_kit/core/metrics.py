@@ -75,7 +75,9 @@ def predictive_entropy(probs: torch.Tensor) -> torch.Tensor:
 
 
 def _numpy(x) -> np.ndarray:
-    return x.detach().cpu().double().numpy().reshape(-1) if isinstance(x, torch.Tensor) else np.asarray(x, float).ravel()
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().double().numpy().reshape(-1)
+    return np.asarray(x, float).ravel()
 
 
 def ood_auroc(score_in, score_out) -> float:

@@ -66,7 +66,8 @@ class GPEDData:
                 raise ValueError(f"data: {name}_x has {x.shape[0]} rows but {name}_y has {y.shape[0]}")
         if self.train_x.shape[0] < 1 or self.distill_x.shape[0] < 1:
             raise ValueError("data: the labelled set D and the distillation set D' must be non-empty")
-        shapes = {"distill_x": self.distill_x, "test_x": self.test_x, **{f"ood_x[{k!r}]": v for k, v in self.ood_x.items()}}
+        shapes = {"distill_x": self.distill_x, "test_x": self.test_x,
+                  **{f"ood_x[{k!r}]": v for k, v in self.ood_x.items()}}
         for name, x in shapes.items():
             if tuple(x.shape[1:]) != self.input_shape:
                 raise ValueError(f"data: {name} has inputs of shape {tuple(x.shape[1:])}, D has {self.input_shape}")

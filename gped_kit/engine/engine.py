@@ -131,7 +131,8 @@ def check_batchable(chains: Sequence[ChainSpec]) -> None:
     for k, chain in enumerate(chains[1:], start=1):
         for name, get in fields:
             if get(chain) != get(ref):
-                raise ValueError(f"check_batchable: chain {k} differs from chain 0 in {name}: {get(chain)!r} != {get(ref)!r}")
+                raise ValueError(f"check_batchable: chain {k} differs from chain 0 in {name}: "
+                                 f"{get(chain)!r} != {get(ref)!r}")
         for j, (s, s0) in enumerate(zip(chain.students, ref.students)):
             slot = [("target", lambda x: x.target.name), ("target definition", lambda x: x.target),
                     ("estimator", lambda x: x.estimator), ("network", lambda x: x.network.structure),
@@ -625,7 +626,9 @@ def config_columns(spec: ChainSpec, student, device: torch.device) -> dict[str, 
 
 
 def _model_name(model: Any) -> str:
-    return type(model).__name__ if isinstance(model, torch.nn.Module) else getattr(model, "__name__", type(model).__name__)
+    if isinstance(model, torch.nn.Module):
+        return type(model).__name__
+    return getattr(model, "__name__", type(model).__name__)
 
 
 def _global_rng(device: torch.device) -> dict[str, torch.Tensor]:

@@ -354,7 +354,7 @@ class DerivedOutcome:
 
 @dataclass(frozen=True)
 class DerivedTask:
-    """An entry of kind ``kind`` to derive from ``task``'s chain (see :func:`derived_from_chain`):
+    """An entry of kind ``kind`` to derive from ``task``'s chain (see :func:`derive`):
     keyed by ``{"chain": <the chain's record>, **record}`` and ``code``, computed by
     ``compute(entry, full_result, data)``. For ``executor="ray"`` ``compute`` travels to the
     worker (pickled by value by Ray, closures included), so it must not hold open files or
@@ -398,20 +398,15 @@ def _reused(item: DerivedTask, store: ResultsStore, entry: Entry, chain_record: 
     return DerivedOutcome(outcome, entry, "reused", seconds=time.perf_counter() - started)
 
 
-def derived_from_chain(task: ChainTask, store: ResultsStore, kind: str, record: Mapping[str, Any], code: str,
-                       compute: Callable[[Entry, GPEDResult, GPEDData], None], recompute: bool = False,
-                       progress: bool = True) -> DerivedOutcome:
-    """The entry of kind ``kind`` derived from ``task``'s chain, keyed by ``{"chain": <the chain's
-    record>, **record}`` and ``code``: reused when complete (the chain is then neither run nor
-    loaded; its compact tables are read when stored), else computed by ``compute(entry, result,
+def derive(item: DerivedTask, store: ResultsStore, recompute: bool = False, progress: bool = True
+           ) -> DerivedOutcome:
+    """The entry ``item`` derives from its task's chain, keyed by ``{"chain": <the chain's record>,
+    **item.record}`` and ``item.code``: reused when complete (the chain is then neither run nor
+    loaded; its compact tables are read when stored), else computed by ``item.compute(entry, result,
     data)`` from the chain's full result (:func:`~gped_kit.experiments.chains.run_chains` with
     ``requires_state``: reloaded from its checkpoint, resumed, or run). ``recompute`` sets both the
     chain and the derived entry aside and computes them afresh. A missing data set or a failure is
     recorded in the outcome, not raised. :func:`run_derived` does this for many, locally or on Ray."""
-    return _derive(DerivedTask(task, kind, dict(record), code, compute), store, recompute, progress)
-
-
-def _derive(item: DerivedTask, store: ResultsStore, recompute: bool, progress: bool) -> DerivedOutcome:
     started = time.perf_counter()
     prepared = _derived_entry(item, store, started)
     if isinstance(prepared, DerivedOutcome):
@@ -437,9 +432,9 @@ def _derive(item: DerivedTask, store: ResultsStore, recompute: bool, progress: b
 
 
 def compute_derived(item: DerivedTask, store_root: str, recompute: bool, progress: bool) -> dict[str, Any]:
-    """One derived entry on a worker of a distributed executor: :func:`derived_from_chain` through
+    """One derived entry on a worker of a distributed executor: :func:`derive` through
     the store at ``store_root``; what the driver needs to read the outcome back from the store."""
-    out = _derive(item, ResultsStore(store_root), recompute, progress)
+    out = derive(item, ResultsStore(store_root), recompute, progress)
     chain = out.chain
     return {"status": out.status, "error": out.error, "seconds": out.seconds,
             "record": out.entry.record if out.entry is not None else None,
@@ -449,7 +444,7 @@ def compute_derived(item: DerivedTask, store_root: str, recompute: bool, progres
 
 def run_derived(items: Sequence[DerivedTask], store: ResultsStore, recompute: bool = False, progress: bool = True,
                 executor: str | ChainExecutor = "local", address: str | None = None) -> list[DerivedOutcome]:
-    """Every item's derived entry (:func:`derived_from_chain`), in item order.
+    """Every item's derived entry (:func:`derive`), in item order.
 
     ``executor="local"`` derives them one after another in this process. ``"ray"`` first decides
     on the driver which entries are stored (reused without running anything), then derives each
@@ -463,7 +458,7 @@ def run_derived(items: Sequence[DerivedTask], store: ResultsStore, recompute: bo
     outcome and the others go on, as locally."""
     runner = make_executor(executor, address)
     if isinstance(runner, LocalExecutor):
-        return [_derive(item, store, recompute, progress) for item in items]
+        return [derive(item, store, recompute, progress) for item in items]
     outcomes: list[DerivedOutcome | None] = [None] * len(items)
     submit: list[int] = []
     gpus: list[bool] = []

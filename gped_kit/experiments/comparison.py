@@ -12,11 +12,11 @@ teacher* (the online Monte Carlo means over the whole chain, what GPED and EnD2 
 
 Everything the notebook shows is a derived entry of the results store (kind ``"comparison"``
 for MNIST, ``"spiral"`` for the toy), keyed by the chain's record and Hydra's configuration
-(:func:`~gped_kit.experiments.chains.derived_from_chain`): the comparison table, the memory
+(:func:`~gped_kit.experiments.chains.derive`): the comparison table, the memory
 table, the KD-variant rows, Hydra's loss history, the spiral's uncertainty maps (float16 arrays)
 and the trained Hydra (``hydra.pt``, not committed). Only a missing entry runs (or reloads) its chain.
 
-Profiles (:data:`PROFILES`): ``default`` runs on a 2-core CPU in minutes (S = 20 snapshots);
+Profiles (:data:`PROFILES`): ``default`` runs on a CPU in minutes (S = 20 snapshots);
 ``paper`` is Hydra's MNIST setting as far as it maps onto an SGLD teacher (S = 50, T = 10^6).
 """
 
@@ -33,6 +33,7 @@ import torch
 
 from ..baselines import hydra
 from ..baselines.endd import ENDD
+from ..baselines.hydra import HydraConfig
 from ..core import metrics, uncertainty
 from ..core.estimators import estimator_init
 from ..core.options import check_int, check_positive
@@ -53,13 +54,35 @@ from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
 
 @dataclass(frozen=True)
+class SpiralSettings:
+    """The spiral toy of the comparison: its data (:class:`~gped_kit.data.spiral.SpiralConfig`; the
+    notebook's seed replaces ``data.seed``), its chain (T = ``num_iterations``, B = ``burn_in``,
+    eta = ``step_size``, S = ``num_snapshots`` kept samples, students every H = ``thinning`` steps)
+    and the Hydra trained on its snapshots (:class:`~gped_kit.baselines.hydra.HydraConfig`)."""
+
+    data: SpiralConfig = SpiralConfig()
+    num_iterations: int = 6_000
+    burn_in: int = 2_000
+    step_size: float = 2e-4
+    num_snapshots: int = 10
+    thinning: int = 2
+    hydra: HydraConfig = HydraConfig()
+
+    def __post_init__(self) -> None:
+        for name, minimum in (("num_iterations", 1), ("burn_in", 0), ("num_snapshots", 2), ("thinning", 1)):
+            check_int(f"spiral.{name}", getattr(self, name), minimum)
+        check_positive("spiral.step_size", self.step_size)
+
+
+@dataclass(frozen=True)
 class ComparisonSettings(OneThinningSettings):
     """A profile of the comparison: the MNIST chain (:class:`~gped_kit.experiments.paper.OneThinningSettings`:
     one H for every student), its model, data and kept snapshots S; the KD variants' input noise and
-    derivative weight gamma; Hydra's heads, temperature, steps and learning rate (paper 002); the
-    spiral toy's chain (size, T, B, eta, S, H) and Hydra steps; and the loss of the ``GPED`` student's
-    entropy column (``"absolute"``, the paper's, or ``"squared"``; the other one, and a GPED student
-    updated every step, run beside it as variants, see :func:`comparison_students`)."""
+    derivative weight gamma; ``hydra``, the Hydra trained on the MNIST chain's snapshots (paper 002:
+    heads, temperature, steps, learning rate; :class:`~gped_kit.baselines.hydra.HydraConfig`);
+    ``spiral``, the spiral toy with its own Hydra (:class:`SpiralSettings`); and the loss of the
+    ``GPED`` student's entropy column (``"absolute"``, the paper's, or ``"squared"``; the other one,
+    and a GPED student updated every step, run beside it as variants, see :func:`comparison_students`)."""
 
     model: str = "fcnn"
     labelled_size: int = 60_000
@@ -67,19 +90,8 @@ class ComparisonSettings(OneThinningSettings):
     num_snapshots: int = 20
     perturb_std: float = 0.3
     derivative_weight: float = 1.0
-    hydra_head_hidden: tuple[int, ...] = (100, 100)
-    hydra_temperature: float = 2.0
-    hydra_phase1_steps: int = 1_000
-    hydra_phase2_steps: int = 2_000
-    hydra_lr: float = 1e-3
-    spiral_size: int = 1_000
-    spiral_iterations: int = 6_000
-    spiral_burn_in: int = 2_000
-    spiral_step_size: float = 2e-4
-    spiral_snapshots: int = 10
-    spiral_thinning: int = 2
-    spiral_hydra_phase1_steps: int = 1_000
-    spiral_hydra_phase2_steps: int = 2_000
+    hydra: HydraConfig = HydraConfig()
+    spiral: SpiralSettings = SpiralSettings()
     gped_entropy_loss: str = "absolute"
 
     def __post_init__(self) -> None:
@@ -87,41 +99,35 @@ class ComparisonSettings(OneThinningSettings):
         if self.gped_entropy_loss not in ENTROPY_LOSSES:
             raise ValueError(f"gped_entropy_loss={self.gped_entropy_loss!r} is not known; allowed: "
                              f"{sorted(ENTROPY_LOSSES)}")
-        object.__setattr__(self, "hydra_head_hidden", tuple(self.hydra_head_hidden))
         if paper_model(self.model).dataset != "mnist":
             raise ValueError(f"model={self.model!r}: the comparison runs on MNIST; allowed: 'fcnn', 'cnn_mnist'")
         check_int("labelled_size", self.labelled_size, 1)
         check_int("mask_size", self.mask_size, 0)
-        for name in ("num_snapshots", "spiral_snapshots"):
-            check_int(name, getattr(self, name), 2)
-        for name in ("spiral_size", "spiral_iterations", "spiral_thinning"):
-            check_int(name, getattr(self, name), 1)
-        for name in ("hydra_phase1_steps", "hydra_phase2_steps", "spiral_hydra_phase1_steps",
-                     "spiral_hydra_phase2_steps", "spiral_burn_in"):
-            check_int(name, getattr(self, name), 0)
+        check_int("num_snapshots", self.num_snapshots, 2)
         for name in ("perturb_std", "derivative_weight"):
             check_positive(name, getattr(self, name), allow_zero=True)
-        for name in ("hydra_temperature", "hydra_lr", "spiral_step_size"):
-            check_positive(name, getattr(self, name))
+        for name, config, kind in (("hydra", self.hydra, HydraConfig), ("spiral", self.spiral, SpiralSettings)):
+            if not isinstance(config, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, got {type(config).__name__}")
 
 
 PROFILES: dict[str, ComparisonSettings] = {
     "default": ComparisonSettings(num_iterations=4_000, burn_in=1_000, thinning=2, eval_thinning=50, log_every=500,
                                   checkpoint_every=1_000, model="fcnn", labelled_size=60_000, mask_size=0,
                                   num_snapshots=20, perturb_std=0.3, derivative_weight=1.0,
-                                  hydra_head_hidden=(100, 100), hydra_temperature=2.0, hydra_phase1_steps=1_000,
-                                  hydra_phase2_steps=2_000, hydra_lr=1e-3, spiral_size=1_000,
-                                  spiral_iterations=6_000, spiral_burn_in=2_000, spiral_step_size=2e-4,
-                                  spiral_snapshots=10, spiral_thinning=2, spiral_hydra_phase1_steps=1_000,
-                                  spiral_hydra_phase2_steps=2_000),
+                                  hydra=HydraConfig(head_hidden=(100, 100), temperature=2.0, phase1_steps=1_000,
+                                                    phase2_steps=2_000, lr=1e-3),
+                                  spiral=SpiralSettings(data=SpiralConfig(labelled_size=1_000), num_iterations=6_000,
+                                                        burn_in=2_000, step_size=2e-4, num_snapshots=10, thinning=2,
+                                                        hydra=HydraConfig(phase1_steps=1_000, phase2_steps=2_000))),
     "paper": ComparisonSettings(num_iterations=1_000_000, burn_in=None, thinning=10, eval_thinning=100,
                                 log_every=10_000, checkpoint_every=50_000, model="fcnn", labelled_size=60_000,
                                 mask_size=0, num_snapshots=50, perturb_std=0.3, derivative_weight=1.0,
-                                hydra_head_hidden=(100, 100), hydra_temperature=2.0, hydra_phase1_steps=20_000,
-                                hydra_phase2_steps=60_000, hydra_lr=1e-3, spiral_size=1_000,
-                                spiral_iterations=100_000, spiral_burn_in=10_000, spiral_step_size=2e-4,
-                                spiral_snapshots=10, spiral_thinning=2, spiral_hydra_phase1_steps=5_000,
-                                spiral_hydra_phase2_steps=20_000),
+                                hydra=HydraConfig(head_hidden=(100, 100), temperature=2.0, phase1_steps=20_000,
+                                                  phase2_steps=60_000, lr=1e-3),
+                                spiral=SpiralSettings(data=SpiralConfig(labelled_size=1_000), num_iterations=100_000,
+                                                      burn_in=10_000, step_size=2e-4, num_snapshots=10, thinning=2,
+                                                      hydra=HydraConfig(phase1_steps=5_000, phase2_steps=20_000))),
 }
 #: Evaluation sets of the MNIST comparison: the MNIST test set rotated by 60 degrees (labelled; a
 #: rotated set like the Hydra paper's Table 1 row "MNIST (rotated)", not its "MNIST (shifted)"
@@ -186,14 +192,6 @@ def comparison_task(settings: ComparisonSettings, seed: int = 0, device: str = "
     config = teacher_config(settings.model, settings.labelled_size, settings, seed, device,
                             num_snapshots=settings.num_snapshots)
     return ChainTask(data, config, comparison_students(settings.model, settings))
-
-
-def hydra_config(settings: ComparisonSettings, spiral: bool = False) -> hydra.HydraConfig:
-    """Hydra's configuration for the MNIST chain, or (``spiral``) for the spiral toy."""
-    prefix = "spiral_" if spiral else ""
-    return hydra.HydraConfig(head_hidden=settings.hydra_head_hidden, temperature=settings.hydra_temperature,
-                             phase1_steps=getattr(settings, f"{prefix}hydra_phase1_steps"),
-                             phase2_steps=getattr(settings, f"{prefix}hydra_phase2_steps"), lr=settings.hydra_lr)
 
 
 def train_hydra_on_chain(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, config: hydra.HydraConfig,
@@ -413,7 +411,7 @@ def run_comparison(settings: ComparisonSettings, store: ResultsStore, seed: int 
     device is CUDA; :func:`~gped_kit.experiments.chains.run_derived`). Raises ``RuntimeError`` when
     the chain or the comparison failed or its data are missing."""
     task = task or comparison_task(settings, seed, device, data_root)
-    config = hydra_config(settings)
+    config = settings.hydra
 
     def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
         arch = task.config.model
@@ -438,21 +436,21 @@ def run_comparison(settings: ComparisonSettings, store: ResultsStore, seed: int 
 
 # ------------------------------------------------------------------------------ the 2-D spiral
 def spiral_task(settings: ComparisonSettings, seed: int = 0, device: str = "auto") -> ChainTask:
-    """The spiral toy's chain (:class:`~gped_kit.data.spiral.SpiralConfig`, 2-D feature vectors): an FCNN
-    teacher (2-400-400-2; prior precision 1) with ``spiral_snapshots`` kept samples, KD / GPED / EnD2
-    students (the teacher's architecture without dropout, constant learning rate, H =
-    ``spiral_thinning``) and the grid as an evaluation set for uncertainty maps."""
-    config = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=settings.spiral_step_size, prior_precision=1.0,
+    """The spiral toy's chain (``settings.spiral``, :class:`SpiralSettings`; 2-D feature vectors): an
+    FCNN teacher (2-400-400-2; prior precision 1) with ``spiral.num_snapshots`` kept samples, KD / GPED /
+    EnD2 students (the teacher's architecture without dropout, constant learning rate, H =
+    ``spiral.thinning``) and the grid as an evaluation set for uncertainty maps."""
+    spiral = settings.spiral
+    config = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=spiral.step_size, prior_precision=1.0,
                                                          batch_size=100),
-                        num_iterations=settings.spiral_iterations, burn_in=settings.spiral_burn_in, eval_thinning=10,
-                        log_every=max(settings.spiral_iterations // 10, 1),
-                        checkpoint_every=settings.spiral_iterations, seed=seed, device=device,
-                        num_snapshots=settings.spiral_snapshots)
-    students = tuple(dataclasses.replace(s, thinning=settings.spiral_thinning, lr_halving_epochs=None,
+                        num_iterations=spiral.num_iterations, burn_in=spiral.burn_in, eval_thinning=10,
+                        log_every=max(spiral.num_iterations // 10, 1),
+                        checkpoint_every=spiral.num_iterations, seed=seed, device=device,
+                        num_snapshots=spiral.num_snapshots)
+    students = tuple(dataclasses.replace(s, thinning=spiral.thinning, lr_halving_epochs=None,
                                          arch=ArchSpec("fcnn"))
                      for s in comparison_students("fcnn", settings, variants=False))
-    return ChainTask(SpiralConfig(labelled_size=settings.spiral_size, seed=seed), config, students,
-                     name=f"spiral seed={seed}")
+    return ChainTask(dataclasses.replace(spiral.data, seed=seed), config, students, name=f"spiral seed={seed}")
 
 
 @dataclass
@@ -497,7 +495,7 @@ def spiral_run(settings: ComparisonSettings, store: ResultsStore, seed: int = 0,
     test set and the grid (unlabelled), and every uncertainty method's maps on the grid.
     ``executor``/``address`` as :func:`run_comparison`."""
     task = spiral_task(settings, seed, device)
-    config = hydra_config(settings, spiral=True)
+    config = settings.spiral.hydra
 
     def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
         trained = train_hydra_on_chain(result, data, "fcnn", config, progress)

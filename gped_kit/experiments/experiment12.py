@@ -7,10 +7,10 @@ U_s and U_o students for both targets, and checks the trends the paper reports. 
 chains with :func:`distillation_task`, so a cell computed once serves both (the results store
 keys it by its configuration).
 
-Profiles (:data:`PROFILES`): ``default`` is a reduced grid with short chains for a 2-core CPU
+Profiles (:data:`PROFILES`): ``default`` is a reduced grid with short chains for a CPU
 (T = 5,000, B = 3,000, students updated every 2 steps, eta scaled so that eta * N is the
 paper's at every |D|, masks {0, 15, 25}: no mask, the hardest of the paper's rates and
-the near-uniform one, inside the main job's 45-minute budget); ``paper`` is Appendix A.2 and the full grids
+the near-uniform one); ``paper`` is Appendix A.2 and the full grids
 (T = 10^6, fixed eta, H = 100 predictive / 10 entropy), for a GPU, with the grid's chains run
 24 at a time as one batched computation.
 """
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..core.baoa import BAOAConfig
+from ..core.options import check_int
 from ..data.experiment import DataConfig
 from ..engine import StudentConfig
 from ..models.presets import ArchSpec
@@ -57,8 +58,13 @@ class Experiment2Settings(ChainSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("labelled_sizes", "mask_sizes", "cifar_labelled_sizes", "lr_check_masks", "table1_seeds"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name, minimum in (("labelled_sizes", 1), ("mask_sizes", 0), ("cifar_labelled_sizes", 1),
+                              ("lr_check_masks", 0), ("table1_seeds", 0)):
+            values = tuple(getattr(self, name))
+            for i, value in enumerate(values):
+                check_int(f"{name}[{i}]", value, minimum)
+            object.__setattr__(self, name, values)
+        check_int("chains_per_batch", self.chains_per_batch, 1)
 
 
 PROFILES: dict[str, Experiment2Settings] = {
@@ -164,27 +170,14 @@ def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return out[["schedule", *[c for c in out.columns if c != "schedule"]]]
 
 
-
-
-def experiment2_wide(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, |D|, m) with the Tables 5-7 columns: teacher NLL, student NLL and
-    entropy MAE for U_o and U_s (predictive students give the NLLs, entropy students the MAEs)."""
-    if table.empty:
-        return table
-    keys = ["model", "labelled_size", "mask_size", "masking_rate"]
-    pred = table[table["target"] == "predictive"].pivot_table(index=keys, columns="estimator", values="student_nll")
-    ent = table[table["target"] == "entropy"].pivot_table(index=keys, columns="estimator", values="entropy_mae")
-    teacher = table.groupby(keys)["teacher_nll"].first()
-    wide = pd.concat([teacher, pred.add_prefix("student_nll_"), ent.add_prefix("entropy_mae_")], axis=1)
-    return wide.reset_index()
-
-
 #: One row of :func:`experiment2_cells` per combination of these columns.
 CELL_COLUMNS = ("model", "labelled_size", "mask_size", "masking_rate", "estimator")
 #: Columns the per-student results table must have (besides at least one metric column).
 REQUIRED_COLUMNS = (*CELL_COLUMNS, "target", "teacher_nll")
 #: Metric columns; a missing one is read as all-NaN, but at least one must be present.
 METRIC_COLUMNS = ("nll_gap", "entropy_mae")
+
+
 def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.DataFrame:
     """Collapse per-student Experiment 2 rows to one row per (model, N, m, r, estimator).
 
@@ -193,7 +186,8 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
     ``entropy_mae`` (``student_nll`` optional). Within one chain (``run_key``; without that
     column every cell counts as one chain), ``nll_gap`` and ``student_nll`` are taken from the
     ``target == "predictive"`` student of the estimator and ``entropy_mae`` from its
-    ``target == "entropy"`` student; ``teacher_nll`` is the chain's. Several students of the same target and estimator in one chain, and several chains of one
+    ``target == "entropy"`` student; ``teacher_nll`` is the chain's. Several students of the same
+    target and estimator in one chain, and several chains of one
     cell (e.g. seeds), are averaged; ``n_runs`` counts the chains. A metric whose student is
     absent is NaN. Rows of other targets are ignored.
 
@@ -245,6 +239,80 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
     table["labelled_size"] = table["labelled_size"].astype(int)
     table["mask_size"] = table["mask_size"].astype(int)
     return table.sort_values(["model", "estimator", "labelled_size", "mask_size"]).reset_index(drop=True)[out_cols]
+
+
+# ----------------------------------------------------------------------------- stored rows
+#: The targets of the students of an Experiment 1-2 chain (Section 4): the predictive
+#: distribution and the expected entropy, each with U_s and U_o (Eqs. 9-10).
+EXPERIMENT12_TARGETS = ("predictive", "entropy")
+#: Columns that may name a student's chain, in order of preference (a grid's table has
+#: ``run_key``; :meth:`~gped_kit.experiments.store.ResultsStore.load` adds the entry key as ``entry``).
+CHAIN_KEY_COLUMNS = ("run_key", "entry")
+
+
+def _chain_key(rows: pd.DataFrame) -> str | None:
+    return next((c for c in CHAIN_KEY_COLUMNS if c in rows.columns), None)
+
+
+def experiment12_rows(summary: pd.DataFrame, dataset: str | None = "mnist") -> pd.DataFrame:
+    """The student rows of Experiment 1-2 chains among stored chain summaries.
+
+    ``summary`` holds one row per (chain, student), e.g. ``ResultsStore(root).load("summary",
+    "chain")`` (every chain of the store: Experiments 1-4, the comparisons, ...). An Experiment 1-2
+    chain (:func:`distillation_task`) distils the predictive
+    distribution and the expected entropy into students with the teacher's architecture, so a
+    row is kept when its ``target`` is one of :data:`EXPERIMENT12_TARGETS`, its ``student_arch``
+    is its ``model`` and its width multipliers ``k1``, ``k2`` are 1, and (``dataset`` not None)
+    its ``dataset`` is ``dataset``. When the rows name their chain (a column of
+    :data:`CHAIN_KEY_COLUMNS`), a chain is kept whole or not at all: every one of its students
+    must pass, and it must have students of both targets. That leaves out the Experiment 3
+    searches (students of other widths), Experiment 4 and the comparisons (C+1 and EnD2
+    students), and the learning-rate schedule check (predictive students only), whose
+    students would otherwise be averaged into the Experiment 2 cells. A test whose column is
+    absent is not applied.
+
+    Raises:
+        TypeError: ``summary`` is not a DataFrame.
+        ValueError: a column :func:`experiment2_cells` needs
+            is missing (named in the message); an empty frame without columns is accepted.
+    """
+    if not isinstance(summary, pd.DataFrame):
+        raise TypeError(f"summary must be a pandas DataFrame, got {type(summary).__name__}")
+    if len(summary.columns) == 0:
+        return summary.copy()
+    missing = [c for c in REQUIRED_COLUMNS if c not in summary.columns]
+    if missing:
+        raise ValueError(f"summary lacks the column(s) {missing}; Experiment 1-2 rows need {list(REQUIRED_COLUMNS)} "
+                         f"(one row per student, as a chain entry's summary table has them)")
+    df = summary
+    if dataset is not None and "dataset" in df.columns:
+        df = df[df["dataset"].astype(str).str.lower() == str(dataset).lower()]
+    passes = df["target"].isin(EXPERIMENT12_TARGETS)
+    if "student_arch" in df.columns:
+        passes &= df["student_arch"].astype(str) == df["model"].astype(str)
+    for col in ("k1", "k2"):
+        if col in df.columns:
+            passes &= pd.to_numeric(df[col], errors="coerce").fillna(1.0) == 1.0
+    key = _chain_key(df)
+    if key is None:
+        return df[passes].copy()
+    flags = pd.DataFrame({"passes": passes, **{t: df["target"] == t for t in EXPERIMENT12_TARGETS}})
+    by_chain = flags.groupby(df[key], dropna=False)
+    chains = pd.concat([by_chain["passes"].all(), by_chain[list(EXPERIMENT12_TARGETS)].any()], axis=1)
+    kept = chains.index[chains.all(axis=1)]
+    return df[df[key].isin(kept)].copy()
+
+
+def chain_lengths(rows: pd.DataFrame) -> dict[int, int]:
+    """Number of chains per chain length T (``num_iterations``) among ``rows``, by T; chains are
+    counted by their key (:data:`CHAIN_KEY_COLUMNS`), else every row counts. Empty when the
+    column is absent."""
+    if "num_iterations" not in rows.columns or rows.empty:
+        return {}
+    key = _chain_key(rows)
+    lengths = rows.dropna(subset=["num_iterations"])
+    counts = (lengths.groupby("num_iterations")[key].nunique() if key else lengths.groupby("num_iterations").size())
+    return {int(t): int(n) for t, n in sorted(counts.items())}
 
 
 def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:
@@ -341,7 +409,8 @@ def experiment2_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
     """Tables 5-7 for ``model``: our U_o/U_s numbers per (|D|, m) beside the paper's (``_paper``).
     Joined on (|D|, m); the paper prints rounded masking rates, we keep the exact m^2/(H W)."""
     columns = ["teacher_nll", "student_nll_U_o", "student_nll_U_s", "entropy_mae_U_o", "entropy_mae_U_s"]
-    paper = paper_tables.experiment2_table(model).set_index(["labelled_size", "mask_size"])[columns].add_suffix("_paper")
+    paper = paper_tables.experiment2_table(model).set_index(["labelled_size", "mask_size"])[columns]
+    paper = paper.add_suffix("_paper")
     cells = experiment2_cells(table)
     cells = cells[cells["model"] == model]
     wide = cells.pivot_table(index=["labelled_size", "mask_size", "masking_rate"], columns="estimator",

@@ -119,12 +119,13 @@ def largest_multipliers(search: Experiment3Settings) -> tuple[tuple[str, tuple[f
     return tuple((model, (max(search.grid(model)[0]), max(search.grid(model)[1]))) for model in search.models)
 
 
-#: ``default``: short chains for a 2-core CPU; ``paper``: T = 10^6 (B the paper's per model) for a GPU.
+#: ``default``: short chains for a CPU; ``paper``: T = 10^6 (B the paper's per model) for a GPU.
 PROFILES: dict[str, Experiment4Settings] = {
     "default": Experiment4Settings(num_iterations=3_000, burn_in=1_000, thinning=2, eval_thinning=50, log_every=500,
                                    checkpoint_every=1_000, labelled_size=60_000, mask_size=15,
-                                   cifar_labelled_size=20_000, largest_k=largest_multipliers(SEARCH_PROFILES["default"]),
-                                   ood_size=None, ndcg_trials=500),
+                                   cifar_labelled_size=20_000,
+                                   largest_k=largest_multipliers(SEARCH_PROFILES["default"]), ood_size=None,
+                                   ndcg_trials=500),
     "paper": Experiment4Settings(num_iterations=1_000_000, burn_in=None, thinning=10, eval_thinning=100,
                                  log_every=10_000, checkpoint_every=50_000, labelled_size=60_000, mask_size=15,
                                  cifar_labelled_size=20_000, largest_k=largest_multipliers(SEARCH_PROFILES["paper"]),
@@ -221,9 +222,10 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
     ``nll`` and ``accuracy`` (Ensemble and students; from the run's summary) and ``entropy_mae``
     (students: mean |E[H] student - E[H] ensemble|, Tables 2, 8-10); per OOD set and uncertainty
     (total, knowledge) the ``auroc`` (:func:`~gped_kit.core.metrics.ood_auroc`, OOD = positives,
-    Tables 3, 11-13; ``ood_masked`` says whether the OOD inputs carried the test set's masks); per uncertainty the ``ndcg@20`` of each student's ranking against the
-    ensemble's (:func:`~gped_kit.core.metrics.ndcg_trials`: mean, and ``std`` over the trials of
-    100 random test inputs, Tables 4, 14-16). ``data_uncertainty``: one row per test input with
+    Tables 3, 11-13; ``ood_masked`` says whether the OOD inputs carried the test set's masks); per
+    uncertainty the ``ndcg@20`` of each student's ranking against the ensemble's
+    (:func:`~gped_kit.core.metrics.ndcg_trials`: mean, and ``std`` over the trials of 100 random
+    test inputs, Tables 4, 14-16). ``data_uncertainty``: one row per test input with
     the expected data uncertainty E[H] of the ensemble and of each largest-width student (Figure 15).
     """
     summary = result.summary.set_index("student")
@@ -327,7 +329,7 @@ def run_experiment4(tasks: Sequence[ChainTask], store: ResultsStore, settings: E
     """Every task's evaluation (:func:`experiment4_evaluate` with ``settings.ndcg_trials`` trials and
     ``seed``) through ``store``: a derived entry of kind ``"experiment4"`` keyed by
     ``{"chain": <chain record>, "ndcg_trials", "seed"}`` and the code of the numerics and this module
-    (:func:`~gped_kit.experiments.chains.derived_from_chain`), holding the ``downstream`` table and
+    (:func:`~gped_kit.experiments.chains.derive`), holding the ``downstream`` table and
     the per-input data uncertainty (float16 arrays). Only a task whose entry is missing runs (or reloads) its chain. A
     task whose data set is absent is recorded as ``missing data``; a failure is recorded and the
     others go on (:meth:`Experiment4Run.raise_if_failed` stops a notebook at the end).

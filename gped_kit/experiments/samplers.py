@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..core.baoa import BAOAConfig
+from ..core.options import check_int
 from ..core.sampler import SamplerConfig
 from ..core.sghmc import SGHMCConfig
 from ..core.sgld import SGLDConfig
@@ -64,6 +65,10 @@ class SamplerStudySettings(ChainSettings):
         super().__post_init__()
         object.__setattr__(self, "candidates", tuple((str(label), s) for label, s in self.candidates))
         object.__setattr__(self, "seeds", tuple(self.seeds))
+        if not self.seeds:
+            raise ValueError("seeds=(): name at least one seed")
+        for i, seed in enumerate(self.seeds):
+            check_int(f"seeds[{i}]", seed, 0)
         labels = [label for label, _ in self.candidates]
         if not labels or len(set(labels)) != len(labels):
             raise ValueError(f"candidates: need at least one, with distinct labels; got {labels}")
@@ -77,7 +82,7 @@ class SamplerStudySettings(ChainSettings):
 
 
 PROFILES: dict[str, SamplerStudySettings] = {
-    # CPU: five candidates x 3,000 iterations, about 8 minutes on 2 cores.
+    # CPU: five candidates x 3,000 iterations each.
     "default": SamplerStudySettings(num_iterations=3_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
                                     eval_thinning=50, log_every=250, checkpoint_every=1_000),
     # The paper's length: T = 10^6 per candidate (a GPU).

@@ -1,20 +1,20 @@
 """Papamakarios' thesis toys (paper 001, Chapter 3) as stored runs: notebook ``08_thesis_toys``.
 
-The numerics are :mod:`gped_kit.baselines.thesis_toys` (the Bayesian mixture of Gaussians of
+The numerics are :mod:`gped_kit.toys` (the Bayesian mixture of Gaussians of
 Section 3.2.3 with batch and online EM, Appendix D; the 2-D Bayesian logistic regression of
 Section 3.3.4 with cross-entropy and derivative matching students and the input generators).
 This module holds what the notebook adds to them:
 
-* its settings, :class:`ThesisToysSettings`, and :data:`PROFILES` (``default``: a CPU in under
-  a minute; ``paper``: the thesis' sizes), with :func:`mog_configs` / :func:`logreg_config`
-  turning a profile into the toys' configurations;
+* its settings, :class:`ThesisToysSettings` (the data-set sizes and the two toys' configurations),
+  and :data:`PROFILES` (``default``: a CPU in under a minute; ``paper``: the thesis' sizes), with
+  :func:`mog_configs` / :func:`logreg_config` giving each run's configuration;
 * stored runs, :func:`run_toy`: one entry of kind ``"toy"`` in the single results store per
   configuration, keyed by the configuration's record (:func:`toy_record`) **and the code
   fingerprint of the numerics** (:data:`TOY_CODE`), so a change to the thesis code or to
   ``gped_kit.core`` recomputes the run instead of reusing arrays made by older code. An entry
   holds the run's table (``summary.csv``) and the figures' arrays (``arrays.npz``, float16 but
   for :data:`FLOAT32_ARRAYS`). A run computed now and one read back are the same
-  :class:`~gped_kit.baselines.thesis_toys.ToyResult`: both are read from the entry;
+  :class:`~gped_kit.toys.ToyResult`: both are read from the entry;
 * the analysis of the tables: :func:`online_vs_batch`, :func:`thesis_toys_claims` (the thesis'
   findings checked on our numbers) and :func:`mog_agreement` / :func:`logreg_agreement` (how far
   the online students are from the batch students).
@@ -22,6 +22,7 @@ This module holds what the notebook adds to them:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..baselines.thesis_toys import (
+from ..core.options import check_int
+from ..core.schema import record
+from ..toys import (
     INPUT_GENERATORS,
     LOSSES,
     LogRegConfig,
@@ -40,8 +43,6 @@ from ..baselines.thesis_toys import (
     run_logreg,
     run_mog,
 )
-from ..core.options import check_int, check_positive
-from ..core.schema import record
 from .store import Entry, ResultsStore, code_fingerprint
 
 # ----------------------------------------------------------------------------- settings
@@ -49,40 +50,31 @@ from .store import Entry, ResultsStore, code_fingerprint
 
 @dataclass(frozen=True)
 class ThesisToysSettings:
-    """A profile of notebook ``08_thesis_toys``; the defaults are the thesis' sizes.
+    """A profile of notebook ``08_thesis_toys``: the two toys' configurations, whose defaults are
+    the thesis' sizes.
 
-    Mixture of Gaussians (Section 3.2.3): data-set sizes N (``mog_sizes``), S Gibbs samples
-    after ``mog_burn_in`` sweeps, M = ``mog_distill_samples`` draws from p_MC for batch EM and
-    B = ``mog_minibatch_size`` chain samples per online EM iteration (Appendix D). Logistic
-    regression (Section 3.3.4): a bag of S = ``logreg_num_samples`` slice-sampling samples after
-    ``logreg_burn_in`` sweeps; every student takes ``logreg_iterations`` SGD steps on minibatches of
-    ``logreg_batch_size`` inputs (also the fresh chain samples per online step) at learning rate
-    ``logreg_lr`` decayed linearly to 0.
+    Mixture of Gaussians (Section 3.2.3): one run per data-set size N in ``mog_sizes``, each with
+    ``mog`` (:class:`~gped_kit.toys.MoGConfig`: S Gibbs samples after the burn-in,
+    M draws from p_MC for batch EM, B chain samples per online EM iteration; Appendix D; its
+    ``num_data`` and ``seed`` are replaced by N and the notebook's seed). Logistic regression
+    (Section 3.3.4): ``logreg`` (:class:`~gped_kit.toys.LogRegConfig`: the bag of
+    S slice-sampling samples, SGD iterations, minibatch, learning rate decayed linearly to 0, the
+    ``perturb`` and ``noise`` generators' standard deviations; its ``seed`` is the notebook's).
     """
 
     mog_sizes: tuple[int, ...] = (2, 5, 10, 20, 50, 100, 200, 500, 1000)
-    mog_num_samples: int = 10_000
-    mog_burn_in: int = 1_000
-    mog_distill_samples: int = 1_000
-    mog_minibatch_size: int = 100
-    logreg_num_samples: int = 10_000
-    logreg_burn_in: int = 1_000
-    logreg_iterations: int = 5_000
-    logreg_batch_size: int = 10
-    logreg_lr: float = 1.0
+    mog: MoGConfig = MoGConfig()
+    logreg: LogRegConfig = LogRegConfig()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mog_sizes", tuple(self.mog_sizes))
         if not self.mog_sizes:
             raise ValueError("mog_sizes=(): must name at least one data-set size N")
-        for n in self.mog_sizes:
-            check_int("mog_sizes", n, 1)
-        for name in ("mog_num_samples", "mog_distill_samples", "mog_minibatch_size", "logreg_num_samples",
-                     "logreg_iterations", "logreg_batch_size"):
-            check_int(name, getattr(self, name), 1)
-        for name in ("mog_burn_in", "logreg_burn_in"):
-            check_int(name, getattr(self, name), 0)
-        check_positive("logreg_lr", self.logreg_lr)
+        for i, n in enumerate(self.mog_sizes):
+            check_int(f"mog_sizes[{i}]", n, 1)
+        for name, config, kind in (("mog", self.mog, MoGConfig), ("logreg", self.logreg, LogRegConfig)):
+            if not isinstance(config, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, got {type(config).__name__}")
 
 
 #: The notebook's profiles. ``default``: CPU, under a minute of compute; the logistic regression
@@ -92,37 +84,33 @@ class ThesisToysSettings:
 #: samples, online minibatches of 100, N in {2, ..., 1000}; logistic regression 5,000 iterations
 #: of minibatch 10 at learning rate 1 decayed linearly to 0).
 PROFILES: dict[str, ThesisToysSettings] = {
-    "default": ThesisToysSettings(mog_sizes=(2, 10, 100, 1000), mog_num_samples=10_000, mog_burn_in=1_000,
-                                  mog_distill_samples=1_000, mog_minibatch_size=100,
-                                  logreg_num_samples=5_000, logreg_burn_in=1_000, logreg_iterations=2_000,
-                                  logreg_batch_size=10, logreg_lr=3.0),
-    "paper": ThesisToysSettings(mog_sizes=(2, 5, 10, 20, 50, 100, 200, 500, 1000), mog_num_samples=10_000,
-                                mog_burn_in=1_000, mog_distill_samples=1_000, mog_minibatch_size=100,
-                                logreg_num_samples=10_000, logreg_burn_in=1_000, logreg_iterations=5_000,
-                                logreg_batch_size=10, logreg_lr=1.0),
+    "default": ThesisToysSettings(mog_sizes=(2, 10, 100, 1000),
+                                  mog=MoGConfig(num_samples=10_000, burn_in=1_000, num_distill_samples=1_000,
+                                                minibatch_size=100),
+                                  logreg=LogRegConfig(num_samples=5_000, burn_in=1_000, num_iterations=2_000,
+                                                      batch_size=10, lr=3.0)),
+    "paper": ThesisToysSettings(mog_sizes=(2, 5, 10, 20, 50, 100, 200, 500, 1000),
+                                mog=MoGConfig(num_samples=10_000, burn_in=1_000, num_distill_samples=1_000,
+                                              minibatch_size=100),
+                                logreg=LogRegConfig(num_samples=10_000, burn_in=1_000, num_iterations=5_000,
+                                                    batch_size=10, lr=1.0)),
 }
 
 
 def mog_configs(settings: ThesisToysSettings, seed: int = 0) -> list[MoGConfig]:
     """One mixture-of-Gaussians configuration per data-set size N of the profile."""
-    return [MoGConfig(num_data=n, num_samples=settings.mog_num_samples, burn_in=settings.mog_burn_in,
-                      num_distill_samples=settings.mog_distill_samples, minibatch_size=settings.mog_minibatch_size,
-                      seed=seed) for n in settings.mog_sizes]
+    return [dataclasses.replace(settings.mog, num_data=n, seed=seed) for n in settings.mog_sizes]
 
 
-def logreg_config(settings: ThesisToysSettings, seed: int = 0, perturb_std: float = 1.0,
-                  noise_std: float = 10.0) -> LogRegConfig:
-    """The logistic-regression configuration of the profile, with the ``perturb`` generator's noise
-    std and the ``noise`` generator's std (10: the thesis' p(x), Eq. 3.45)."""
-    return LogRegConfig(num_samples=settings.logreg_num_samples, burn_in=settings.logreg_burn_in,
-                        num_iterations=settings.logreg_iterations, batch_size=settings.logreg_batch_size,
-                        lr=settings.logreg_lr, perturb_std=perturb_std, noise_std=noise_std, seed=seed)
+def logreg_config(settings: ThesisToysSettings, seed: int = 0) -> LogRegConfig:
+    """The logistic-regression configuration of the profile, seeded by ``seed``."""
+    return dataclasses.replace(settings.logreg, seed=seed)
 
 
 # ----------------------------------------------------------------------------- stored runs
 
 #: Modules whose source decides a toy run's numbers (the code fingerprint of its entry).
-TOY_CODE = ("gped_kit.baselines.thesis_toys", "gped_kit.core")
+TOY_CODE = ("gped_kit.toys", "gped_kit.core")
 #: Arrays kept as float32 (the rest are float16): the evaluation grids (float16 cannot tell the
 #: MoG grid's points apart beyond |x| = 32), the chain moments the notebook prints and the
 #: students' weights.
@@ -178,8 +166,8 @@ def load_toy(entry: Entry, config: MoGConfig | LogRegConfig, status: str = "reus
 
 
 def run_toy(config: MoGConfig | LogRegConfig, store: ResultsStore, recompute: bool = False) -> ToyResult:
-    """A toy run through the results store: computed (:func:`~gped_kit.baselines.thesis_toys.run_mog`
-    or :func:`~gped_kit.baselines.thesis_toys.run_logreg`) and stored when the store has no entry
+    """A toy run through the results store: computed (:func:`~gped_kit.toys.run_mog`
+    or :func:`~gped_kit.toys.run_logreg`) and stored when the store has no entry
     for this configuration made by this code (:data:`TOY_CODE`), reused otherwise;
     ``recompute=True`` sets a stored entry aside and computes it again. Either way the result
     is read from the entry, so a reused run equals a computed one; ``status`` says which."""

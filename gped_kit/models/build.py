@@ -60,7 +60,8 @@ def instantiate(spec: ModelSpec, input_shape: tuple[int, ...], out_dim: int, nam
         with torch.no_grad():
             out = net(torch.zeros(2, *input_shape, device=next(net.parameters()).device))
     except Exception as exc:  # noqa: BLE001 -- re-raised with what was expected
-        raise ValueError(f"{name}: {type(net).__name__} fails on inputs of shape (batch, {', '.join(map(str, input_shape))})"
+        shape = ", ".join(map(str, input_shape))
+        raise ValueError(f"{name}: {type(net).__name__} fails on inputs of shape (batch, {shape})"
                          f": {type(exc).__name__}: {exc}") from exc
     finally:
         net.train(was_training)

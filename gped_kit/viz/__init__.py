@@ -4,6 +4,8 @@ paper's figures from tables the experiments computed and saves them (PNG, PDF) w
 :mod:`~gped_kit.viz.theme` is the kit's one plotting theme (fonts, grid, palette, a colour per
 method), applied by every plotting function while it draws and undone when it returns;
 :mod:`~gped_kit.viz.tables` shows tables complete, missing values as "—";
-:mod:`~gped_kit.viz.widgets` holds the ipywidgets explorers (masking and Experiment 2, Figure 3;
-the Experiment 3 Pareto frontiers), which read results back from the results store. Nothing here
-computes or stores results."""
+:mod:`~gped_kit.viz.figure3` draws the paper's Figure 3 (masked digits);
+:mod:`~gped_kit.viz.masking_explorer` (masking rate and Experiment 2) and
+:mod:`~gped_kit.viz.pareto_explorer` (the Experiment 3 Pareto frontiers) are the ipywidgets
+explorers, which read results back from the results store; :mod:`~gped_kit.viz.snapshot` keeps
+their static images for viewers without a kernel. Nothing here computes or stores results."""

@@ -1,7 +1,7 @@
 """Figures of Papamakarios' thesis toys (paper 001, Chapter 3), drawn from stored runs.
 
-They draw the tables and arrays of :class:`~gped_kit.baselines.thesis_toys.ToyResult` (computed
-by :mod:`gped_kit.baselines.thesis_toys`, stored and read back by
+They draw the tables and arrays of :class:`~gped_kit.toys.ToyResult` (computed
+by :mod:`gped_kit.toys`, stored and read back by
 :func:`gped_kit.experiments.thesis.run_toy`); they compute nothing of the science themselves.
 Stored arrays are mostly float16; they are widened to float64 before drawing. Every figure is drawn
 in the kit's theme (:mod:`gped_kit.viz.theme`).
@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..baselines.thesis_toys import INPUT_GENERATORS, MOG_TRUE_MEANS, ToyResult
+from ..toys import INPUT_GENERATORS, MOG_TRUE_MEANS, ToyResult
 from .theme import CLASS_COLORS, PALETTE, TEACHER_COLOR, themed
 
 #: Colours of the thesis' students: by distillation loss (cross-entropy, derivative square error)

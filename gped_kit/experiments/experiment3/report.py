@@ -1,0 +1,151 @@
+"""Experiment 3 beside the paper (Figures 2 and 6-13): our search against the paper's statements,
+which of its figures a run can draw, and one sentence on whether its trend appears."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ...core.targets import resolve_target
+from .. import paper_tables
+from .pareto import (
+    METHODS,
+    METRIC_TARGET,
+    METRICS,
+    base_student,
+    best_student,
+    group_beats_exhaustive,
+    search_candidates,
+)
+from .search import SearchResult
+from .settings import check_choice
+
+
+def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "student_nll") -> pd.DataFrame:
+    """Our search beside the paper's statements for ``model`` and ``metric`` (Figures 2, 6-13):
+    the base student's metric, FLOPs and parameters, the best searched student's metric and its
+    parameter / FLOP ratios to the base student, which method found it, whether the group
+    l1/l2 students beat the exhaustive frontier at their cost, and (NLL) the best group l1/l2
+    student at <= 50% of the base FLOPs. ``paper`` holds the paper's value where it states one."""
+    check_choice("metric", metric, METRICS)
+    rows_model = table[table["model"] == model] if not table.empty else table
+    figures = paper_tables.experiment3_figures()
+    fig = figures[(figures["model"] == model) & (figures["metric"] == metric)]
+    paper_fig = fig.iloc[0] if len(fig) else None
+    stated = paper_tables.experiment3_figure2() if (model, metric) == ("cnn_mnist", "student_nll") else {}
+    out: list[dict] = []
+
+    def add(quantity: str, ours: Any, paper: Any = math.nan, note: str = "") -> None:
+        out.append({"figure": paper_fig["figure"] if paper_fig is not None else "", "model": model, "metric": metric,
+                    "quantity": quantity, "ours": ours, "paper": paper, "note": note})
+
+    base = base_student(rows_model, METRIC_TARGET[metric]) if len(rows_model) else None
+    best = best_student(rows_model[rows_model["target"] == METRIC_TARGET[metric]], metric) if len(rows_model) else None
+    if len(rows_model):
+        teacher = rows_model[rows_model["method"] == "teacher"]
+        if metric != "entropy_mae" and len(teacher):
+            add("teacher ensemble " + METRICS[metric][0], float(teacher[metric].iloc[0]),
+                stated.get("teacher_nll", math.nan), "paper: Table 5 at N = 60,000, r = 0.29" if stated else "")
+    add("base student " + METRICS[metric][0], float(base[metric]) if base is not None else math.nan,
+        stated.get("base_student_nll", math.nan))
+    add("base student FLOPs per input", float(base["flops"]) if base is not None else math.nan,
+        stated.get("base_student_flops", math.nan), "ours: FLOPs = 2 x MACs; the paper does not state its convention")
+    add("base student MACs per input", float(base["macs"]) if base is not None else math.nan)
+    add("base student parameters", float(base["params"]) if base is not None else math.nan,
+        stated.get("base_student_params", math.nan))
+    add("best searched student " + METRICS[metric][0], float(best[metric]) if best is not None else math.nan,
+        stated.get("searched_nll", math.nan))
+    add("best student found by", METHODS[best["method"]] if best is not None else "",
+        METHODS[paper_fig["best_method"]] if paper_fig is not None else "")
+    add("best student architecture", best["architecture"] if best is not None else "")
+    ratio_ok = best is not None and base is not None
+    add("best / base parameters", float(best["params"] / base["params"]) if ratio_ok else math.nan,
+        float(paper_fig["params_ratio"]) if paper_fig is not None else math.nan)
+    add("best / base FLOPs", float(best["flops"] / base["flops"]) if ratio_ok else math.nan,
+        float(paper_fig["flops_ratio"]) if paper_fig is not None else math.nan)
+    if ratio_ok:
+        lower = METRICS[metric][1]
+        better = best[metric] < base[metric] if lower else best[metric] > base[metric]
+        add("a searched student beats the base student", bool(better), True)
+    cands = (search_candidates(rows_model[rows_model["target"] == METRIC_TARGET[metric]]) if len(rows_model)
+             else rows_model)
+    if len(cands):
+        add("group l1/l2 students better than the exhaustive frontier at their FLOPs",
+            group_beats_exhaustive(cands, metric, "flops"), "yes (much better NLL at the same cost)"
+            if metric == "student_nll" else "")
+    if metric == "student_nll" and base is not None and len(cands):
+        cheap = cands[(cands["method"] == "group_lasso") & (cands["flops"] <= 0.5 * base["flops"])]
+        add("best group l1/l2 NLL at <= 50% of the base FLOPs",
+            float(cheap[metric].min()) if len(cheap) else math.nan, "a small loss vs the base student",
+            "none of our pruned students is that small" if cheap.empty else "")
+    return pd.DataFrame(out)
+
+
+def figure_availability(results: Mapping[str, SearchResult], targets: Sequence[str],
+                        profile: str = "") -> pd.DataFrame:
+    """Which of the paper's Experiment 3 figures (2 and 6-13,
+    :func:`gped_kit.experiments.paper_tables.experiment3_figures`) this run can draw, one row per
+    figure in the paper's order: ``figure``, ``model``, ``metric``, ``produced`` (bool) and
+    ``reason`` (empty when produced). ``results`` maps each model of the run to its
+    :class:`SearchResult`; ``targets`` are the distilled targets (the profile's).
+
+    A figure is produced when its model was searched, its search has results, its metric's
+    target (:data:`METRIC_TARGET`: predictive for NLL and accuracy, entropy for the
+    entropy MAE) was distilled, and the table holds that metric for some searched student.
+    Otherwise ``reason`` says which of these fails: the model is not in the run, its data set
+    is absent (status ``missing data``), the search has no results, or the target was not
+    distilled in this profile."""
+    distilled = [resolve_target(t).name for t in targets]
+    where = f"the {profile!r} profile" if profile else "this run"
+    models = list(results)
+    out = []
+    for fig in paper_tables.experiment3_figures().itertuples():
+        target, label = METRIC_TARGET[fig.metric], METRICS[fig.metric][0]
+        res = results.get(fig.model)
+        reason = ""
+        if res is None:
+            reason = (f"not produced: {fig.model} is not among the models of {where} ({', '.join(models) or 'none'}); "
+                      "add it to `models`")
+        elif res.status == "missing data":
+            reason = (f"not produced: the {fig.dataset} data set is absent here (search status 'missing data'; "
+                      "the loader's message says where to put it)")
+        elif res.table is None or res.table.empty:
+            first = (res.error or "").strip().splitlines()[:1]
+            reason = f"not produced: the {fig.model} search has no results (status {res.status!r}" + (
+                f": {first[0]})" if first else ")")
+        elif target not in distilled:
+            reason = (f"not produced: the {target} target is not distilled in {where} (targets {distilled}); "
+                      f"add {target!r} to `targets`")
+        else:
+            cands = search_candidates(res.table)
+            has = (fig.metric in cands.columns and "target" in cands.columns
+                   and cands.loc[cands["target"] == target, fig.metric].notna().any())
+            if not has:
+                reason = f"not produced: the table has no {label} for any searched {target} student of {fig.model}"
+        out.append({"figure": fig.figure, "model": fig.model, "metric": fig.metric, "produced": not reason,
+                    "reason": reason})
+    return pd.DataFrame(out, columns=["figure", "model", "metric", "produced", "reason"])
+
+
+def trend_sentence(comparison: pd.DataFrame) -> str:
+    """One sentence on whether the paper's Experiment 3 trend (wider or pruned students beat the
+    base student) appears in :func:`experiment3_comparison`'s table."""
+    rows = comparison.set_index("quantity")
+    key = "a searched student beats the base student"
+    if key not in rows.index:
+        return "No search results to compare (the data set is missing or nothing ran)."
+    metric = comparison["metric"].iloc[0]
+    label = METRICS[metric][0]
+    base = rows.loc[f"base student {label}", "ours"]
+    best = rows.loc[f"best searched student {label}", "ours"]
+    how = rows.loc["best student found by", "ours"]
+    if bool(rows.loc[key, "ours"]):
+        return (f"Yes: the paper's trend appears. The best searched student ({how}) reaches {label} "
+                f"{best:.3f} against the base student's {base:.3f}, with "
+                f"{rows.loc['best / base parameters', 'ours']:.1f}x its parameters and "
+                f"{rows.loc['best / base FLOPs', 'ours']:.1f}x its FLOPs.")
+    return (f"No: no searched student beats the base student here ({label} {best:.3f} vs {base:.3f}); "
+            "the paper's trend does not appear in this run.")

@@ -1,0 +1,273 @@
+"""The search (paper 003, Section 3.3): a chain's students costed, the group l1/l2 students pruned
+(:func:`gped_kit.models.pruning.prune`: units whose incoming weights all lie below epsilon are
+removed physically, and the pruned network equals the masked one) and fine-tuned
+(:mod:`.finetune`), every network evaluated as Algorithm 1 reports it, through the results store.
+
+**Through the results store.** :func:`run_experiment3` keeps the search table of a chain
+(:func:`~gped_kit.experiments.experiment3.tasks.experiment3_task`) as a derived entry of kind
+``"search"`` (record: the chain's entry key and :class:`SearchSettings`; code: the numerics
+packages and the modules that compute a search, :func:`search_code`). Only when that entry is
+missing is the chain's full state asked for (:func:`~gped_kit.experiments.chains.run_chains` with
+``requires_state=True``: reused from the chain entry's checkpoint, or computed), and the costs,
+pruning and fine-tuning run. :func:`load_search_results` reads every stored search table.
+
+**Costs** (:mod:`gped_kit.models.cost`): parameters, FLOPs per input (PyTorch's counter: FLOPs = 2 x
+multiply-accumulates of matmuls and convolutions) and measured latency per batch.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import nn
+
+from ...core.schema import record
+from ...core.targets import Target, resolve_target
+from ...data.container import GPEDData
+from ...engine import GPEDResult
+from ...engine.engine import prediction_metrics
+from ...engine.spec import ChainSpec
+from ...models.build import instantiate
+from ...models.cost import network_cost
+from ...models.presets import EVAL_CHUNK_SIZE, ArchSpec, cpu_training_layout, inference_network
+from ...models.pruning import mask_network, prune, unit_keep_masks
+from ..chains import ChainTask, DerivedTask, chain_code, run_derived
+from ..paper import FINETUNE_EPOCHS, paper_model
+from ..store import NUMERICS, Entry, ResultsStore, code_fingerprint
+from .finetune import finetune
+from .pareto import search_candidates
+from .settings import SearchSettings
+from .tasks import COMPANION
+
+#: The store's entry kind and table name of a search.
+SEARCH_KIND = "search"
+SEARCH_TABLE = "search"
+#: Summary columns not copied into the search table (they describe the chain's run, not a network).
+_RUN_COLUMNS = ("store_status", "iterations_per_s", "elapsed_s", "student_train_loss")
+#: The modules whose source decides a search's numbers, besides the numerics packages and the models.
+SEARCH_MODULES = ("gped_kit.experiments.experiment3.settings", "gped_kit.experiments.experiment3.tasks",
+                  "gped_kit.experiments.experiment3.finetune", "gped_kit.experiments.experiment3.search")
+
+
+@torch.no_grad()
+def evaluate_student(net: nn.Module, spec: ChainSpec, target: str | Target, ensemble: Mapping[str, torch.Tensor],
+                     batch_size: int = EVAL_CHUNK_SIZE) -> dict[str, float]:
+    """Test metrics of a student network as Algorithm 1 reports them: its linked outputs on the
+    chain's test set (``spec.data.test_x``, in chunks of ``batch_size``), scored by the engine's
+    :func:`~gped_kit.engine.engine.prediction_metrics` against the teacher ensemble's estimates
+    ``ensemble`` (:attr:`GPEDResult.teacher_outputs` ``["test"]``): ``student_nll`` and
+    ``student_accuracy`` (predictive targets), ``target_mae``, ``entropy_mae`` (entropy targets)
+    and ``nll_gap`` (student - teacher NLL)."""
+    target = resolve_target(target)
+    net = inference_network(net)
+    x = spec.data.test_x
+    output = torch.cat([target.link(net(x[i:i + batch_size])) for i in range(0, x.shape[0], batch_size)])
+    return prediction_metrics(spec, target, output, dict(ensemble))
+
+
+@dataclass
+class SearchResult:
+    """One data setting's search: ``table`` (one row per network, see :func:`run_experiment3`),
+    ``status`` (``ran``: the search was computed now, ``reused``: read from the store, ``missing
+    data``, ``failed``), ``error`` (the message, e.g. the loader's), ``chain_status`` (what
+    :func:`~gped_kit.experiments.chains.run_chains` did with the chain when the search was
+    computed: ``ran``/``resumed``/``reused``; empty when it was not needed), the search's store
+    entry and the time."""
+
+    model: str
+    table: pd.DataFrame
+    status: str
+    error: str = ""
+    entry: Entry | None = None
+    seconds: float = 0.0
+    chain_status: str = ""
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The search entry's directory (None without an entry)."""
+        return self.entry.path if self.entry is not None else None
+
+    @property
+    def candidates(self) -> pd.DataFrame:
+        """The search's outputs: exhaustive students and fine-tuned pruned students."""
+        return search_candidates(self.table)
+
+
+def search_code() -> str:
+    """The code fingerprint of search entries: the numerics packages, the models and
+    :data:`SEARCH_MODULES` (not the analysis of the tables, :mod:`.pareto` and :mod:`.report`)."""
+    return code_fingerprint(*NUMERICS, *SEARCH_MODULES, "gped_kit.models")
+
+
+def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsStore, recompute: bool = False,
+                    progress: bool = True, executor: str = "local", address: str | None = None) -> SearchResult:
+    """One Experiment 3 data setting through the results store: the search table of ``task``'s
+    chain (:func:`experiment3_task`) under ``settings``.
+
+    The table is the ``"search"`` entry derived from the chain
+    (:func:`~gped_kit.experiments.chains.derive`: keyed by the chain's record,
+    ``record(settings)`` and :func:`search_code`). When it is stored it is read back (status
+    ``reused``) and the chain is not touched. Otherwise the chain's full state is asked for
+    (reused from the chain entry's checkpoint, resumed, or run), then the costs, pruning and
+    fine-tuning are computed and the table stored (status ``ran``). ``recompute`` sets the stored
+    search and chain aside and computes both again. An absent data set gives status ``missing
+    data`` with the loader's message, a failed chain status ``failed`` with its error (nothing is
+    stored for either). :func:`run_searches` does this for several data settings, locally or as
+    Ray tasks.
+
+    The table has one row per network with the chain's configuration columns and
+    ``method`` (``teacher``/``exhaustive``/``group_lasso``), ``stage`` (``teacher``,
+    ``distilled``, ``pruned``, ``fine-tuned``), ``is_base`` (the exhaustive student with the
+    teacher's architecture), the costs of :func:`gped_kit.models.cost.network_cost` (``params``,
+    ``flops``, ``macs``, ``latency_ms``, ``architecture``, ``widths``), the metrics
+    (``student_nll``, ``student_accuracy``, ``entropy_mae``, ``target_mae``, ``nll_gap``),
+    the teacher's (``teacher_nll``, ``teacher_accuracy``, ``teacher_samples``), ``run_key`` (the
+    chain's entry key), and for pruned students ``units_removed``, ``prune_check_max_abs_diff``
+    (the largest |pruned - masked| output difference on 1,000 test inputs) and
+    ``finetune_steps``; ``chain_seconds`` (the chain with all students attached) and
+    ``search_seconds`` (costs, pruning, fine-tuning) time the two stages. The teacher row
+    carries one teacher network's costs; the ensemble costs ``teacher_samples`` times as much.
+    """
+    return run_searches([task], settings, store, recompute, progress, executor, address)[0]
+
+
+def _search_compute(settings: SearchSettings) -> Callable[[Entry, GPEDResult, GPEDData], None]:
+    """The computation of a search entry from its chain's full result (runs where the chain is)."""
+
+    def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
+        stage_started = time.perf_counter()
+        table = search_table(result, settings, entry.store.entry("chain", result.spec.record(), chain_code()).key)
+        summary = result.summary
+        table["chain_seconds"] = float(summary["elapsed_s"].iloc[0]) if "elapsed_s" in summary else math.nan
+        table["search_seconds"] = time.perf_counter() - stage_started
+        entry.write_table(SEARCH_TABLE, table)
+
+    return compute
+
+
+def run_searches(tasks: Sequence[ChainTask], settings: SearchSettings, store: ResultsStore, recompute: bool = False,
+                 progress: bool = True, executor: str = "local", address: str | None = None) -> list[SearchResult]:
+    """:func:`run_experiment3` for several data settings (e.g. one per model), in task order.
+    ``executor="ray"`` computes each missing search -- its chain and the search together, since
+    the search needs the chain's networks and U_o stores -- as a Ray task (one GPU when the
+    chain's device is CUDA) at ``address`` (:func:`~gped_kit.experiments.chains.run_derived`);
+    stored searches are read back on the driver without starting anything."""
+    for task in tasks:
+        if not isinstance(task, ChainTask):
+            raise TypeError(f"task must be a ChainTask (see experiment3_task), got {type(task).__name__}")
+    if not isinstance(settings, SearchSettings):
+        raise TypeError(f"settings must be a SearchSettings, got {type(settings).__name__}")
+    items = [DerivedTask(task, SEARCH_KIND, {"settings": record(settings)}, search_code(), _search_compute(settings))
+             for task in tasks]
+    results = []
+    for task, outcome in zip(tasks, run_derived(items, store, recompute, progress, executor, address)):
+        table = outcome.entry.table(SEARCH_TABLE) if outcome.entry is not None else pd.DataFrame()
+        results.append(SearchResult(task.config.model_name, table, outcome.status, outcome.error, outcome.entry,
+                                    outcome.seconds, outcome.chain.status))
+    return results
+
+
+def _finetune_steps(epochs: float, spec: ChainSpec, thinning: int) -> int:
+    """Student steps in ``epochs`` teacher epochs: epochs * (N / M) SGLD steps, one student step per H."""
+    return int(round(epochs * spec.num_train / spec.config.sampler.batch_size / thinning))
+
+
+def _teacher_network(spec: ChainSpec) -> nn.Module:
+    """A network of the teacher's architecture on the chain's device (for its costs; the values
+    are a fresh draw, which the costs do not depend on), without touching the global random stream."""
+    cuda = [spec.device.index or 0] if spec.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        net = instantiate(spec.config.model, spec.data.input_shape, spec.likelihood.raw_outputs(spec.data.num_outputs),
+                          "GPEDConfig.model")
+    net = net.to(spec.device)
+    return cpu_training_layout(net) if spec.device.type == "cpu" else net
+
+
+def search_table(result: GPEDResult, settings: SearchSettings, chain_key: str = "") -> pd.DataFrame:
+    """The search table (see :func:`run_experiment3`) of a chain's full results (``result.spec``
+    and the students' networks and U_o stores: :func:`~gped_kit.experiments.chains.run_chains`
+    with ``requires_state=True``), without the timing columns."""
+    spec = result.spec
+    if spec is None:
+        raise ValueError("result holds tables only (reloaded without its checkpoint); the search needs the "
+                         "chain's networks and U_o stores: run_chains(..., requires_state=True)")
+    data, config = spec.data, spec.config
+    model = config.model_name
+    shape = tuple(data.input_shape)
+    ensemble = result.teacher_outputs.get("test", {})
+    summary = result.summary.set_index("student")
+    dataset = str(data.info.get("dataset", ""))
+    epochs = (settings.finetune_epochs if settings.finetune_epochs is not None
+              else FINETUNE_EPOCHS.get(dataset, FINETUNE_EPOCHS["mnist"]))
+    lr = settings.finetune_lr if settings.finetune_lr is not None else paper_model(model).finetune_lr
+    halving_epochs = (settings.finetune_lr_halving_epochs if settings.finetune_lr_halving_epochs is not None
+                      else paper_model(model).lr_halving_epochs)
+
+    def costs(net: nn.Module) -> dict:
+        return network_cost(net, shape, settings.latency_batch_size, settings.latency_repeats)
+
+    rows = []
+    first = summary.reset_index().iloc[0].to_dict() if len(summary) else {}
+    common = {k: first.get(k) for k in ("dataset", "labelled_size", "mask_size", "masking_rate", "model",
+                                        "step_size", "num_iterations", "burn_in", "seed", "device")
+              if k in first}
+    common["run_key"] = chain_key
+    teacher_cols = {"teacher_nll": first.get("teacher_nll", math.nan),
+                    "teacher_accuracy": first.get("teacher_accuracy", math.nan),
+                    "teacher_samples": first.get("teacher_samples", math.nan)}
+    rows.append({**common, **teacher_cols, "method": "teacher", "stage": "teacher", "student": "teacher",
+                 "target": spec.likelihood.ensemble_target, "is_base": False,
+                 "student_nll": teacher_cols["teacher_nll"], "student_accuracy": teacher_cols["teacher_accuracy"],
+                 **costs(_teacher_network(spec))})
+    for i, s in enumerate(spec.students):
+        cfg, label = s.config, s.label
+        net = result.student_network(label).to(spec.device)
+        base_row = {k: v for k, v in summary.loc[label].to_dict().items() if k not in _RUN_COLUMNS}
+        if label.startswith(f"{COMPANION}-"):
+            continue  # supplies the fine-tuning targets; not a search candidate
+        method = "group_lasso" if cfg.regularizer == "group_lasso" and cfg.reg_weight > 0 else "exhaustive"
+        arch = cfg.arch if cfg.arch is not None else config.model
+        is_base = method == "exhaustive" and isinstance(arch, ArchSpec) and arch.k1 == 1 and arch.k2 == 1
+        base_row.update(common, **teacher_cols, method=method, stage="distilled", student=label, is_base=bool(is_base))
+        rows.append({**base_row, **costs(net)})
+        if method != "group_lasso":
+            continue
+        masks = unit_keep_masks(net, settings.prune_eps, settings.prune_criterion)
+        pruned = prune(net, masks=masks, fold_bias=settings.fold_bias)
+        masked = mask_network(net, masks, zero_bias=not settings.fold_bias).eval()
+        with torch.no_grad():
+            x = data.test_x[:1000]
+            check = float((pruned.eval()(x) - masked(x)).abs().max())
+        removed = sum(int((~m).sum()) for m in masks)
+        prune_cols = {"units_removed": removed, "prune_check_max_abs_diff": check, "prune_eps": settings.prune_eps,
+                      "prune_criterion": settings.prune_criterion}
+        metric_cols = [c for c in ("student_nll", "student_accuracy", "target_mae", "entropy_mae", "nll_gap")
+                       if c in base_row]
+        clean = {k: v for k, v in base_row.items() if k not in metric_cols and k != "student_params"}
+        rows.append({**clean, **prune_cols, "stage": "pruned",
+                     **evaluate_student(pruned, spec, s.target, ensemble), **costs(pruned)})
+        steps = _finetune_steps(epochs, spec, cfg.thinning)
+        halving = _finetune_steps(halving_epochs, spec, cfg.thinning) if halving_epochs else None
+        idx, estimates = result.store(label)
+        idx = idx.to(data.distill_x.device)
+        tuned = finetune(copy.deepcopy(pruned), data.distill_x[idx], estimates.to(data.distill_x.device), s.target,
+                         steps, lr, batch_size=cfg.batch_size, lr_halving_steps=max(halving, 1) if halving else None,
+                         seed=settings.seed * 1000 + i, noise_std=data.distill_noise_std)
+        rows.append({**clean, **prune_cols, "stage": "fine-tuned", "finetune_steps": steps, "finetune_lr": lr,
+                     **evaluate_student(tuned, spec, s.target, ensemble), **costs(tuned)})
+    return pd.DataFrame(rows)
+
+
+def load_search_results(store: ResultsStore) -> pd.DataFrame:
+    """Every stored search table of ``store`` (complete ``"search"`` entries), concatenated, with the
+    search entry's key in column ``entry``; an empty frame when there is none."""
+    if not isinstance(store, ResultsStore):
+        raise TypeError(f"store must be a ResultsStore (gped_kit.experiments.store), got {type(store).__name__}")
+    return store.load(SEARCH_TABLE, SEARCH_KIND)

@@ -1,0 +1,178 @@
+"""Static images of the explorers' views, for viewers without a kernel.
+
+An explorer (:class:`~gped_kit.viz.masking_explorer.MaskingExplorer`,
+:class:`~gped_kit.viz.pareto_explorer.ParetoExplorer`) is a :class:`StaticView`: it keeps a PNG of
+its current view (:attr:`StaticView.snapshot_png`: the plots of the view with its text panel),
+redrawn on every change. Displayed in a notebook, it shows its widget and, under it, that PNG as
+an ordinary ``image/png`` output (with a display id, so a change of view replaces it in a live
+JupyterLab), which any viewer of the saved notebook shows without a kernel (e.g. GitHub, which
+draws no widgets). Given a ``figures_dir``, the PNG is also written there under a stable name on
+every change (atomically, :func:`~gped_kit.experiments.store.atomic_write_bytes`)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import re
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as W
+from IPython.display import display
+from matplotlib.figure import Figure
+from PIL import Image as PILImage
+
+from ..experiments.store import atomic_write_bytes
+
+#: Width (in characters) at which the text panel of a static image is wrapped.
+SNAPSHOT_TEXT_WIDTH = 120
+
+
+def figure_png(fig: Figure, dpi: float | None = None) -> bytes:
+    """``fig`` as PNG bytes (tight bounding box, white background; ``dpi`` None: the figure's)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", facecolor="white", dpi=dpi or fig.dpi)
+    return buf.getvalue()
+
+
+def text_png(lines: Sequence[str], fontsize: float = 9.0, width: int = SNAPSHOT_TEXT_WIDTH) -> bytes:
+    """Lines of plain text as a PNG (monospaced, long lines wrapped at ``width`` characters)."""
+    wrapped = [part for line in lines for part in (textwrap.wrap(line, width, subsequent_indent="  ") or [""])]
+    fig = Figure(figsize=(0.1, 0.1), dpi=100)
+    fig.text(0, 1, "\n".join(wrapped) or " ", va="top", ha="left", family="monospace", fontsize=fontsize)
+    return figure_png(fig)
+
+
+def stack_pngs(pngs: Sequence[bytes | None], vertical: bool = True, gap: int = 10, margin: int = 6) -> bytes:
+    """PNG images put together on a white background, top to bottom (``vertical``) or left to
+    right, each centred across the other direction; None entries are skipped."""
+    images = [PILImage.open(io.BytesIO(png)).convert("RGB") for png in pngs if png]
+    if not images:
+        raise ValueError("stack_pngs needs at least one image")
+    sizes = [im.size for im in images]
+    if vertical:
+        width = max(w for w, _ in sizes)
+        height = sum(h for _, h in sizes) + gap * (len(images) - 1)
+    else:
+        width = sum(w for w, _ in sizes) + gap * (len(images) - 1)
+        height = max(h for _, h in sizes)
+    canvas = PILImage.new("RGB", (width + 2 * margin, height + 2 * margin), "white")
+    pos = margin
+    for im in images:
+        w, h = im.size
+        if vertical:
+            canvas.paste(im, (margin + (width - w) // 2, pos))
+            pos += h + gap
+        else:
+            canvas.paste(im, (pos, margin + (height - h) // 2))
+            pos += w + gap
+    buf = io.BytesIO()
+    canvas.save(buf, format="PNG", optimize=True)
+    return buf.getvalue()
+
+
+def write_png(png: bytes, path: str | Path) -> Path:
+    """Write ``png`` to ``path`` atomically (:func:`~gped_kit.experiments.store.atomic_write_bytes`),
+    so a reader never sees half a file; the folder is created if needed."""
+    path = Path(path)
+    atomic_write_bytes(path, png)
+    return path
+
+
+def png_bundle(png: bytes, caption: str) -> dict[str, str]:
+    return {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": caption}
+
+
+def safe_name(value: Any) -> str:
+    """A file-name part: runs of characters other than letters, digits, '.', '-' and '_' become '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "none"
+
+
+class StaticView:
+    """What every explorer shares: the PNG of the current view (:attr:`snapshot_png`), the file it
+    is written to in :attr:`figures_dir`, the plain ``image/png`` outputs showing it under the
+    widget in a notebook (updated in place through their display ids), and the widget's own
+    display with the explorer's ``repr`` as its text. A subclass sets :attr:`widget` and defines
+    :meth:`snapshot_name` and :meth:`_snapshot_parts`."""
+
+    widget: W.Widget
+    snapshot_png: bytes | None
+    snapshot_file: Path | None
+    figures_dir: Path | None
+    tag: str
+
+    def _init_static(self, figures_dir: str | Path | None, tag: str) -> None:
+        self.figures_dir = None if figures_dir is None else Path(figures_dir)
+        self.tag = safe_name(tag)
+        self.snapshot_png = None
+        self.snapshot_file = None
+        self.snapshot_count = 0  # how many times the static image was made (tests, diagnostics)
+        self._snapshot_handles: list = []
+        self._snapshot_caption = ""
+
+    def snapshot_name(self) -> str:
+        """The file name (without folder) the current view's image is written to."""
+        raise NotImplementedError
+
+    def _snapshot_parts(self) -> tuple[list[str], list[bytes | None]]:
+        """The text lines and the PNGs (plots) of the current view."""
+        raise NotImplementedError
+
+    def _compose_snapshot(self, lines: list[str], pngs: list[bytes | None]) -> bytes:
+        return stack_pngs([text_png(lines), *pngs])
+
+    def _update_snapshot(self) -> None:
+        """Make the static image of the current view, write it to :attr:`figures_dir` and show it
+        in place of the previous one under every displayed copy of the widget."""
+        lines, pngs = self._snapshot_parts()
+        self.snapshot_png = self._compose_snapshot(lines, pngs)
+        self.snapshot_count += 1
+        self._snapshot_caption = " | ".join(lines[:2])
+        if self.figures_dir is not None:
+            self.snapshot_file = write_png(self.snapshot_png, self.figures_dir / self.snapshot_name())
+        bundle = self._snapshot_bundle()
+        for handle in self._snapshot_handles:
+            handle.update(bundle, raw=True)
+
+    def _snapshot_bundle(self) -> dict[str, str]:
+        where = f"; saved as {self.snapshot_file}" if self.snapshot_file is not None else ""
+        return png_bundle(self.snapshot_png, f"[{self._snapshot_caption}{where}]")
+
+    def _ipython_display_(self) -> None:
+        """Display the widget and, under it, the static image of the current view as a plain
+        ``image/png`` output, kept up to date (display id) while the kernel lives."""
+        display(self._repr_mimebundle_() or {"text/plain": repr(self)}, raw=True)
+        if self.snapshot_png is not None:
+            handle = display(self._snapshot_bundle(), raw=True, display_id=True)
+            if handle is not None:  # None outside IPython, where display only prints
+                self._snapshot_handles.append(handle)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
+        """The widget's display bundle, with the explorer's ``repr`` as its text."""
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        if bundle is not None:
+            bundle["text/plain"] = repr(self)
+        return bundle
+
+
+def html_number(value: Any, digits: int = 4) -> str:
+    """``value`` with ``digits`` decimals for an HTML panel; an em dash when it is missing or not a number."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return "&mdash;"
+    return "&mdash;" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def html_text(markup: str, cell_separator: str) -> str:
+    """An HTML panel as plain text: one line per paragraph or table row, cells joined by
+    ``cell_separator``, empty lines dropped."""
+    text = re.sub(r"</(p|tr)>", "\n", markup)
+    text = re.sub(r"</t[hd]>", cell_separator, text)
+    text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    strip = cell_separator + " "
+    return "\n".join(line.strip(strip) for line in text.splitlines() if line.strip(strip))

@@ -1,0 +1,132 @@
+"""The notebook registry (gped_kit.experiments.registry) agrees with notebooks/: every notebook is
+registered, an entry's parameters are those of the notebook's parameters cell, its settings resolve
+(with the scaled paper overrides of tests/test_paper_profile.py), its chains are built as the
+notebook builds them, and the store check finds what is missing and nothing else."""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import papermill
+import pytest
+
+from gped_kit.experiments import registry
+from gped_kit.experiments.registry import NOTEBOOKS, chain_gaps, notebook
+from gped_kit.experiments.store import ResultsStore
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+WITH_PROFILES = [e for e in NOTEBOOKS.values() if e.module is not None]
+
+
+def declared(entry: registry.Notebook) -> dict[str, str]:
+    """The notebook's parameters as papermill reads them: name -> default (source text)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {name: p["default"] for name, p in papermill.inspect_notebook(str(entry.path(NOTEBOOK_DIR))).items()}
+
+
+def test_every_notebook_is_registered_and_every_entry_has_its_notebook():
+    assert sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")) == sorted(NOTEBOOKS)
+    assert notebook("05") is notebook("05_experiment3_search.ipynb") is NOTEBOOKS["05_experiment3_search"]
+    with pytest.raises(ValueError, match="not registered; registered: "):
+        notebook("99")
+
+
+@pytest.mark.parametrize("entry", WITH_PROFILES, ids=lambda e: e.name)
+def test_entry_agrees_with_the_parameters_cell(entry):
+    params = declared(entry)
+    assert "profile" in params
+    # the chains' parameters have the parameters cell's defaults
+    for name, default in entry.parameters.items():
+        assert name in params, f"{entry.name} does not declare {name}"
+        assert ast.literal_eval(params[name]) == default, f"{entry.name}: {name} = {params[name]}, registry {default}"
+    # a declared setting takes the profile's value unless given: None, or Overrides() for a composed one
+    fields = {f for f in entry.settings("default").__dataclass_fields__}
+    for name in fields & set(params):
+        assert params[name] in ("None", "Overrides()"), f"{entry.name}: {name} = {params[name]}"
+    # and the notebook resolves its settings from this module's profiles
+    code = "\n".join(c.source for c in nbformat.read(str(entry.path(NOTEBOOK_DIR)), as_version=4).cells
+                     if c.cell_type == "code")
+    assert entry.module.__name__.rsplit(".", 1)[1] in code and ".PROFILES, profile, globals())" in code
+
+
+@pytest.mark.parametrize("entry", WITH_PROFILES, ids=lambda e: e.name)
+def test_profiles_resolve_and_give_chains(entry):
+    for profile in ("default", "paper"):
+        settings = entry.settings(profile)
+        tasks = entry.chain_tasks(settings)
+        assert (len(tasks) > 0) == (entry.tasks is not None)
+        assert entry.chains_per_batch(settings) >= 1
+    scaled = entry.settings("paper", entry.scaled_paper)
+    assert scaled != entry.settings("paper")
+    for task in entry.chain_tasks(scaled):
+        assert task.config.num_iterations in (101, 1_101, 1_000)  # the scaled chains (the spiral: 1,000)
+    with pytest.raises(ValueError, match="is not a parameter of its chains"):
+        entry.chain_tasks(entry.settings(), no_such_parameter=1)
+
+
+def test_quickstart_chain_is_the_notebooks():
+    """Notebook 00 builds its chain in its cells: executed here up to the task, it equals the registry's."""
+    entry = NOTEBOOKS["00_quickstart"]
+    nb = nbformat.read(str(entry.path(NOTEBOOK_DIR)), as_version=4)
+    namespace: dict = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "injected-parameters" in cell.metadata.get("tags", []):
+            continue
+        exec(compile(cell.source, entry.name, "exec"), namespace)  # noqa: S102 -- the notebook's own code
+        if "task" in namespace:
+            break
+    (task,) = entry.chain_tasks(entry.settings())
+    assert namespace["task"] == task
+
+
+def _store_chain(store: ResultsStore, key: str, rows: list[dict]) -> None:
+    entry = store.entry("chain", {"test": key}, "code")
+    entry.path.mkdir(parents=True)
+    entry.write_table("summary", pd.DataFrame(rows))
+    entry.finish()
+
+
+def _rows(task, students=None, steps=None) -> list[dict]:
+    base = {"dataset": task.data.dataset, "model": task.config.model_name, "seed": task.config.seed,
+            "num_iterations": task.config.num_iterations, "sampler": str(task.config.sampler.name),
+            "labelled_size": task.data.labelled_size or 60_000, "mask_size": task.data.mask_size,
+            "steps_done": task.config.num_iterations if steps is None else steps}
+    return [{**base, "student": label} for label in (students or [s.label for s in task.students])]
+
+
+def test_chain_gaps_find_missing_partial_and_unexpected_chains(tmp_path):
+    entry = NOTEBOOKS["01_experiment1"]
+    settings = entry.settings("paper", registry.SCALED_CHAIN)
+    fcnn, cnn, cifar = entry.chain_tasks(settings)
+    store = ResultsStore(tmp_path)
+    assert len(entry.missing(store, settings, absent={"cifar10"})) == 2  # nothing stored: both MNIST chains
+    _store_chain(store, "fcnn", _rows(fcnn))
+    _store_chain(store, "cnn-short", _rows(cnn, steps=50))  # interrupted: not complete
+    _store_chain(store, "cnn-fewer", _rows(cnn, students=[s.label for s in cnn.students][:2]))
+    (gap,) = chain_gaps(store, [fcnn, cnn, cifar], absent={"cifar10"})
+    assert gap.startswith("cnn_mnist N=60000 m=0 seed=0: 0 complete chain entries")
+    _store_chain(store, "cnn", _rows(cnn))
+    assert entry.missing(store, settings, absent={"cifar10"}) == []
+    _store_chain(store, "cifar", _rows(cifar))
+    (gap,) = entry.missing(store, settings, absent={"cifar10"})
+    assert "absent here, yet a chain is stored" in gap
+    assert entry.missing(store, settings) == []  # CIFAR-10 present: its chain is expected and there
+
+
+def test_tasks_that_summaries_do_not_tell_apart_need_one_entry_each(tmp_path):
+    entry = NOTEBOOKS["10_samplers"]
+    settings = entry.settings("paper", entry.scaled_paper)
+    tasks = entry.chain_tasks(settings)
+    sgld = [t for t in tasks if str(t.config.sampler.name) == "sgld"]
+    assert len(sgld) == 2  # the paper's SGLD and SGLD with a warm-up
+    store = ResultsStore(tmp_path)
+    for i, task in enumerate(tasks):
+        _store_chain(store, str(i), _rows(task))
+    assert entry.missing(store, settings) == []
+    store.entries("chain")[0].set_aside()
+    assert len(entry.missing(store, settings)) == 1
