@@ -115,7 +115,16 @@ def test_downstream_metrics_on_hand_built_outputs_have_known_answers():
     # and by the GPED student, which equals it
     auroc = down.xs("auroc", level="metric")
     assert auroc.loc[("Ensemble", "total"), "value"] == 1.0 and auroc.loc[("GPED", "knowledge"), "value"] == 1.0
-    assert (auroc["ood_dataset"] == "far").all() and len(auroc) == 3 * 2
+    # Ensemble, GPED, EnD2 at T = 1 and at the training temperature 2.5
+    assert (auroc["ood_dataset"] == "far").all() and len(auroc) == 4 * 2
+    assert set(tables["downstream"]["method"]) == {"Ensemble", "GPED", "EnD2", "EnD2 (T = 2.5)"}
+    # the teacher-quality lines: mean MU of everyone, |MU - MU_ensemble| of the students (0 for GPED = ensemble)
+    mu = down.xs("mu_mean", level="metric")
+    test_u = from_moments(result.teacher_outputs["test"]["predictive+entropy"][:, :3],
+                          result.teacher_outputs["test"]["predictive+entropy"][:, 3])
+    assert mu.loc["Ensemble"]["value"].iloc[0] == pytest.approx(float(test_u.knowledge.mean()))
+    assert len(mu) == 4 + 4  # test set and the OOD set, for each of the four
+    assert down.xs("mu_mae", level="metric").loc["GPED", "value"].item() == 0
     ndcg = down.xs("ndcg@20", level="metric")
     assert ndcg.loc[("GPED", "total"), "value"] == pytest.approx(1.0) and ndcg.loc[("GPED", "total"), "std"] < 1e-12
     assert 0 < ndcg.loc[("EnD2", "knowledge"), "value"] <= 1
@@ -124,11 +133,37 @@ def test_downstream_metrics_on_hand_built_outputs_have_known_answers():
     expected = metrics.mae(from_dirichlet(endd[:, :3] * endd[:, 3:]).data, from_moments(test[:, :3], test[:, 3]).data)
     entropy_mae = down.xs("entropy_mae", level="metric")["value"]
     assert entropy_mae.loc["GPED"].item() == 0 and entropy_mae.loc["EnD2"].item() == pytest.approx(expected)
+    # at T = 2.5 the Dirichlet is alpha^(1 / 2.5): its expected entropy, MU and AUROC are read off that one
+    heated = from_dirichlet((endd[:, :3] * endd[:, 3:]).double() ** 0.4)
+    expected = metrics.mae(heated.data.float(), from_moments(test[:, :3], test[:, 3]).data)
+    assert entropy_mae.loc["EnD2 (T = 2.5)"].item() == pytest.approx(expected, rel=1e-5)
+    assert entropy_mae.loc["EnD2 (T = 2.5)"].item() != pytest.approx(entropy_mae.loc["EnD2"].item(), rel=1e-3)
+    rows = tables["downstream"]
+    assert not ((rows["method"] == "EnD2 (T = 2.5)") & (rows["metric"] == "nll")).any()  # no labels: no NLL there
     assert down.loc[("Ensemble", "nll"), "value"].item() == 0.3
     assert set(tables["downstream"]["dataset"]) == {"toy"}
     per_input = tables["data_uncertainty"]
     assert len(per_input) == 150 and list(per_input.columns) == ["model", "input", "Ensemble"]  # no largest student
     np.testing.assert_allclose(per_input["Ensemble"], test[:, 3].numpy(), atol=1e-4)
+
+
+def test_endd_at_both_temperatures_with_labels_gives_the_nll_of_each_dirichlet_mean():
+    result = _hand_built_result()
+    students = (StudentConfig("predictive+entropy", "U_o", name="GPED-U_o-base"),
+                StudentConfig(ENDD, "U_o", name="EnD2-U_o-base"))
+    task = ChainTask(data=None, config=GPEDConfig(num_iterations=10, burn_in=5), students=students)
+    labels = torch.arange(150) % 3
+    down = E4.experiment4_evaluate(task, result, ndcg_trials=5, labels=labels)["downstream"]
+    nll = down[down["metric"] == "nll"].set_index("method")["value"]
+    endd = result.student_outputs["test"]["EnD2-U_o-base"]
+    alpha = (endd[:, :3] * endd[:, 3:]).double()
+    heated_mean = alpha ** 0.4 / (alpha ** 0.4).sum(-1, keepdim=True)
+    assert nll["EnD2 (T = 2.5)"] == pytest.approx(metrics.nll(heated_mean.float(), labels), rel=1e-5)
+    assert nll["EnD2"] == 0.35  # T = 1: the run's summary
+    # the heated mean is softer: on these confident, correct inputs its NLL is the larger
+    assert nll["EnD2 (T = 2.5)"] > metrics.nll(endd[:, :3], labels)
+    accuracy = down[down["metric"] == "accuracy"].set_index("method")["value"]
+    assert accuracy["EnD2 (T = 2.5)"] == metrics.accuracy(endd[:, :3], labels)  # argmax unchanged by the power
 
 
 def test_claims_count_the_settings_gped_wins():
@@ -169,18 +204,27 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
     cells = run.cells
     assert list(cells["status"]) == ["ran"] and list(cells["evaluation"]) == ["ran"]
     down = run.downstream
-    assert set(down["method"]) == {"Ensemble", "GPED", "EnD2"} and set(down["cell"]) == {"digits"}
+    assert set(down["method"]) == {"Ensemble", "GPED", "EnD2", "EnD2 (T = 2.5)"} and set(down["cell"]) == {"digits"}
+    assert set(down["seed"]) == {0}
     auroc = down[down["metric"] == "auroc"]
-    assert len(auroc) == 9 * 2 and set(auroc["ood_dataset"]) == {"noise"}
+    assert len(auroc) == 13 * 2 and set(auroc["ood_dataset"]) == {"noise"}  # ensemble, 8 students, 4 EnD2 at T = 2.5
     assert auroc["value"].sub(0.5).abs().max() < 0.02
     ndcg = down[down["metric"] == "ndcg@20"]
-    assert len(ndcg) == 8 * 2 and ndcg["value"].between(0, 1).all() and (ndcg["std"] >= 0).all()
+    assert len(ndcg) == 12 * 2 and ndcg["value"].between(0, 1).all() and (ndcg["std"] >= 0).all()
+    # the test labels reach the evaluation: both temperatures have an NLL, the T = 1 one the run's own
+    nll = down[down["metric"] == "nll"].set_index(["method", "estimator", "student"])["value"]
+    assert len(nll.xs("EnD2 (T = 2.5)", level="method")) == 4
+    summary = run.grid.table.set_index("student")
+    assert nll.loc[("EnD2", "U_o", "base")] == pytest.approx(summary.loc["EnD2-U_o-base", "student_nll"])
+    lines = E4.experiment4_teacher_lines(down)
+    assert set(lines["metric"]) == {"nll", "accuracy", "auroc", "mu_mean"} and lines["teacher"].notna().all()
+    assert (lines["minus_teacher"] == lines["value"] - lines["teacher"]).all()
     teacher_nll = down[(down["metric"] == "nll") & (down["method"] == "Ensemble")]["value"].item()
     assert teacher_nll == pytest.approx(run.grid.table["teacher_nll"].iloc[0])
     per_input = run.data_uncertainty
     assert len(per_input) == len(data.test_y)
     assert sorted(c for c in per_input if c.endswith("largest_width_multiplier")) == [
-        f"{m}-{e}-largest_width_multiplier" for m in ("EnD2", "GPED") for e in ("U_o", "U_s")]
+        f"{m}-{e}-largest_width_multiplier" for m in ("EnD2 (T = 2.5)", "EnD2", "GPED") for e in ("U_o", "U_s")]
     students = E4.figure15_students(per_input)
     assert set(students) == {"EnD2-U_o (largest)", "EnD2-U_s (largest)", "GPED-U_o (largest)", "GPED-U_s (largest)"}
     assert (per_input["Ensemble"] >= 0).all() and (per_input["Ensemble"] <= np.log(10) + 1e-3).all()
@@ -195,7 +239,7 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
     ens_rows = fcnn[(fcnn["method"] == "Ensemble") & (fcnn["metric"] == "nll")]
     assert len(ens_rows) == 4 and set(ens_rows["value_paper"]) == {0.362}  # repeated per estimator x size
     ood = E4.experiment4_comparison(down, "ood")
-    assert (ood["source"] == "ours").sum() == 8 * 2 + 4 * 2 and ood["value_paper"][ood["source"] == "ours"].isna().all()
+    assert (ood["source"] == "ours").sum() == 12 * 2 + 4 * 2 and ood["value_paper"][ood["source"] == "ours"].isna().all()
     assert (ood["source"] == "paper only").sum() == 4 * 6 * 2 * 3
     claims = E4.experiment4_claims(down)
     assert list(claims["claim"].str.split().str[2]) == ["nll", "entropy_mae", "auroc", "ndcg@20"]
