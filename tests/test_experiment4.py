@@ -191,6 +191,131 @@ def test_claims_count_the_settings_gped_wins():
     assert E4.experiment4_claims(pd.DataFrame(columns=list(E4.DOWNSTREAM_COLUMNS))).empty
 
 
+SETTINGS = [(e, s) for s in ("base", "largest_width_multiplier") for e in ("U_s", "U_o")]
+
+
+def _claims_downstream(seeds=(0, 1, 2)) -> pd.DataFrame:
+    """Hand-built Experiment 4 rows with known per-cell outcomes (see the test below)."""
+    rows = []
+    for seed in seeds:
+        for model in ("fcnn", "cnn_mnist"):
+            chain = dict(model=model, seed=seed, run_key=f"{model}-{seed}")
+            for est, size in SETTINGS:
+                who = dict(chain, estimator=est, student=size)
+                # NLL: GPED loses the two largest-CNN cells; in seed 2 it also loses FCNN U_s base (mean still wins)
+                gped = 0.5 if (model, size) == ("cnn_mnist", "largest_width_multiplier") else 0.3
+                if (seed, model, est, size) == (2, "fcnn", "U_s", "base"):
+                    gped = 0.45
+                rows += [dict(who, method="GPED", metric="nll", value=gped),
+                         dict(who, method="EnD2", metric="nll", value=0.4),
+                         dict(who, method="EnD2 (T = 2.5)", metric="nll", value=0.9)]
+                for kind in ("total", "knowledge"):
+                    # Fashion-MNIST (whole inputs): EnD2 wins; KMNIST (masked inputs): GPED wins
+                    rows += [dict(who, method="GPED", metric="auroc", value=0.6, uncertainty=kind,
+                                  ood_dataset="fashion_mnist", ood_masked=False),
+                             dict(who, method="EnD2", metric="auroc", value=0.7, uncertainty=kind,
+                                  ood_dataset="fashion_mnist", ood_masked=False),
+                             dict(who, method="GPED", metric="auroc", value=0.9, uncertainty=kind,
+                                  ood_dataset="kmnist", ood_masked=True),
+                             dict(who, method="EnD2", metric="auroc", value=0.8, uncertainty=kind,
+                                  ood_dataset="kmnist", ood_masked=True)]
+            rows.append(dict(chain, method="Ensemble", metric="nll", value=0.25))
+            for kind in ("total", "knowledge"):
+                rows += [dict(chain, method="Ensemble", metric="auroc", value=0.85, uncertainty=kind,
+                              ood_dataset=name, ood_masked=masked)
+                         for name, masked in (("fashion_mnist", False), ("kmnist", True))]
+    return pd.DataFrame(rows)
+
+
+def test_claims_are_counted_cell_by_cell_against_the_papers_cells_over_seeds():
+    down = _claims_downstream()
+    cells = E4.experiment4_claim_cells(down)
+    assert list(cells.columns) == list(E4.CLAIM_CELL_COLUMNS) and set(cells["versus"]) == {"EnD2"}
+    nll = cells[(cells["metric"] == "nll") & cells["ours"].notna()].set_index(["model", "estimator", "student"])
+    assert len(nll) == 8 and (nll["paper"] == "GPED").all() and (nll["seeds"] == 3).all()
+    assert nll.loc[("cnn_mnist", "U_s", "largest_width_multiplier"), "comparison"] == "disagree"
+    assert (nll["comparison"] == "agree").sum() == 6
+    flipped = nll.loc[("fcnn", "U_s", "base")]
+    assert (flipped["ours"], flipped["ours_by_seed"], flipped["seed_stable"]) == ("GPED", "GPED, GPED, EnD2", False)
+    assert flipped["GPED"] == pytest.approx(0.35) and flipped["GPED_paper"] == 0.412 and flipped["table"] == "Table 8"
+    # the paper's CIFAR-10 cells: labelled, never counted
+    cifar = cells[(cells["metric"] == "nll") & (cells["model"] == "cnn_cifar10")]
+    assert len(cifar) == 4 and set(cifar["comparison"]) == {"paper only"}
+    assert set(cifar["note"]) == {"no run of ours: CIFAR-10 is not obtainable offline here"}
+    auroc = cells[cells["metric"] == "auroc"]
+    fashion = auroc[auroc["ood_dataset"] == "fashion_mnist"]
+    assert len(fashion) == 16 and set(fashion["comparison"]) == {"ours only"}
+    assert set(fashion["note"]) == {"Fashion-MNIST: not one of the paper's OOD sets"}
+    kmnist = auroc[(auroc["ood_dataset"] == "kmnist") & auroc["ours"].notna()]
+    assert len(kmnist) == 16 and set(kmnist["ood_inputs"]) == {"masked"} and set(kmnist["ours"]) == {"GPED"}
+    # the paper's KMNIST cells on MNIST: GPED wins 9 of 16 (FCNN total 4, FCNN knowledge 3, CNN total 2, CNN knowledge 0)
+    assert (kmnist["comparison"] == "agree").sum() == 9 and (kmnist["comparison"] == "disagree").sum() == 7
+    notmnist = auroc[(auroc["ood_dataset"] == "notmnist") & (auroc["model"] != "cnn_cifar10")]
+    assert len(notmnist) == 16 and set(notmnist["comparison"]) == {"paper only"}
+    assert set(notmnist["note"]) == {"no run of ours: notMNIST is not obtainable offline here"}
+    tie = cells[cells["comparison"] == "paper tie"]
+    assert tie.empty  # the paper's ties are CIFAR-10 cells, where we have no run: "paper only"
+
+    claims = E4.experiment4_claims(down).set_index("claim")
+    assert list(claims.index) == ["GPED lower nll than EnD2", "GPED higher auroc than EnD2 (OOD inputs whole)",
+                                  "GPED higher auroc than EnD2 (OOD inputs masked)"]
+    row = claims.loc["GPED lower nll than EnD2"]
+    assert (row["ours"], row["paper"], row["agree"]) == ("6 of 8", "8 of 8 (mnist)", "agree in 6 of 8 cells compared")
+    assert row["seeds"] == "5-6 of 8 over 3 seeds (seed 0: 6, seed 1: 6, seed 2: 5)" and row["unstable_cells"] == 1
+    assert row["fraction"] == 0.75 and row["versus"] == "EnD2"
+    # beside: EnD2 read at its training temperature (here a much worse NLL): GPED wins every cell
+    assert (row["beside"], row["ours_beside"], row["agree_beside"]) == (
+        "EnD2 (T = 2.5)", "8 of 8", "agree in 8 of 8 cells compared")
+    whole = claims.loc["GPED higher auroc than EnD2 (OOD inputs whole)"]
+    assert (whole["ours"], whole["paper"], whole["agree"]) == ("0 of 16", "20 of 32 (mnist)", "no cell in common")
+    assert whole["seeds"] == "0 of 16 in 3 of 3 seeds" and pd.isna(whole["ours_beside"])
+    masked = claims.loc["GPED higher auroc than EnD2 (OOD inputs masked)"]
+    assert (masked["ours"], masked["agree"]) == ("16 of 16", "agree in 9 of 16 cells compared")
+    assert "pooled" in masked["paper_statement"]
+    # one seed: the count says so
+    one = E4.experiment4_claims(_claims_downstream(seeds=(0,))).set_index("claim")
+    assert one.loc["GPED lower nll than EnD2", "seeds"] == "6 of 8 (one seed)"
+    # the claims against EnD2 at T = 2.5, with T = 1 beside
+    heated = E4.experiment4_claims(down, endd=E4.ENDD_HEATED, beside=E4.ENDD_MAIN).set_index("claim")
+    assert heated.loc["GPED lower nll than EnD2", "ours"] == "8 of 8"
+    assert heated.loc["GPED lower nll than EnD2", "ours_beside"] == "6 of 8"
+
+    groups = E4.experiment4_claim_groups(down).set_index(["metric", "model", "uncertainty"])
+    fcnn_total = groups.loc[("auroc", "fcnn", "total")]
+    assert (fcnn_total["ours"], fcnn_total["paper"]) == ("4 of 8", "8 of 8")
+    assert fcnn_total["ours_sets"] == "Fashion-MNIST (whole), KMNIST (masked)"
+    assert fcnn_total["paper_sets"] == "KMNIST, notMNIST"
+    assert groups.loc[("auroc", "cnn_mnist", "knowledge"), "paper"] == "2 of 8"
+    assert groups.loc[("auroc", "cnn_cifar10", "knowledge"), "ours"] == "no run"
+    assert groups.loc[("auroc", "cnn_cifar10", "knowledge"), "paper"] == "7 of 8"  # and a tie
+
+
+def test_teacher_lines_put_the_ensemble_beside_each_student_in_its_own_chain():
+    down = _claims_downstream(seeds=(0, 1))
+    down.loc[(down["method"] == "Ensemble") & (down["seed"] == 1) & (down["metric"] == "nll"), "value"] = 0.35
+    lines = E4.experiment4_teacher_lines(down)
+    assert set(lines["method"]) == {"GPED", "EnD2", "EnD2 (T = 2.5)"} and lines["teacher"].notna().all()
+    nll = lines[(lines["metric"] == "nll") & (lines["method"] == "GPED") & (lines["model"] == "fcnn")]
+    assert sorted(set(zip(nll["seed"], nll["teacher"]))) == [(0, 0.25), (1, 0.35)]
+    auroc = lines[(lines["metric"] == "auroc") & (lines["method"] == "EnD2")]
+    assert set(auroc["ood_inputs"]) == {"whole", "masked"} and (auroc["teacher"] == 0.85).all()
+    assert auroc.loc[auroc["ood_dataset"] == "fashion_mnist", "minus_teacher"].round(12).eq(-0.15).all()
+    assert E4.experiment4_teacher_lines(pd.DataFrame()).empty
+
+
+def test_tasks_one_chain_per_seed_and_model(tmp_path):
+    s = dataclasses.replace(E4.PROFILES["default"], seeds=(0, 1, 2))
+    tasks = E4.experiment4_tasks(["fcnn", "cnn_mnist"], s, device="cpu", data_root=str(tmp_path))
+    assert [(t.config.model_name, t.config.seed, t.data.seed) for t in tasks] == [
+        (m, k, k) for k in (0, 1, 2) for m in ("fcnn", "cnn_mnist")]
+    assert E4.PROFILES["default"].seeds == E4.PROFILES["paper"].seeds == (0,)  # the profiles keep one seed
+    one = E4.experiment4_tasks(["fcnn"], E4.PROFILES["default"], device="cpu", data_root=str(tmp_path), seed=4)
+    assert [t.config.seed for t in one] == [4]
+    assert resolve_settings(E4.PROFILES, "default", {"seeds": [0, 1, 2]}).seeds == (0, 1, 2)
+    with pytest.raises(ValueError, match="seeds="):
+        dataclasses.replace(s, seeds=())
+
+
 def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(digits_data, tmp_path, monkeypatch):
     s = dataclasses.replace(E4.PROFILES["default"], num_iterations=200, burn_in=100, eval_thinning=10, log_every=100,
                             checkpoint_every=100, largest_k=(0.5, 0.5), ndcg_trials=20)

@@ -685,8 +685,9 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
         if mine.empty:
             continue
         k, n = int((mine["ours"] == "GPED").sum()), len(mine)
-        paper = part[part["paper"].notna() & part["model"].map(lambda m: paper_tables.DATASET_OF.get(m) in datasets)]
-        paper = paper.drop_duplicates(["model", "estimator", "student", "ood_dataset", "uncertainty"])
+        every = cells[cells["metric"] == metric]  # the paper's cells of this claim, whichever of our rows met them
+        paper = every[every["paper"].notna() & every["model"].map(lambda m: paper_tables.DATASET_OF.get(m) in datasets)]
+        paper = paper.astype({k: str for k in _PAPER_KEYS}).drop_duplicates(list(_PAPER_KEYS))
         per_seed = _per_seed_cells(_claim_rows(downstream, metric, endd), CLAIMS[metric][1])
         if kind is not None:
             per_seed = per_seed[per_seed["ood_inputs"] == kind]
@@ -756,7 +757,7 @@ def experiment4_teacher_lines(downstream: pd.DataFrame) -> pd.DataFrame:
     df["ood_inputs"] = _ood_inputs(df)
     chain = [c for c in ("run_key", "cell", "seed") if c in df]
     keys = ["model", "metric", "uncertainty", "ood_dataset", "ood_inputs", *chain]
-    df = _fill(df, keys)
+    df = _fill(df, ["uncertainty", "ood_dataset", "ood_inputs"])
     teacher = df[df["method"] == "Ensemble"].groupby(keys, sort=False)["value"].mean().rename("teacher")
     out = df[df["method"] != "Ensemble"].merge(teacher.reset_index(), on=keys, how="left")
     out["minus_teacher"] = out["value"] - out["teacher"]
