@@ -248,7 +248,8 @@ def test_claims_are_counted_cell_by_cell_against_the_papers_cells_over_seeds():
     assert set(fashion["note"]) == {"Fashion-MNIST: not one of the paper's OOD sets"}
     kmnist = auroc[(auroc["ood_dataset"] == "kmnist") & auroc["ours"].notna()]
     assert len(kmnist) == 16 and set(kmnist["ood_inputs"]) == {"masked"} and set(kmnist["ours"]) == {"GPED"}
-    # the paper's KMNIST cells on MNIST: GPED wins 9 of 16 (FCNN total 4, FCNN knowledge 3, CNN total 2, CNN knowledge 0)
+    # the paper's KMNIST cells on MNIST: GPED wins 9 of 16 (FCNN total 4, FCNN knowledge 3, CNN total 2,
+    # CNN knowledge 0)
     assert (kmnist["comparison"] == "agree").sum() == 9 and (kmnist["comparison"] == "disagree").sum() == 7
     notmnist = auroc[(auroc["ood_dataset"] == "notmnist") & (auroc["model"] != "cnn_cifar10")]
     assert len(notmnist) == 16 and set(notmnist["comparison"]) == {"paper only"}
@@ -260,14 +261,14 @@ def test_claims_are_counted_cell_by_cell_against_the_papers_cells_over_seeds():
     assert list(claims.index) == ["GPED lower nll than EnD2", "GPED higher auroc than EnD2 (OOD inputs whole)",
                                   "GPED higher auroc than EnD2 (OOD inputs masked)"]
     row = claims.loc["GPED lower nll than EnD2"]
-    assert (row["ours"], row["paper"], row["agree"]) == ("6 of 8", "8 of 8 (mnist)", "agree in 6 of 8 cells compared")
+    assert (row["ours"], row["paper"], row["agree"]) == ("6 of 8", "8 of 8 (MNIST)", "agree in 6 of 8 cells compared")
     assert row["seeds"] == "5-6 of 8 over 3 seeds (seed 0: 6, seed 1: 6, seed 2: 5)" and row["unstable_cells"] == 1
     assert row["fraction"] == 0.75 and row["versus"] == "EnD2"
     # beside: EnD2 read at its training temperature (here a much worse NLL): GPED wins every cell
     assert (row["beside"], row["ours_beside"], row["agree_beside"]) == (
         "EnD2 (T = 2.5)", "8 of 8", "agree in 8 of 8 cells compared")
     whole = claims.loc["GPED higher auroc than EnD2 (OOD inputs whole)"]
-    assert (whole["ours"], whole["paper"], whole["agree"]) == ("0 of 16", "20 of 32 (mnist)", "no cell in common")
+    assert (whole["ours"], whole["paper"], whole["agree"]) == ("0 of 16", "20 of 32 (MNIST)", "no cell in common")
     assert whole["seeds"] == "0 of 16 in 3 of 3 seeds" and pd.isna(whole["ours_beside"])
     masked = claims.loc["GPED higher auroc than EnD2 (OOD inputs masked)"]
     assert (masked["ours"], masked["agree"]) == ("16 of 16", "agree in 9 of 16 cells compared")
@@ -364,7 +365,8 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
     ens_rows = fcnn[(fcnn["method"] == "Ensemble") & (fcnn["metric"] == "nll")]
     assert len(ens_rows) == 4 and set(ens_rows["value_paper"]) == {0.362}  # repeated per estimator x size
     ood = E4.experiment4_comparison(down, "ood")
-    assert (ood["source"] == "ours").sum() == 12 * 2 + 4 * 2 and ood["value_paper"][ood["source"] == "ours"].isna().all()
+    assert (ood["source"] == "ours").sum() == 12 * 2 + 4 * 2
+    assert ood["value_paper"][ood["source"] == "ours"].isna().all()
     assert (ood["source"] == "paper only").sum() == 4 * 6 * 2 * 3
     claims = E4.experiment4_claims(down)
     assert list(claims["claim"].str.split().str[2]) == ["nll", "entropy_mae", "auroc", "ndcg@20"]

@@ -62,8 +62,8 @@ def _per_student_rows(bump_seed1: float = 0.0) -> pd.DataFrame:
     for seed in (0, 1):
         for r in long.itertuples():
             base = dict(model="fcnn", labelled_size=r.labelled_size, mask_size=r.mask_size, masking_rate=r.masking_rate,
-                        estimator=r.estimator, teacher_nll=r.teacher_nll, run_key=f"{r.labelled_size}-{r.mask_size}-{seed}",
-                        seed=seed)
+                        estimator=r.estimator, teacher_nll=r.teacher_nll, seed=seed,
+                        run_key=f"{r.labelled_size}-{r.mask_size}-{seed}")
             bump = bump_seed1 if (seed, r.estimator, r.labelled_size, r.mask_size) == (1, "U_o", 60_000, 0) else 0.0
             rows.append(dict(base, target="predictive", student_nll=r.teacher_nll + r.nll_gap + bump,
                              nll_gap=r.nll_gap + bump))

@@ -226,7 +226,8 @@ def test_experiment4_outcomes_count_the_papers_wins_cell_by_cell():
     # a lower NLL wins, a higher AUROC wins
     nll = _row(o, metric="nll", table="Table 2", model="fcnn")
     assert (nll["GPED"], nll["EnD2"], nll["Ensemble"], nll["winner"]) == (0.408, 0.415, 0.362, "GPED")
-    knowledge = _row(o, metric="auroc", table="Table 3", model="cnn_mnist", ood_dataset="kmnist", uncertainty="knowledge")
+    knowledge = _row(o, metric="auroc", table="Table 3", model="cnn_mnist", ood_dataset="kmnist",
+                     uncertainty="knowledge")
     assert (knowledge["GPED"], knowledge["EnD2"], knowledge["winner"]) == (0.932, 0.952, "EnD2")
 
 

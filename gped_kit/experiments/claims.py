@@ -151,8 +151,8 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
 
         if len(sizes) > 1:
             for m in masks:
-                add(names[0], f"m={m}, N {sizes[0]} -> {sizes[-1]}", teacher.loc[sizes[-1], m] < teacher.loc[sizes[0], m],
-                    m=m, metric="teacher_nll")
+                falls = teacher.loc[sizes[-1], m] < teacher.loc[sizes[0], m]
+                add(names[0], f"m={m}, N {sizes[0]} -> {sizes[-1]}", falls, m=m, metric="teacher_nll")
         if len(masks) > 1:
             for n in sizes:
                 add(names[1], f"N={n}, m {' -> '.join(map(str, masks))}", teacher.loc[n].is_monotonic_increasing,

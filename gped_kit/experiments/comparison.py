@@ -394,7 +394,8 @@ def zero_mu_row(snapshots: uncertainty.Uncertainties, teacher: uncertainty.Uncer
     ``mu_mae_teacher``; ``mu_mean`` 0, ``mu_bias_teacher`` = -mean MU_teacher). A method whose MU
     error exceeds it would do better by predicting no model uncertainty at all."""
     return {"method": ZERO_MU, "mu_mean": 0.0, "mu_mae_snapshots": float(snapshots.knowledge.abs().mean()),
-            "mu_mae_teacher": float(teacher.knowledge.abs().mean()), "mu_bias_teacher": -float(teacher.knowledge.mean())}
+            "mu_mae_teacher": float(teacher.knowledge.abs().mean()),
+            "mu_bias_teacher": -float(teacher.knowledge.mean())}
 
 
 #: Columns of :func:`mu_error_split`.
@@ -451,7 +452,8 @@ def _targets_of(student: StudentConfig) -> str:
     estimator = student.estimator.value
     return {"U_s": "the current SGLD sample at each update (U_s)",
             "U_o": "running Monte Carlo means per input (U_o)",
-            "U_s+U_o": "the current sample for the predictive, running means for E[H] (U_s+U_o)"}.get(estimator, estimator)
+            "U_s+U_o": "the current sample for the predictive, running means for E[H] (U_s+U_o)",
+            }.get(estimator, estimator)
 
 
 #: Columns of :func:`comparison_budgets`.

@@ -61,8 +61,6 @@ from ..models.presets import ArchSpec
 from . import paper_tables
 from .chains import ChainGrid, ChainTask, DerivedOutcome, DerivedTask, FailureReport, run_derived
 from .claims import (
-    AGREE,
-    DISAGREE,
     agreement_text,
     check_seeds,
     compare,
@@ -659,7 +657,7 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
     One row per claim (:data:`CLAIMS`; AUROC once per kind of OOD input, whole and masked, when
     both were evaluated): ``ours``, "k of n" of our cells (:func:`experiment4_claim_cells`, means
     over seeds) that GPED wins against ``endd``, and ``fraction`` = k / n; ``paper``, "j of m" of the
-    paper's cells on the in-distribution data sets we ran (e.g. "20 of 32 (mnist)" for AUROC: the
+    paper's cells on the in-distribution data sets we ran (e.g. "20 of 32 (MNIST)" for AUROC: the
     pooled 75% includes CIFAR-10); ``agree``, "agree in a of c cells compared" over the cells both
     have (none for AUROC while our only OOD set is Fashion-MNIST); ``seeds``, the count per seed
     ("6 of 8 in 3 of 3 seeds", or its range and the per-seed counts); ``unstable_cells``, our cells
@@ -693,7 +691,8 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
             per_seed = per_seed[per_seed["ood_inputs"] == kind]
         seeds = {int(seed): int((g["ours"] == "GPED").sum()) for seed, g in per_seed.groupby("seed", sort=True)}
         row = {"claim": name, "ours": count_text(k, n), "fraction": k / n,
-               "paper": f"{count_text((paper['paper'] == 'GPED').sum(), len(paper))} ({', '.join(sorted(datasets))})",
+               "paper": f"{count_text((paper['paper'] == 'GPED').sum(), len(paper))} "
+                        f"({', '.join(SET_NAMES.get(d, d) for d in sorted(datasets))})",
                "agree": agreement_text(part), "seeds": seed_counts_text(seeds, n),
                "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
                "paper_statement": CLAIMS[metric][2], "versus": endd, "ours_beside": None, "agree_beside": None,
