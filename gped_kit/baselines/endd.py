@@ -54,6 +54,19 @@ def endd_output_at_temperature(output: torch.Tensor, num_classes: int, temperatu
     return torch.cat([alpha / alpha0, alpha0], dim=-1).to(output.dtype)
 
 
+def is_endd(target: Target) -> bool:
+    """Whether ``target`` is an EnD2 prior-network target (:func:`endd_target`, any temperature)."""
+    return target.name == "endd" or target.name.startswith("endd-")
+
+
+def heated_label(label: str, temperature: float) -> str:
+    """The label of EnD2 student ``label`` read at evaluation temperature ``temperature``:
+    ``"EnD2"`` -> ``"EnD2 (T = 2.5)"``; the method part of an Experiment 4 label:
+    ``"EnD2-U_s-base"`` -> ``"EnD2 (T = 2.5)-U_s-base"``."""
+    method, sep, rest = label.partition("-")
+    return f"{method} (T = {temperature:g}){sep}{rest}"
+
+
 def endd_target(temperature: float = ENDD_TEMPERATURE, smoothing: float = ENDD_SMOOTHING) -> Target:
     """The EnD2 baseline as a GPED target (paper 003, Appendix A.3-A.4).
 

@@ -42,7 +42,7 @@ import pandas as pd
 import torch
 
 from ..baselines import hydra
-from ..baselines.endd import ENDD
+from ..baselines.endd import ENDD, ENDD_TEMPERATURE, endd_output_at_temperature, heated_label, is_endd
 from ..core import metrics, uncertainty
 from ..core.estimators import estimator_init
 from ..core.options import check_int, check_positive
@@ -142,7 +142,7 @@ COMPARISON_OOD_SETS = ("fashion_mnist",)
 ZERO_MU = "Zero MU (baseline)"
 #: Methods with an uncertainty decomposition (KD students have the predictive only), and the zero-MU baseline.
 MU_METHODS = ("Long-chain teacher", "Snapshot ensemble", "GPED", "GPED (squared error)", "GPED (absolute error)",
-              "GPED (every step)", "EnD2", "Hydra", ZERO_MU)
+              "GPED (every step)", "EnD2", heated_label("EnD2", ENDD_TEMPERATURE), "Hydra", ZERO_MU)
 #: The references of the comparison: the online Monte Carlo means of the whole chain, and its kept snapshots.
 TEACHER, SNAPSHOTS = "Long-chain teacher", "Snapshot ensemble"
 #: Columns of the KD-variant rows (from the chain's summary).
@@ -231,7 +231,8 @@ def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
     uncertainties (None for predictive-only students): the long-chain teacher (online means,
     :func:`~gped_kit.core.uncertainty.from_moments`), the snapshot ensemble (its members,
     :func:`~gped_kit.core.uncertainty.from_samples`), every student (GPED's C+1 outputs; EnD2's
-    Dirichlet in closed form; KD: the predictive only) and Hydra (the mixture over its heads)."""
+    Dirichlet in closed form, at T = 1 and, as ``"EnD2 (T = 2.5)"``, at its training temperature,
+    alpha = exp(raw / 2.5); KD: the predictive only) and Hydra (the mixture over its heads)."""
     c = data.num_classes
     x = _eval_inputs(data, eval_set)
     out: dict[str, tuple[torch.Tensor, uncertainty.Uncertainties | None]] = {}
@@ -247,6 +248,11 @@ def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
             out[label] = (u.predictive, u)
         else:
             out[label] = (output[:, :c], None)
+    for label, output in result.student_outputs[eval_set].items():
+        target = result.target(label)
+        if is_endd(target):  # EnD2 also read at its training temperature (see experiment4)
+            u = target.uncertainties(endd_output_at_temperature(output, c, ENDD_TEMPERATURE), c)
+            out[heated_label(label, ENDD_TEMPERATURE)] = (u.predictive, u)
     u = hydra.hydra_uncertainties(hydra_net, x)
     out["Hydra"] = (u.predictive.cpu(), uncertainty.Uncertainties(*(v.cpu() for v in (u.predictive, u.total, u.data))))
     return out
@@ -271,9 +277,12 @@ def comparison_marginal_variance(result: GPEDResult, data: GPEDData, arch: ArchS
     snaps = hydra.snapshot_logits(result.snapshots.to(x.device), arch, data.input_shape, c, x)
     out["Snapshot ensemble"] = hydra.marginal_variance_from_samples(snaps.log_softmax(-1)).cpu()
     for label, output in result.student_outputs[eval_set].items():
-        estimate = result.target(label).marginal_variance
-        if estimate is not None:  # EnD2: the Dirichlet's closed form
-            out[label] = estimate(output, c)
+        target = result.target(label)
+        if target.marginal_variance is not None:  # EnD2: the Dirichlet's closed form
+            out[label] = target.marginal_variance(output, c)
+        if is_endd(target):
+            heated = endd_output_at_temperature(output, c, ENDD_TEMPERATURE)
+            out[heated_label(label, ENDD_TEMPERATURE)] = target.marginal_variance(heated, c)
     out["Hydra"] = hydra.hydra_marginal_variance(hydra_net, x).cpu()
     return out
 
@@ -302,6 +311,13 @@ def comparison_memory(result: GPEDResult, data: GPEDData, hydra_result: hydra.Hy
     return pd.DataFrame(rows)
 
 
+def _labels_of(student: StudentConfig) -> list[str]:
+    """A student's rows: its label, and for EnD2 also the label it has at its training temperature."""
+    if is_endd(student.resolved_target):
+        return [student.label, heated_label(student.label, ENDD_TEMPERATURE)]
+    return [student.label]
+
+
 def comparison_costs(model: ModelSpec, data: GPEDData, num_snapshots: int, hydra_net: hydra.HydraNet,
                      students: Sequence[StudentConfig]) -> pd.DataFrame:
     """Parameters and FLOPs per input (PyTorch's counter, 2 x MACs) of every method's deployed network:
@@ -312,7 +328,8 @@ def comparison_costs(model: ModelSpec, data: GPEDData, num_snapshots: int, hydra
              "flops": num_snapshots * count_flops(teacher, shape)}]
     for s in students:
         net = build_network(s.arch or model, shape, s.resolved_target.out_dim(c))
-        rows.append({"method": s.label, "params": count_parameters(net), "flops": count_flops(net, shape)})
+        for label in _labels_of(s):
+            rows.append({"method": label, "params": count_parameters(net), "flops": count_flops(net, shape)})
     rows.append({"method": "Hydra", "params": count_parameters(hydra_net), "flops": count_flops(hydra_net, shape)})
     return pd.DataFrame(rows)
 
@@ -474,8 +491,9 @@ def comparison_budgets(task: ChainTask, config: hydra.HydraConfig, num_snapshots
     rows = []
     for s in task.students:
         steps = student_updates(cfg.num_iterations, cfg.burn_in, s.thinning)
-        rows.append({"method": s.label, "train_steps": steps, "train_batch_size": s.batch_size,
-                     "inputs_seen": steps * s.batch_size, "targets": _targets_of(s)})
+        for label in _labels_of(s):
+            rows.append({"method": label, "train_steps": steps, "train_batch_size": s.batch_size,
+                         "inputs_seen": steps * s.batch_size, "targets": _targets_of(s)})
     steps = config.phase1_steps + config.phase2_steps
     rows.append({"method": "Hydra", "train_steps": steps, "train_batch_size": config.batch_size,
                  "inputs_seen": steps * config.batch_size,

@@ -49,7 +49,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..baselines.endd import ENDD, ENDD_TEMPERATURE, endd_output_at_temperature
+from ..baselines.endd import ENDD, ENDD_TEMPERATURE, endd_output_at_temperature, heated_label, is_endd
 from ..core import metrics, uncertainty
 from ..core.options import check_int, check_positive
 from ..core.targets import Target
@@ -242,18 +242,6 @@ def _student_keys(label: str) -> dict[str, str]:
     return {"method": method, "estimator": estimator, "student": size}
 
 
-def heated_label(label: str, temperature: float) -> str:
-    """The label of EnD2 student ``label`` evaluated at ``temperature``: ``"EnD2-U_s-base"`` ->
-    ``"EnD2 (T = 2.5)-U_s-base"`` (its method becomes ``"EnD2 (T = 2.5)"``); a label without
-    ``-`` gets the suffix: ``"EnD2"`` -> ``"EnD2 (T = 2.5)"``."""
-    method, sep, rest = label.partition("-")
-    return f"{method} (T = {temperature:g}){sep}{rest}"
-
-
-def _is_endd(target: Target) -> bool:
-    return target.name == "endd" or target.name.startswith("endd-")
-
-
 def experiment4_uncertainties(result: GPEDResult, targets: Mapping[str, Target], num_classes: int,
                               eval_set: str = "test", endd_temperatures: Sequence[float] = ENDD_EVAL_TEMPERATURES
                               ) -> dict[str, uncertainty.Uncertainties]:
@@ -269,7 +257,7 @@ def experiment4_uncertainties(result: GPEDResult, targets: Mapping[str, Target],
     for label, output in result.student_outputs[eval_set].items():
         out[label] = targets[label].uncertainties(output, num_classes)
     for label, output in result.student_outputs[eval_set].items():
-        if _is_endd(targets[label]):
+        if is_endd(targets[label]):
             for temperature in endd_temperatures:
                 heated = endd_output_at_temperature(output, num_classes, temperature)
                 out[heated_label(label, temperature)] = targets[label].uncertainties(heated, num_classes)
