@@ -116,12 +116,22 @@ def test_memory_and_marginal_variance_from_the_run(digits_data):
     assert by_method["Hydra"] == result.snapshots.numel() * 4 + 3 * n * 10 * 4
 
     mv = C.comparison_marginal_variance(result, data, "fcnn", trained.net, "mnist_rotated60")
-    assert set(mv) == {"Snapshot ensemble", "EnD2", "Hydra"}  # the chain does not accumulate it
+    assert set(mv) == {"Snapshot ensemble", "EnD2", "EnD2 (T = 2.5)", "Hydra"}  # the chain does not accumulate it
     x = data.ood_x["mnist_rotated60"]
     torch.testing.assert_close(mv["Hydra"], H.hydra_marginal_variance(trained.net, x))
     snap = H.snapshot_logits(result.snapshots, "fcnn", (1, 8, 8), 10, x).softmax(-1)
     torch.testing.assert_close(mv["Snapshot ensemble"], (snap * (1 - snap)).mean(0))
     assert all(bool((v >= 0).all() and (v <= 0.25).all()) and v.shape == (150, 10) for v in mv.values())
+
+    # the budgets: a student's updates are the engine's own distillation steps
+    for s in students:
+        key = next(k for k in engine.chains[0].groups if k.thinning == s.thinning)
+        updates = sum(key in engine.events(t).groups for t in range(cfg.num_iterations))
+        assert C.student_updates(cfg.num_iterations, cfg.burn_in, s.thinning) == updates
+    assert C.student_updates(4_000, 1_000, 2) == 1_499 and C.student_updates(4_000, 1_000, 1) == 2_999
+    assert C.student_updates(100, 100, 3) == 0
+    with pytest.raises(ValueError, match="thinning"):
+        C.student_updates(100, 10, 0)
 
     table = C.comparison_table(result, data, "fcnn", trained.net).set_index(["eval_set", "method"])
     assert table.loc[("test", "Snapshot ensemble"), "mv_mae_snapshots"] == 0
@@ -146,14 +156,59 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     assert run.status == "ran" and run.chain.status == "ran" and run.hydra_path.exists()
     assert run.eval_sets == ["test", "mnist_rotated60"]
     table = run.table.set_index(["eval_set", "method"])
-    methods = {"Long-chain teacher", "Snapshot ensemble", "Hydra", *(st.label for st in students)}
+    methods = {"Long-chain teacher", "Snapshot ensemble", "Hydra", C.ZERO_MU, "EnD2 (T = 2.5)",
+               *(st.label for st in students)}
     assert set(table.index) == {(e, m) for e in ("test", "mnist_rotated60") for m in methods}
+    # the zero-MU baseline: its mean |Delta MU| is the reference's mean MU (>= 0 for a mixture)
+    for e in ("test", "mnist_rotated60"):
+        zero, teacher = table.loc[(e, C.ZERO_MU)], table.loc[(e, "Long-chain teacher")]
+        assert zero["mu_mean"] == 0 and zero["mu_mae_teacher"] == pytest.approx(teacher["mu_mean"], abs=1e-6)
+        assert zero["mu_mae_snapshots"] == pytest.approx(table.loc[(e, "Snapshot ensemble"), "mu_mean"], abs=1e-6)
+        assert pd.isna(zero["accuracy"]) and pd.isna(zero["total_mean"])
+    # the head split: MU bias = total bias - E[H] bias, and the teacher is at zero from itself
+    with_mu = table[table["mu_mean"].notna() & (table.index.get_level_values("method") != C.ZERO_MU)]
+    assert (with_mu["mu_bias_teacher"] - (with_mu["total_bias_teacher"] - with_mu["data_bias_teacher"])
+            ).abs().max() < 1e-5
+    assert table.loc[("test", "Long-chain teacher"), ["total_mae_teacher", "total_bias_teacher",
+                                                       "data_bias_teacher"]].abs().max() == 0
+    kd = table.loc[("test", "KD")]
+    assert kd["total_mae_teacher"] > 0 and pd.isna(kd["data_bias_teacher"])
+    # |mean bias| <= mean |error|, head by head
+    assert ((with_mu["total_bias_teacher"].abs() <= with_mu["total_mae_teacher"] + 1e-7)
+            & (with_mu["data_bias_teacher"].abs() <= with_mu["entropy_mae_teacher"] + 1e-7)).all()
+    split = C.mu_error_split(run.table)
+    assert list(split.columns) == list(C.MU_SPLIT_COLUMNS)
+    assert list(split[split["eval_set"] == "test"]["method"]) == [
+        m for m in C.MU_METHODS if m in methods]  # teacher first, the baseline last
+    assert (split["teacher_mu_mean"] == split["eval_set"].map(
+        table.xs("Long-chain teacher", level="method")["mu_mean"])).all()
+    # the budgets, stored with the costs: GPED's updates from the chain, Hydra's phases
+    assert costs_of(run.table, "GPED", "train_steps") == C.student_updates(300, 50, s.thinning)
+    assert costs_of(run.table, "GPED (every step)", "train_steps") == 249
+    assert costs_of(run.table, "Hydra", "train_steps") == 90
+    assert costs_of(run.table, "Hydra", "inputs_seen") == 90 * 100
+    assert pd.isna(costs_of(run.table, "Snapshot ensemble", "train_steps"))
+    budgets = C.comparison_budgets(task, C.hydra_config(s))
+    assert list(budgets.columns) == list(C.BUDGET_COLUMNS) and "S = 4" in budgets.iloc[-1]["targets"]
+    equal = C.hydra_config_for_steps(C.hydra_config(s), int(budgets.set_index("method").loc["GPED", "train_steps"]))
+    assert equal.phase1_steps + equal.phase2_steps == budgets.set_index("method").loc["GPED", "train_steps"]
+    assert equal.phase1_steps == round(124 * 30 / 90)
+    # the references named by their size, for display; the teacher's lines beside every method
+    assert C.reference_names(run.table) == {"Long-chain teacher": "teacher, T = 300",
+                                            "Snapshot ensemble": "snapshot ensemble, S = 4"}
+    assert "teacher, T = 300" in set(C.named_references(run.table)["method"])
+    lines = C.comparison_teacher_lines(run.table)
+    gped_nll = lines[(lines["method"] == "GPED") & (lines["eval_set"] == "test") & (lines["quantity"] == "nll")]
+    assert gped_nll["minus_teacher"].item() == pytest.approx(table.loc[("test", "GPED"), "nll"]
+                                                             - table.loc[("test", "Long-chain teacher"), "nll"])
+    assert "Long-chain teacher" not in set(lines["method"])
     assert table.loc[("test", "Snapshot ensemble"), "mu_mae_snapshots"] == 0
     assert table.loc[("test", "Long-chain teacher"), "mu_mae_teacher"] == 0
     assert pd.isna(table.loc[("test", "KD"), "mu_mean"]) and table.loc[("test", "GPED"), "mu_mean"] == pytest.approx(
         table.loc[("test", "GPED"), "total_mean"] - table.loc[("test", "GPED"), "data_mean"])
-    assert ((table["brier"] >= 0) & (table["brier"] <= 2)).all()
-    assert (table.loc["test", "accuracy"] > 0.5).all() and (table.loc["mnist_rotated60", "accuracy"] > 0.2).all()
+    scored = table.drop(index=C.ZERO_MU, level="method")  # the baseline predicts MU only
+    assert ((scored["brier"] >= 0) & (scored["brier"] <= 2)).all()
+    assert (scored.loc["test", "accuracy"] > 0.5).all() and (scored.loc["mnist_rotated60", "accuracy"] > 0.2).all()
     assert (table["num_snapshots"] == 4).all() and (table["hydra_seconds"] >= 0).all()
     teacher_params = count_parameters(build_network("fcnn", (1, 8, 8), 10))
     costs = run.table.drop_duplicates("method").set_index("method")
@@ -161,6 +216,11 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     trained = H.load_hydra(run.hydra_path, "fcnn", (1, 8, 8), 10, s.hydra)
     assert costs.loc["Hydra", "params"] == count_parameters(trained.net) and costs.loc["KD", "flops"] > 0
     assert costs.loc["KD", "params"] == teacher_params
+    # EnD2 read at its training temperature: the same network and training, another Dirichlet
+    assert costs.loc["EnD2 (T = 2.5)", "params"] == costs.loc["EnD2", "params"]
+    assert costs.loc["EnD2 (T = 2.5)", "train_steps"] == costs.loc["EnD2", "train_steps"]
+    assert table.loc[("test", "EnD2 (T = 2.5)"), "accuracy"] == table.loc[("test", "EnD2"), "accuracy"]
+    assert table.loc[("test", "EnD2 (T = 2.5)"), "nll"] != table.loc[("test", "EnD2"), "nll"]
     assert list(run.kd_variants["student"]) == ["KD", "KD (perturbed inputs)", "KD (noise inputs)",
                                                 "KD + derivative matching"]
     assert list(run.kd_variants.columns) == list(C.KD_COLUMNS)
@@ -176,6 +236,10 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     pd.testing.assert_frame_equal(again.summary, run.summary)
 
 
+def costs_of(table: pd.DataFrame, method: str, column: str):
+    return table.drop_duplicates("method").set_index("method").loc[method, column]
+
+
 def test_spiral_run_maps_every_uncertainty_method_and_is_reused(tmp_path, monkeypatch):
     s = resolve_settings(C.PROFILES, "default", {
         "spiral.data.labelled_size": 300, "spiral.num_iterations": 300, "spiral.burn_in": 100,
@@ -183,7 +247,7 @@ def test_spiral_run_maps_every_uncertainty_method_and_is_reused(tmp_path, monkey
     store = ResultsStore(tmp_path)
     out = C.spiral_run(s, store, device="cpu", progress=False)
     assert out.status == "ran" and list(out.maps) == ["Long-chain teacher", "Snapshot ensemble", "GPED", "EnD2",
-                                                      "Hydra"]
+                                                      "EnD2 (T = 2.5)", "Hydra"]
     data = out.data
     grid = data.ood_x["grid"].shape[0]
     assert data.input_shape == (2,) and grid == out.config.grid_size ** 2
@@ -192,7 +256,9 @@ def test_spiral_run_maps_every_uncertainty_method_and_is_reused(tmp_path, monkey
         assert bool((u.total >= -1e-3).all() and (u.total <= torch.log(torch.tensor(2.0)) + 1e-2).all())
     assert set(out.table["eval_set"]) == {"test", "grid"}
     assert out.table.loc[out.table["eval_set"] == "grid", "accuracy"].isna().all()
-    assert out.table.loc[out.table["eval_set"] == "test", "accuracy"].notna().all()
+    methods = out.table[out.table["method"] != C.ZERO_MU]
+    assert methods.loc[methods["eval_set"] == "test", "accuracy"].notna().all()
+    assert (out.table["method"] == C.ZERO_MU).sum() == 2  # one baseline row per set
     # the stored maps are the table's: the grid's mean model uncertainty per method (up to float16)
     grid_rows = out.table[out.table["eval_set"] == "grid"].set_index("method")
     for method, u in out.maps.items():

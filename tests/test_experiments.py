@@ -51,6 +51,69 @@ def test_experiment2_trends_detect_the_papers_trends_and_their_absence():
     assert bad.loc["NLL gap peaks at moderate masking", "count"] == "0 of 4"
 
 
+def _per_student_rows(bump_seed1: float = 0.0) -> pd.DataFrame:
+    """The paper's own FCNN numbers (Table 6) on the default grid as a grid's per-student table, twice
+    (seeds 0 and 1); seed 1 adds ``bump_seed1`` to U_o's NLL gap at (N = 60k, m = 0)."""
+    from gped_kit.experiments import paper_tables  # noqa: PLC0415
+
+    long = paper_tables.experiment2_long("fcnn")
+    long = long[long["labelled_size"].isin([10_000, 60_000]) & long["mask_size"].isin([0, 15, 25])]
+    rows = []
+    for seed in (0, 1):
+        for r in long.itertuples():
+            base = dict(model="fcnn", labelled_size=r.labelled_size, mask_size=r.mask_size, masking_rate=r.masking_rate,
+                        estimator=r.estimator, teacher_nll=r.teacher_nll, seed=seed,
+                        run_key=f"{r.labelled_size}-{r.mask_size}-{seed}")
+            bump = bump_seed1 if (seed, r.estimator, r.labelled_size, r.mask_size) == (1, "U_o", 60_000, 0) else 0.0
+            rows.append(dict(base, target="predictive", student_nll=r.teacher_nll + r.nll_gap + bump,
+                             nll_gap=r.nll_gap + bump))
+            rows.append(dict(base, target="entropy", entropy_mae=r.entropy_mae))
+    return pd.DataFrame(rows)
+
+
+def test_trend_comparison_sets_each_comparison_beside_the_papers_over_seeds():
+    same = e12.experiment2_trend_comparison(_per_student_rows()).set_index("trend")
+    # ours = the paper's numbers: every comparison agrees, every seed alike
+    assert same.loc["U_o at least as good as U_s", "ours"] == same.loc["U_o at least as good as U_s", "paper"] == \
+        "11 of 12"  # Table 6, N = 10k, r = 0.8: U_o's MAE 0.023 > U_s's 0.019
+    assert same["agree"].str.startswith("agree in").all() and (same["unstable_cells"] == 0).all()
+    assert same.loc["NLL gap falls with more labelled data", "agree"] == "agree in 6 of 6 cells compared"
+    assert same.loc["teacher NLL rises with masking", "seeds"] == "2 of 2 in 2 of 2 seeds"
+    # seed 1's U_o gap at (60k, m = 0) far up: on the mean over seeds (+0.25) the gap no longer falls there
+    # and no longer peaks at a moderate mask at 60k, U_o is worse than U_s there; each differs between seeds
+    bumped = e12.experiment2_trend_comparison(_per_student_rows(bump_seed1=0.5)).set_index("trend")
+    falls = bumped.loc["NLL gap falls with more labelled data"]
+    assert (falls["ours"], falls["paper"], falls["agree"]) == ("5 of 6", "6 of 6", "agree in 5 of 6 cells compared")
+    assert falls["seeds"] == "5-6 of 6 over 2 seeds (seed 0: 6, seed 1: 5)" and falls["unstable_cells"] == 1
+    assert bumped.loc["NLL gap peaks at moderate masking", "ours"] == "3 of 4"
+    assert bumped.loc["U_o at least as good as U_s", "agree"] == "agree in 11 of 12 cells compared"
+    assert bumped.loc["U_o at least as good as U_s", "ours"] == "10 of 12"
+    cells = e12.experiment2_trend_cells_compared(_per_student_rows(bump_seed1=0.5))
+    flipped = cells[cells["comparison"] == "disagree"]
+    assert set(flipped["setting"]) == {"U_o, m=0, N 10000 -> 60000", "U_o, N=60000", "N=60000, m=0, nll_gap"}
+    assert set(flipped["holds_by_seed"]) == {"True, False"} and not flipped["seed_stable"].any()
+    # a cell the paper did not print is ours only, never agreement
+    odd = _per_student_rows()
+    odd = odd[odd["seed"] == 0].assign(mask_size=lambda d: d["mask_size"].replace({25: 7}))
+    odd_cells = e12.experiment2_trend_cells_compared(odd)
+    assert "ours only" in set(odd_cells["comparison"])
+    assert set(odd_cells.loc[odd_cells["setting"].str.contains("m=7"), "comparison"]) == {"ours only"}
+    # the same counts as experiment2_trends
+    trends = e12.experiment2_trends(e12.experiment2_cells(_per_student_rows(bump_seed1=0.5))).set_index("trend")
+    assert (trends["count"] == bumped["ours"]).all()
+    assert e12.experiment2_trend_comparison(pd.DataFrame()).empty
+
+
+def test_experiment2_grid_runs_once_per_seed():
+    p = dataclasses.replace(e12.PROFILES["default"], seeds=(0, 1, 2))
+    tasks = e12.experiment2_tasks(["fcnn"], p, seed=10, device="cpu")
+    assert len(tasks) == 3 * 2 * 3 and sorted({t.config.seed for t in tasks}) == [10, 11, 12]
+    assert [t.config.seed for t in e12.experiment2_tasks(["fcnn"], e12.PROFILES["default"], device="cpu")] == [0] * 6
+    assert all(p.seeds == (0,) for p in e12.PROFILES.values())
+    with pytest.raises(ValueError, match="seeds="):
+        dataclasses.replace(p, seeds=(1, 1))
+
+
 def _tiny(settings_kw=None):
     return dataclasses.replace(e12.PROFILES["default"], num_iterations=30, burn_in=10, eval_thinning=5, log_every=10,
                                checkpoint_every=10, **(settings_kw or {}))

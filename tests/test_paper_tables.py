@@ -195,6 +195,66 @@ def test_experiment4_ndcg():
     assert (t["std"] > 0).all() and t["value"].between(0, 1).all()
 
 
+def test_experiment4_outcomes_count_the_papers_wins_cell_by_cell():
+    """NOTES section 9: on MNIST alone GPED wins the OOD AUROC in 20 of 32 cells (FCNN total 8/8,
+    FCNN knowledge 5/8, CNN total 5/8, CNN knowledge 2/8); the pooled "75%" includes CIFAR-10."""
+    o = pr.experiment4_outcomes()
+    assert list(o.columns) == list(pr.OUTCOME_COLUMNS)
+    assert o.groupby("metric").size().to_dict() == {"nll": 12, "entropy_mae": 12, "auroc": 48, "ndcg@20": 24}
+    assert not o[["metric", "table", "model", "ood_dataset", "uncertainty"]].astype(str).duplicated().any()
+    counts = pr.experiment4_outcome_counts("mnist").set_index(["metric", "model", "uncertainty"])
+    auroc = counts.loc["auroc", "gped_wins"].to_dict()
+    assert auroc == {("cnn_mnist", "knowledge"): "2 of 8", ("cnn_mnist", "total"): "5 of 8",
+                     ("fcnn", "knowledge"): "5 of 8", ("fcnn", "total"): "8 of 8"}
+    assert counts.loc["auroc", "GPED"].sum() == 20 and counts.loc["auroc", "cells"].sum() == 32
+    # in distribution GPED wins every MNIST cell; nDCG all but one (FCNN knowledge, Table 4: 0.924 < 0.941)
+    assert counts.loc["nll", "GPED"].sum() == counts.loc["nll", "cells"].sum() == 8
+    assert counts.loc["entropy_mae", "EnD2"].sum() == 0
+    assert counts.loc["ndcg@20", "GPED"].sum() == 15 and counts.loc["ndcg@20", "cells"].sum() == 16
+    lost = o[(o["metric"] == "ndcg@20") & (o["dataset"] == "mnist") & (o["winner"] == "EnD2")]
+    assert lost[["table", "model", "uncertainty"]].values.tolist() == [["Table 4", "fcnn", "knowledge"]]
+    # CIFAR-10: 15 wins and one tie (Table 11, TinyImageNet, knowledge: 0.773 and 0.773); pooled 35 of 48
+    cifar = pr.experiment4_outcome_counts("cifar10").set_index(["metric", "model", "uncertainty"]).loc["auroc"]
+    assert (cifar["GPED"].sum(), cifar["tie"].sum(), cifar["cells"].sum()) == (15, 1, 16)
+    tie = o[o["winner"] == "tie"]
+    assert tie[["table", "metric", "ood_dataset"]].values.tolist() == [["Table 11", "auroc", "tinyimagenet"],
+                                                                       ["Table 16", "ndcg@20", None]]
+    both = pr.experiment4_outcome_counts(None).set_index(["metric", "model", "uncertainty"]).loc["auroc"]
+    assert both["GPED"].sum() == 35 and both["cells"].sum() == 48
+    with pytest.raises(ValueError, match="dataset='svhn'"):
+        pr.experiment4_outcome_counts("svhn")
+    # a lower NLL wins, a higher AUROC wins
+    nll = _row(o, metric="nll", table="Table 2", model="fcnn")
+    assert (nll["GPED"], nll["EnD2"], nll["Ensemble"], nll["winner"]) == (0.408, 0.415, 0.362, "GPED")
+    knowledge = _row(o, metric="auroc", table="Table 3", model="cnn_mnist", ood_dataset="kmnist",
+                     uncertainty="knowledge")
+    assert (knowledge["GPED"], knowledge["EnD2"], knowledge["winner"]) == (0.932, 0.952, "EnD2")
+
+
+def test_experiment2_trend_outcomes_per_setting():
+    fcnn = pr.experiment2_trend_outcomes("fcnn")
+    per_trend = fcnn.groupby("trend", sort=False)["holds"].agg(["sum", "size"])
+    assert per_trend.loc["teacher NLL falls with more labelled data"].tolist() == [6, 6]  # one per masking rate
+    assert per_trend.loc["teacher NLL rises with masking"].tolist() == [4, 4]  # one per size
+    assert per_trend.loc["NLL gap falls with more labelled data"].tolist() == [12, 12]  # 10k -> 60k, per (est, rate)
+    assert per_trend.loc["NLL gap peaks at moderate masking"].tolist() == [8, 8]
+    # U_o <= U_s fails in two FCNN cells: MAE at (10k, r = 0.8) 0.023 > 0.019, (60k, r = 0.51) 0.106 > 0.099
+    assert per_trend.loc["U_o at least as good as U_s"].tolist() == [46, 48]
+    failed = fcnn[~fcnn["holds"]]
+    assert failed["setting"].tolist() == ["N=10000, m=25, entropy_mae", "N=60000, m=20, entropy_mae"]
+    # restricted to a grid: the same comparisons on its smallest and largest size and its masks
+    small = pr.experiment2_trend_outcomes("cnn_mnist", [10_000, 30_000], [0, 25])
+    assert set(small["setting"][small["trend"] == "teacher NLL falls with more labelled data"]) == {
+        "m=0, N 10000 -> 30000", "m=25, N 10000 -> 30000"}
+    assert "NLL gap peaks at moderate masking" not in set(small["trend"])  # needs three masks
+    # CNN on MNIST, N = 10k, r = 0.51: U_o's MAE 0.194 > U_s's 0.170
+    cnn = pr.experiment2_trend_outcomes("cnn_mnist")
+    assert not _row(cnn, setting="N=10000, m=20, entropy_mae")["holds"]
+    assert set(pr.experiment2_trend_outcomes("cnn_cifar10")["trend"]) == {
+        "teacher NLL falls with more labelled data", "NLL gap falls with more labelled data",
+        "U_o at least as good as U_s"}
+
+
 @pytest.mark.parametrize("fn", [pr.experiment4_in_distribution, pr.experiment4_ood, pr.experiment4_ndcg])
 def test_experiment4_stated_setting(fn):
     t = fn()

@@ -361,3 +361,36 @@ def test_study_table_known_answer_and_tasks():
     with pytest.raises(ValueError, match="exceeds the profile's burn_in"):
         samplers.SamplerStudySettings(num_iterations=100, burn_in=10, predictive_thinning=1, entropy_thinning=1,
                                       eval_thinning=1, log_every=10, checkpoint_every=10)
+
+
+def test_study_winners_name_the_lowest_candidate_and_whether_seeds_separate_it():
+    import pandas as pd  # noqa: PLC0415
+
+    from gped_kit.experiments import samplers  # noqa: PLC0415
+
+    def history(teacher: dict[str, list[float]]) -> pd.DataFrame:
+        rows = []
+        for candidate, values in teacher.items():
+            for seed, value in enumerate(values):
+                common = dict(candidate=candidate, seed=seed, step=100, elapsed_s=1.0, teacher_nll=value,
+                              teacher_recent_nll=value)
+                rows.append(dict(common, student=samplers.STUDENT_LABELS[0], student_nll=2 * value,
+                                 entropy_mae=float("nan")))
+                rows.append(dict(common, student=samplers.STUDENT_LABELS[1], student_nll=float("nan"),
+                                 entropy_mae=0.1 - value))
+        return pd.DataFrame(rows)
+
+    # A is lowest by 0.0001 but its seeds scatter by 0.002: not separated; A wins 2 of 3 seeds
+    close = samplers.study_winners(history({"A": [0.0900, 0.0920, 0.0910], "B": [0.0911, 0.0908, 0.0914],
+                                            "C": [0.2, 0.2, 0.2]})).set_index("quantity")
+    row = close.loc["teacher NLL"]
+    assert (row["winner"], row["runner_up"], row["seeds"], row["separated"]) == ("A", "B", 3, "no")
+    assert row["winner_mean"] == pytest.approx(0.0910) and row["gap"] == pytest.approx(0.0001)
+    assert row["winner_std"] == pytest.approx(0.001)
+    assert row["seed_winners"] == "A 2, B 1 (of 3 seeds)"
+    # entropy MAE = 0.1 - teacher NLL: the order reverses, C is lowest by far and separated
+    assert close.loc["entropy MAE", "winner"] == "C" and close.loc["entropy MAE", "separated"] == "yes"
+    one = samplers.study_winners(history({"A": [0.0910], "B": [0.0911]})).set_index("quantity")
+    assert one.loc["teacher NLL", "separated"] == "one seed" and pd.isna(one.loc["teacher NLL", "winner_std"])
+    with pytest.raises(ValueError, match="quantity='loss'"):
+        samplers.study_winners(history({"A": [0.1]}), quantities=("loss",))

@@ -65,3 +65,22 @@ def test_student_uncertainties_come_from_the_targets_decomposition():
         U.Uncertainties(torch.rand(2, 2), torch.rand(2), torch.rand(2)).get("epistemic")
     with pytest.raises(ValueError, match="> 0"):
         U.from_dirichlet(torch.tensor([[1.0, 0.0]]))
+
+
+def test_endd_output_at_a_temperature_is_the_dirichlet_of_exp_raw_over_t():
+    from gped_kit.baselines.endd import endd_output_at_temperature  # noqa: PLC0415
+
+    raw = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.5], [6.0, -3.0, 1.0]])
+    out = dirichlet_head(raw)  # alpha = exp(raw), the link's T = 1
+    torch.testing.assert_close(endd_output_at_temperature(out, 3, 1.0), out)
+    heated = endd_output_at_temperature(out, 3, 2.5)
+    torch.testing.assert_close(heated, dirichlet_head(raw / 2.5))  # alpha = exp(raw / 2.5)
+    # the heated mean is softmax(raw / T); the argmax is kept, the precision alpha_0 falls
+    torch.testing.assert_close(heated[:, :3], torch.softmax(raw / 2.5, -1))
+    assert torch.equal(heated[:, :3].argmax(-1), out[:, :3].argmax(-1)) and bool((heated[:, 3] < out[:, 3]).all())
+    u1, u25 = ENDD.uncertainties(out, 3), ENDD.uncertainties(heated, 3)
+    assert bool((u25.total >= u1.total - 1e-6).all()) and not torch.allclose(u25.knowledge, u1.knowledge)
+    with pytest.raises(ValueError, match="temperature=0"):
+        endd_output_at_temperature(out, 3, 0)
+    with pytest.raises(ValueError, match=r"\(N, 4\)"):
+        endd_output_at_temperature(out[:, :3], 3, 2.5)

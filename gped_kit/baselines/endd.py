@@ -36,6 +36,37 @@ def dirichlet_marginal_variance(output: torch.Tensor, num_classes: int) -> torch
     return alpha * (alpha0 - alpha) / (alpha0 * (alpha0 + 1))
 
 
+def endd_output_at_temperature(output: torch.Tensor, num_classes: int, temperature: float) -> torch.Tensor:
+    """A prior network's linked output ``[alpha/alpha_0, alpha_0]`` (alpha = exp(raw), the link's
+    T = 1) re-read at evaluation temperature ``temperature``: alpha_T = exp(raw / T) = alpha^(1/T),
+    returned in the same layout (N, C+1). T = 1 gives the output back (up to round-off); T = 2.5 is
+    the Dirichlet the Eq. 11 loss was trained on (Appendix A.4), whose mean is the *heated*
+    predictive. Computed in float64 from alpha = (alpha/alpha_0) * alpha_0, returned in the
+    output's dtype. Every quantity read off the Dirichlet (its mean, hence NLL and accuracy; total,
+    data and knowledge uncertainty) changes with T; the argmax, hence accuracy, does not."""
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature={temperature!r}: must be finite and > 0")
+    if output.dim() != 2 or output.shape[1] != num_classes + 1:
+        raise ValueError(f"expected EnD2 outputs of shape (N, {num_classes + 1}), got {tuple(output.shape)}")
+    log_alpha = (output[:, :num_classes].double() * output[:, num_classes:].double()).log()
+    alpha = (log_alpha / temperature).exp()
+    alpha0 = alpha.sum(-1, keepdim=True)
+    return torch.cat([alpha / alpha0, alpha0], dim=-1).to(output.dtype)
+
+
+def is_endd(target: Target) -> bool:
+    """Whether ``target`` is an EnD2 prior-network target (:func:`endd_target`, any temperature)."""
+    return target.name == "endd" or target.name.startswith("endd-")
+
+
+def heated_label(label: str, temperature: float) -> str:
+    """The label of EnD2 student ``label`` read at evaluation temperature ``temperature``:
+    ``"EnD2"`` -> ``"EnD2 (T = 2.5)"``; the method part of an Experiment 4 label:
+    ``"EnD2-U_s-base"`` -> ``"EnD2 (T = 2.5)-U_s-base"``."""
+    method, sep, rest = label.partition("-")
+    return f"{method} (T = {temperature:g}){sep}{rest}"
+
+
 def endd_target(temperature: float = ENDD_TEMPERATURE, smoothing: float = ENDD_SMOOTHING) -> Target:
     """The EnD2 baseline as a GPED target (paper 003, Appendix A.3-A.4).
 

@@ -16,6 +16,16 @@ for MNIST, ``"spiral"`` for the toy), keyed by the chain's record and Hydra's co
 table, the KD-variant rows, Hydra's loss history, the spiral's uncertainty maps (float16 arrays)
 and the trained Hydra (``hydra.pt``, not committed). Only a missing entry runs (or reloads) its chain.
 
+Beside the methods the table carries (issue 27): a **zero-MU baseline** (model uncertainty 0 for
+every input: its mean |Delta MU| is the references' own mean MU, the bar any method must pass), each
+method's MU error **split into its two heads** (the predictive's total entropy H[E p] and the
+expected entropy E[H], each against the long-chain teacher's, with signed biases:
+MU error = total bias - E[H] bias, :func:`mu_error_split`), the **training budgets** (student
+updates, minibatch, inputs seen, what the targets are; :func:`comparison_budgets`: GPED's students
+take one step every H chain steps after burn-in, Hydra its phase-1 + phase-2 steps on the cached
+snapshot logits), the teacher's own quality next to every method's (:func:`comparison_teacher_lines`)
+and the references named by their size (:func:`reference_names`: "teacher, T = 4,000").
+
 Profiles (:data:`PROFILES`): ``default`` runs on a CPU in minutes (S = 20 snapshots);
 ``paper`` is Hydra's MNIST setting as far as it maps onto an SGLD teacher (S = 50, T = 10^6).
 """
@@ -32,7 +42,7 @@ import pandas as pd
 import torch
 
 from ..baselines import hydra
-from ..baselines.endd import ENDD
+from ..baselines.endd import ENDD, ENDD_TEMPERATURE, endd_output_at_temperature, heated_label, is_endd
 from ..baselines.hydra import HydraConfig
 from ..core import metrics, uncertainty
 from ..core.estimators import estimator_init
@@ -134,9 +144,13 @@ PROFILES: dict[str, ComparisonSettings] = {
 #: row of translated images) and Fashion-MNIST (OOD, when present).
 COMPARISON_SHIFT_SETS = ("mnist_rotated60",)
 COMPARISON_OOD_SETS = ("fashion_mnist",)
-#: Methods with an uncertainty decomposition (KD students have the predictive only).
+#: The baseline that predicts model uncertainty 0 for every input (a row of :func:`comparison_table`).
+ZERO_MU = "Zero MU (baseline)"
+#: Methods with an uncertainty decomposition (KD students have the predictive only), and the zero-MU baseline.
 MU_METHODS = ("Long-chain teacher", "Snapshot ensemble", "GPED", "GPED (squared error)", "GPED (absolute error)",
-              "GPED (every step)", "EnD2", "Hydra")
+              "GPED (every step)", "EnD2", heated_label("EnD2", ENDD_TEMPERATURE), "Hydra", ZERO_MU)
+#: The references of the comparison: the online Monte Carlo means of the whole chain, and its kept snapshots.
+TEACHER, SNAPSHOTS = "Long-chain teacher", "Snapshot ensemble"
 #: Columns of the KD-variant rows (from the chain's summary).
 KD_COLUMNS = ("student", "input_generator", "derivative_weight", "student_nll", "student_accuracy", "nll_gap")
 
@@ -215,7 +229,8 @@ def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
     uncertainties (None for predictive-only students): the long-chain teacher (online means,
     :func:`~gped_kit.core.uncertainty.from_moments`), the snapshot ensemble (its members,
     :func:`~gped_kit.core.uncertainty.from_samples`), every student (GPED's C+1 outputs; EnD2's
-    Dirichlet in closed form; KD: the predictive only) and Hydra (the mixture over its heads)."""
+    Dirichlet in closed form, at T = 1 and, as ``"EnD2 (T = 2.5)"``, at its training temperature,
+    alpha = exp(raw / 2.5); KD: the predictive only) and Hydra (the mixture over its heads)."""
     c = data.num_classes
     x = _eval_inputs(data, eval_set)
     out: dict[str, tuple[torch.Tensor, uncertainty.Uncertainties | None]] = {}
@@ -231,6 +246,11 @@ def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
             out[label] = (u.predictive, u)
         else:
             out[label] = (output[:, :c], None)
+    for label, output in result.student_outputs[eval_set].items():
+        target = result.target(label)
+        if is_endd(target):  # EnD2 also read at its training temperature (see experiment4)
+            u = target.uncertainties(endd_output_at_temperature(output, c, ENDD_TEMPERATURE), c)
+            out[heated_label(label, ENDD_TEMPERATURE)] = (u.predictive, u)
     u = hydra.hydra_uncertainties(hydra_net, x)
     out["Hydra"] = (u.predictive.cpu(), uncertainty.Uncertainties(*(v.cpu() for v in (u.predictive, u.total, u.data))))
     return out
@@ -255,9 +275,12 @@ def comparison_marginal_variance(result: GPEDResult, data: GPEDData, arch: ArchS
     snaps = hydra.snapshot_logits(result.snapshots.to(x.device), arch, data.input_shape, c, x)
     out["Snapshot ensemble"] = hydra.marginal_variance_from_samples(snaps.log_softmax(-1)).cpu()
     for label, output in result.student_outputs[eval_set].items():
-        estimate = result.target(label).marginal_variance
-        if estimate is not None:  # EnD2: the Dirichlet's closed form
-            out[label] = estimate(output, c)
+        target = result.target(label)
+        if target.marginal_variance is not None:  # EnD2: the Dirichlet's closed form
+            out[label] = target.marginal_variance(output, c)
+        if is_endd(target):
+            heated = endd_output_at_temperature(output, c, ENDD_TEMPERATURE)
+            out[heated_label(label, ENDD_TEMPERATURE)] = target.marginal_variance(heated, c)
     out["Hydra"] = hydra.hydra_marginal_variance(hydra_net, x).cpu()
     return out
 
@@ -286,6 +309,13 @@ def comparison_memory(result: GPEDResult, data: GPEDData, hydra_result: hydra.Hy
     return pd.DataFrame(rows)
 
 
+def _labels_of(student: StudentConfig) -> list[str]:
+    """A student's rows: its label, and for EnD2 also the label it has at its training temperature."""
+    if is_endd(student.resolved_target):
+        return [student.label, heated_label(student.label, ENDD_TEMPERATURE)]
+    return [student.label]
+
+
 def comparison_costs(model: ModelSpec, data: GPEDData, num_snapshots: int, hydra_net: hydra.HydraNet,
                      students: Sequence[StudentConfig]) -> pd.DataFrame:
     """Parameters and FLOPs per input (PyTorch's counter, 2 x MACs) of every method's deployed network:
@@ -296,7 +326,8 @@ def comparison_costs(model: ModelSpec, data: GPEDData, num_snapshots: int, hydra
              "flops": num_snapshots * count_flops(teacher, shape)}]
     for s in students:
         net = build_network(s.arch or model, shape, s.resolved_target.out_dim(c))
-        rows.append({"method": s.label, "params": count_parameters(net), "flops": count_flops(net, shape)})
+        for label in _labels_of(s):
+            rows.append({"method": label, "params": count_parameters(net), "flops": count_flops(net, shape)})
     rows.append({"method": "Hydra", "params": count_parameters(hydra_net), "flops": count_flops(hydra_net, shape)})
     return pd.DataFrame(rows)
 
@@ -312,7 +343,10 @@ def comparison_table(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, h
     :func:`comparison_marginal_variance`, the marginal variance E[p(1-p)] averaged over inputs and
     classes (``mv_mean``, ``mv_mae_snapshots``; ``mv_mae_teacher`` only when the chain accumulated
     it); ``params``/``flops`` from ``costs``. ``labels`` gives the labels of further sets (the
-    rotated MNIST test set has the test set's labels; None: unlabelled)."""
+    rotated MNIST test set has the test set's labels; None: unlabelled). Each method's MU error
+    is split into its heads against the long-chain teacher (:func:`head_errors`: ``total_mae_teacher``,
+    ``total_bias_teacher``, ``data_bias_teacher``, ``mu_bias_teacher``), and each set gets a
+    :data:`ZERO_MU` row (:func:`zero_mu_row`)."""
     labels = {"test": data.test_y, **{n: data.test_y for n in COMPARISON_SHIFT_SETS}, **(labels or {})}
     model = arch.family if isinstance(arch, ArchSpec) else str(arch)
     rows = []
@@ -327,7 +361,8 @@ def comparison_table(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, h
                 y = y.cpu()
                 row.update(accuracy=metrics.accuracy(pred, y), nll=metrics.nll(pred, y),
                            brier=metrics.brier_score(pred, y))
-            row["total_mean"] = float(metrics.predictive_entropy(pred).mean())
+            total = metrics.predictive_entropy(pred)
+            row["total_mean"] = float(total.mean())
             if u is not None:
                 row.update(mu_mean=float(u.knowledge.mean()),
                            mu_mae_snapshots=metrics.mae(u.knowledge, ref_snap.knowledge),
@@ -335,16 +370,161 @@ def comparison_table(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, h
                            data_mean=float(u.data.mean()),
                            entropy_mae_snapshots=metrics.mae(u.data, ref_snap.data),
                            entropy_mae_teacher=metrics.mae(u.data, ref_teacher.data))
+            row.update(head_errors(total, u, ref_teacher))
             if method in mv:
                 row.update(mv_mean=float(mv[method].mean()),
                            mv_mae_snapshots=metrics.mae(mv[method], mv["Snapshot ensemble"]))
                 if "Long-chain teacher" in mv:
                     row["mv_mae_teacher"] = metrics.mae(mv[method], mv["Long-chain teacher"])
             rows.append(row)
+        rows.append({"model": model, "eval_set": eval_set, **zero_mu_row(ref_snap, ref_teacher)})
     table = pd.DataFrame(rows)
     if costs is not None:
         table = table.merge(costs, on="method", how="left")
     return table
+
+
+def head_errors(total: torch.Tensor, u: uncertainty.Uncertainties | None,
+                reference: uncertainty.Uncertainties) -> dict[str, float]:
+    """A method's uncertainty errors against a ``reference`` (the long-chain teacher), head by head.
+
+    MU = H[E p] - E[H p] (knowledge uncertainty), so a method's MU error is its total-entropy error
+    minus its expected-entropy error: with ``total`` = H[E p] of its predictive (N,) and ``u`` its
+    decomposition (None: a predictive-only student), ``total_mae_teacher`` = mean |H - H_ref| and
+    ``total_bias_teacher`` = mean (H - H_ref) (the predictive head, GPED's softmax); with ``u``
+    also ``data_bias_teacher`` = mean (E[H] - E[H]_ref) (GPED's entropy head; its mean absolute
+    error is ``entropy_mae_teacher``) and ``mu_bias_teacher`` = mean (MU - MU_ref), which equals
+    ``total_bias_teacher - data_bias_teacher``."""
+    out = {"total_mae_teacher": metrics.mae(total, reference.total),
+           "total_bias_teacher": float((total - reference.total).mean())}
+    if u is not None:
+        out["data_bias_teacher"] = float((u.data - reference.data).mean())
+        out["mu_bias_teacher"] = float((u.knowledge - reference.knowledge).mean())
+    return out
+
+
+def zero_mu_row(snapshots: uncertainty.Uncertainties, teacher: uncertainty.Uncertainties) -> dict[str, object]:
+    """The :data:`ZERO_MU` baseline on one set: model uncertainty 0 for every input, so its mean
+    |Delta MU| against a reference is the reference's mean |MU| (``mu_mae_snapshots``,
+    ``mu_mae_teacher``; ``mu_mean`` 0, ``mu_bias_teacher`` = -mean MU_teacher). A method whose MU
+    error exceeds it would do better by predicting no model uncertainty at all."""
+    return {"method": ZERO_MU, "mu_mean": 0.0, "mu_mae_snapshots": float(snapshots.knowledge.abs().mean()),
+            "mu_mae_teacher": float(teacher.knowledge.abs().mean()),
+            "mu_bias_teacher": -float(teacher.knowledge.mean())}
+
+
+#: Columns of :func:`mu_error_split`.
+MU_SPLIT_COLUMNS = ("eval_set", "method", "mu_mae_teacher", "total_mae_teacher", "entropy_mae_teacher",
+                    "mu_bias_teacher", "total_bias_teacher", "data_bias_teacher", "total_mean", "data_mean",
+                    "mu_mean", "teacher_total_mean", "teacher_data_mean", "teacher_mu_mean")
+
+
+def mu_error_split(table: pd.DataFrame) -> pd.DataFrame:
+    """Each method's model-uncertainty error split into its two heads, per evaluation set, from a
+    :func:`comparison_table`: its mean |Delta MU| against the long-chain teacher, the predictive
+    head's total-entropy error and the entropy head's expected-entropy error (mean absolute and
+    signed: MU bias = total bias - E[H] bias, :func:`head_errors`), its own mean total, E[H] and MU,
+    and the teacher's (``teacher_*``). Rows: the methods of :data:`MU_METHODS` present, teacher
+    first, the zero-MU baseline last."""
+    rows = table[table["method"].isin(MU_METHODS)].copy()
+    teacher = table[table["method"] == TEACHER].set_index("eval_set")
+    for col in ("total_mean", "data_mean", "mu_mean"):
+        rows[f"teacher_{col}"] = rows["eval_set"].map(teacher[col]) if col in teacher else float("nan")
+    rows["order"] = rows["method"].map({m: i for i, m in enumerate(MU_METHODS)})
+    rows = rows.sort_values(["eval_set", "order"], key=lambda c: c.map(
+        {e: i for i, e in enumerate(dict.fromkeys(table["eval_set"]))}) if c.name == "eval_set" else c, kind="stable")
+    return rows.reindex(columns=list(MU_SPLIT_COLUMNS)).reset_index(drop=True)
+
+
+#: Quantities on which the long-chain teacher has a value of its own (:func:`comparison_teacher_lines`).
+TEACHER_QUANTITIES = ("accuracy", "nll", "total_mean", "data_mean", "mu_mean")
+
+
+def comparison_teacher_lines(table: pd.DataFrame) -> pd.DataFrame:
+    """The long-chain teacher's own quality next to every method's: one row per (evaluation set,
+    method, quantity of :data:`TEACHER_QUANTITIES`) with ``value``, ``teacher`` (the teacher's on that
+    set) and ``minus_teacher`` = value - teacher (for NLL: the NLL gap). The mean |Delta MU| of a
+    method against the teacher is ``mu_mae_teacher`` in the table itself."""
+    quantities = [q for q in TEACHER_QUANTITIES if q in table]
+    long = table.melt(id_vars=["eval_set", "method"], value_vars=quantities, var_name="quantity",
+                      value_name="value").dropna(subset=["value"])
+    teacher = long[long["method"] == TEACHER].set_index(["eval_set", "quantity"])["value"].rename("teacher")
+    out = long[long["method"] != TEACHER].join(teacher, on=["eval_set", "quantity"])
+    out["minus_teacher"] = out["value"] - out["teacher"]
+    return out.reset_index(drop=True)
+
+
+def student_updates(num_iterations: int, burn_in: int, thinning: int) -> int:
+    """How many updates a student with thinning H takes in a chain of T iterations with burn-in B:
+    the steps t = 0 .. T-1 with t > B and t mod H = 0 (:meth:`gped_kit.engine.GPEDEngine.events`),
+    i.e. floor((T - 1) / H) - floor(B / H)."""
+    for name, value, low in (("num_iterations", num_iterations, 1), ("burn_in", burn_in, 0), ("thinning", thinning, 1)):
+        check_int(name, value, low)
+    return max((num_iterations - 1) // thinning - burn_in // thinning, 0)
+
+
+def _targets_of(student: StudentConfig) -> str:
+    estimator = student.estimator.value
+    return {"U_s": "the current SGLD sample at each update (U_s)",
+            "U_o": "running Monte Carlo means per input (U_o)",
+            "U_s+U_o": "the current sample for the predictive, running means for E[H] (U_s+U_o)",
+            }.get(estimator, estimator)
+
+
+#: Columns of :func:`comparison_budgets`.
+BUDGET_COLUMNS = ("method", "train_steps", "train_batch_size", "inputs_seen", "targets")
+
+
+def comparison_budgets(task: ChainTask, config: hydra.HydraConfig, num_snapshots: int | None = None) -> pd.DataFrame:
+    """The training budget of every method of the comparison: ``train_steps`` (student updates during
+    the chain, :func:`student_updates`; Hydra's phase-1 + phase-2 steps after it), ``train_batch_size``,
+    ``inputs_seen`` (steps x batch, minibatches drawn from D' in both cases) and ``targets`` (what each
+    update is fitted to). GPED's C+1 student with the profile's H takes about (T - B) / H updates on
+    targets from single samples or running means; Hydra takes its own number of steps on the exact
+    cached logits of the S kept snapshots (``num_snapshots``, default the chain's), and has more
+    parameters (``params`` of the comparison table). The budgets are equal when Hydra's steps are the
+    GPED student's updates (:func:`hydra_config_for_steps`)."""
+    cfg = task.config
+    snaps = cfg.num_snapshots if num_snapshots is None else num_snapshots
+    rows = []
+    for s in task.students:
+        steps = student_updates(cfg.num_iterations, cfg.burn_in, s.thinning)
+        for label in _labels_of(s):
+            rows.append({"method": label, "train_steps": steps, "train_batch_size": s.batch_size,
+                         "inputs_seen": steps * s.batch_size, "targets": _targets_of(s)})
+    steps = config.phase1_steps + config.phase2_steps
+    rows.append({"method": "Hydra", "train_steps": steps, "train_batch_size": config.batch_size,
+                 "inputs_seen": steps * config.batch_size,
+                 "targets": f"the exact cached logits of the S = {snaps} kept snapshots, after the chain"})
+    return pd.DataFrame(rows, columns=list(BUDGET_COLUMNS))
+
+
+def hydra_config_for_steps(config: hydra.HydraConfig, steps: int) -> hydra.HydraConfig:
+    """``config`` with ``steps`` training steps in all, split between the two phases in ``config``'s
+    ratio (phase 1 rounded, phase 2 the rest): e.g. Hydra given the GPED student's number of updates,
+    :func:`student_updates`, so that both get the same budget of steps and inputs."""
+    check_int("steps", steps, 1)
+    total = config.phase1_steps + config.phase2_steps
+    phase1 = round(steps * config.phase1_steps / total) if total else 0
+    return dataclasses.replace(config, phase1_steps=phase1, phase2_steps=steps - phase1)
+
+
+def reference_names(table: pd.DataFrame) -> dict[str, str]:
+    """The references named by their size, from a comparison table's ``num_iterations`` and
+    ``num_snapshots`` columns: ``{"Long-chain teacher": "teacher, T = 4,000", "Snapshot ensemble":
+    "snapshot ensemble, S = 20"}`` (a column that is absent leaves that name as it is)."""
+    names = {}
+    if "num_iterations" in table and table["num_iterations"].notna().any():
+        names[TEACHER] = f"teacher, T = {int(table['num_iterations'].dropna().iloc[0]):,}"
+    if "num_snapshots" in table and table["num_snapshots"].notna().any():
+        names[SNAPSHOTS] = f"snapshot ensemble, S = {int(table['num_snapshots'].dropna().iloc[0])}"
+    return names
+
+
+def named_references(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy of a comparison table whose reference methods are named by their size
+    (:func:`reference_names`), for display; the stored names stay as they are."""
+    return table.assign(method=table["method"].replace(reference_names(table)))
 
 
 def kd_variants(summary: pd.DataFrame) -> pd.DataFrame:
@@ -418,6 +598,8 @@ def run_comparison(settings: ComparisonSettings, store: ResultsStore, seed: int 
         trained = train_hydra_on_chain(result, data, arch, config, progress)
         hydra.save_hydra(trained, entry.path / "hydra.pt")
         costs = comparison_costs(arch, data, len(result.snapshots), trained.net, task.students)
+        costs = costs.merge(comparison_budgets(task, config, len(result.snapshots)), on="method", how="outer",
+                            sort=False)
         table = comparison_table(result, data, arch, trained.net, costs)
         table = table.assign(labelled_size=data.info.get("labelled_size"), mask_size=data.info.get("mask_size"),
                              num_iterations=task.config.num_iterations, num_snapshots=len(result.snapshots),

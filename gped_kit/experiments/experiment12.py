@@ -30,6 +30,18 @@ from ..engine import StudentConfig
 from ..models.presets import ArchSpec
 from . import paper_tables
 from .chains import ChainTask
+from .claims import (
+    AGREE,
+    DISAGREE,
+    TRENDS,
+    agreement_text,
+    check_seeds,
+    compare,
+    count_text,
+    seed_counts_text,
+    seed_spread,
+    trend_cells,
+)
 from .paper import (
     FULL_TRAINING_SIZE,
     PRIOR_PRECISION,
@@ -46,8 +58,9 @@ class Experiment2Settings(ChainSettings):
     """A profile of Experiments 1 and 2: the chains (:class:`~gped_kit.experiments.paper.ChainSettings`),
     the MNIST grid (``labelled_sizes`` x ``mask_sizes``), the seeds of Table 1 (Experiment 1 runs
     every model once per seed, so that ours beside the paper's comes with a seed spread), the
-    CIFAR-10 sizes, the masks of the learning-rate schedule check, and how many chains run as one
-    batch."""
+    CIFAR-10 sizes, the masks of the learning-rate schedule check, how many chains run as one
+    batch, and the seeds of the Experiment 2 grid (``seeds``: one chain per seed and cell, so that
+    every trend count comes with its spread over seeds; :data:`THREE_SEEDS` asks for three)."""
 
     labelled_sizes: tuple[int, ...] = (10_000, 60_000)
     mask_sizes: tuple[int, ...] = (0, 15, 25)
@@ -55,6 +68,7 @@ class Experiment2Settings(ChainSettings):
     cifar_labelled_sizes: tuple[int, ...] = (10_000, 50_000)
     lr_check_masks: tuple[int, ...] = (15,)
     chains_per_batch: int = 1
+    seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -65,6 +79,7 @@ class Experiment2Settings(ChainSettings):
                 check_int(f"{name}[{i}]", value, minimum)
             object.__setattr__(self, name, values)
         check_int("chains_per_batch", self.chains_per_batch, 1)
+        check_seeds("seeds", self.seeds)
 
 
 PROFILES: dict[str, Experiment2Settings] = {
@@ -121,9 +136,10 @@ def experiment1_tasks(models: Sequence[str], settings: Experiment2Settings, seed
 
 def experiment2_tasks(models: Sequence[str], settings: Experiment2Settings, seed: int = 0, device: str = "auto",
                       data_root: str | None = None) -> list[ChainTask]:
-    """The MNIST grid: every model x |D| x m of the profile."""
-    return [distillation_task(model, n, m, settings, seed, device, data_root)
-            for model in models for n in settings.labelled_sizes for m in settings.mask_sizes]
+    """The MNIST grid: every model x |D| x m of the profile, once per seed of ``settings.seeds``
+    (offset by ``seed``; the default (0,) gives one chain per cell, seeded ``seed``)."""
+    return [distillation_task(model, n, m, settings, seed + s, device, data_root)
+            for s in settings.seeds for model in models for n in settings.labelled_sizes for m in settings.mask_sizes]
 
 
 def lr_schedule_tasks(model: str, settings: Experiment2Settings, seed: int = 0, device: str = "auto",
@@ -325,41 +341,102 @@ def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:
     student-teacher NLL gap falls with more data (per m) and peaks at a moderate masking rate
     (per |D| and estimator: the largest gap is at neither the smallest nor the largest m);
     the same peak for the entropy MAE; U_o at least as good as U_s (per cell, NLL and MAE).
-    Comparisons need at least two sizes / three mask sizes; otherwise the trend is NaN.
+    Comparisons need at least two sizes / three mask sizes; otherwise the trend is NaN. The
+    comparisons themselves, one row each, are :func:`~gped_kit.experiments.claims.trend_cells`;
+    :func:`experiment2_trend_comparison` sets each beside the paper's outcome in the same cell.
     """
+    per_cell = trend_cells(cells)
     rows = []
-    for model, df in cells.groupby("model"):
-        teacher = df.groupby(["labelled_size", "mask_size"])["teacher_nll"].first().unstack()  # N x m
-        gap = df.pivot_table(index=["estimator", "labelled_size"], columns="mask_size", values="nll_gap")
-        mae = df.pivot_table(index=["estimator", "labelled_size"], columns="mask_size", values="entropy_mae")
-        sizes, masks = list(teacher.index), list(teacher.columns)
-
-        def record(trend: str, paper: str, outcomes: list[bool]) -> None:
-            k, n = sum(outcomes), len(outcomes)
+    for model in sorted(set(cells["model"])) if len(cells) else []:
+        mine = per_cell[per_cell["model"] == model]
+        for trend, paper in TRENDS:
+            outcomes = mine.loc[mine["trend"] == trend, "holds"]
+            k, n = int(outcomes.sum()), len(outcomes)
             rows.append({"model": model, "trend": trend, "holds": (k > n / 2) if n else math.nan,
                          "count": f"{k} of {n}", "paper": paper})
+    return pd.DataFrame(rows, columns=["model", "trend", "holds", "count", "paper"])
 
-        more_data = len(sizes) > 1
-        record("teacher NLL falls with more labelled data", "yes, for every masking rate",
-               [teacher.loc[sizes[-1], m] < teacher.loc[sizes[0], m] for m in masks] if more_data else [])
-        record("teacher NLL rises with masking", "yes, steeply",
-               [bool(teacher.loc[n].is_monotonic_increasing) for n in sizes] if len(masks) > 1 else [])
-        record("NLL gap falls with more labelled data", "yes, for every masking rate",
-               [gap.loc[(e, sizes[-1]), m] < gap.loc[(e, sizes[0]), m] for e in gap.index.levels[0]
-                for m in masks if (e, sizes[0]) in gap.index] if more_data else [])
-        for name, table, paper in (("NLL gap peaks at moderate masking", gap, "yes (hardest at r = 0.29-0.51)"),
-                                   ("entropy MAE peaks at moderate masking", mae, "yes, the same trend")):
-            record(name, paper, [table.loc[i].idxmax() not in (masks[0], masks[-1]) for i in table.index
-                                 if table.loc[i].notna().all()] if len(masks) > 2 else [])
-        both = df.pivot_table(index=["labelled_size", "mask_size"], columns="estimator",
-                              values=["nll_gap", "entropy_mae"])
-        outcomes = []
-        if {"U_o", "U_s"} <= set(df["estimator"]):
-            for metric in ("nll_gap", "entropy_mae"):
-                pair = both[metric].dropna()
-                outcomes += list(pair["U_o"] <= pair["U_s"])
-        record("U_o at least as good as U_s", "almost always", outcomes)
-    return pd.DataFrame(rows)
+
+#: Columns of :func:`experiment2_trend_cells_compared`.
+TREND_COMPARISON_KEYS = ("model", "trend", "setting")
+
+
+def _per_seed(results: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """Per-student grid rows split by chain seed (one group, seed 0, without a ``seed`` column)."""
+    if "seed" not in results.columns:
+        return {0: results}
+    return {int(seed): part for seed, part in results.groupby("seed", sort=True)}
+
+
+def experiment2_trend_cells_compared(results: pd.DataFrame) -> pd.DataFrame:
+    """Every comparison behind Experiment 2's trends, ours beside the paper's (Tables 5-7), one row each.
+
+    ``results`` is a grid's per-student table (:attr:`~gped_kit.experiments.chains.ChainGrid.table`,
+    with its ``seed`` column when several seeds ran). Ours (``holds``) is the outcome on the cells
+    averaged over seeds (:func:`experiment2_cells`); ``holds_by_seed`` lists it per seed (seed
+    order) and ``seed_stable`` says whether every seed gives the same. The paper's (``holds_paper``)
+    is the same comparison on its table restricted to our grid (the same smallest and largest size,
+    the same masks: :func:`~gped_kit.experiments.paper_tables.experiment2_trend_outcomes`).
+    ``comparison``: ``agree`` / ``disagree``; ``ours only`` where the paper has no such cell (a
+    size or mask it did not print). Keyed by (model, trend, setting)."""
+    keys = list(TREND_COMPARISON_KEYS)
+    cells = experiment2_cells(results)
+    ours = trend_cells(cells)
+    columns = [*keys, "estimator", "labelled_size", "mask_size", "metric", "holds", "seeds", "holds_by_seed",
+               "seed_stable", "holds_paper", "table", "comparison"]
+    if ours.empty:
+        return pd.DataFrame(columns=columns)
+    per_seed = []
+    for seed, part in _per_seed(results).items():
+        per_seed.append(trend_cells(experiment2_cells(part)).assign(seed=seed))
+    spread = seed_spread(pd.concat(per_seed, ignore_index=True).assign(ours=lambda d: d["holds"].map(str)), keys)
+    spread = spread.rename(columns={"ours_by_seed": "holds_by_seed"})
+    papers = []
+    for model in sorted(set(cells["model"])):
+        if model not in paper_tables.MODELS:
+            continue
+        grid = cells[cells["model"] == model]
+        papers.append(paper_tables.experiment2_trend_outcomes(model, sorted(set(grid["labelled_size"])),
+                                                              sorted(set(grid["mask_size"]))))
+    paper = (pd.concat(papers, ignore_index=True)[[*keys, "holds", "table"]].rename(columns={"holds": "holds_paper"})
+             if papers else pd.DataFrame(columns=[*keys, "holds_paper", "table"]))
+    out = ours.merge(spread, on=keys, how="left").merge(paper, on=keys, how="left")
+    out["holds_paper"] = out["holds_paper"].astype(object)
+    out["comparison"] = [compare(str(bool(a)), str(bool(b)) if pd.notna(b) else None)
+                         for a, b in zip(out["holds"], out["holds_paper"])]
+    return out[columns]
+
+
+def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
+    """The Experiment 2 trends, each counted on ours and on the paper's tables in the same cells.
+
+    One row per (model, trend) of :data:`~gped_kit.experiments.claims.TRENDS`: ``ours`` ("k of n"
+    comparisons that hold, on the cells averaged over seeds), ``paper`` ("j of n": the same
+    comparisons on Tables 5-7 restricted to our grid), ``agree`` ("agree in a of c cells compared"),
+    ``seeds`` (the count per seed: "6 of 8 in 3 of 3 seeds", or its range and the per-seed counts),
+    ``unstable_cells`` (comparisons whose outcome differs between seeds), ``paper_statement`` (the
+    paper's words) and ``holds`` (ours in a majority). ``results``: a grid's per-student table."""
+    cells = experiment2_trend_cells_compared(results)
+    columns = ["model", "trend", "ours", "paper", "agree", "seeds", "unstable_cells", "holds", "paper_statement"]
+    if cells.empty:
+        return pd.DataFrame(columns=columns)
+    per_seed = {seed: trend_cells(experiment2_cells(part)) for seed, part in _per_seed(results).items()}
+    rows = []
+    for model in sorted(set(cells["model"])):
+        for trend, statement in TRENDS:
+            mine = cells[(cells["model"] == model) & (cells["trend"] == trend)]
+            n = len(mine)
+            compared = mine[mine["comparison"].isin([AGREE, DISAGREE])]
+            counts = {seed: int(t.loc[(t["model"] == model) & (t["trend"] == trend), "holds"].sum())
+                      for seed, t in per_seed.items()}
+            rows.append({"model": model, "trend": trend, "ours": count_text(mine["holds"].sum(), n),
+                         "paper": count_text(compared["holds_paper"].astype(bool).sum(), len(compared))
+                         if len(compared) else "no cell in common",
+                         "agree": agreement_text(mine) if n else "no cell in common",
+                         "seeds": seed_counts_text(counts, n),
+                         "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
+                         "holds": (mine["holds"].sum() > n / 2) if n else math.nan, "paper_statement": statement})
+    return pd.DataFrame(rows, columns=columns)
 
 
 #: Table 1's quantities: the teacher ensemble's NLL, the predictive U_s student's NLL, the entropy

@@ -16,6 +16,24 @@ uncertainty ranking against the ensemble's) and Figure 15's per-input data uncer
 ``"experiment4"``) of each chain, so the chain's full state is needed only when that entry is
 missing.
 
+**EnD2 at two evaluation temperatures.** The prior networks are trained on alpha = exp(raw / 2.5)
+(Appendix A.4); the appendix does not say at which temperature they are evaluated. Every EnD2
+student is therefore evaluated at both: method ``"EnD2"`` reads alpha = exp(raw) (T = 1, the
+convention of Malinin et al., whose annealed temperature ends at 1 and who evaluate at 1) and
+method ``"EnD2 (T = 2.5)"`` reads alpha = exp(raw / 2.5), the Dirichlet the loss was fitted to
+(:func:`~gped_kit.baselines.endd.endd_output_at_temperature`). The claims use T = 1, with T = 2.5
+beside it (:func:`experiment4_claims`): the paper's EnD2 NLLs (0.415 and 0.321 in Table 2, against
+the ensemble's 0.362 and 0.269) fit a Dirichlet mean that undoes the heating, not the heated
+predictive softmax(z / 2.5), whose NLL on a confident, correct input is many times the ensemble's.
+
+**Claims, cell by cell.** :func:`experiment4_claim_cells` sets each cell's winner (GPED, EnD2 or a
+tie) beside the paper's in the same cell (:func:`~gped_kit.experiments.paper_tables.experiment4_outcomes`),
+with the spread over seeds (``Experiment4Settings.seeds``, :func:`experiment4_tasks`);
+:func:`experiment4_claims` counts them per claim ("ours k of n; paper j of m; agree in a of c
+cells"), :func:`experiment4_claim_groups` per model and uncertainty. :func:`experiment4_teacher_lines`
+puts the teacher ensemble's own NLL, accuracy, AUROC and mean model uncertainty next to every
+student's, with the student's distance from it.
+
 **Thinning.** The paper uses H = 100 for predictive targets and H = 10 for entropy targets, but
 the C+1 student distils both through one network and one update, so every Experiment 4 student
 (GPED and EnD2 alike) is updated every ``thinning`` iterations (:class:`OneThinningSettings`;
@@ -31,7 +49,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..baselines.endd import ENDD
+from ..baselines.endd import ENDD, ENDD_TEMPERATURE, endd_output_at_temperature, heated_label, is_endd
 from ..core import metrics, uncertainty
 from ..core.options import check_int, check_positive
 from ..core.targets import Target
@@ -42,6 +60,15 @@ from ..engine import GPEDResult, StudentConfig
 from ..models.presets import ArchSpec
 from . import paper_tables
 from .chains import ChainGrid, ChainTask, DerivedOutcome, DerivedTask, FailureReport, run_derived
+from .claims import (
+    agreement_text,
+    check_seeds,
+    compare,
+    count_text,
+    seed_counts_text,
+    seed_spread,
+    winner,
+)
 from .experiment3 import PROFILES as SEARCH_PROFILES
 from .experiment3 import Experiment3Settings
 from .paper import OneThinningSettings, paper_model, teacher_config
@@ -54,7 +81,9 @@ class Experiment4Settings(OneThinningSettings):
     size and mask, the CIFAR-10 labelled-set size, the largest student's width multipliers (K1, K2)
     -- one pair for every model, or ``((model, (K1, K2)), ...)`` -- the dropout of every CNN student
     (GPED and EnD2 alike), how the OOD sets are masked (:data:`~gped_kit.data.experiment.OOD_MASKINGS`),
-    how many images of each OOD set to keep (None: all) and the nDCG trials.
+    how many images of each OOD set to keep (None: all), the nDCG trials, and the chains' seeds
+    (``seeds``: one chain per seed and model, :func:`experiment4_tasks`; every claim count then comes
+    with its spread over seeds; :data:`~gped_kit.experiments.claims.THREE_SEEDS` asks for three).
 
     Appendix A.4: the largest student has "the largest width multiplier of Experiment 3", so the
     profiles take it from :data:`gped_kit.experiments.experiment3.PROFILES` of the same name; "the
@@ -68,9 +97,12 @@ class Experiment4Settings(OneThinningSettings):
     ood_masking: str = "both"
     ood_size: int | None = None
     ndcg_trials: int = 500
+    seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        check_seeds("seeds", self.seeds)
         largest = self.largest_k
         if isinstance(largest, Mapping):
             largest = tuple(largest.items())
@@ -136,6 +168,12 @@ PROFILES: dict[str, Experiment4Settings] = {
 OOD_FOR = {"mnist": ("fashion_mnist", "kmnist", "notmnist"), "cifar10": ("svhn", "tinyimagenet", "lsun")}
 #: The paper's names of the two student sizes (Tables 2-4, 8-16).
 STUDENT_SIZES = ("base", "largest_width_multiplier")
+#: The evaluation temperatures of every EnD2 student besides T = 1 (method ``"EnD2"``): the training
+#: temperature of Appendix A.4, method ``"EnD2 (T = 2.5)"`` (see the module docstring).
+ENDD_EVAL_TEMPERATURES = (ENDD_TEMPERATURE,)
+#: The EnD2 the claims use (T = 1) and the one shown beside it (the training temperature).
+ENDD_MAIN = "EnD2"
+ENDD_HEATED = f"EnD2 (T = {ENDD_TEMPERATURE:g})"
 #: Columns of the ``downstream`` table (an empty one has them too).
 DOWNSTREAM_COLUMNS = ("model", "method", "estimator", "student", "metric", "value", "std", "uncertainty",
                       "ood_dataset", "ood_masked")
@@ -191,22 +229,39 @@ def experiment4_task(model: str, settings: Experiment4Settings, seed: int = 0, d
     return ChainTask(data, teacher_config(model, n, settings, seed, device), experiment4_students(model, settings))
 
 
+def experiment4_tasks(models: Sequence[str], settings: Experiment4Settings, device: str = "auto",
+                      data_root: str | None = None, verify_checksums: bool = True, seed: int = 0) -> list[ChainTask]:
+    """Every Experiment 4 chain of a profile: :func:`experiment4_task` for each seed of
+    ``settings.seeds`` (offset by ``seed``) and each of ``models``, seeds outermost. With the default
+    ``seeds=(0,)`` these are the tasks of one chain per model."""
+    return [experiment4_task(model, settings, seed + s, device, data_root, verify_checksums)
+            for s in settings.seeds for model in models]
+
+
 def _student_keys(label: str) -> dict[str, str]:
     method, estimator, size = label.split("-", 2)
     return {"method": method, "estimator": estimator, "student": size}
 
 
 def experiment4_uncertainties(result: GPEDResult, targets: Mapping[str, Target], num_classes: int,
-                              eval_set: str = "test") -> dict[str, uncertainty.Uncertainties]:
+                              eval_set: str = "test", endd_temperatures: Sequence[float] = ENDD_EVAL_TEMPERATURES
+                              ) -> dict[str, uncertainty.Uncertainties]:
     """Per-input uncertainties on ``eval_set`` (the test set or an OOD set) of the teacher ensemble
     (``"Ensemble"``: online means of pi and H[pi], :func:`~gped_kit.core.uncertainty.from_moments`)
     and of every GPED / EnD2 student by label, from its target in ``targets`` (label -> target; its
     decomposition, :meth:`~gped_kit.core.targets.Target.uncertainties`: the C+1 outputs directly,
-    the Dirichlet's closed forms)."""
+    the Dirichlet's closed forms). Every EnD2 student is also read at each evaluation temperature
+    of ``endd_temperatures`` (alpha = exp(raw / T),
+    :func:`~gped_kit.baselines.endd.endd_output_at_temperature`), under :func:`heated_label`."""
     t = result.teacher_outputs[eval_set]["predictive+entropy"]
     out = {"Ensemble": uncertainty.from_moments(t[:, :num_classes], t[:, num_classes])}
     for label, output in result.student_outputs[eval_set].items():
         out[label] = targets[label].uncertainties(output, num_classes)
+    for label, output in result.student_outputs[eval_set].items():
+        if is_endd(targets[label]):
+            for temperature in endd_temperatures:
+                heated = endd_output_at_temperature(output, num_classes, temperature)
+                out[heated_label(label, temperature)] = targets[label].uncertainties(heated, num_classes)
     return out
 
 
@@ -215,18 +270,24 @@ def _summary_value(summary: pd.DataFrame, column: str) -> Any:
 
 
 def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int = 500,
-                         seed: int = 0) -> dict[str, pd.DataFrame]:
+                         seed: int = 0, labels: torch.Tensor | None = None) -> dict[str, pd.DataFrame]:
     """The downstream metrics of one Experiment 4 chain (a result with its full outputs).
 
     ``downstream``, one tidy row per (who, metric[, uncertainty, OOD set]): the in-distribution
     ``nll`` and ``accuracy`` (Ensemble and students; from the run's summary) and ``entropy_mae``
-    (students: mean |E[H] student - E[H] ensemble|, Tables 2, 8-10); per OOD set and uncertainty
+    (students: mean |E[H] student - E[H] ensemble|, Tables 2, 8-10); ``mu_mean``, the mean model
+    (knowledge) uncertainty on the test set (Ensemble and students) and on each OOD set, and
+    ``mu_mae``, a student's mean |MU student - MU ensemble| on the test set (the teacher-quality
+    lines, :func:`experiment4_teacher_lines`); per OOD set and uncertainty
     (total, knowledge) the ``auroc`` (:func:`~gped_kit.core.metrics.ood_auroc`, OOD = positives,
     Tables 3, 11-13; ``ood_masked`` says whether the OOD inputs carried the test set's masks); per
     uncertainty the ``ndcg@20`` of each student's ranking against the ensemble's
-    (:func:`~gped_kit.core.metrics.ndcg_trials`: mean, and ``std`` over the trials of 100 random
-    test inputs, Tables 4, 14-16). ``data_uncertainty``: one row per test input with
-    the expected data uncertainty E[H] of the ensemble and of each largest-width student (Figure 15).
+    (:func:`~gped_kit.core.metrics.ndcg_trials`: mean, and ``std`` over the trials of 100 random test
+    inputs, Tables 4, 14-16). Every EnD2 student appears twice: method ``"EnD2"``
+    (T = 1) and ``"EnD2 (T = 2.5)"`` (:func:`experiment4_uncertainties`); the latter's ``nll`` and
+    ``accuracy`` need the test ``labels`` (left out without them). ``data_uncertainty``: one row
+    per test input with the expected data uncertainty E[H] of the ensemble and of each
+    largest-width student, at both EnD2 temperatures (Figure 15).
     """
     summary = result.summary.set_index("student")
     c = int(next(iter(result.student_outputs["test"].values())).shape[1]) - 1
@@ -248,10 +309,18 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
     add("Ensemble", "accuracy", first["teacher_accuracy"])
     targets = {s.label: s.resolved_target for s in task.students}
     test = experiment4_uncertainties(result, targets, c)
-    for label in result.student_outputs["test"]:
-        add(label, "nll", summary.loc[label, "student_nll"])
-        add(label, "accuracy", summary.loc[label, "student_accuracy"])
+    add("Ensemble", "mu_mean", test["Ensemble"].knowledge.mean())
+    y = labels.cpu() if labels is not None else None
+    for label in (who for who in test if who != "Ensemble"):
+        if label in summary.index:
+            add(label, "nll", summary.loc[label, "student_nll"])
+            add(label, "accuracy", summary.loc[label, "student_accuracy"])
+        elif y is not None:
+            add(label, "nll", metrics.nll(test[label].predictive.cpu(), y))
+            add(label, "accuracy", metrics.accuracy(test[label].predictive.cpu(), y))
         add(label, "entropy_mae", metrics.mae(test[label].data, test["Ensemble"].data))
+        add(label, "mu_mean", test[label].knowledge.mean())
+        add(label, "mu_mae", metrics.mae(test[label].knowledge, test["Ensemble"].knowledge))
         for kind in ("total", "knowledge"):
             scores = metrics.ndcg_trials(test["Ensemble"].get(kind), test[label].get(kind), k=20,
                                          subset_size=100, trials=ndcg_trials, seed=seed)
@@ -267,6 +336,7 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
             for kind in ("total", "knowledge"):
                 add(who, "auroc", metrics.ood_auroc(test[who].get(kind), u.get(kind)), uncertainty=kind,
                     ood_dataset=set_name, ood_masked=masked)
+            add(who, "mu_mean", u.knowledge.mean(), ood_dataset=set_name, ood_masked=masked)
     per_input = pd.DataFrame({"model": base["model"], "input": range(len(test["Ensemble"].data)),
                               **{who: u.data.numpy().round(4) for who, u in test.items()
                                  if who == "Ensemble" or who.endswith(STUDENT_SIZES[1])}})
@@ -279,7 +349,8 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
 class Experiment4Run(FailureReport):
     """What :func:`run_experiment4` produced: the chains (:class:`~gped_kit.experiments.chains.ChainGrid`,
     compact results), one status row per task (:attr:`cells`), and the concatenated ``downstream`` and
-    ``data_uncertainty`` tables of every evaluated chain (columns ``cell`` and ``run_key`` added)."""
+    ``data_uncertainty`` tables of every evaluated chain (columns ``cell``, ``run_key`` and the chain's
+    ``seed`` added)."""
 
     grid: ChainGrid
     evaluations: list[DerivedOutcome]
@@ -318,7 +389,7 @@ def _evaluation_compute(task: ChainTask, ndcg_trials: int, seed: int) -> Callabl
     """The computation of an Experiment 4 entry from its chain's full result (runs where the chain is)."""
 
     def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
-        _write_evaluation(entry, experiment4_evaluate(task, result, ndcg_trials, seed))
+        _write_evaluation(entry, experiment4_evaluate(task, result, ndcg_trials, seed, labels=data.test_y))
 
     return compute
 
@@ -345,8 +416,9 @@ def run_experiment4(tasks: Sequence[ChainTask], store: ResultsStore, settings: E
         if outcome.entry is not None:
             down, values = _read_evaluation(outcome.entry, task.config.model_name)
             run_key = outcome.chain.entry.key if outcome.chain.entry is not None else ""
-            downstream.append(down.assign(cell=task.label, run_key=run_key))
-            per_input.append(values.assign(cell=task.label, run_key=run_key))
+            chain_seed = task.config.seed
+            downstream.append(down.assign(cell=task.label, run_key=run_key, seed=chain_seed))
+            per_input.append(values.assign(cell=task.label, run_key=run_key, seed=chain_seed))
     empty = pd.DataFrame(columns=list(DOWNSTREAM_COLUMNS))
     return Experiment4Run(ChainGrid([e.chain for e in evaluations]), evaluations,
                           pd.concat(downstream, ignore_index=True) if downstream else empty,
@@ -405,44 +477,287 @@ def experiment4_comparison(downstream: pd.DataFrame, kind: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def experiment4_claims(downstream: pd.DataFrame) -> pd.DataFrame:
-    """The paper's Experiment 4 claims checked on our numbers, one row per claim: GPED beats
-    EnD2 on NLL and on entropy MAE in every setting ("consistently performs better across all
-    metrics"), in AUROC ("75% of cases") and in nDCG@20 ("91% of settings"). A setting is one
-    (model, estimator, student size[, OOD set, uncertainty]) where both methods have a value;
-    ``ours`` counts the settings GPED wins, ``fraction`` is their share. AUROC is counted separately
-    for masked and whole OOD inputs when both were evaluated."""
+#: The paper's Experiment 4 claims: per metric, the keys of a cell besides (model, estimator,
+#: student), whether lower is better, and the paper's words (a pooled share for AUROC and nDCG).
+CLAIMS: dict[str, tuple[tuple[str, ...], bool, str]] = {
+    "nll": ((), True, "GPED better in every setting (Tables 2, 8-10)"),
+    "entropy_mae": ((), True, "GPED better in every setting"),
+    "auroc": (("ood_dataset", "uncertainty"), False,
+              "GPED better in 75% of cases (MNIST and CIFAR-10 pooled; Tables 3, 11-13)"),
+    "ndcg@20": (("uncertainty",), False, "GPED better in 91% of settings (MNIST and CIFAR-10 pooled; Tables 4, 14-16)"),
+}
+#: Data sets no run of the kit can have here (paper 003's OOD sets and CIFAR-10: not obtainable offline;
+#: NOTES section 6); a paper cell on one of them is labelled so.
+NOT_OBTAINABLE = {"cifar10": "CIFAR-10", "kmnist": "KMNIST", "notmnist": "notMNIST", "tinyimagenet": "TinyImageNet",
+                  "lsun": "LSUN", "svhn": "SVHN"}
+#: Printed names of the data sets.
+SET_NAMES = {**NOT_OBTAINABLE, "mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
+#: Columns of :func:`experiment4_claim_cells`.
+CLAIM_CELL_COLUMNS = ("metric", "model", "estimator", "student", "ood_dataset", "ood_inputs", "uncertainty", "versus",
+                      "GPED", "EnD2", "ours", "seeds", "ours_by_seed", "seed_stable", "GPED_paper", "EnD2_paper",
+                      "paper", "table", "comparison", "note")
+
+
+def _ood_inputs(df: pd.DataFrame) -> pd.Series:
+    if "ood_masked" not in df:
+        return pd.Series(None, index=df.index, dtype=object)
+    return df["ood_masked"].map(lambda m: None if pd.isna(m) else ("masked" if bool(m) else "whole")).astype(object)
+
+
+def _claim_rows(downstream: pd.DataFrame, metric: str, endd: str) -> pd.DataFrame:
+    """Our rows of one claim, GPED and ``endd``, with the cell keys filled in (None where a key
+    does not apply), ``ood_inputs`` for AUROC and ``seed`` (0 without a ``seed`` column)."""
+    df = downstream[(downstream["metric"] == metric) & downstream["method"].isin(["GPED", endd])].copy()
+    for key in ("estimator", "student", "ood_dataset", "uncertainty"):
+        if key not in df:
+            df[key] = None
+    df["ood_inputs"] = _ood_inputs(df) if metric == "auroc" else None
+    if metric != "auroc":
+        df["ood_dataset"] = None
+    if metric in ("nll", "entropy_mae"):
+        df["uncertainty"] = None
+    df["seed"] = df["seed"].astype(int) if "seed" in df else 0
+    df["method"] = df["method"].replace({endd: "EnD2"})
+    for key in _CELL_KEYS:
+        df[key] = df[key].astype(object).where(df[key].notna(), None)
+    return df
+
+
+def _per_seed_cells(rows: pd.DataFrame, lower: bool) -> pd.DataFrame:
+    """One row per (cell, seed) where both GPED and EnD2 have a value: the keys (filled, :func:`_fill`),
+    ``seed``, ``GPED``, ``EnD2`` and the winner ``ours``."""
+    if rows.empty:
+        return pd.DataFrame(columns=[*_CELL_KEYS, "seed", "GPED", "EnD2", "ours"])
+    per_seed = _fill(rows, _CELL_KEYS).pivot_table(index=[*_CELL_KEYS, "seed"], columns="method",
+                                                   values="value").reset_index()
+    if not {"GPED", "EnD2"} <= set(per_seed.columns):
+        return pd.DataFrame(columns=[*_CELL_KEYS, "seed", "GPED", "EnD2", "ours"])
+    per_seed = per_seed.dropna(subset=["GPED", "EnD2"])
+    per_seed["ours"] = [winner(g, e, lower) for g, e in zip(per_seed["GPED"], per_seed["EnD2"])]
+    per_seed.columns.name = None
+    return per_seed
+
+
+_CELL_KEYS = ("model", "estimator", "student", "ood_dataset", "ood_inputs", "uncertainty")
+_PAPER_KEYS = ("model", "estimator", "student", "ood_dataset", "uncertainty")
+
+
+def _blank(value: Any) -> Any:
+    """None for a missing value (None, NaN, ""), else the value (pandas may store the None as NaN)."""
+    if value is None or (isinstance(value, float) and pd.isna(value)) or value == "":
+        return None
+    return value
+
+
+def _fill(df: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Key columns as strings with "" for None, so that merges and group-bys match missing keys."""
+    return df.assign(**{k: df[k].astype(object).map(lambda v: "" if _blank(v) is None else str(v)) for k in keys})
+
+
+def _note(row: Mapping[str, Any]) -> str:
+    comparison = row["comparison"]
+    if comparison == "ours only":
+        ood = _blank(row.get("ood_dataset"))
+        if ood is not None:
+            return f"{SET_NAMES.get(ood, ood)}: not one of the paper's OOD sets"
+        return "the paper prints no such cell"
+    if comparison == "paper only":
+        dataset = paper_tables.DATASET_OF.get(row["model"], "")
+        ood = _blank(row.get("ood_dataset")) or ""
+        missing = dataset if dataset in NOT_OBTAINABLE else ood
+        if missing in NOT_OBTAINABLE:
+            return f"no run of ours: {NOT_OBTAINABLE[missing]} is not obtainable offline here"
+        return "no run of ours for this cell"
+    if comparison == "paper tie":
+        return "the paper prints equal values: neither wins"
+    return ""
+
+
+def experiment4_claim_cells(downstream: pd.DataFrame, endd: str = ENDD_MAIN) -> pd.DataFrame:
+    """Every cell of the paper's Experiment 4 claims, our winner beside the paper's (issue 27).
+
+    One row per (``metric``, model, estimator, student[, OOD set, OOD inputs], uncertainty): the
+    claim metrics of :data:`CLAIMS` (NLL and entropy MAE, Tables 2, 8-10; AUROC per OOD set,
+    whole or masked inputs and uncertainty, Tables 3, 11-13; nDCG@20 per uncertainty, Tables 4,
+    14-16). ``GPED`` / ``EnD2``: our values (mean over seeds), EnD2 being method ``endd``
+    (``"EnD2"``, T = 1, or ``"EnD2 (T = 2.5)"``; ``versus`` names it); ``ours``: the winner of those
+    means (``"GPED"``, ``"EnD2"``, ``"tie"``); ``seeds``, ``ours_by_seed`` (the winner per seed, seed
+    order) and ``seed_stable``; ``GPED_paper`` / ``EnD2_paper`` / ``paper`` / ``table``: the paper's
+    values and winner in that cell (:func:`~gped_kit.experiments.paper_tables.experiment4_outcomes`;
+    the paper does not say whether its OOD inputs were masked, so both of ours meet its cell);
+    ``comparison``: ``agree`` / ``disagree``; ``paper tie`` (equal printed values: not counted);
+    ``ours only`` (e.g. Fashion-MNIST, which the paper did not use) or ``paper only`` (KMNIST,
+    notMNIST and CIFAR-10 are not obtainable here), with the reason in ``note``. Our rows first,
+    then the paper's cells we have no run for."""
+    parts = []
+    paper_all = paper_tables.experiment4_outcomes()
+    for metric, (_, lower, _) in CLAIMS.items():
+        df = _claim_rows(downstream, metric, endd) if len(downstream) and "metric" in downstream else pd.DataFrame()
+        paper = _fill(paper_all[paper_all["metric"] == metric], _PAPER_KEYS)
+        paper = paper.rename(columns={"GPED": "GPED_paper", "EnD2": "EnD2_paper", "winner": "paper"})
+        ours = pd.DataFrame(columns=[*_CELL_KEYS, "GPED", "EnD2", "ours", "seeds", "ours_by_seed", "seed_stable"])
+        per_seed = _per_seed_cells(df, lower)
+        if not per_seed.empty:
+            means = per_seed.groupby(list(_CELL_KEYS), sort=True)[["GPED", "EnD2"]].mean().reset_index()
+            means["ours"] = [winner(g, e, lower) for g, e in zip(means["GPED"], means["EnD2"])]
+            ours = means.merge(seed_spread(per_seed, _CELL_KEYS), on=list(_CELL_KEYS), how="left")
+        merged = ours.merge(paper[[*_PAPER_KEYS, "GPED_paper", "EnD2_paper", "paper", "table"]],
+                            on=list(_PAPER_KEYS), how="left")
+        seen = set(map(tuple, ours[list(_PAPER_KEYS)].to_numpy().tolist()))
+        only = paper[[tuple(k) not in seen for k in paper[list(_PAPER_KEYS)].to_numpy().tolist()]]
+        only = only.assign(ood_inputs="")[[*_CELL_KEYS, "GPED_paper", "EnD2_paper", "paper", "table"]]
+        part = pd.concat([merged, only], ignore_index=True) if len(only) else merged
+        parts.append(part.assign(metric=metric))
+    out = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else \
+        pd.DataFrame(columns=list(CLAIM_CELL_COLUMNS))
+    for key in (*_CELL_KEYS, "ours", "paper", "table"):
+        out[key] = out[key].astype(object).map(_blank)
+    out["comparison"] = [compare(o, p) for o, p in zip(out["ours"], out["paper"])]
+    out["versus"] = endd
+    out["note"] = [_note(r) for r in out.to_dict("records")]
+    return out.reindex(columns=list(CLAIM_CELL_COLUMNS)).reset_index(drop=True)
+
+
+def _claim_parts(cells: pd.DataFrame) -> list[tuple[str, str, str | None, pd.DataFrame]]:
+    """(metric, claim name, kind of OOD inputs, cells) per claim row: AUROC once per kind of OOD
+    inputs (whole, masked) when ours has them, each with the paper's cells we have no run for."""
+    parts = []
+    for metric, (_, lower, _) in CLAIMS.items():
+        mine = cells[cells["metric"] == metric]
+        name = f"GPED {'lower' if lower else 'higher'} {metric} than EnD2"
+        kinds = sorted(set(mine["ood_inputs"].dropna()), key=["whole", "masked"].index) if metric == "auroc" else []
+        if kinds:
+            for kind in kinds:
+                part = mine[(mine["ood_inputs"] == kind) | mine["ours"].isna()]
+                parts.append((metric, f"{name} (OOD inputs {kind})", kind, part))
+        else:
+            parts.append((metric, name, None, mine))
+    return parts
+
+
+def _paper_datasets(cells: pd.DataFrame) -> set[str]:
+    models = set(cells.loc[cells["ours"].notna(), "model"])
+    return {paper_tables.DATASET_OF.get(m, "") for m in models} or {"mnist"}
+
+
+def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: str | None = ENDD_HEATED
+                       ) -> pd.DataFrame:
+    """The paper's Experiment 4 claims on our numbers, counted cell by cell against the paper's own cells.
+
+    One row per claim (:data:`CLAIMS`; AUROC once per kind of OOD input, whole and masked, when
+    both were evaluated): ``ours``, "k of n" of our cells (:func:`experiment4_claim_cells`, means
+    over seeds) that GPED wins against ``endd``, and ``fraction`` = k / n; ``paper``, "j of m" of the
+    paper's cells on the in-distribution data sets we ran (e.g. "20 of 32 (MNIST)" for AUROC: the
+    pooled 75% includes CIFAR-10); ``agree``, "agree in a of c cells compared" over the cells both
+    have (none for AUROC while our only OOD set is Fashion-MNIST); ``seeds``, the count per seed
+    ("6 of 8 in 3 of 3 seeds", or its range and the per-seed counts); ``unstable_cells``, our cells
+    whose winner differs between seeds; ``paper_statement``, the paper's words. ``beside`` (default
+    ``"EnD2 (T = 2.5)"``; None: none) repeats ``ours`` and ``agree`` against that EnD2 in
+    ``ours_beside`` / ``agree_beside`` when ``downstream`` has it.
+
+    Which EnD2 the claims use: T = 1 (alpha = exp(raw)), the convention of Malinin et al. (who
+    anneal the temperature down to 1 and evaluate there) and the one the paper's numbers imply
+    (see the module docstring); the paper only fixes the *training* temperature (Appendix A.4)."""
+    columns = ["claim", "ours", "fraction", "paper", "agree", "seeds", "unstable_cells", "paper_statement",
+               "versus", "ours_beside", "agree_beside", "beside"]
+    if downstream.empty or "metric" not in downstream:
+        return pd.DataFrame(columns=columns)
+    cells = experiment4_claim_cells(downstream, endd)
+    has_beside = beside is not None and beside in set(downstream["method"])
+    other = {name: part for _, name, _, part in _claim_parts(experiment4_claim_cells(downstream, beside))} \
+        if has_beside else {}
+    datasets = _paper_datasets(cells)
     rows = []
-    if "ood_masked" in downstream and downstream["ood_masked"].notna().any():
-        auroc = downstream[downstream["metric"] == "auroc"]
-        for masked, part in auroc.groupby("ood_masked"):
-            label = "masked" if bool(masked) else "whole"
-            claims = experiment4_claims(part.drop(columns=["ood_masked"]))
-            rows += [dict(r, claim=f"{r['claim']} (OOD inputs {label})") for r in claims.to_dict("records")]
-        downstream = downstream[downstream["metric"] != "auroc"]
-    keys = ["model", "estimator", "student"]
-    for metric, extra, better, paper in (("nll", [], "lower", "GPED better in every setting (Tables 2, 8-10)"),
-                                         ("entropy_mae", [], "lower", "GPED better in every setting"),
-                                         ("auroc", ["ood_dataset", "uncertainty"], "higher",
-                                          "GPED better in 75% of cases"),
-                                         ("ndcg@20", ["uncertainty"], "higher", "GPED better in 91% of settings")):
-        df = downstream[(downstream["metric"] == metric) & downstream["method"].isin(["GPED", "EnD2"])]
-        if df.empty:
+    for metric, name, kind, part in _claim_parts(cells):
+        mine = part[part["ours"].notna()]
+        if mine.empty:
             continue
-        wide = df.pivot_table(index=keys + extra, columns="method", values="value").dropna()
-        if not {"GPED", "EnD2"} <= set(wide.columns):
-            continue
-        wins = (wide["GPED"] < wide["EnD2"]) if better == "lower" else (wide["GPED"] > wide["EnD2"])
-        rows.append({"claim": f"GPED {better} {metric} than EnD2", "ours": f"{int(wins.sum())} of {len(wins)}",
-                     "fraction": float(wins.mean()) if len(wins) else float("nan"), "paper": paper})
-    order = {"nll": 0, "entropy_mae": 1, "auroc": 2, "ndcg@20": 3}
-    rows.sort(key=lambda r: order[r["claim"].split()[2]])
-    return pd.DataFrame(rows, columns=["claim", "ours", "fraction", "paper"])
+        k, n = int((mine["ours"] == "GPED").sum()), len(mine)
+        every = cells[cells["metric"] == metric]  # the paper's cells of this claim, whichever of our rows met them
+        paper = every[every["paper"].notna() & every["model"].map(lambda m: paper_tables.DATASET_OF.get(m) in datasets)]
+        paper = paper.astype({k: str for k in _PAPER_KEYS}).drop_duplicates(list(_PAPER_KEYS))
+        per_seed = _per_seed_cells(_claim_rows(downstream, metric, endd), CLAIMS[metric][1])
+        if kind is not None:
+            per_seed = per_seed[per_seed["ood_inputs"] == kind]
+        seeds = {int(seed): int((g["ours"] == "GPED").sum()) for seed, g in per_seed.groupby("seed", sort=True)}
+        row = {"claim": name, "ours": count_text(k, n), "fraction": k / n,
+               "paper": f"{count_text((paper['paper'] == 'GPED').sum(), len(paper))} "
+                        f"({', '.join(SET_NAMES.get(d, d) for d in sorted(datasets))})",
+               "agree": agreement_text(part), "seeds": seed_counts_text(seeds, n),
+               "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
+               "paper_statement": CLAIMS[metric][2], "versus": endd, "ours_beside": None, "agree_beside": None,
+               "beside": beside if has_beside else None}
+        if name in other:
+            o = other[name][other[name]["ours"].notna()]
+            row["ours_beside"] = count_text((o["ours"] == "GPED").sum(), len(o))
+            row["agree_beside"] = agreement_text(other[name])
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _set_name(dataset: str, inputs: Any = None) -> str:
+    name = SET_NAMES.get(dataset, dataset)
+    return f"{name} ({inputs})" if _blank(inputs) is not None else name
+
+
+def experiment4_claim_groups(downstream: pd.DataFrame, endd: str = ENDD_MAIN) -> pd.DataFrame:
+    """:func:`experiment4_claim_cells` counted per (metric, model, uncertainty): ``ours`` ("k of n" of
+    our cells GPED wins, with ``ours_sets``, the OOD sets and inputs they cover) beside ``paper``
+    ("j of m" of the paper's cells, ``paper_sets``), e.g. FCNN total uncertainty: ours on
+    Fashion-MNIST against the paper's 8 of 8 on KMNIST and notMNIST. ``agree`` as in
+    :func:`experiment4_claims`. Every paper group appears, also those we have no run for."""
+    cells = experiment4_claim_cells(downstream, endd)
+    keyed = cells.assign(uncertainty=cells["uncertainty"].fillna("-"))
+    rows = []
+    for (metric, model, kind), part in keyed.groupby(["metric", "model", "uncertainty"], sort=False):
+        mine = part[part["ours"].notna()]
+        paper = part[part["paper"].notna()].drop_duplicates(["estimator", "student", "ood_dataset"])
+        sets_ours = sorted({_set_name(d, i) for d, i in zip(mine["ood_dataset"], mine["ood_inputs"])
+                            if _blank(d) is not None}) if metric == "auroc" else []
+        sets_paper = sorted({_set_name(d) for d in paper["ood_dataset"].dropna()}) if metric == "auroc" else []
+        rows.append({"metric": metric, "model": model, "uncertainty": None if kind == "-" else kind,
+                     "ours": count_text((mine["ours"] == "GPED").sum(), len(mine)) if len(mine) else "no run",
+                     "ours_sets": ", ".join(sets_ours),
+                     "paper": count_text((paper["paper"] == "GPED").sum(), len(paper)) if len(paper) else "no cell",
+                     "paper_sets": ", ".join(sets_paper), "agree": agreement_text(part), "versus": endd})
+    return pd.DataFrame(rows, columns=["metric", "model", "uncertainty", "ours", "ours_sets", "paper", "paper_sets",
+                                       "agree", "versus"])
+
+
+#: Metrics on which the teacher ensemble has a value of its own (:func:`experiment4_teacher_lines`).
+TEACHER_METRICS = ("nll", "accuracy", "auroc", "mu_mean")
+
+
+def experiment4_teacher_lines(downstream: pd.DataFrame) -> pd.DataFrame:
+    """The teacher ensemble's own quality next to every student's (issue 27): one row per student
+    value of :data:`TEACHER_METRICS` (test NLL and accuracy, OOD AUROC per set, inputs and
+    uncertainty, mean model uncertainty on the test and OOD sets) with ``teacher``, the ensemble's
+    value in the same chain and cell, and ``minus_teacher`` = value - teacher (a student's AUROC
+    above its teacher's is an OOD signal the teacher does not have; NLL minus teacher is the NLL
+    gap). A student's mean |MU - MU_teacher| is the ``mu_mae`` rows of ``downstream``."""
+    columns = ["model", "method", "estimator", "student", "metric", "uncertainty", "ood_dataset", "ood_inputs",
+               "value", "teacher", "minus_teacher"]
+    if downstream.empty or "metric" not in downstream:
+        return pd.DataFrame(columns=columns)
+    df = downstream[downstream["metric"].isin(TEACHER_METRICS)].copy()
+    for key in ("uncertainty", "ood_dataset"):
+        if key not in df:
+            df[key] = None
+    df["ood_inputs"] = _ood_inputs(df)
+    chain = [c for c in ("run_key", "cell", "seed") if c in df]
+    keys = ["model", "metric", "uncertainty", "ood_dataset", "ood_inputs", *chain]
+    df = _fill(df, ["uncertainty", "ood_dataset", "ood_inputs"])
+    teacher = df[df["method"] == "Ensemble"].groupby(keys, sort=False)["value"].mean().rename("teacher")
+    out = df[df["method"] != "Ensemble"].merge(teacher.reset_index(), on=keys, how="left")
+    out["minus_teacher"] = out["value"] - out["teacher"]
+    for key in ("uncertainty", "ood_dataset", "ood_inputs"):
+        out[key] = out[key].astype(object).map(_blank)
+    return out.reindex(columns=columns + [c for c in chain if c not in columns]).reset_index(drop=True)
 
 
 def figure15_students(per_input: pd.DataFrame) -> dict[str, torch.Tensor]:
     """Figure 15's students from one model's ``data_uncertainty`` rows: each largest-width student's
-    E[H] per test input, named ``"<method>-<estimator> (largest)"``."""
-    columns = sorted(c for c in per_input.columns if c.endswith(STUDENT_SIZES[1]))
+    E[H] per test input, named ``"<method>-<estimator> (largest)"`` (EnD2 at T = 1, as its claims)."""
+    columns = sorted(c for c in per_input.columns if c.endswith(STUDENT_SIZES[1]) and " (T = " not in c)
     return {c.replace(f"-{STUDENT_SIZES[1]}", " (largest)"): torch.tensor(per_input[c].to_numpy(dtype=float))
             for c in columns}

@@ -126,20 +126,26 @@ def study_history(results: Sequence[GPEDResult | None], tasks: Sequence[ChainTas
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def study_table(history: pd.DataFrame, model: str = "fcnn") -> pd.DataFrame:
-    """Per candidate, the last log point's teacher NLL (all samples and recent window), student
-    NLL and entropy MAE (mean over seeds, with the number of seeds), the seconds it took, and the
-    paper's Table 1 values at T = 10^6 beside them."""
+def study_per_seed(history: pd.DataFrame) -> pd.DataFrame:
+    """Per (candidate, seed), the last log point's ``T``, ``seconds``, ``teacher NLL`` (all samples and
+    ``(recent)`` window), ``student NLL`` and ``entropy MAE``; indexed by (candidate, seed)."""
     if history.empty:
         raise ValueError("study_table: no finished run")
     last = history.loc[history.groupby(["candidate", "seed", "student"])["step"].idxmax()]
     pred = last[last["student"] == STUDENT_LABELS[0]].set_index(["candidate", "seed"])
     ent = last[last["student"] == STUDENT_LABELS[1]].set_index(["candidate", "seed"])
-    per_seed = pd.DataFrame({
+    return pd.DataFrame({
         "T": pred["step"], "seconds": pred["elapsed_s"], "teacher NLL": pred["teacher_nll"],
         "teacher NLL (recent)": pred["teacher_recent_nll"], "student NLL": pred["student_nll"],
         "entropy MAE": ent["entropy_mae"],
     })
+
+
+def study_table(history: pd.DataFrame, model: str = "fcnn") -> pd.DataFrame:
+    """Per candidate, the last log point's teacher NLL (all samples and recent window), student
+    NLL and entropy MAE (mean over seeds, with the number of seeds), the seconds it took, and the
+    paper's Table 1 values at T = 10^6 beside them."""
+    per_seed = study_per_seed(history)
     order = list(dict.fromkeys(history["candidate"]))
     table = per_seed.groupby(level="candidate").mean().reindex(order)
     table.insert(0, "seeds", per_seed.groupby(level="candidate").size().reindex(order))
@@ -154,3 +160,42 @@ def paper_row(model: str = "fcnn") -> dict[str, float]:
     paper = table1().set_index("model").loc[model]
     return {"teacher NLL": paper["teacher_nll"], "student NLL": paper["student_nll"],
             "entropy MAE": paper["entropy_mae"]}
+
+
+#: The quantities a winner is named on (lower is better for each).
+WINNER_QUANTITIES = ("teacher NLL", "student NLL", "entropy MAE")
+
+
+def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUANTITIES) -> pd.DataFrame:
+    """The lowest candidate per quantity over seeds, and whether it is separated from the next by more
+    than the seed spread (issue 27: a winner named on 0.0910 against 0.0911 from one seed says nothing).
+
+    One row per quantity: ``winner`` and ``runner_up`` (lowest and second-lowest mean over seeds), their
+    ``*_mean`` and ``*_std`` (sample standard deviation over seeds; NaN for one seed), ``gap`` (runner-up
+    mean - winner mean), ``seeds``, ``separated`` (``"yes"`` when the gap exceeds the sum of the two
+    standard deviations, i.e. their mean +- std intervals do not overlap; ``"no"`` otherwise; ``"one
+    seed"`` when there is no spread to compare with) and ``seed_winners`` (which candidate is lowest
+    in each seed, counted: e.g. ``"BAOA 2, SGNHT 1 (of 3 seeds)"``)."""
+    per_seed = study_per_seed(history)
+    rows = []
+    for q in quantities:
+        if q not in per_seed:
+            raise ValueError(f"quantity={q!r} is not known; allowed: {list(per_seed.columns)}")
+        values = per_seed[q].unstack("candidate")  # seeds x candidates
+        stats = pd.DataFrame({"mean": values.mean(), "std": values.std(ddof=1), "n": values.count()})
+        stats = stats.sort_values("mean", kind="stable")
+        best = values.idxmin(axis=1).value_counts()
+        w, r = stats.iloc[0], stats.iloc[1] if len(stats) > 1 else None
+        seeds = int(stats["n"].max())
+        if r is None or seeds < 2:
+            separated = "one seed" if seeds < 2 else "no runner-up"
+        else:
+            separated = "yes" if r["mean"] - w["mean"] > w["std"] + r["std"] else "no"
+        rows.append({"quantity": q, "winner": stats.index[0], "winner_mean": w["mean"], "winner_std": w["std"],
+                     "runner_up": stats.index[1] if r is not None else None,
+                     "runner_up_mean": r["mean"] if r is not None else float("nan"),
+                     "runner_up_std": r["std"] if r is not None else float("nan"),
+                     "gap": (r["mean"] - w["mean"]) if r is not None else float("nan"), "seeds": seeds,
+                     "separated": separated,
+                     "seed_winners": ", ".join(f"{c} {n}" for c, n in best.items()) + f" (of {len(values)} seeds)"})
+    return pd.DataFrame(rows)

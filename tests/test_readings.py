@@ -1,0 +1,117 @@
+"""The notebooks' reading sentences (gped_kit.viz.readings) written from hand-built tables: every number they
+state is the table's, and they say where GPED loses, whether the seeds separate a winner, and which methods
+do worse than predicting no model uncertainty."""
+
+import pandas as pd
+
+from gped_kit.experiments import comparison as C
+from gped_kit.experiments import paper_tables, samplers
+from gped_kit.viz import readings as R
+
+SETTINGS = [(e, s) for s in ("base", "largest_width_multiplier") for e in ("U_s", "U_o")]
+
+
+def _downstream() -> pd.DataFrame:
+    rows = []
+    for model in ("fcnn", "cnn_mnist"):
+        chain = dict(model=model, seed=0, run_key=model)
+        for est, size in SETTINGS:
+            who = dict(chain, estimator=est, student=size)
+            loses = (model, size) == ("cnn_mnist", "largest_width_multiplier")
+            rows += [dict(who, method="GPED", metric="nll", value=0.503 if loses else 0.3),
+                     dict(who, method="EnD2", metric="nll", value=0.491),
+                     dict(who, method="EnD2 (T = 2.5)", metric="nll", value=1.2 if est == "U_s" else 1.4)]
+            for kind in ("total", "knowledge"):
+                rows += [dict(who, method="GPED", metric="auroc", value=0.7, uncertainty=kind,
+                              ood_dataset="fashion_mnist", ood_masked=False),
+                         dict(who, method="EnD2", metric="auroc", value=0.95, uncertainty=kind,
+                              ood_dataset="fashion_mnist", ood_masked=False)]
+        rows.append(dict(chain, method="Ensemble", metric="nll", value=0.25))
+        rows += [dict(chain, method="Ensemble", metric="auroc", value=0.8, uncertainty=kind,
+                      ood_dataset="fashion_mnist", ood_masked=False) for kind in ("total", "knowledge")]
+    return pd.DataFrame(rows)
+
+
+def test_experiment4_reading_states_the_tables_numbers_and_where_gped_loses():
+    text = R.experiment4_reading(_downstream(), "default")
+    assert text.startswith("**Reading Experiment 4** ('default' profile")
+    assert ("- GPED lower NLL than EnD²: ours 6 of 8 cells; the paper 8 of 8 (MNIST) in its own cells, "
+            "agree in 6 of 8 cells compared; over seeds 6 of 8 (one seed); against EnD² (T = 2.5): 8 of 8.") in text
+    assert "GPED loses in distribution in 2 cell(s): NLL in CNN-MNIST U_o largest (0.503 against EnD²'s 0.491; " \
+           "the paper: 0.305 against 0.314) and NLL in CNN-MNIST U_s largest (0.503 against EnD²'s 0.491; " \
+           "the paper: 0.296 against 0.321)." in text
+    assert "against EnD² (T = 2.5): nan" not in text and ": 8 of 8." in text
+    assert "ours 0 of 16 cells; the paper 20 of 32 (MNIST)" in text and "no cell in common" in text
+    assert "FCNN total: ours 0 of 4 (Fashion-MNIST (whole)), the paper 8 of 8 (KMNIST, notMNIST)" in text
+    # the ensemble's own AUROC (0.8) is above GPED's (0.7) everywhere and below EnD2's (0.95) everywhere
+    assert ("The teacher ensemble's own OOD AUROC (FCNN total 0.800; FCNN knowledge 0.800; CNN-MNIST total 0.800; "
+            "CNN-MNIST knowledge 0.800) is higher than GPED's in 16 of 16 cells (student minus teacher -0.100) and "
+            "EnD²'s in 0 of 16 cells (student minus teacher +0.150).") in text
+    assert "test NLL 0.491 at T = 1, 1.200–1.400 at T = 2.5" in text
+    assert R.experiment4_reading(pd.DataFrame()).endswith("nothing to read.")
+
+
+def test_experiment2_reading_counts_each_trend_beside_the_paper():
+    long = paper_tables.experiment2_long("cnn_mnist")
+    long = long[long["labelled_size"].isin([10_000, 60_000]) & long["mask_size"].isin([0, 15, 25])]
+    rows = []
+    for r in long.itertuples():
+        base = dict(model="cnn_mnist", labelled_size=r.labelled_size, mask_size=r.mask_size,
+                    masking_rate=r.masking_rate, estimator=r.estimator, teacher_nll=r.teacher_nll,
+                    run_key=f"{r.labelled_size}-{r.mask_size}", seed=0)
+        gap = -r.nll_gap if r.labelled_size == 10_000 else r.nll_gap  # the gap rises with data here
+        rows += [dict(base, target="predictive", student_nll=r.teacher_nll + gap, nll_gap=gap),
+                 dict(base, target="entropy", entropy_mae=r.entropy_mae)]
+    text = R.experiment2_reading(pd.DataFrame(rows), "default")
+    assert "*CNN-MNIST*" in text
+    assert ("- NLL gap falls with more labelled data: ours 0 of 6, the paper 6 of 6 in the same cells, "
+            "agree in 0 of 6 cells compared; over seeds 0 of 6 (one seed).") in text
+    assert "not: NLL gap falls with more labelled data" in text
+
+
+def _comparison_table() -> pd.DataFrame:
+    rows = []
+    for eval_set, teacher_mu in (("test", 0.039), ("fashion_mnist", 0.19)):
+        common = dict(model="fcnn", eval_set=eval_set, num_iterations=4000, num_snapshots=20)
+        rows += [dict(common, method=C.TEACHER, mu_mae_teacher=0.0, total_bias_teacher=0.0, data_bias_teacher=0.0,
+                      mu_bias_teacher=0.0, total_mean=0.163, data_mean=0.124, mu_mean=teacher_mu),
+                 dict(common, method=C.SNAPSHOTS, mu_mae_teacher=0.009, total_mean=0.16, data_mean=0.12,
+                      mu_mean=0.038),
+                 dict(common, method="GPED", mu_mae_teacher=0.078, total_bias_teacher=-0.010,
+                      data_bias_teacher=-0.067, mu_bias_teacher=0.057, total_mean=0.153, data_mean=0.057,
+                      mu_mean=0.096, params=478811, train_steps=1499, train_batch_size=100, inputs_seen=149900,
+                      targets="current sample"),
+                 dict(common, method="Hydra", mu_mae_teacher=0.018, total_bias_teacher=0.0, data_bias_teacher=0.0,
+                      mu_bias_teacher=-0.014, total_mean=0.163, data_mean=0.12, mu_mean=0.025, params=1498600,
+                      train_steps=3000, train_batch_size=100, inputs_seen=300000, targets="cached logits"),
+                 dict(common, method=C.ZERO_MU, mu_mae_teacher=teacher_mu, mu_mean=0.0)]
+    return pd.DataFrame(rows)
+
+
+def test_comparison_reading_sets_each_method_beside_the_zero_mu_baseline():
+    text = R.comparison_reading(_comparison_table())
+    assert "long-chain teacher, T = 4,000" in text and "snapshot ensemble, S = 20" in text
+    assert ("*test*: mean |ΔMU| against the teacher: GPED 0.078, Hydra 0.018; predicting zero MU: 0.039. "
+            "Worse than predicting zero: GPED. Closest: Hydra.") in text
+    assert "*fashion_mnist*: mean |ΔMU| against the teacher: GPED 0.078, Hydra 0.018; predicting zero MU: 0.190. " \
+           "Worse than predicting zero: none." in text
+    assert ("GPED's MU bias +0.057 = its predictive head's total-entropy bias -0.010 (mean H[E p] 0.153 against the "
+            "teacher's 0.163) minus its entropy head's bias -0.067 (mean E[H] 0.057 against 0.124).") in text
+    assert ("Training budgets: GPED: 1,499 steps of 100 inputs (149,900 seen, 478,811 parameters; targets: current "
+            "sample); Hydra: 3,000 steps of 100 inputs (300,000 seen, 1,498,600 parameters; targets: cached "
+            "logits).") in text
+
+
+def test_sampler_reading_names_no_winner_when_the_seeds_do_not_separate_it():
+    rows = []
+    for candidate, values in (("BAOA", [0.0900, 0.0920]), ("SGNHT", [0.0911, 0.0912])):
+        for seed, value in enumerate(values):
+            common = dict(candidate=candidate, seed=seed, step=100, elapsed_s=1.0, teacher_nll=value,
+                          teacher_recent_nll=value)
+            rows += [dict(common, student=samplers.STUDENT_LABELS[0], student_nll=value, entropy_mae=float("nan")),
+                     dict(common, student=samplers.STUDENT_LABELS[1], student_nll=float("nan"), entropy_mae=value)]
+    text = R.sampler_reading(pd.DataFrame(rows))
+    assert ("- teacher NLL: lowest BAOA 0.0910 ± 0.0014, next SGNHT 0.0912 ± 0.0001 over 2 seed(s) (lowest per seed: "
+            "BAOA 1, SGNHT 1 (of 2 seeds)); the gap is within the seed spread: no winner is established.") in text
+    one = R.sampler_reading(pd.DataFrame(rows)[lambda d: d["seed"] == 0])
+    assert "one seed, so no spread to judge the gap by: no winner is established" in one
