@@ -10,13 +10,17 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from PIL import Image as PIL_Image  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
+from gped_kit.core.targets import RegressionMoments  # noqa: E402
 from gped_kit.core.uncertainty import from_samples  # noqa: E402
 from gped_kit.experiments.experiment3 import pareto_front, search_candidates  # noqa: E402
 from gped_kit.toys import ToyResult  # noqa: E402
 from gped_kit.viz import thesis as thesis_plots  # noqa: E402
 from gped_kit.viz.plots import (  # noqa: E402
+    PAPER_ONLY_SUFFIX,
+    is_paper_only,
     plot_comparison,
     plot_data_uncertainty_joint,
     plot_entropy_agreement,
@@ -25,13 +29,23 @@ from gped_kit.viz.plots import (  # noqa: E402
     plot_learning_curves,
     plot_pareto,
     plot_pareto_figure,
+    plot_regression_uncertainty,
+    plot_sampler_study,
     plot_uncertainty_grid,
     plot_uncertainty_maps,
     save_figure,
     save_table,
 )
 from gped_kit.viz.tables import full_table, markdown_table, paper_table  # noqa: E402
-from gped_kit.viz.theme import KIT_RC, METHOD_COLORS, kit_theme, method_color, method_colors  # noqa: E402
+from gped_kit.viz.theme import (  # noqa: E402
+    KIT_RC,
+    METHOD_COLORS,
+    color_difference,
+    kit_theme,
+    method_color,
+    method_colors,
+    savefig_metadata,
+)
 
 
 def test_figures_are_drawn_and_saved_as_png_and_pdf(tmp_path):
@@ -54,10 +68,15 @@ def test_experiment4_figures_and_save_table(tmp_path):
             for m in ("Ensemble", "GPED", "EnD2") for e in ("U_s", "U_o") for s in ("base", "largest_width_multiplier")
             for k, v in (("nll", 0.5), ("accuracy", 0.8))]
     fig = plot_experiment4_in_distribution(pd.DataFrame(rows), title="t")
-    assert len(fig.axes) == 2 and len(fig.axes[1].patches) == 3 * 4  # 3 methods x 4 settings
+    dots = [line for line in fig.axes[1].lines if line.get_label().endswith("(ours)")]
+    assert len(fig.axes) == 2 and [len(d.get_xdata()) for d in dots] == [4, 4, 4]  # 3 methods x 4 settings
     ens = torch.rand(200)
     fig = plot_data_uncertainty_joint(ens, {"GPED": ens * 0.9, "EnD2": ens * 1.1})
-    assert len(fig.axes) == 6
+    colorbars = [a for a in fig.axes if hasattr(a, "_colorbar")]
+    assert len(fig.axes) == 8 and len(colorbars) == 2  # per student: joint, two marginals, its colour bar
+    assert all(cb.get_ylabel() == "test inputs per hexagon" for cb in colorbars)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any(t.startswith("GPED student") for t in legend) and any(t.startswith("EnD2 student") for t in legend)
     paths = save_table(pd.DataFrame({"a": [1.23456]}), "t_default", tmp_path)
     assert [p.name for p in paths] == ["t_default.csv", "t_default.md"] and "1.235" in paths[1].read_text()
 
@@ -193,6 +212,25 @@ def test_pareto_figure_leaves_an_isolated_student_off_the_scale_with_an_arrow():
     plt.close(fig)
 
 
+def test_pareto_figure_draws_nothing_off_the_scale_and_one_cost_range_per_row():
+    table = synthetic_search()
+    fcnn = table[table["model"] == "fcnn"].copy()
+    far = (fcnn["reg_weight"] == 1e-2) & (fcnn["stage"] == "fine-tuned")
+    fcnn.loc[far, ["student_nll", "flops", "params"]] = [2.0, 60_000, 5_000]  # far off, and cheaper than any other
+    fig = plot_pareto_figure(fcnn, "student_nll")
+    a, b, c, d = fig.axes[:4]
+    assert a.get_xlim() == b.get_xlim() and c.get_xlim() == d.get_xlim()  # panels of a row: the same costs
+    assert a.get_xlim()[0] < 60_000 < a.get_xlim()[1]  # the off-scale student's arrow points into the panel
+    low, high = b.get_ylim()
+    for ax in fig.axes[:4]:
+        for line in ax.lines:
+            if line.get_label() in ("S: Pareto frontier", "exhaustive frontier (for comparison)"):
+                assert all(low <= y <= high for y in line.get_ydata())  # no step to the off-scale student
+        for points in ax.collections:
+            assert all(low <= y <= high for _, y in points.get_offsets())
+    plt.close(fig)
+
+
 def test_uncertainty_maps_have_titles_ticks_one_colour_bar_per_column_and_a_legend():
     maps = {m: from_samples(torch.rand(3, 16, 2).softmax(-1)) for m in ("Teacher", "Hydra")}
     fig = plot_uncertainty_maps(maps, 4, 2.0, torch.rand(10, 2), torch.tensor([0, 1] * 5), rings=(0.7, 0.85))
@@ -249,3 +287,136 @@ def test_tables_show_every_row_and_missing_values_as_a_dash(tmp_path):
     assert "nan" not in paths[1].read_text() and "—" in paths[1].read_text()
     labelled = paper_table(pd.DataFrame({"labelled_size": [10_000], "teacher_nll": [0.9]}), ["teacher_nll"])
     assert list(labelled.columns) == ["labelled_size", "teacher_nll_paper"]
+
+
+def test_saving_a_figure_twice_gives_the_same_bytes_without_time_stamps(tmp_path):
+    history = pd.DataFrame({"step": [100, 200], "student": ["GPED", "GPED"], "teacher_nll": [0.5, 0.4],
+                            "teacher_accuracy": [0.8, 0.9], "student_nll": [0.7, 0.6], "student_accuracy": [0.7, 0.8],
+                            "entropy_mae": [0.2, 0.1]})
+    fig = plot_learning_curves(history)
+    first, second = save_figure(fig, "curves", tmp_path / "a"), save_figure(fig, "curves", tmp_path / "b")
+    plt.close(fig)
+    fig = plot_learning_curves(history)  # drawn again from the same table
+    third = save_figure(fig, "curves", tmp_path / "c")
+    plt.close(fig)
+    for one, two, three in zip(first, second, third):
+        assert one.read_bytes() == two.read_bytes() == three.read_bytes(), one.name
+    png, pdf = first
+    assert "Software" not in PIL_Image.open(png).info
+    assert b"CreationDate" not in pdf.read_bytes() and b"Matplotlib" not in pdf.read_bytes()
+    with kit_theme():  # SVG (not written by save_figure) saves the same twice too with the kit's metadata and rc
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [1, 0], label="x")
+        ax.legend()
+        svgs = []
+        for name in ("one.svg", "two.svg"):
+            fig.savefig(tmp_path / name, metadata=savefig_metadata("svg"))
+            svgs.append((tmp_path / name).read_bytes())
+        plt.close(fig)
+    assert svgs[0] == svgs[1] and b"<dc:date>" not in svgs[0]
+    with pytest.raises(ValueError, match="fmt='eps'"):
+        savefig_metadata("eps")
+    with pytest.raises(ValueError, match="without folders"):
+        save_figure(plt.figure(), "sub/name", tmp_path)
+    plt.close("all")
+
+
+def test_figures_and_tables_of_the_papers_numbers_only_are_named_as_the_papers(tmp_path):
+    ours, paper = _experiment2(model_rows=False)
+    fig = plot_experiment2_vs_paper(ours, paper.assign(table="Table 7"), x="labelled_size")
+    assert is_paper_only(fig)
+    assert [p.name for p in save_figure(fig, "fig5_x_default", tmp_path)] == [
+        f"fig5_x_default{PAPER_ONLY_SUFFIX}.png", f"fig5_x_default{PAPER_ONLY_SUFFIX}.pdf"]
+    plt.close(fig)
+    fig = plot_experiment2_vs_paper(*_experiment2())
+    assert not is_paper_only(fig) and save_figure(fig, "fig1_x_default", tmp_path)[0].name == "fig1_x_default.png"
+    plt.close(fig)
+    table = pd.DataFrame({"labelled_size": [10_000], "teacher_nll": [0.9]})
+    labelled = paper_table(table, ["teacher_nll"])
+    assert [p.name for p in save_table(labelled, "table7_x_default", tmp_path)] == [
+        "table7_x_default_paper_only.csv", "table7_x_default_paper_only.md"]
+    assert save_table(table, "table7_x_default", tmp_path)[0].name == "table7_x_default.csv"  # not marked
+    assert table.attrs == {}  # the paper's table was labelled, not the one it was made from
+
+
+def test_figure14_draws_dots_on_an_axis_that_spans_the_values():
+    rows = [dict(model="fcnn", method=m, estimator=e, student=s, metric=k, value=v + d, value_paper=None)
+            for m, d in (("Ensemble", 0.0), ("GPED", -0.02), ("EnD2", -0.03)) for e in ("U_s", "U_o")
+            for s in ("base", "largest_width_multiplier") for k, v in (("nll", 0.5), ("accuracy", 0.83))]
+    fig = plot_experiment4_in_distribution(pd.DataFrame(rows))
+    accuracy = fig.axes[0]
+    assert len(accuracy.patches) == 0 and accuracy.get_ylim()[0] > 0.75 and accuracy.get_ylim()[1] < 0.9
+    assert accuracy.get_xlabel() == "estimator, student size"
+    plt.close(fig)
+
+
+def test_learning_curves_leave_an_isolated_student_off_the_scale_and_keep_students_apart():
+    rows = []
+    students = ["KD", "GPED", "KD (perturbed inputs)", "KD (noise inputs)", "KD + derivative matching", "EnD2"]
+    for i, step in enumerate((100, 200, 300)):
+        for j, name in enumerate(students):
+            nll = 2.2 - 0.1 * i if name == "KD (noise inputs)" else 0.3 - 0.02 * i + 0.01 * j
+            rows.append(dict(step=step, student=name, teacher_nll=0.2 - 0.02 * i, teacher_accuracy=0.95,
+                             student_nll=nll, student_accuracy=0.9))
+    fig = plot_learning_curves(pd.DataFrame(rows))
+    nll = fig.axes[0]
+    assert "student KD (noise inputs)" not in [line.get_label() for line in nll.lines]
+    assert nll.get_ylim()[1] < 1.0  # the others are not squashed against the axis
+    assert any("KD (noise inputs): 2–2.2, off the scale" in t.get_text() for t in nll.texts)
+    styles = {(line.get_color(), line.get_marker(), line.get_linestyle()) for line in nll.lines}
+    assert len(styles) == len(nll.lines)  # every student its own look
+    kd_lines = [line for line in nll.lines if "KD" in line.get_label()]
+    assert len({line.get_marker() for line in kd_lines}) == len(kd_lines)  # the shades of KD apart by marker
+    plt.close(fig)
+
+
+def test_quickstart_students_without_method_names_get_distinct_colours():
+    history = pd.DataFrame({"step": [100, 100, 200, 200], "student": ["predictive (U_s)", "expected entropy (U_o)"] * 2,
+                            "teacher_nll": [0.5, 0.5, 0.4, 0.4], "teacher_accuracy": [0.8, 0.8, 0.9, 0.9],
+                            "student_nll": [0.7, None, 0.6, None], "student_accuracy": [0.7, None, 0.8, None],
+                            "entropy_mae": [None, 0.2, None, 0.1]})
+    fig = plot_learning_curves(history)
+    handles = fig.legends[0].legend_handles
+    assert [t.get_text() for t in fig.legends[0].get_texts()][1:] == ["student predictive (U_s)",
+                                                                       "student expected entropy (U_o)"]
+    assert color_difference(handles[1].get_color(), handles[2].get_color()) > 40
+    assert handles[1].get_marker() != handles[2].get_marker()
+    plt.close(fig)
+
+
+def test_sampler_study_colours_far_apart_and_one_legend():
+    rows = [dict(candidate=c, step=s, elapsed_s=s / 10, teacher_nll=0.1, teacher_recent_nll=0.09,
+                 student=st, student_nll=0.2, entropy_mae=0.1)
+            for c in ("SGLD", "SGLD, warm-up", "SGHMC", "SGNHT", "BAOA") for s in (100, 200)
+            for st in ("predictive (U_s)", "expected entropy (U_o)")]
+    fig = plot_sampler_study(pd.DataFrame(rows), {"teacher NLL": 0.05, "student NLL": 0.08, "entropy MAE": 0.02})
+    solid = [line for line in fig.axes[0].lines if line.get_linestyle() == "-"]
+    colours = [line.get_color() for line in solid]
+    assert len(solid) == 5 and min(color_difference(a, b) for i, a in enumerate(colours) for b in colours[i + 1:]) > 40
+    assert len(fig.legends) == 1 and all(a.get_legend() is None for a in fig.axes)
+    plt.close(fig)
+
+
+def test_regression_figure_draws_the_student_over_a_wider_teacher_line():
+    grid = torch.linspace(-3, 3, 31).unsqueeze(1)
+    teacher = RegressionMoments(torch.sin(grid), 0.01 + 0.05 * grid ** 2, 0.04 + 0.3 * (grid > 0))
+    fig = plot_regression_uncertainty(torch.rand(20, 1) * 4 - 2, torch.randn(20), grid,
+                                      {"teacher ensemble": teacher, "student": teacher}, data_range=(-2, 2))
+    variance = fig.axes[1]
+    by_label = {line.get_label(): line for line in variance.lines}
+    t, s = by_label["teacher ensemble: aleatoric"], by_label["student: aleatoric"]
+    assert t.get_color() == s.get_color() and t.get_linestyle() == "-" and s.get_linestyle() == "--"
+    assert t.get_linewidth() > s.get_linewidth() and t.get_zorder() < s.get_zorder()  # equal curves: both seen
+    assert variance.get_yscale() == "log" and variance.get_ylabel().startswith("variance")
+    with pytest.raises(ValueError, match="moments is empty"):
+        plot_regression_uncertainty(torch.rand(2, 1), torch.rand(2), grid, {})
+    plt.close("all")
+
+
+def test_thesis_figures_label_axes_with_what_the_columns_measure():
+    table = pd.DataFrame([dict(num_data=n, mode=m, kl_mc_to_student=0.01, memory_bytes=1e4)
+                          for n in (2, 10) for m in ("batch", "online")])
+    fig = thesis_plots.plot_online_vs_batch(table, "kl_mc_to_student", "num_data")
+    assert [fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()] == [
+        "data-set size N", "KL(p_MC || student) on the grid", "memory held (bytes)"]
+    plt.close(fig)

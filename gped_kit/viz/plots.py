@@ -7,6 +7,12 @@ nothing of the science themselves: the Pareto frontier of Figures 2 and 6-13 is
 
 Every function draws in the kit's one theme (:mod:`gped_kit.viz.theme`: fonts, grid, palette, one
 colour per method), applied while it draws and undone when it returns.
+
+A figure that shows only the paper's numbers (no result of ours, e.g. Figure 5 without CIFAR-10)
+is marked as such (:func:`mark_paper_only`) and saved under a name ending in ``_paper_only``, so
+that no file of the paper's numbers is named like a result; likewise a table made by
+:func:`gped_kit.viz.tables.paper_table`. Files are written without time stamps or software versions
+(:data:`gped_kit.viz.theme.SAVEFIG_METADATA`): saving unchanged results again changes no byte.
 """
 
 from __future__ import annotations
@@ -20,52 +26,87 @@ import numpy as np
 import pandas as pd
 import torch
 from matplotlib.lines import Line2D
-from matplotlib.patches import Circle
+from matplotlib.patches import Circle, Patch
 from matplotlib.patheffects import withStroke
 from matplotlib.transforms import blended_transform_factory
 
+from ..core.targets import RegressionMoments
 from ..core.uncertainty import Uncertainties
 from ..experiments.experiment3 import COSTS, METHODS, METRIC_TARGET, METRICS, pareto_front, search_candidates
-from .tables import markdown_table
+from .tables import PAPER_ONLY_ATTR, markdown_table
 from .theme import (
     CLASS_COLORS,
+    MARKERS,
     METHOD_COLORS,
     PALETTE,
     PAPER_COLOR,
     TEACHER_COLOR,
+    distinct_colors,
     kit_theme,
     method_color,
     method_colors,
+    method_variant,
+    savefig_metadata,
     sequential_colors,
     style_axes,
     themed,
 )
 
 __all__ = [
-    "EXPERIMENT2_METRICS", "METHOD_COLORS", "plot_comparison", "plot_data_uncertainty_joint",
-    "plot_entropy_agreement", "plot_experiment2_vs_paper", "plot_experiment4_in_distribution",
-    "plot_learning_curves", "plot_pareto", "plot_pareto_figure", "plot_sampler_study", "plot_uncertainty_grid",
-    "plot_uncertainty_maps", "save_figure", "save_table",
+    "EXPERIMENT2_METRICS", "METHOD_COLORS", "PAPER_ONLY_SUFFIX", "is_paper_only", "mark_paper_only", "plot_comparison",
+    "plot_data_uncertainty_joint", "plot_entropy_agreement", "plot_experiment2_vs_paper",
+    "plot_experiment4_in_distribution", "plot_learning_curves", "plot_pareto", "plot_pareto_figure",
+    "plot_regression_uncertainty", "plot_sampler_study", "plot_uncertainty_grid", "plot_uncertainty_maps",
+    "save_figure", "save_table",
 ]
+
+#: The end of the file name of a figure or table that shows only the paper's numbers.
+PAPER_ONLY_SUFFIX = "_paper_only"
+#: The label (:meth:`matplotlib.figure.Figure.get_label`) of a figure that shows only the paper's numbers.
+PAPER_ONLY_LABEL = "the paper's numbers only"
+
+
+def mark_paper_only(fig: plt.Figure) -> plt.Figure:
+    """Mark ``fig`` as showing only the paper's numbers (no result of ours): :func:`save_figure`
+    then names its files ``<name>_paper_only``. Returns ``fig``."""
+    fig.set_label(PAPER_ONLY_LABEL)
+    return fig
+
+
+def is_paper_only(fig: plt.Figure) -> bool:
+    """Whether ``fig`` was marked by :func:`mark_paper_only`."""
+    return fig.get_label() == PAPER_ONLY_LABEL
+
+
+def _file_stem(name: str, paper_only: bool) -> str:
+    if not name or Path(name).name != name:
+        raise ValueError(f"name={name!r}: a file name without folders is needed (the folder is figures_dir)")
+    return f"{name}{PAPER_ONLY_SUFFIX}" if paper_only and not name.endswith(PAPER_ONLY_SUFFIX) else name
 
 
 def save_figure(fig: plt.Figure, name: str, figures_dir: str | Path) -> list[Path]:
-    """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns the paths."""
+    """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns the paths. A figure of
+    the paper's numbers only (:func:`mark_paper_only`) is saved as ``<name>_paper_only``. No time
+    stamp or software version is written (:func:`~gped_kit.viz.theme.savefig_metadata`): the same
+    figure saved twice gives the same bytes."""
+    stem = _file_stem(name, is_paper_only(fig))
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
-    paths = [figures_dir / f"{name}.{ext}" for ext in ("png", "pdf")]
+    paths = [figures_dir / f"{stem}.{ext}" for ext in ("png", "pdf")]
     with kit_theme():
         for path in paths:
-            fig.savefig(path, bbox_inches="tight", dpi=150)
+            fig.savefig(path, bbox_inches="tight", dpi=150, metadata=savefig_metadata(path.suffix[1:]))
     return paths
 
 
 def save_table(table: pd.DataFrame, name: str, figures_dir: str | Path, floatfmt: str = ".3f") -> list[Path]:
     """Save ``table`` as ``<figures_dir>/<name>.csv`` and ``.md`` (Markdown, missing values as "—");
-    returns the paths."""
+    returns the paths. A table of the paper's numbers only (made by
+    :func:`~gped_kit.viz.tables.paper_table`) is saved as ``<name>_paper_only``."""
+    stem = _file_stem(name, bool(table.attrs.get(PAPER_ONLY_ATTR, False)))
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
-    csv, md = figures_dir / f"{name}.csv", figures_dir / f"{name}.md"
+    csv, md = figures_dir / f"{stem}.csv", figures_dir / f"{stem}.md"
     table.to_csv(csv, index=False)
     md.write_text(markdown_table(table, floatfmt=floatfmt))
     return [csv, md]
@@ -91,30 +132,115 @@ def _unique_handles(axes: Sequence[plt.Axes]) -> tuple[list, list[str]]:
     return list(handles.values()), list(handles)
 
 
+def _series_styles(names: Sequence[str], taken: Sequence[str] = ()) -> dict[str, dict]:
+    """A colour, marker and line style per series name, all different at a glance: a method's
+    colour (:func:`~gped_kit.viz.theme.method_colors`; a name no method names gets a palette colour
+    away from those already used and from ``taken``), a marker of its own, dashed for a method's
+    variant (a shade of its method's colour)."""
+    colours = method_colors(list(names))
+    unnamed = [n for n in names if colours[n] == method_color("")]  # names no method family knows: grey
+    named = [c for n, c in colours.items() if n not in unnamed]
+    colours.update(zip(unnamed, distinct_colors(len(unnamed), taken=[*taken, *named])))
+    return {n: dict(color=colours[n], marker=MARKERS[i % len(MARKERS)], ls="--" if method_variant(n) else "-")
+            for i, n in enumerate(names)}
+
+
+def _off_scale_series(series: dict[str, np.ndarray], keep: Sequence[str] = (),
+                      factor: float = 1.0) -> tuple[list[str], list[str]]:
+    """The series to leave off the scale, (above, below): a series all of whose values lie beyond
+    the span of the others by more than ``factor`` times that span (e.g. a failed student at NLL
+    2.3 beside the others at 0.1-0.3, which it would squash into a line); at most a quarter of the
+    series, never those in ``keep``, the most isolated first."""
+    ranges = {k: (float(np.nanmin(v)), float(np.nanmax(v))) for k, v in series.items()
+              if np.isfinite(np.asarray(v, dtype=float)).any()}
+    above: list[str] = []
+    below: list[str] = []
+    for _ in range(len(ranges) // 4):
+        kept = {k: r for k, r in ranges.items() if k not in above and k not in below}
+        movable = [k for k in kept if k not in keep]
+        if not movable:
+            break
+
+        def others(name: str) -> tuple[float, float]:
+            rest = [r for k, r in kept.items() if k != name]
+            return min(r[0] for r in rest), max(r[1] for r in rest)
+
+        top = max(movable, key=lambda k: kept[k][0])
+        low, high = others(top)
+        if kept[top][0] - high > factor * max(high - low, 1e-12):
+            above.append(top)
+            continue
+        bottom = min(movable, key=lambda k: kept[k][1])
+        low, high = others(bottom)
+        if low - kept[bottom][1] > factor * max(high - low, 1e-12):
+            below.append(bottom)
+            continue
+        break
+    return above, below
+
+
+def _note_off_scale(ax: plt.Axes, above: Sequence[str], below: Sequence[str],
+                    ranges: dict[str, tuple[float, float]]) -> None:
+    """Room at the top (bottom) of ``ax`` and a note there naming each series left off the scale above
+    (below), with the range of its values."""
+    low, high = ax.get_ylim()
+    span = high - low
+    for names, top in ((above, True), (below, False)):
+        if not names:
+            continue
+        room = span * (0.06 + 0.09 * len(names))
+        low, high = (low, high + room) if top else (low - room, high)
+        text = "\n".join(f"{'↑' if top else '↓'} {n}: {ranges[n][0]:.3g}–{ranges[n][1]:.3g}, off the scale"
+                         for n in names)
+        ax.text(0.98, 0.98 if top else 0.02, text, transform=ax.transAxes, ha="right", va="top" if top else "bottom",
+                fontsize=8, color="0.25")
+    ax.set_ylim(low, high)
+
+
 @themed
 def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
     """Teacher-ensemble vs student test NLL and accuracy, and entropy MAE, against SGLD iterations;
-    one colour per student (its method's colour), one legend for the figure."""
+    each student its own colour (its method's; a variant a shade of it, dashed) and marker, one
+    legend for the figure. A student far from all others in a panel (e.g. a KD student on noise
+    inputs at NLL 2.3 beside the others at 0.1-0.3) is left off that panel's scale, named with its
+    range at the panel's edge, so the differences between the others stay visible."""
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), layout="constrained")
     teacher = (history.drop_duplicates("step").dropna(subset=["teacher_nll"]) if "teacher_nll" in history
                else history.iloc[:0])
     students = list(dict.fromkeys(history["student"].dropna())) if "student" in history else []
-    colours = method_colors(students)
-    for ax, metric, label in ((axes[0], "nll", "test NLL"), (axes[1], "accuracy", "test accuracy")):
-        if len(teacher):
-            ax.plot(teacher["step"], teacher[f"teacher_{metric}"], "-", color=TEACHER_COLOR, lw=2.5,
-                    label="teacher ensemble")
-        col = f"student_{metric}"
-        if col in history:
-            for name, rows in history.dropna(subset=[col]).groupby("student", sort=False):
-                ax.plot(rows["step"], rows[col], "o-", ms=3, color=colours.get(name), label=f"student {name}")
-        ax.set(xlabel="SGLD iteration t", ylabel=label, title=label)
-    if "entropy_mae" in history:
-        for name, rows in history.dropna(subset=["entropy_mae"]).groupby("student", sort=False):
-            axes[2].plot(rows["step"], rows["entropy_mae"], "o-", ms=3, color=colours.get(name),
-                         label=f"student {name}")
-    axes[2].set(xlabel="SGLD iteration t", ylabel="expected-entropy MAE (nats)", title="expected-entropy MAE")
-    _outside_legend(fig, *_unique_handles(axes))
+    styles = _series_styles(students, taken=[TEACHER_COLOR])
+    teacher_name = "teacher ensemble"
+    panels = ((axes[0], "student_nll", "teacher_nll", "test NLL"),
+              (axes[1], "student_accuracy", "teacher_accuracy", "test accuracy"),
+              (axes[2], "entropy_mae", None, "expected-entropy MAE (nats)"))
+    drawn: set[str] = set()
+    for ax, column, teacher_column, label in panels:
+        curves: dict[str, pd.DataFrame] = {}
+        if teacher_column and len(teacher) and teacher_column in teacher:
+            curves[teacher_name] = teacher[["step", teacher_column]].rename(columns={teacher_column: column})
+        if column in history:
+            for name, rows in history.dropna(subset=[column]).groupby("student", sort=False):
+                curves[f"student {name}"] = rows
+        above, below = _off_scale_series({k: v[column].to_numpy(dtype=float) for k, v in curves.items()},
+                                         keep=[teacher_name])
+        for name, rows in curves.items():
+            if name in above or name in below:
+                continue
+            drawn.add(name)
+            if name == teacher_name:
+                ax.plot(rows["step"], rows[column], "-", color=TEACHER_COLOR, lw=2.5, label=name)
+            else:
+                ax.plot(rows["step"], rows[column], ms=4, label=name, **styles[name.removeprefix("student ")])
+        if above or below:
+            _note_off_scale(ax, above, below, {k: (float(v[column].min()), float(v[column].max()))
+                                               for k, v in curves.items()})
+        ax.set(xlabel="SGLD iteration t", ylabel=label, title=label.removesuffix(" (nats)"))
+    handles = [Line2D([], [], color=TEACHER_COLOR, lw=2.5)] if len(teacher) else []
+    labels = [teacher_name] if len(teacher) else []
+    for name in students:
+        handles.append(Line2D([], [], ms=4, **styles[name]))
+        labels.append(f"student {name}" + ("" if f"student {name}" in drawn else " (off the scale)"))
+    _outside_legend(fig, handles, labels)
     return fig
 
 
@@ -237,7 +363,8 @@ def plot_experiment2_vs_paper(ours: pd.DataFrame, paper: pd.DataFrame, x: str = 
     """Figures 1/4/5 layout, ours (top row) above the paper's numbers from Tables 5-7 (bottom
     row), same metrics and axes (shared y range per metric); one line per labelled-set size, line
     style per estimator, one legend for the figure. Without any result of ours (e.g. CIFAR-10
-    absent) only the paper's row is drawn, labelled as the paper's."""
+    absent) only the paper's row is drawn, labelled as the paper's, and the figure is marked as the
+    paper's numbers only (:func:`mark_paper_only`: :func:`save_figure` names it ``<name>_paper_only``)."""
     metrics = EXPERIMENT2_METRICS
     hue = None if x == "labelled_size" else "labelled_size"
     have_ours = len(ours) > 0 and any(m in ours and ours[m].notna().any() for m in metrics)
@@ -264,7 +391,11 @@ def plot_experiment2_vs_paper(ours: pd.DataFrame, paper: pd.DataFrame, x: str = 
     _outside_legend(fig, *_grid_legend(hue, "estimator", colours, dashes))
     if title:
         fig.suptitle(title)
-    return fig
+    return fig if have_ours else mark_paper_only(fig)
+
+
+#: Markers of the methods in Figure 14 (ours), each method also in its colour; the paper's values are black crosses.
+_METHOD_MARKERS = {"Ensemble": "D", "GPED": "o", "EnD2": "s", "Hydra": "^", "KD": "v"}
 
 
 @themed
@@ -272,74 +403,97 @@ def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") 
     """Figure 14: test accuracy and NLL of the ensemble, GPED and EnD2 students per
     (estimator, student size), one row per model; the paper's NLL (Tables 2, 8-10) as black
     crosses. ``comparison`` is Experiment 4's in-distribution comparison table (one row per model,
-    method, estimator, student size and metric, with ``value`` and ``value_paper``)."""
+    method, estimator, student size and metric, with ``value`` and ``value_paper``).
+
+    Drawn as dots (a marker per method in its colour, its value printed above it) on an axis that
+    spans the values: bars would have to start at zero, where accuracies of 0.80-0.87 look alike."""
     models = list(dict.fromkeys(comparison["model"]))
     fig, axes = plt.subplots(len(models), 2, figsize=(13, 3.6 * len(models) + 0.6), squeeze=False,
                              layout="constrained")
     methods = [m for m in ("Ensemble", "GPED", "EnD2") if m in set(comparison["method"])]
     methods += [m for m in dict.fromkeys(comparison["method"]) if m not in methods]
+    markers = {m: _METHOD_MARKERS.get(m, MARKERS[(i + 5) % len(MARKERS)]) for i, m in enumerate(methods)}
     for row, model in zip(axes, models):
         df = comparison[comparison["model"] == model].copy()
         df["setting"] = df["estimator"] + ", " + df["student"].str.replace("largest_width_multiplier", "largest")
         settings = list(dict.fromkeys(df.sort_values(["student", "estimator"])["setting"]))
-        width = 0.8 / len(methods)
+        width = 0.6 / len(methods)
         for ax, metric, label in ((row[0], "accuracy", "test accuracy"), (row[1], "nll", "test NLL")):
             ax.grid(axis="x", visible=False)
+            for i in range(len(settings) - 1):
+                ax.axvline(i + 0.5, color="0.85", lw=0.8)
             for j, method in enumerate(methods):
                 sel = df[(df["metric"] == metric) & (df["method"] == method)].set_index("setting")
                 xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(settings))]
-                bars = ax.bar(xs, [sel["value"].get(s, float("nan")) for s in settings], width,
-                              color=method_color(method), label=f"{method} (ours)")
-                ax.bar_label(bars, fmt="%.3f", fontsize=6, rotation=90, padding=2)
+                values = [sel["value"].get(s, float("nan")) for s in settings]
+                ax.plot(xs, values, ls="none", marker=markers[method], ms=7, color=method_color(method),
+                        label=f"{method} (ours)", zorder=3)
+                for x, v in zip(xs, values):
+                    if pd.notna(v):
+                        ax.annotate(f"{v:.3f}", (x, v), xytext=(0, 7), textcoords="offset points", ha="center",
+                                    fontsize=6.5, color="0.25")
                 paper = [sel["value_paper"].get(s, float("nan")) for s in settings] if "value_paper" in sel else []
                 if metric == "nll" and any(pd.notna(paper)):
-                    ax.plot(xs, paper, "x", color=PAPER_COLOR, ms=8, mew=2, label="paper" if j == 0 else None,
-                            path_effects=[withStroke(linewidth=4, foreground="white")])
+                    ax.plot(xs, paper, "x", color=PAPER_COLOR, ms=8, mew=2, label="paper (Tables 2, 8-10)",
+                            path_effects=[withStroke(linewidth=4, foreground="white")], zorder=4)
             ax.set_xticks(range(len(settings)), settings, fontsize=9)
-            ax.set(ylabel=label, title=f"{model}: {label}")
-            # bars start at zero (a cut axis makes 0.83 vs 0.80 look twofold); the labels give the values
-            ax.set_ylim(0.0, 1.15 if metric == "accuracy" else ax.get_ylim()[1] * 1.15)
+            ax.set_xlim(-0.5, len(settings) - 0.5)
+            ax.margins(y=0.18)
+            ax.set(xlabel="estimator, student size", ylabel=label, title=f"{model}: {label}")
     _outside_legend(fig, *_unique_handles(axes.flat), where="lower")
     if title:
         fig.suptitle(title)
     return fig
 
 
+_HEXBIN_CMAPS = {"GPED": "Blues", "EnD2": "Oranges", "Hydra": "Greens", "KD": "Purples"}
+
+
 @themed
 def plot_data_uncertainty_joint(ensemble: torch.Tensor, students: dict[str, torch.Tensor],
                                 title: str = "") -> plt.Figure:
     """Figure 15: per test input, a student's expected data uncertainty E[H] against the teacher
-    ensemble's (joint density as hexbins in the shades of the student's method, diagonal = perfect
-    distillation), with the marginal histograms of the ensemble (top, grey) and of the student
-    (right, its method's colour; the ensemble's in grey)."""
+    ensemble's (joint density as hexbins in the shades of the student's method, with a colour bar
+    of the inputs per hexagon; diagonal = perfect distillation), with the marginal histograms of
+    the ensemble (top, grey) and of the student (right: its outline in its method's colour over the
+    ensemble's in light grey). A legend under the panels says which colour is which."""
     t = ensemble.flatten().double().numpy()
     top = float(max([t.max(), *[s.max().item() for s in students.values()]])) * 1.02
-    fig = plt.figure(figsize=(5.2 * len(students), 5.2))
-    outer = fig.add_gridspec(1, len(students), wspace=0.3)
+    fig = plt.figure(figsize=(5.6 * len(students), 5.7))
+    outer = fig.add_gridspec(1, len(students), wspace=0.42, left=0.05, right=0.97, bottom=0.17, top=0.87)
     bins = 40
     for k, (name, values) in enumerate(students.items()):
         s = values.flatten().double().numpy()
-        grid = outer[k].subgridspec(2, 2, width_ratios=(4, 1), height_ratios=(1, 4), wspace=0.05, hspace=0.05)
+        grid = outer[k].subgridspec(2, 3, width_ratios=(4, 1, 0.14), height_ratios=(1, 4), wspace=0.06, hspace=0.05)
         ax = fig.add_subplot(grid[1, 0])
         ax_top = fig.add_subplot(grid[0, 0], sharex=ax)
         ax_right = fig.add_subplot(grid[1, 1], sharey=ax)
-        cmap = {"GPED": "Blues", "EnD2": "Oranges", "Hydra": "Greens", "KD": "Purples"}.get(
-            next((f for f in ("GPED", "EnD2", "Hydra", "KD") if method_color(name) == method_color(f)), ""), "Greys")
-        ax.hexbin(t, s, gridsize=40, extent=(0, top, 0, top), bins="log", cmap=cmap, mincnt=1)
+        family = next((f for f in _HEXBIN_CMAPS if method_color(name) == method_color(f)), None)
+        hexes = ax.hexbin(t, s, gridsize=40, extent=(0, top, 0, top), bins="log",
+                          cmap=_HEXBIN_CMAPS.get(family, "Greys"), mincnt=1)
+        fig.colorbar(hexes, cax=fig.add_subplot(grid[1, 2]), label="test inputs per hexagon")
         ax.plot([0, top], [0, top], "k--", lw=1)
         ax.set(xlim=(0, top), ylim=(0, top), xlabel="ensemble E[H] (nats)", ylabel=f"{name} E[H] (nats)")
         ax_top.hist(t, bins=bins, range=(0, top), color="0.55")
-        ax_right.hist(t, bins=bins, range=(0, top), orientation="horizontal", color="0.8", label="ensemble")
+        ax_right.hist(t, bins=bins, range=(0, top), orientation="horizontal", color="0.8")
         ax_right.hist(s, bins=bins, range=(0, top), orientation="horizontal", histtype="step", lw=1.5,
-                      color=method_color(name), label=name)
+                      color=method_color(name))
         for a in (ax_top, ax_right):
             a.grid(False)
             a.spines[:].set_visible(False)
         ax_top.tick_params(labelbottom=False, labelleft=False, left=False)
         ax_right.tick_params(labelleft=False, labelbottom=False, bottom=False)
         ax_top.set_title(name)
+    families = list(dict.fromkeys(next((f for f in _HEXBIN_CMAPS if method_color(n) == method_color(f)), n)
+                                  for n in students))
+    handles = [Patch(color="0.55"), Line2D([], [], color="black", ls="--", lw=1)]
+    labels = ["ensemble's E[H] (top; right in light grey)", "diagonal: student = ensemble"]
+    for family in families:
+        handles.append(Line2D([], [], color=method_color(family), lw=1.5))
+        labels.append(f"{family} student's E[H] (right, outline; hexbins in its shades)")
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), bbox_to_anchor=(0.5, 0.0))
     if title:
-        fig.suptitle(title, y=1.02)
+        fig.suptitle(title, y=0.98)
     return fig
 
 
@@ -399,10 +553,27 @@ def _mark_off_scale(ax: plt.Axes, rows: pd.DataFrame, metric: str, cost: str) ->
                     arrowprops=dict(arrowstyle="-|>", color=METHOD_COLORS["GPED"], lw=1.2), annotation_clip=False)
 
 
+def _within(values: pd.Series, limits: tuple[float, float] | None) -> pd.Series:
+    """True where ``values`` lie inside ``limits`` (all True without limits)."""
+    if limits is None:
+        return pd.Series(True, index=values.index)
+    return values.between(min(limits), max(limits))
+
+
+def _log_range(values: Sequence[float], pad: float = 0.06) -> tuple[float, float] | None:
+    """A log-axis range holding ``values`` (positive ones), padded by ``pad`` of its decades on each side."""
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=float)
+    if len(v) == 0:
+        return None
+    low, high = np.log10(v.min()), np.log10(v.max())
+    margin = pad * max(high - low, 0.3)
+    return 10 ** (low - margin), 10 ** (high + margin)
+
+
 @themed
 def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None = None, ax: plt.Axes | None = None,
                 highlight: str | None = None, title: str | None = None, teacher: bool = True,
-                ylim: tuple[float, float] | None = None) -> plt.Axes:
+                ylim: tuple[float, float] | None = None, xlim: tuple[float, float] | None = None) -> plt.Axes:
     """One panel of Figures 2 and 6-13 (Experiment 3): ``metric`` of the searched students against
     ``cost`` for one search ``method`` (``"exhaustive"``, ``"group_lasso"``, or None for both).
 
@@ -414,7 +585,9 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
     the base student (architecture = teacher's) as a black square, and a black dashed vertical
     line at its cost. ``highlight`` (a student label) is ringed in red. Costs on a log axis. In a
     group l1/l2 panel the exhaustive search's frontier is drawn faintly (grey dashes) for comparison.
-    ``ylim`` fixes the metric axis; a student outside it is marked by an arrow at the edge with its value.
+    ``ylim`` fixes the metric axis: a student outside it is not drawn (nor the frontier's step to
+    it) but marked by an arrow at the edge with its value. ``xlim`` fixes the cost axis (e.g. the
+    same for the panels of one figure).
     """
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r} is not known; allowed: {sorted(METRICS)}")
@@ -428,9 +601,11 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
     rows = search_candidates(table, method)
     rows = rows[rows["target"] == METRIC_TARGET[metric]].dropna(subset=[metric, cost]) if len(rows) else rows
     if len(rows):
-        ax.scatter(rows[cost], rows[metric], s=22, color="0.55", alpha=0.8, label="IS: individual students",
+        shown = rows[_within(rows[metric], ylim)]
+        ax.scatter(shown[cost], shown[metric], s=22, color="0.55", alpha=0.8, label="IS: individual students",
                    zorder=3)
         front = pareto_front(rows, metric, cost)
+        front = front[_within(front[metric], ylim)]
         ax.step(front[cost], front[metric], where="post", color=student_colour, lw=2, marker="o", ms=5,
                 label="S: Pareto frontier", zorder=4)
     else:
@@ -441,16 +616,20 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
                      & (table["target"] == METRIC_TARGET[metric])].dropna(subset=[metric, cost])
         if len(base):
             ax.axvline(base[cost].iloc[0], color="black", ls="--", lw=1.2, label="base student's cost")
-            ax.scatter(base[cost], base[metric], marker="s", s=60, color="black", zorder=5, label="base student")
+            base = base[_within(base[metric], ylim)]
+            if len(base):
+                ax.scatter(base[cost], base[metric], marker="s", s=60, color="black", zorder=5, label="base student")
         teach = table[table["method"] == "teacher"]
         if teacher and metric != "entropy_mae" and len(teach) and teach[metric].notna().any():
-            samples = int(teach["teacher_samples"].iloc[0]) if "teacher_samples" in teach else 0
-            ax.axhline(float(teach[metric].iloc[0]), color=TEACHER_COLOR, ls=":", lw=2,
-                       label=f"T: teacher ensemble ({samples} samples)")
+            value = float(teach[metric].dropna().iloc[0])
+            if ylim is None or min(ylim) <= value <= max(ylim):
+                samples = int(teach["teacher_samples"].iloc[0]) if "teacher_samples" in teach else 0
+                ax.axhline(value, color=TEACHER_COLOR, ls=":", lw=2, label=f"T: teacher ensemble ({samples} samples)")
         if highlight is not None:
             sel = table[(table["student"] == highlight)]
             sel = search_candidates(sel) if len(sel) else sel
             sel = sel.dropna(subset=[metric, cost]) if len(sel) else sel
+            sel = sel[_within(sel[metric], ylim)] if len(sel) else sel
             if len(sel):
                 ax.scatter(sel[cost], sel[metric], s=220, facecolors="none", edgecolors="red", linewidths=2,
                            zorder=6)
@@ -459,6 +638,7 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
         exhaustive = exhaustive[exhaustive["target"] == METRIC_TARGET[metric]].dropna(subset=[metric, cost])
         if len(exhaustive):
             ex_front = pareto_front(exhaustive, metric, cost)
+            ex_front = ex_front[_within(ex_front[metric], ylim)]
             ax.step(ex_front[cost], ex_front[metric], where="post", color="0.6", lw=1, ls="--",
                     label="exhaustive frontier (for comparison)", zorder=2)
     if len(rows) or not table.empty:
@@ -466,6 +646,13 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
         ax.xaxis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(mticker.EngFormatter(sep=""))
         ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+    if xlim is None and ylim is not None and len(rows) and not _within(rows[metric], ylim).all():
+        wanted = _log_range(rows[cost])  # the off-scale students' arrows point at their costs: keep those in the panel
+        if wanted is not None:
+            shown = ax.get_xlim()
+            xlim = (min(shown[0], wanted[0]), max(shown[1], wanted[1]))
+    if xlim is not None:
+        ax.set_xlim(*xlim)
     if ylim is not None:
         ax.set_ylim(*ylim)
         if len(rows):
@@ -479,20 +666,31 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
 def plot_pareto_figure(table: pd.DataFrame, metric: str, title: str = "") -> plt.Figure:
     """Figures 2 and 6-13 laid out as in the paper: (a) ``metric`` vs FLOPs, exhaustive search;
     (b) vs FLOPs, group l1/l2 with pruning; (c) vs parameters, exhaustive; (d) vs parameters,
-    group l1/l2; shared metric axis. ``table`` holds one model's search table.
+    group l1/l2; shared metric axis, and one cost range per row (the panels of a row compare the
+    two searches at the same costs). ``table`` holds one model's search table.
 
-    The shared metric axis shows the region where the students are: a student far from all others
-    (e.g. a group l1/l2 student with a large lambda, pruned to a few units) would stretch it to
-    where the differences between the others vanish, so it is left off the scale and marked by an
-    arrow at the panel's edge with its value."""
+    The shared metric axis shows the region where the students and the teacher are: a student far
+    from all others (e.g. a group l1/l2 student with a large lambda, pruned to a few units) would
+    stretch it to where the differences between the others vanish, so it is left off the scale
+    (neither it nor the frontier's step to it is drawn) and marked by an arrow at the panel's edge
+    with its value."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), sharey=True, layout="constrained")
     ylim = _focus_range(_pareto_values(table, metric))
+    teach = table[table["method"] == "teacher"] if not table.empty else table
+    if ylim is not None and metric != "entropy_mae" and len(teach) and teach[metric].notna().any():
+        value = float(teach[metric].dropna().iloc[0])  # the teacher's line stays on the scale
+        pad = 0.05 * (ylim[1] - ylim[0])
+        ylim = (min(ylim[0], value - pad), max(ylim[1], value + pad))
+    candidates = search_candidates(table) if not table.empty else table
+    if len(candidates):
+        candidates = candidates[candidates["target"] == METRIC_TARGET[metric]]
     letters = iter("abcd")
     for row, cost in enumerate(("flops", "params")):
+        xlim = _log_range(candidates[cost].dropna()) if len(candidates) and cost in candidates else None
         for col, method in enumerate(("exhaustive", "group_lasso")):
             ax = axes[row][col]
             name = "exhaustive search" if method == "exhaustive" else "group l1/l2 with pruning"
-            plot_pareto(table, metric, cost, method, ax=ax, title=f"({next(letters)}) {name}", ylim=ylim)
+            plot_pareto(table, metric, cost, method, ax=ax, title=f"({next(letters)}) {name}", ylim=ylim, xlim=xlim)
     _outside_legend(fig, *_unique_handles(axes.flat), where="lower", ncol=3)
     if title:
         fig.suptitle(title)
@@ -613,6 +811,8 @@ def plot_comparison(table: pd.DataFrame) -> plt.Figure:
                         ax.text(value + right * 0.01, y, f"{value:.3g}", va="center", fontsize=7)
                 ax.set_yticks(ys, methods if j == 0 else [""] * len(methods), fontsize=8)
                 ax.set_ylim(len(methods) - 0.4, -0.6)
+                if j == 0:
+                    ax.set_ylabel("method")
                 ax.set_xlabel(_COMPARISON_METRICS[metric], fontsize=9)
             if i == 0:
                 ax.set_title(_EVAL_SET_NAMES.get(eval_set, eval_set))
@@ -622,10 +822,13 @@ def plot_comparison(table: pd.DataFrame) -> plt.Figure:
 @themed
 def plot_sampler_study(history: pd.DataFrame, paper: dict[str, float]) -> plt.Figure:
     """Notebook 10: teacher-ensemble NLL (solid: all kept samples; dotted: the recent window),
-    student NLL and entropy MAE against wall-clock seconds, one colour per candidate sampler (mean
-    over seeds at each log point), with the paper's Table 1 values at T = 10^6 as dashed lines."""
+    student NLL and entropy MAE against wall-clock seconds, one colour and marker per candidate
+    sampler (mean over seeds at each log point; colours far apart, so curves that cross stay
+    apart), with the paper's Table 1 values at T = 10^6 as dashed lines; one legend for the figure."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharex=True, layout="constrained")
-    colours = dict(zip(dict.fromkeys(history["candidate"]), PALETTE))
+    candidates = list(dict.fromkeys(history["candidate"]))
+    colours = dict(zip(candidates, distinct_colors(len(candidates), taken=[PAPER_COLOR])))
+    markers = {c: MARKERS[i % len(MARKERS)] for i, c in enumerate(candidates)}
     panels = (("teacher NLL", "teacher_nll", None), ("student NLL", "student_nll", "predictive (U_s)"),
               ("entropy MAE", "entropy_mae", "expected entropy (U_o)"))
     for ax, (title, column, student) in zip(axes, panels):
@@ -634,10 +837,75 @@ def plot_sampler_study(history: pd.DataFrame, paper: dict[str, float]) -> plt.Fi
         for candidate, part in rows.groupby("candidate", sort=False):
             curve = part.groupby("step")[[column, "elapsed_s"] + (["teacher_recent_nll"] if student is None
                                                                    else [])].mean()
-            ax.plot(curve["elapsed_s"], curve[column], "-", color=colours[candidate], lw=2, label=candidate)
+            ax.plot(curve["elapsed_s"], curve[column], "-", color=colours[candidate], marker=markers[candidate], ms=4,
+                    lw=2, label=candidate)
             if student is None:
-                ax.plot(curve["elapsed_s"], curve["teacher_recent_nll"], ":", color=colours[candidate], lw=1.5)
+                ax.plot(curve["elapsed_s"], curve["teacher_recent_nll"], ":", color=colours[candidate], lw=1.5,
+                        label=f"{candidate}, recent window")
         ax.axhline(paper[title], color=PAPER_COLOR, ls="--", lw=1, label="paper, T = 10^6")
         ax.set(xlabel="wall-clock seconds (2-core CPU)", ylabel=title, title=title)
-    axes[0].legend(fontsize=8, title="solid: all samples; dotted: recent", title_fontsize=8)
+    handles = [Line2D([], [], color=colours[c], marker=markers[c], ms=4, lw=2) for c in candidates]
+    labels = list(candidates)
+    handles += [Line2D([], [], color="0.45", ls=":", lw=1.5), Line2D([], [], color=PAPER_COLOR, ls="--", lw=1)]
+    labels += ["dotted: teacher on the recent window", "paper, T = 10^6 (Table 1)"]
+    _outside_legend(fig, handles, labels)
+    return fig
+
+
+@themed
+def plot_regression_uncertainty(train_x: torch.Tensor, train_y: torch.Tensor, grid: torch.Tensor,
+                                moments: dict[str, RegressionMoments],
+                                data_range: tuple[float, float] | None = None) -> plt.Figure:
+    """A 1-D regression distilled with the ``predictive_variance`` target: (a) the data and each
+    model's predictive mean E[mu] on ``grid``, the first model (the teacher ensemble) with a band
+    of +-2 predictive standard deviations; (b) the variance split per model, aleatoric E[sigma^2]
+    and epistemic Var[mu] (:func:`gped_kit.core.targets.regression_moments`), on a log axis.
+
+    One colour per quantity and one line style per model (the first solid and wide, the others
+    dashed on top), so a student that matches its teacher shows as dashes on the teacher's line
+    instead of hiding it. ``data_range`` (x from, to) shades where there are no training inputs."""
+    if not moments:
+        raise ValueError("moments is empty: give at least one model's RegressionMoments, "
+                         "e.g. {'teacher ensemble': regression_moments(...)}")
+    x = grid.reshape(len(grid), -1)[:, 0].double().numpy()
+    dashes = ("-", "--", ":", "-.")
+    widths = (3.2, 1.6, 1.6, 1.6)
+    colours = {"mean": PALETTE[0], "aleatoric": PALETTE[1], "epistemic": PALETTE[2]}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.9), layout="constrained")
+    axes[0].scatter(train_x.reshape(len(train_x), -1)[:, 0].numpy(), train_y.reshape(-1).numpy(), s=5, color="0.7",
+                    label="training data", zorder=1)
+    for i, (name, m) in enumerate(moments.items()):
+        ls, lw, alpha = dashes[i % len(dashes)], widths[min(i, 1)], 0.45 if i == 0 else 1.0
+        mean = m.mean.reshape(len(x), -1)[:, 0].double().numpy()
+        if i == 0:
+            sd = m.total.reshape(len(x), -1)[:, 0].double().sqrt().numpy()
+            axes[0].fill_between(x, mean - 2 * sd, mean + 2 * sd, color=colours["mean"], alpha=0.12, lw=0,
+                                 label=f"{name}: mean ± 2 sd")
+        axes[0].plot(x, mean, ls=ls, lw=lw, color=colours["mean"], alpha=alpha,
+                     label=f"{name}: mean E[μ]", zorder=2 + i)
+        for kind in ("aleatoric", "epistemic"):
+            values = getattr(m, kind).reshape(len(x), -1)[:, 0].double().numpy()
+            axes[1].plot(x, values, ls=ls, lw=lw, color=colours[kind], alpha=alpha, zorder=2 + i,
+                         label=f"{name}: {kind}")
+    if data_range is not None:
+        for ax in axes:
+            for lo, hi in ((x.min(), min(data_range)), (max(data_range), x.max())):
+                if hi > lo:
+                    ax.axvspan(lo, hi, color="0.93", lw=0, zorder=0)
+    axes[0].set(xlabel="x", ylabel="y", title="(a) data and predictive mean")
+    axes[1].set(xlabel="x", ylabel="variance (log scale)", yscale="log", title="(b) variance split")
+    handles = [Line2D([], [], ls="none", marker="o", ms=4, color="0.7"), Patch(color=colours["mean"], alpha=0.12),
+               Line2D([], [], color=colours["mean"], lw=2), Line2D([], [], color=colours["aleatoric"], lw=2),
+               Line2D([], [], color=colours["epistemic"], lw=2)]
+    first = next(iter(moments))
+    labels = ["training data", f"{first}: mean ± 2 sd", "predictive mean E[μ]", "aleatoric E[σ²]",
+              "epistemic Var[μ]"]
+    for i, name in enumerate(moments):
+        handles.append(Line2D([], [], color="0.3", ls=dashes[i % len(dashes)], lw=widths[min(i, 1)],
+                              alpha=0.45 if i == 0 else 1.0))
+        labels.append(name)
+    if data_range is not None:
+        handles.append(Patch(color="0.93"))
+        labels.append("no training inputs")
+    _outside_legend(fig, handles, labels)
     return fig

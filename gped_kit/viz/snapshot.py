@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from PIL import Image as PILImage
 
 from ..experiments.store import atomic_write_bytes
+from .theme import savefig_metadata
 
 #: Width (in characters) at which the text panel of a static image is wrapped.
 SNAPSHOT_TEXT_WIDTH = 120
@@ -35,7 +36,8 @@ SNAPSHOT_TEXT_WIDTH = 120
 def figure_png(fig: Figure, dpi: float | None = None) -> bytes:
     """``fig`` as PNG bytes (tight bounding box, white background; ``dpi`` None: the figure's)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", facecolor="white", dpi=dpi or fig.dpi)
+    fig.savefig(buf, format="png", bbox_inches="tight", facecolor="white", dpi=dpi or fig.dpi,
+                metadata=savefig_metadata("png"))
     return buf.getvalue()
 
 

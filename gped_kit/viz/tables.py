@@ -19,6 +19,10 @@ import pandas as pd
 
 #: How a missing value is shown in every table of the kit.
 MISSING = "—"
+#: The key of :attr:`pandas.DataFrame.attrs` that marks a table of the paper's numbers only
+#: (set by :func:`paper_table`; :func:`gped_kit.viz.plots.save_table` then names its files
+#: ``<name>_paper_only``).
+PAPER_ONLY_ATTR = "paper_only"
 
 
 def _formatter(digits: int | None):
@@ -69,11 +73,14 @@ def full_table(table: pd.DataFrame, title: str | None = None, digits: int | None
 
 def paper_table(table: pd.DataFrame, values: Sequence[str], suffix: str = "_paper") -> pd.DataFrame:
     """A table of the paper's numbers labelled as the paper's: the columns ``values`` (the paper's
-    numbers) renamed ``<name><suffix>``, the other columns (what the rows are) kept."""
+    numbers) renamed ``<name><suffix>``, the other columns (what the rows are) kept, and the table
+    marked as the paper's only (``attrs[PAPER_ONLY_ATTR]``: saved as ``<name>_paper_only``)."""
     missing = [c for c in values if c not in table.columns]
     if missing:
         raise ValueError(f"table lacks the column(s) {missing}; it has {list(table.columns)}")
-    return table.rename(columns={c: f"{c}{suffix}" for c in values})
+    labelled = table.rename(columns={c: f"{c}{suffix}" for c in values})
+    labelled.attrs = {**labelled.attrs, PAPER_ONLY_ATTR: True}  # a new dict: ``table``'s attrs stay as they are
+    return labelled
 
 
 def markdown_table(table: pd.DataFrame, floatfmt: str = ".3f", missing: str = MISSING) -> str:

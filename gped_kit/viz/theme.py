@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+import numpy as np
 from cycler import cycler
+from matplotlib.colors import to_rgb
 
 #: The categorical palette (seaborn's "colorblind", i.e. Okabe-Ito-like), in cycle order.
 PALETTE = ("#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161", "#fbafe4", "#949494", "#ece133",
@@ -50,7 +52,7 @@ METHOD_COLORS: dict[str, str] = {
     # the comparison's variants (notebook 07): shades of their method's colour
     "GPED (every step)": "#56b4e9",
     "GPED (squared error)": "#003f6b",
-    "KD (perturbed inputs)": "#cc78bc",
+    "KD (perturbed inputs)": "#e3a6d6",
     "KD (noise inputs)": "#ca9161",
     "KD + derivative matching": "#5e2a6b",
 }
@@ -63,6 +65,15 @@ _VARIANT_SHADES: dict[str, tuple[str, ...]] = {
     "KD": ("#e3a6d6", "#cc78bc", "#ca9161", "#5e2a6b"),
     "Teacher": ("#6b6b6b",),
 }
+
+#: Markers for series that share an axes, in order: with a marker of its own, a series stays
+#: apart from one of a similar colour (e.g. two shades of a method's colour).
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+#: Two colours whose CIE 1976 colour difference (Delta E*ab, :func:`color_difference`) is below
+#: this read as one colour in a thin line or a small marker (e.g. the palette's orange and
+#: vermillion, 26): series drawn in them need different markers or line styles.
+SIMILAR_COLOR_DELTA_E = 30.0
 
 #: Categorical colours for two classes (training points of a 2-D toy, y = 0 / y = 1).
 CLASS_COLORS = ("#56b4e9", "#d55e00")
@@ -123,6 +134,17 @@ KIT_RC: dict[str, Any] = {
     "savefig.facecolor": "white",
     "savefig.dpi": 150,
     "savefig.bbox": "tight",
+    # SVG element ids from a fixed salt (else random), so that an SVG saved twice is the same file
+    "svg.hashsalt": "gped-kit",
+}
+
+#: Per file format, the metadata :meth:`matplotlib.figure.Figure.savefig` is given: the entries
+#: that would hold a time stamp or the software's version are removed (None), so that saving an
+#: unchanged figure again writes the same bytes (``make figures`` on unchanged results changes no file).
+SAVEFIG_METADATA: dict[str, dict[str, None]] = {
+    "png": {"Software": None},
+    "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+    "svg": {"Creator": None, "Date": None},
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -195,10 +217,62 @@ def method_color(name: str, variants: list[str] | None = None) -> str:
     return shades[sum(map(ord, stripped)) % len(shades)]
 
 
+def method_variant(name: str) -> bool:
+    """True when ``name`` is a variant of a method (``"KD (noise inputs)"``, ``"GPED (every step)"``):
+    :func:`method_color` gives it a shade of its method's colour, not the method's own."""
+    family = _family(name.removeprefix("student ").strip())
+    return family is not None and method_color(name) != METHOD_COLORS[family]
+
+
 def method_colors(names: list[str] | tuple[str, ...]) -> dict[str, str]:
     """:func:`method_color` of every name in ``names`` (variants shaded in order of appearance)."""
     seen: list[str] = []
     return {name: method_color(name, seen) for name in names}
+
+
+def savefig_metadata(fmt: str) -> dict[str, None]:
+    """The ``metadata`` argument of ``savefig`` for file format ``fmt`` (:data:`SAVEFIG_METADATA`)."""
+    if fmt not in SAVEFIG_METADATA:
+        raise ValueError(f"fmt={fmt!r}: no metadata rule for this format; allowed: {sorted(SAVEFIG_METADATA)}")
+    return dict(SAVEFIG_METADATA[fmt])
+
+
+#: sRGB (linear) to CIE XYZ, and the D65 white point: IEC 61966-2-1.
+_SRGB_TO_XYZ = np.array([[0.4124564, 0.3575761, 0.1804375],
+                         [0.2126729, 0.7151522, 0.0721750],
+                         [0.0193339, 0.1191920, 0.9503041]])
+_D65_WHITE = np.array([0.95047, 1.0, 1.08883])
+
+
+def cielab(color: Any) -> np.ndarray:
+    """``color`` (anything matplotlib reads as a colour) in CIE 1976 L*a*b* (sRGB, D65 white)."""
+    rgb = np.asarray(to_rgb(color), dtype=float)
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = _SRGB_TO_XYZ @ linear / _D65_WHITE
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def color_difference(a: Any, b: Any) -> float:
+    """The CIE 1976 colour difference Delta E*ab of two colours (0: the same; about 2: just
+    noticeable side by side; below :data:`SIMILAR_COLOR_DELTA_E`: easily confused in a line)."""
+    return float(np.linalg.norm(cielab(a) - cielab(b)))
+
+
+def distinct_colors(n: int, taken: Sequence[Any] = (), min_difference: float = 40.0) -> list[str]:
+    """``n`` colours of :data:`PALETTE`, in palette order, each at least ``min_difference``
+    (Delta E*ab) from the others and from the colours ``taken``; when the palette runs out, the
+    remaining colours follow in palette order regardless."""
+    if n < 0:
+        raise ValueError(f"n={n}: the number of colours must be >= 0")
+    chosen: list[str] = []
+    for colour in PALETTE:
+        if len(chosen) == n:
+            return chosen
+        if all(color_difference(colour, other) >= min_difference for other in (*taken, *chosen)):
+            chosen.append(colour)
+    rest = [c for c in PALETTE if c not in chosen] or list(PALETTE)
+    return chosen + [rest[i % len(rest)] for i in range(n - len(chosen))]
 
 
 def sequential_colors(n: int, cmap: str = "viridis") -> list[tuple[float, float, float, float]]:

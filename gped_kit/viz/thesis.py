@@ -24,6 +24,31 @@ LOSS_COLORS = {"CE": PALETTE[0], "DSE": PALETTE[1]}
 MODE_COLORS = {"batch": PALETTE[1], "online": PALETTE[4]}
 MODE_MARKERS = {"batch": "o", "online": "s"}
 
+#: Axis names of the toys' table columns (the thesis' symbols), for axis labels instead of column names.
+COLUMN_NAMES = {
+    "num_data": "data-set size N",
+    "num_samples": "chain samples S",
+    "num_distill_samples": "distillation samples M",
+    "minibatch_size": "minibatch size B",
+    "memory_bytes": "memory held (bytes)",
+    "kl_mc_to_student": "KL(p_MC || student) on the grid",
+    "tv_mc_student": "total variation |p_MC - student| on the grid",
+    "mean_kl_test": "mean KL(p_MC || student) on test points",
+    "mean_kl_grid": "mean KL(p_MC || student) over the box",
+    "mean_abs_test": "mean |p_MC - student| on test points",
+    "mean_abs_grid": "mean |p_MC - student| over the box",
+    "loss": "distillation loss",
+    "generator": "input generator",
+    "mode": "mode",
+}
+#: Short names of the distillation losses (Section 3.3 of the thesis).
+LOSS_NAMES = {"cross_entropy": "CE", "derivative_square_error": "DSE"}
+
+
+def column_name(column: str) -> str:
+    """What table column ``column`` measures, for an axis label (:data:`COLUMN_NAMES`; else its words)."""
+    return COLUMN_NAMES.get(column, column.replace("_", " "))
+
 
 def _f64(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, dtype=float)
@@ -44,7 +69,7 @@ def plot_mog(results: Sequence[ToyResult], title: str = "") -> plt.Figure:
             row[0].stairs(counts / counts.sum() / np.diff(edges), edges, color=colors[k], fill=True, alpha=0.4,
                           label=f"Gibbs samples of m{k + 1} (dashed: its true value)")
             row[0].axvline(MOG_TRUE_MEANS[k], color=colors[k], ls="--", lw=1)
-        row[0].set(title=f"N = {n}: posterior of the means (Gibbs)", xlabel="m")
+        row[0].set(title=f"N = {n}: posterior of the means (Gibbs)", xlabel="mean m", ylabel="posterior density")
         grid = _f64(a["grid"])
         show = (grid > -15) & (grid < 15)
         row[1].plot(grid[show], _f64(a["true_pdf"])[show], "k:", lw=1.5, label="true p(x|w)")
@@ -55,7 +80,7 @@ def plot_mog(results: Sequence[ToyResult], title: str = "") -> plt.Figure:
                     label="online EM student")
         data = _f64(a["data"])
         row[1].plot(data, np.zeros_like(data), "|", color="gray", ms=8, label="the N data points")
-        row[1].set(title=f"N = {n}: predictive densities", xlabel="x")
+        row[1].set(title=f"N = {n}: predictive densities", xlabel="x", ylabel="density p(x)")
     handles, labels = [], []
     for ax in axes[0]:
         h, lab = ax.get_legend_handles_labels()
@@ -71,22 +96,30 @@ def plot_mog(results: Sequence[ToyResult], title: str = "") -> plt.Figure:
 def plot_online_vs_batch(table: pd.DataFrame, metric: str, x: str, hue: Sequence[str] = (), ylabel: str = "",
                          title: str = "") -> plt.Figure:
     """Distance (``metric``, log scale) and memory (log scale) of batch and online students
-    against ``x``, one line per mode and ``hue`` combination."""
+    against ``x``, one line per mode and ``hue`` combination (batch solid with circles, online
+    dashed with squares; colours per ``hue`` combination, else per mode). Axes are labelled with
+    what the columns measure (:func:`column_name`), ``ylabel`` overriding the distance's."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
     keys = ["mode", *hue]
-    for label, rows in table.groupby(keys):
+    groups = list(table.groupby(keys, sort=True))
+    levels = list(dict.fromkeys(tuple(k if isinstance(k, tuple) else (k,))[1:] for k, _ in groups))
+    colours = dict(zip(levels, PALETTE)) if hue else {}
+    for label, rows in groups:
+        label = label if isinstance(label, tuple) else (label,)
         rows = rows.sort_values(x)
-        name = " / ".join(str(v) for v in (label if isinstance(label, tuple) else (label,)))
+        name = " / ".join(LOSS_NAMES.get(str(v), str(v)) for v in label)
         mode = rows["mode"].iloc[0]
         style = dict(ls="-" if mode == "batch" else "--", marker=MODE_MARKERS.get(mode, "o"),
-                     color=MODE_COLORS.get(mode) if not hue else None)
+                     color=colours[label[1:]] if hue else MODE_COLORS.get(mode))
         axes[0].plot(rows[x], rows[metric], label=name, **style)
         axes[1].plot(rows[x], rows["memory_bytes"], label=name, **style)
-    axes[0].set(yscale="log", xlabel=x, ylabel=ylabel or metric, title="distance from p_MC")
-    axes[1].set(yscale="log", xlabel=x, ylabel="bytes held", title="memory")
+    axes[0].set(yscale="log", xlabel=column_name(x), ylabel=ylabel or column_name(metric), title="distance from p_MC")
+    axes[1].set(yscale="log", xlabel=column_name(x), ylabel=column_name("memory_bytes"), title="memory")
     for ax in axes:
         if pd.api.types.is_numeric_dtype(table[x]) and table[x].min() > 0:
             ax.set_xscale("log")
+        elif not pd.api.types.is_numeric_dtype(table[x]):
+            ax.set_xticks(ax.get_xticks(), [LOSS_NAMES.get(t.get_text(), t.get_text()) for t in ax.get_xticklabels()])
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center")
     if title:
@@ -144,8 +177,7 @@ def plot_generators(table: pd.DataFrame, metric: str = "mean_kl_test", title: st
     """Distance from p_MC of every logistic-regression student, grouped by input generator: a dot
     per student (colour: loss, marker: batch / online) on a log axis (dots, not bars: a bar's
     length on a log axis means nothing)."""
-    loss_names = {"cross_entropy": "CE", "derivative_square_error": "DSE"}
-    rows = table.assign(loss_name=table["loss"].map(loss_names).fillna(table["loss"]))
+    rows = table.assign(loss_name=table["loss"].map(LOSS_NAMES).fillna(table["loss"]))
     generators = [g for g in INPUT_GENERATORS if g in set(rows["generator"])]
     students = list(dict.fromkeys(zip(rows["mode"], rows["loss_name"])))
     fig, ax = plt.subplots(figsize=(7.5, 3.8), layout="constrained")
@@ -166,6 +198,7 @@ def plot_generators(table: pd.DataFrame, metric: str = "mean_kl_test", title: st
     ax.grid(axis="y", which="minor", color="0.95", lw=0.6)
     for i in range(len(generators) - 1):
         ax.axvline(i + 0.5, color="0.85", lw=0.8)
-    ax.set(ylabel=f"{metric} (log scale)", xlabel="input generator", title=title or f"{metric} by input generator")
+    ax.set(ylabel=f"{column_name(metric)} (log scale)", xlabel="input generator",
+           title=title or f"{column_name(metric)}, by input generator")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="student")
     return fig

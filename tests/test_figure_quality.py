@@ -1,0 +1,373 @@
+"""Figure quality: every figure function of gped_kit.viz.plots and gped_kit.viz.thesis, drawn from
+small SYNTHETIC tables (made-up numbers shaped like the cases that went wrong in issue 29: an
+off-scale group l1/l2 student, eight students of which three are shades of KD's purple and one
+fails at NLL 2.3, two students no method names, five samplers, four thesis students), passes the
+checker of tests/figure_checks.py: no line or marker outside its axes, no two series or legend
+entries alike, every axis and colour bar labelled (no raw variable names), every colour scale
+with a colour bar, no legend over data. The checker itself is tested on deliberately bad figures.
+Fast: no chains, nothing read from the results store."""
+
+import inspect
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from figure_checks import figure_defects  # noqa: E402
+from test_widgets import synthetic_search  # noqa: E402
+
+from gped_kit.core.targets import RegressionMoments  # noqa: E402
+from gped_kit.core.uncertainty import from_samples  # noqa: E402
+from gped_kit.toys import ToyResult  # noqa: E402
+from gped_kit.viz import plots  # noqa: E402
+from gped_kit.viz import thesis as thesis_plots  # noqa: E402
+
+# ----------------------------------------------------------------------------- the checker, on bad figures
+
+
+def _defects_of(draw) -> list[str]:
+    fig, ax = plt.subplots()
+    draw(fig, ax)
+    try:
+        return figure_defects(fig)
+    finally:
+        plt.close(fig)
+
+
+def _labelled(ax):
+    ax.set(xlabel="step", ylabel="NLL")
+
+
+def test_checker_accepts_a_clean_figure():
+    def draw(fig, ax):
+        ax.plot([0, 1, 2], [1, 2, 3], "o-", color="C0", label="a")
+        ax.plot([0, 1, 2], [2, 3, 1], "s--", color="C1", label="b")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+        _labelled(ax)
+    assert _defects_of(draw) == []
+
+
+def test_checker_finds_a_line_leaving_the_axes():
+    def draw(fig, ax):
+        ax.plot([0, 1, 2], [1, 2, 3], color="C0", label="kept")
+        ax.step([0.5, 1.5], [9.0, 2.0], where="post", color="C1", label="off-scale student")
+        ax.set_ylim(0, 4)
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "'off-scale student' leaves the axes" in defects[0]
+
+
+def test_checker_finds_markers_outside_the_axes():
+    def draw(fig, ax):
+        ax.scatter([0, 1, 2], [1, 2, 30], label="students")
+        ax.set_ylim(0, 4)
+        _labelled(ax)
+    assert any("'students'" in d and "outside" in d for d in _defects_of(draw))
+
+
+def test_checker_finds_series_that_look_alike():
+    def draw(fig, ax):  # the two oranges of notebook 10: same marker (none) and line style
+        ax.plot([0, 1, 2], [1, 2, 3], "-", color="#de8f05", label="SGLD, warm-up")
+        ax.plot([0, 1, 2], [2, 3, 1], "-", color="#d55e00", label="SGNHT")
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "'SGLD, warm-up' and 'SGNHT' look alike" in defects[0]
+
+    def draw_marked(fig, ax):  # the same colours apart by their markers: fine
+        ax.plot([0, 1, 2], [1, 2, 3], "o-", color="#de8f05", label="SGLD, warm-up")
+        ax.plot([0, 1, 2], [2, 3, 1], "s-", color="#d55e00", label="SGNHT")
+        _labelled(ax)
+    assert _defects_of(draw_marked) == []
+
+
+def test_checker_finds_legend_entries_that_look_alike():
+    def draw(fig, ax):  # the quickstart: two students in two panels, one grey and marker in the legend
+        ax.plot([0, 1], [1, 2], "o-", color="0.6", label="student predictive")
+        ax.plot([0, 1], [1, 2], "-", color="k", label="teacher")
+        fig.legend([plt.Line2D([], [], color="0.6", marker="o")] * 2, ["student predictive", "student entropy"],
+                   loc="outside right center")
+        _labelled(ax)
+    assert any("legend entries 'student predictive' and 'student entropy' look alike" in d for d in _defects_of(draw))
+
+
+def test_checker_finds_unlabelled_axes_colour_bars_and_raw_names():
+    def draw(fig, ax):
+        ax.plot([0, 1], [1, 2])
+        ax.set_xlabel("num_data")
+    defects = _defects_of(draw)
+    assert any("x label 'num_data' is a raw variable name" in d for d in defects)
+    assert any("the y axis has tick labels but no label" in d for d in defects)
+
+    def draw_image(fig, ax):
+        ax.imshow(np.arange(16.0).reshape(4, 4))
+        _labelled(ax)
+    assert any("without a colour bar" in d for d in _defects_of(draw_image))
+
+    def draw_bar(fig, ax):
+        fig.colorbar(ax.imshow(np.arange(16.0).reshape(4, 4)), ax=ax)
+        _labelled(ax)
+    assert _defects_of(draw_bar) == ["a colour bar has no label"]
+
+    def draw_hexbin(fig, ax):  # Figure 15 before: hexbin counts on a colour scale, no colour bar
+        rng = np.random.default_rng(0)
+        ax.hexbin(rng.random(200), rng.random(200), gridsize=5, bins="log", cmap="Oranges")
+        _labelled(ax)
+    assert any("(Oranges) without a colour bar" in d for d in _defects_of(draw_hexbin))
+
+
+def test_checker_finds_a_legend_over_data():
+    def draw(fig, ax):
+        x = np.linspace(0, 1, 50)
+        ax.plot(x, np.ones_like(x), label="flat")
+        ax.plot(x, 1 - x, label="falling")
+        ax.legend(loc="center")
+        _labelled(ax)
+    assert any("a legend covers data" in d for d in _defects_of(draw))
+
+
+# ----------------------------------------------------------------------------- synthetic inputs
+
+COMPARISON_STUDENTS = ["KD", "GPED", "EnD2", "GPED (squared error)", "GPED (every step)", "KD (perturbed inputs)",
+                       "KD (noise inputs)", "KD + derivative matching"]
+
+
+def _learning_history(students: dict[str, tuple[float, float]], steps=(1500, 2000, 2500, 3000)) -> pd.DataFrame:
+    """A chain's history: teacher NLL/accuracy, and per student (NLL offset, accuracy offset) from the teacher;
+    students whose name has 'entropy' have an entropy MAE instead."""
+    rows = []
+    for i, step in enumerate(steps):
+        teacher_nll, teacher_acc = 0.15 - 0.01 * i, 0.95 + 0.005 * i
+        for j, (name, (d_nll, d_acc)) in enumerate(students.items()):
+            row = dict(step=step, student=name, teacher_nll=teacher_nll, teacher_accuracy=teacher_acc)
+            if "entropy" in name:
+                row["entropy_mae"] = 0.14 - 0.01 * i + 0.005 * j
+            else:
+                row.update(student_nll=teacher_nll + d_nll + 0.01 * j, student_accuracy=teacher_acc - d_acc - 0.002 * j,
+                           entropy_mae=0.15 - 0.01 * i + 0.004 * j)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def comparison_curves():
+    """Notebook 07's curves: eight students, 'KD (noise inputs)' far off (NLL about 2, accuracy 0.4)."""
+    students = {name: (2.0, 0.55) if name == "KD (noise inputs)" else (0.05, 0.01) for name in COMPARISON_STUDENTS}
+    return plots.plot_learning_curves(_learning_history(students))
+
+
+def quickstart_curves():
+    """Notebook 00's curves: two students no method names, one in the NLL/accuracy panels, one in the MAE panel."""
+    history = _learning_history({"predictive (U_s)": (0.05, 0.01), "expected entropy (U_o)": (0.0, 0.0)})
+    return plots.plot_learning_curves(history)
+
+
+def entropy_agreement():
+    t = torch.rand(200)
+    return plots.plot_entropy_agreement(t, t * 0.9 + 0.05 * torch.rand(200))
+
+
+def _experiment2(with_ours: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows = [dict(labelled_size=n, masking_rate=r, estimator=e, teacher_nll=1 + r - n / 1e5, nll_gap=0.1 * r + 0.01 * k,
+                 entropy_mae=0.05 + r / 10 + 0.01 * k)
+            for n in (10_000, 30_000, 60_000) for r in (0.0, 0.29, 0.51) for k, e in enumerate(("U_o", "U_s"))]
+    paper = pd.DataFrame(rows).assign(table="Table 5")
+    return (pd.DataFrame(rows) if with_ours else pd.DataFrame(rows).iloc[:0]), paper
+
+
+def uncertainty_grid():
+    ours, _ = _experiment2()
+    return plots.plot_uncertainty_grid(ours, style="estimator",
+                                       highlight={"masking_rate": 0.29, "labelled_size": 60_000})
+
+
+def experiment2_vs_paper():
+    return plots.plot_experiment2_vs_paper(*_experiment2(), title="Figure 1")
+
+
+def experiment2_paper_only():
+    ours, paper = _experiment2(with_ours=False)
+    return plots.plot_experiment2_vs_paper(ours, paper.assign(table="Table 7"), x="labelled_size")
+
+
+def experiment4_in_distribution():
+    rows = [dict(model=model, method=m, estimator=e, student=s, metric=k,
+                 value=base + {"Ensemble": 0.0, "GPED": 0.02, "EnD2": 0.03}[m] * (1 if k == "nll" else -1)
+                 + 0.01 * i, value_paper=(base - 0.1) if k == "nll" else None)
+            for model in ("cnn_mnist", "fcnn") for m in ("Ensemble", "GPED", "EnD2")
+            for i, (e, s) in enumerate((e, s) for s in ("base", "largest_width_multiplier") for e in ("U_o", "U_s"))
+            for k, base in (("nll", 0.5), ("accuracy", 0.83))]
+    return plots.plot_experiment4_in_distribution(pd.DataFrame(rows), title="Figure 14")
+
+
+def data_uncertainty_joint():
+    gen = torch.Generator().manual_seed(0)
+    ensemble = torch.rand(400, generator=gen) * 2
+    students = {"EnD2-U_o (largest)": ensemble * 1.1, "EnD2-U_s (largest)": ensemble * 1.05,
+                "GPED-U_o (largest)": ensemble * 0.8, "GPED-U_s (largest)": ensemble * 0.85}
+    return plots.plot_data_uncertainty_joint(ensemble, students, title="Figure 15")
+
+
+def _fcnn_search_off_scale() -> pd.DataFrame:
+    table = synthetic_search()
+    fcnn = table[table["model"] == "fcnn"].copy()
+    far = (fcnn["reg_weight"] == 1e-2) & (fcnn["stage"] == "fine-tuned")
+    fcnn.loc[far, ["student_nll", "student_accuracy", "flops", "params"]] = [2.0, 0.3, 60_000, 5_000]
+    return fcnn
+
+
+def pareto_panel():
+    fcnn = _fcnn_search_off_scale()
+    return plots.plot_pareto(fcnn, "student_nll", "flops", "group_lasso", ylim=(0.25, 0.6),
+                             highlight="predictive-K2x1").figure
+
+
+def pareto_figure():
+    return plots.plot_pareto_figure(_fcnn_search_off_scale(), "student_nll", title="Figure 9")
+
+
+def pareto_figure_accuracy():
+    return plots.plot_pareto_figure(_fcnn_search_off_scale(), "student_accuracy", title="Figure 8")
+
+
+def uncertainty_maps():
+    gen = torch.Generator().manual_seed(0)
+    maps = {m: from_samples(torch.rand(3, 16, 2, generator=gen).softmax(-1)) for m in ("Long-chain teacher", "Hydra")}
+    return plots.plot_uncertainty_maps(maps, 4, 2.0, torch.rand(10, 2, generator=gen) * 3 - 1.5,
+                                       torch.tensor([0, 1] * 5), rings=(0.7, 0.85))
+
+
+def comparison_bars():
+    table = pd.DataFrame({"method": ["KD", "Hydra", "GPED", "Hydra", "GPED"],
+                          "eval_set": ["test", "test", "test", "grid", "grid"],
+                          "nll": [0.1, 0.2, 5.0, None, None], "mu_mae_snapshots": [None, 0.01, 0.02, 0.02, 0.03],
+                          "mu_mae_teacher": [None, 0.03, 0.05, 0.04, 0.02]})
+    return plots.plot_comparison(table)
+
+
+SAMPLERS = ["SGLD (paper)", "SGLD, warm-up 4x", "SGHMC", "SGNHT", "BAOA"]
+
+
+def sampler_study():
+    rows = []
+    for c, candidate in enumerate(SAMPLERS):
+        for i, step in enumerate(range(500, 3500, 500)):
+            common = dict(candidate=candidate, seed=0, step=step, elapsed_s=step / 100 * (1 + 0.1 * c),
+                          teacher_nll=0.15 - 0.01 * i - 0.003 * c, teacher_recent_nll=0.14 - 0.01 * i - 0.003 * c)
+            rows.append({**common, "student": "predictive (U_s)", "student_nll": 0.28 - 0.02 * i - 0.002 * c})
+            rows.append({**common, "student": "expected entropy (U_o)", "entropy_mae": 0.17 - 0.01 * i - 0.004 * c})
+    return plots.plot_sampler_study(pd.DataFrame(rows), {"teacher NLL": 0.052, "student NLL": 0.082,
+                                                          "entropy MAE": 0.016})
+
+
+def regression_uncertainty():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(100, 1, generator=gen) * 4 - 2
+    y = torch.sin(2 * x[:, 0]) + 0.3 * torch.randn(100, generator=gen)
+    grid = torch.linspace(-3, 3, 61).unsqueeze(1)
+    mean = torch.sin(2 * grid)
+    aleatoric = 0.04 + 0.3 * (grid > 0)
+    epistemic = 0.01 + 0.05 * grid ** 2
+    teacher = RegressionMoments(mean, epistemic, aleatoric)
+    student = RegressionMoments(mean * 0.98, epistemic * 1.1, aleatoric)  # the aleatoric curves coincide
+    return plots.plot_regression_uncertainty(x, y, grid, {"teacher ensemble": teacher, "student": student},
+                                             data_range=(-2.0, 2.0))
+
+
+def _mog_result(n: int) -> ToyResult:
+    rng = np.random.default_rng(n)
+    edges = np.linspace(-15, 15, 61)
+    grid = np.linspace(-20, 20, 201)
+    pdf = np.exp(-0.5 * grid ** 2) / np.sqrt(2 * np.pi)
+    arrays = {"hist_edges": edges, "mean_hist": rng.integers(1, 50, (3, 60)), "grid": grid, "true_pdf": pdf,
+              "p_mc": pdf * 0.9, "batch": pdf * 0.95, "online": pdf * 0.85, "data": rng.normal(size=n)}
+    return ToyResult(pd.DataFrame({"num_data": [n]}), arrays, {})
+
+
+def mog_figure():
+    return thesis_plots.plot_mog([_mog_result(2), _mog_result(100)], title="MoG")
+
+
+def _mog_table() -> pd.DataFrame:
+    return pd.DataFrame([dict(num_data=n, mode=mode, kl_mc_to_student=k * (1 if mode == "batch" else 0.8),
+                              memory_bytes=2.8e5 if mode == "batch" else 6e3)
+                         for n, k in ((2, 3e-3), (10, 5e-3), (100, 8e-3), (1000, 5e-3))
+                         for mode in ("batch", "online")])
+
+
+def online_vs_batch():
+    return thesis_plots.plot_online_vs_batch(_mog_table(), "kl_mc_to_student", "num_data",
+                                             ylabel="KL(p_MC || student)", title="MoG")
+
+
+def _logreg_result() -> ToyResult:
+    rng = np.random.default_rng(0)
+    students = [(m, loss, g) for m in ("batch", "online") for loss in ("cross_entropy", "derivative_square_error")
+                for g in ("resample", "perturb", "noise")]
+    table = pd.DataFrame(students, columns=["mode", "loss", "generator"]).assign(
+        mean_kl_test=rng.uniform(1e-4, 1e-1, len(students)), memory_bytes=[8e4 if s[0] == "batch" else 2e3
+                                                                          for s in students],
+        num_samples=1000)
+    axis = np.linspace(-6, 6, 7)
+    arrays = {"grid_axis": axis, "mc_grid": rng.uniform(0, 1, (7, 7)),
+              "student_weights": rng.normal(size=(len(students), 10, 2)),
+              "student_grids": rng.uniform(0, 1, (len(students), 7, 7)), "bag_subsample": rng.normal(size=(200, 2)),
+              "data_x": rng.normal(size=(24, 2)), "data_y": np.arange(24) % 2}
+    return ToyResult(table, arrays, {})
+
+
+def online_vs_batch_by_loss():
+    table = _logreg_result().table
+    return thesis_plots.plot_online_vs_batch(table[table["generator"] == "noise"].assign(num_data=100), "mean_kl_test",
+                                             "loss", hue=("generator",))
+
+
+def logreg_figure():
+    return thesis_plots.plot_logreg(_logreg_result(), "noise")
+
+
+def generators_figure():
+    return thesis_plots.plot_generators(_logreg_result().table, "mean_kl_test")
+
+
+#: Every figure function of the library -> the cases that draw it.
+CASES = {
+    "plot_learning_curves": [comparison_curves, quickstart_curves],
+    "plot_entropy_agreement": [entropy_agreement],
+    "plot_uncertainty_grid": [uncertainty_grid],
+    "plot_experiment2_vs_paper": [experiment2_vs_paper, experiment2_paper_only],
+    "plot_experiment4_in_distribution": [experiment4_in_distribution],
+    "plot_data_uncertainty_joint": [data_uncertainty_joint],
+    "plot_pareto": [pareto_panel],
+    "plot_pareto_figure": [pareto_figure, pareto_figure_accuracy],
+    "plot_uncertainty_maps": [uncertainty_maps],
+    "plot_comparison": [comparison_bars],
+    "plot_sampler_study": [sampler_study],
+    "plot_regression_uncertainty": [regression_uncertainty],
+    "thesis.plot_mog": [mog_figure],
+    "thesis.plot_online_vs_batch": [online_vs_batch, online_vs_batch_by_loss],
+    "thesis.plot_logreg": [logreg_figure],
+    "thesis.plot_generators": [generators_figure],
+}
+
+
+def _library_figure_functions() -> set[str]:
+    names = {n for n in plots.__all__ if n.startswith("plot_")}
+    names |= {f"thesis.{n}" for n, f in inspect.getmembers(thesis_plots, inspect.isfunction)
+              if n.startswith("plot_") and f.__module__ == thesis_plots.__name__}
+    return names
+
+
+def test_every_figure_function_has_a_case():
+    assert set(CASES) == _library_figure_functions()
+
+
+@pytest.mark.parametrize("case", [c for cases in CASES.values() for c in cases], ids=lambda c: c.__name__)
+def test_figure_has_no_defects(case):
+    fig = case()
+    try:
+        assert figure_defects(fig) == []
+    finally:
+        plt.close(fig)
