@@ -20,7 +20,7 @@ import torch  # noqa: E402
 from figure_checks import figure_defects  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
-from gped_kit.core.targets import RegressionMoments  # noqa: E402
+from gped_kit.core.likelihoods import RegressionMoments  # noqa: E402
 from gped_kit.core.uncertainty import from_samples  # noqa: E402
 from gped_kit.toys import ToyResult  # noqa: E402
 from gped_kit.viz import plots  # noqa: E402

@@ -13,7 +13,7 @@ import torch  # noqa: E402
 from PIL import Image as PIL_Image  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
-from gped_kit.core.targets import RegressionMoments  # noqa: E402
+from gped_kit.core.likelihoods import RegressionMoments  # noqa: E402
 from gped_kit.core.uncertainty import from_samples  # noqa: E402
 from gped_kit.experiments.experiment3 import pareto_front, search_candidates  # noqa: E402
 from gped_kit.toys import ToyResult  # noqa: E402

@@ -51,10 +51,9 @@ from typing import Any, BinaryIO
 import pandas as pd
 
 from ..engine.checkpoint import read_checkpoint
-from ..experiments import comparison, experiment3, experiment4, experiment12, samplers
+from ..experiments import registry
 from ..experiments.budget import Budget
 from ..experiments.chains import ChainTask, chain_code, run_chains
-from ..experiments.settings import resolve_settings
 from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, ResultsStore
 from .batch import DEFAULT_NOTEBOOK_DIR, parse_override, select_notebooks
 
@@ -97,7 +96,8 @@ class NotebookChains:
 
 
 def notebook_parameters(path: Path) -> dict[str, Any]:
-    """The literal defaults of a notebook's ``parameters`` cell (``name = <literal>`` lines)."""
+    """The defaults of a notebook's ``parameters`` cell (``name = <literal>`` lines; None for a value
+    that is not a literal, such as the ``Overrides()`` of a composed setting)."""
     cells = json.loads(Path(path).read_text())["cells"]
     cell = next((c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
     if cell is None:
@@ -105,62 +105,37 @@ def notebook_parameters(path: Path) -> dict[str, Any]:
     out = {}
     for node in ast.parse("".join(cell["source"])).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out[node.targets[0].id] = ast.literal_eval(node.value)
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:  # e.g. ``hydra = Overrides()``: a composed setting, overridden by dotted names
+                out[node.targets[0].id] = None
     return out
 
 
 def notebook_chain_tasks(notebook: str | Path, profile: str, overrides: Mapping[str, Any],
                          notebook_dir: Path = DEFAULT_NOTEBOOK_DIR) -> NotebookChains:
     """The chain tasks ``notebook`` runs with ``profile`` and the parameter ``overrides`` (as
-    papermill would inject them), built with the experiment modules' own functions exactly as the
-    notebook's cells call them, so their store keys are the notebook's.
-
-    This mapping from notebooks to their chains is the one place that knows the notebooks' cells;
-    the notebook registry (issue 26) is to replace it. Notebooks without chains of their own (04,
-    08, 09) and the quickstart (whose chain is built in the notebook) are not supported."""
+    papermill would inject them: names of the notebook's parameters cell, dotted names for composed
+    settings), from the notebook registry (:mod:`gped_kit.experiments.registry`), which builds them as
+    the notebook's cells do, so their store keys are the notebook's. Notebooks that run no chain of
+    the store (04, 08, 09) are refused, naming those that do."""
     (path,) = select_notebooks([str(notebook)], Path(notebook_dir))
+    entry = registry.notebook(path.stem)
+    if entry.tasks is None:
+        allowed = [name for name, e in registry.NOTEBOOKS.items() if e.tasks is not None]
+        raise ValueError(f"notebook {entry.name!r} has no chains to slice; allowed: {', '.join(allowed)}")
     defaults = notebook_parameters(path)
-    unknown = sorted(set(overrides) - set(defaults))
+    unknown = sorted(k for k in overrides if k.split(".", 1)[0] not in defaults)
     if unknown:
         raise ValueError(f"{path.name}: no parameter(s) {unknown}; its parameters are {sorted(defaults)}")
-    ns = {**defaults, **overrides, "profile": profile}
-    device, root = ns.get("device", "auto"), ns.get("data_root")
-    name = path.stem
-    if name == "01_experiment1":
-        p = resolve_settings(experiment12.PROFILES, profile, ns)
-        return NotebookChains(name, (ChainGroup(tuple(experiment12.experiment1_tasks(
-            ns["models"], p, seed=ns["seed"], device=device, data_root=root)), p.chains_per_batch),))
-    if name == "02_experiment2_mnist":
-        p = resolve_settings(experiment12.PROFILES, profile, ns)
-        grid = experiment12.experiment2_tasks(ns["models"], p, seed=ns["seed"], device=device, data_root=root)
-        check = [t for model in ns["lr_check_models"] if model in ns["models"]
-                 for t in experiment12.lr_schedule_tasks(model, p, seed=ns["seed"], device=device, data_root=root)]
-        return NotebookChains(name, (ChainGroup(tuple(grid), p.chains_per_batch), ChainGroup(tuple(check))))
-    if name == "03_experiment2_cifar10":
-        p = resolve_settings(experiment12.PROFILES, profile, ns)
-        tasks = [experiment12.distillation_task("cnn_cifar10", n, 0, p, seed=ns["seed"], device=device,
-                                                data_root=root) for n in p.cifar_labelled_sizes]
-        return NotebookChains(name, (ChainGroup(tuple(tasks), p.chains_per_batch),))
-    if name == "05_experiment3_search":
-        p = resolve_settings(experiment3.PROFILES, profile, ns)
-        tasks = [experiment3.experiment3_task(m, p, seed=ns["seed"], device=device, data_root=root) for m in p.models]
-        return NotebookChains(name, (ChainGroup(tuple(tasks)),), needs_state=True)
-    if name == "06_experiment4_uncertainty":
-        p = resolve_settings(experiment4.PROFILES, profile, ns)
-        tasks = [experiment4.experiment4_task(m, p, seed=ns["seed"], device=device, data_root=root)
-                 for m in ns["models"]]
-        return NotebookChains(name, (ChainGroup(tuple(tasks)),), needs_state=True)
-    if name == "07_hydra_comparison":
-        p = resolve_settings(comparison.PROFILES, profile, ns)
-        tasks = (comparison.comparison_task(p, ns["seed"], device, root), comparison.spiral_task(p, ns["seed"], device))
-        return NotebookChains(name, (ChainGroup(tasks),), needs_state=True)
-    if name == "10_samplers":
-        p = resolve_settings(samplers.PROFILES, profile, ns)
-        return NotebookChains(name, (ChainGroup(tuple(samplers.sampler_study_tasks(p, device=device,
-                                                                                   data_root=root))),))
-    raise ValueError(f"notebook {name!r} has no chains to slice; allowed: 01_experiment1, 02_experiment2_mnist, "
-                     "03_experiment2_cifar10, 05_experiment3_search, 06_experiment4_uncertainty, "
-                     "07_hydra_comparison, 10_samplers")
+    ns = {**{k: v for k, v in defaults.items() if k in entry.parameters}, **overrides, "profile": profile}
+    settings = entry.settings(profile, ns)
+    tasks = entry.chain_tasks(settings, seed=ns.get("seed", defaults.get("seed", 0)),
+                              device=ns.get("device", defaults.get("device", "auto")),
+                              data_root=ns.get("data_root", defaults.get("data_root")),
+                              **{k: v for k, v in ns.items() if k in entry.parameters})
+    return NotebookChains(entry.name, (ChainGroup(tuple(tasks), entry.chains_per_batch(settings)),),
+                          needs_state=entry.needs_chain_state)
 
 
 # ------------------------------------------------------------------------------ what a slice changed

@@ -62,7 +62,9 @@ class Notebook:
     ``scaled_paper`` are the overrides of the ``paper`` profile that make it run on a CPU (None:
     no paper profile to run); ``stored`` checks what else than the chains a run must store, and
     ``verdicts`` gives the lines the notebook's checks print (both for a run where the data sets
-    ``absent`` are missing)."""
+    ``absent`` are missing); ``needs_chain_state`` says whether what the notebook derives from its
+    chains (searches, Experiment 4's evaluations, Hydra) needs their full final state (checkpoints),
+    not only their stored tables."""
 
     name: str
     module: ModuleType | None = None
@@ -72,6 +74,7 @@ class Notebook:
     scaled_paper: Mapping[str, Any] | None = None
     stored: StoreCheck | None = None
     verdicts: Verdicts = _no_lines
+    needs_chain_state: bool = False
 
     @property
     def profiles(self) -> Mapping[str, Any]:
@@ -331,16 +334,16 @@ NOTEBOOKS: dict[str, Notebook] = {entry.name: entry for entry in (
     Notebook("05_experiment3_search", experiment3, _experiment3_tasks, after_chains="search",
              scaled_paper={**SCALED_CHAIN, "search.finetune_epochs": 0.3, "search.finetune_lr_halving_epochs": 0.1,
                            "search.latency_repeats": 2},
-             stored=_search_gaps, verdicts=_lines_05),
+             stored=_search_gaps, verdicts=_lines_05, needs_chain_state=True),
     Notebook("06_experiment4_uncertainty", experiment4, _experiment4_tasks,
              parameters={"models": ["fcnn", "cnn_mnist", "cnn_cifar10"]}, scaled_paper=SCALED_CHAIN,
-             stored=_experiment4_gaps, verdicts=_lines_06),
+             stored=_experiment4_gaps, verdicts=_lines_06, needs_chain_state=True),
     # Hydra 20,000 + 60,000 -> 200 + 600 steps; the spiral's chain 100,000 -> 1,000 (B 100), its Hydra 50 + 200
     Notebook("07_hydra_comparison", comparison, _comparison_tasks, after_chains="hydra",
              scaled_paper={**SCALED_CHAIN, "hydra.phase1_steps": 200, "hydra.phase2_steps": 600,
                            "spiral.num_iterations": 1_000, "spiral.burn_in": 100, "spiral.hydra.phase1_steps": 50,
                            "spiral.hydra.phase2_steps": 200},
-             stored=_comparison_gaps),
+             stored=_comparison_gaps, needs_chain_state=True),
     # S = 10,000 -> 1,000 samples (burn-in 100) for both toys, M = 100, 500 SGD iterations per student
     Notebook("08_thesis_toys", thesis,
              scaled_paper={"mog.num_samples": 1_000, "mog.burn_in": 100, "mog.num_distill_samples": 100,

@@ -30,7 +30,7 @@ from matplotlib.patches import Circle, Patch
 from matplotlib.patheffects import withStroke
 from matplotlib.transforms import blended_transform_factory
 
-from ..core.targets import RegressionMoments
+from ..core.likelihoods import RegressionMoments
 from ..core.uncertainty import Uncertainties
 from ..experiments.experiment3 import COSTS, METHODS, METRIC_TARGET, METRICS, pareto_front, search_candidates
 from .tables import PAPER_ONLY_ATTR, markdown_table
