@@ -66,7 +66,7 @@ def chain_checkpoint(engine: GPEDEngine, r: int) -> dict:
     k = _chains_of(engine, r)
     return {
         "format": FORMAT,
-        "fingerprint": fingerprint(engine, k),
+        "fingerprint": fingerprint(engine, r),
         "t": engine.t,
         "elapsed": engine.elapsed,
         "history": engine.history[r],

@@ -710,7 +710,8 @@ class GPEDEngine:
             students = {name: {label: v.cpu() for label, v in outputs[r][name].items()} for name in self.eval_slices}
             snapshots = None
             if self.config.num_snapshots:
-                taken = self.snapshots[:, :self.snapshots_taken] if self.pooled else self.snapshots[r, :self.snapshots_taken]
+                chains = slice(None) if self.pooled else r  # a pooled run's: every chain's, chain by chain
+                taken = self.snapshots[chains, :self.snapshots_taken]
                 snapshots = taken.reshape(-1, taken.shape[-1]).cpu()
             results.append(GPEDResult(
                 summary=pd.DataFrame(rows), history=history, teacher_outputs=teacher, student_outputs=students,
