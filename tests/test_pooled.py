@@ -4,6 +4,8 @@ mean over the K current samples, U_o all K samples per visit); K = 1 through the
 the single chain exactly; each chain equals the single chain of its seed; bit-identical resume;
 no host synchronisation in the step; refusals with clear messages."""
 
+import dataclasses
+
 import pytest
 import torch
 from test_batching import STUDENTS, assert_steps_read_nothing_back, make_data
@@ -24,6 +26,7 @@ from gped_kit.engine.config import CHAIN_SEED_STRIDE, chain_seeds
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import flat
+from gped_kit.experiments.paper import ChainSettings, teacher_config
 from gped_kit.models.presets import ArchSpec
 
 
@@ -98,6 +101,18 @@ def test_configuration_seeds_keys_and_refusals():
         GPEDEngine([pooled], pooled=False)
     with pytest.raises(ValueError, match="pooled=True needs one spec"):
         GPEDEngine([single, pooled_spec(1)], pooled=True)
+
+
+def test_a_profile_asks_for_a_pooled_cyclical_teacher():
+    sampler = BAOAConfig(step_size=0.4, alpha=0.5, schedule="cyclical", cycles=8, explore_fraction=0.5)
+    chain = ChainSettings(48_000, None, 100, 10, 100, 1_000, 10_000, sampler=sampler, num_chains=4)
+    config = teacher_config("fcnn", 60_000, chain, seed=2)
+    assert config.num_chains == 4 and chain_seeds(config) == [2 + k * CHAIN_SEED_STRIDE for k in range(4)]
+    assert config.sampler.horizon == 48_000 and config.sampler.in_sampling_phase(3_000)
+    assert not config.sampler.in_sampling_phase(2_999) and config.burn_in == 1_000  # within the first exploration
+    assert "num_chains" not in teacher_config("fcnn", 60_000, dataclasses.replace(chain, num_chains=1)).record()
+    with pytest.raises(ValueError, match="num_chains=0"):
+        dataclasses.replace(chain, num_chains=0)
 
 
 # ------------------------------------------------------------------ K = 1 and the chains one by one

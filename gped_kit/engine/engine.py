@@ -28,11 +28,12 @@ and checkpoint per run (one run; for independent chains, one run per chain). At 
 step the group draws one S' from D', the K current samples' statistics are computed on it (one
 vmapped forward pass) and every student's targets are posterior expectations over the pooled
 samples (:func:`~gped_kit.core.estimators.pooled_estimator_update_`): **U_s the mean of g over
-the K current samples** (an unbiased estimate of E[g] with 1/K of one sample's variance; using
-one chain's sample in turn instead would save nothing, since the K forward passes are one
-vmapped call and U_o students of the same group need all K, and it would only make the targets
-noisier), **U_o adds all K samples to each visited input's running mean** (its count grows by K
-per visit). The ensemble is the pooled mean over every chain's kept samples, ``sum_k sums_k /
+the K current samples** (an unbiased estimate of E[g] with 1/K of one sample's variance; one
+chain's sample in turn, the alternative, is not offered: it would save little -- the K forward
+passes on S' are one vmapped call, every H steps, of about a third of a teacher step's work per
+chain, and U_o students of the same group need all K anyway -- and its targets would have K times
+the variance), **U_o adds all K samples to each visited input's running mean** (its count grows
+by K per visit). The ensemble is the pooled mean over every chain's kept samples, ``sum_k sums_k /
 (K * count)``; the history rows carry the pooled teacher's metrics (``teacher_nll`` etc., and
 ``teacher_samples`` = K * count) and each chain's own ensemble NLL (``teacher_nll_chain<k>``).
 With K = 1 it is the single chain (the same code); ``GPEDEngine([spec], pooled=True)`` runs a
