@@ -21,7 +21,6 @@ from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 
 
-
 def cyclical(cls=SGLDConfig, **kw):
     options = dict(schedule="cyclical", cycles=4, explore_fraction=0.5, horizon=400)
     options.update(kw)

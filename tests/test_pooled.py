@@ -30,7 +30,6 @@ from gped_kit.experiments.paper import ChainSettings, teacher_config
 from gped_kit.models.presets import ArchSpec
 
 
-
 def pooled_spec(k=3, students=STUDENTS, n=300, **kw):
     base = dict(model="fcnn", sampler=SGLDConfig(step_size=5e-5, prior_precision=10.0, batch_size=25),
                 num_iterations=40, burn_in=10, eval_thinning=3, log_every=10, checkpoint_every=20, progress=False,
