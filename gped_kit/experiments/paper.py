@@ -62,7 +62,9 @@ class ChainSettings:
     SGD-like part of Eq. 7) at the full-data value, so short chains on small D converge (the
     posterior does not depend on eta; only mixing and discretisation bias do). ``sampler`` None is
     the paper's SGLD (Appendix A.2's eta, tau = 10, M = 100); a sampler configuration (or name, for
-    its defaults) replaces it as given (:mod:`gped_kit.core.sampler`)."""
+    its defaults) replaces it as given (:mod:`gped_kit.core.sampler`; e.g. a cyclical schedule:
+    ``BAOAConfig(..., schedule="cyclical", cycles=8, explore_fraction=0.5)``). ``num_chains`` K > 1
+    pools K chains into one teacher (``GPEDConfig.num_chains``)."""
 
     num_iterations: int
     burn_in: int | None
@@ -73,12 +75,13 @@ class ChainSettings:
     checkpoint_every: int
     scale_step_size: bool = False
     sampler: SamplerConfig | str | None = None
+    num_chains: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.sampler, str):
             object.__setattr__(self, "sampler", sampler_config(self.sampler))
         for name in ("num_iterations", "predictive_thinning", "entropy_thinning", "eval_thinning", "log_every",
-                     "checkpoint_every"):
+                     "checkpoint_every", "num_chains"):
             check_int(name, getattr(self, name), 1)
         if self.burn_in is not None:
             check_int("burn_in", self.burn_in, 0)
@@ -117,7 +120,8 @@ def teacher_config(model: str, labelled_size: int, chain: ChainSettings, seed: i
                       num_iterations=chain.num_iterations,
                       burn_in=paper.burn_in if chain.burn_in is None else chain.burn_in,
                       eval_thinning=chain.eval_thinning, log_every=chain.log_every,
-                      checkpoint_every=chain.checkpoint_every, seed=seed, device=device, num_snapshots=num_snapshots)
+                      checkpoint_every=chain.checkpoint_every, seed=seed, device=device, num_snapshots=num_snapshots,
+                      num_chains=chain.num_chains)
 
 
 def paper_shaped_lr_scale(model: str, chain: ChainSettings) -> float:
