@@ -64,16 +64,22 @@ def test_entries_are_written_atomically_listed_and_set_aside_on_recompute(tmp_pa
         fresh.table("nope")
 
 
-def test_code_fingerprint_follows_the_source(tmp_path, monkeypatch):
+def test_code_fingerprint_follows_the_code_not_its_layout_or_profiles(tmp_path, monkeypatch):
     pkg = tmp_path / "fp_pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("x = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    first = code_fingerprint("fp_pkg")
-    code_fingerprint.cache_clear()
-    (pkg / "a.py").write_text("x = 2\n")
-    assert code_fingerprint("fp_pkg") != first
+
+    def fingerprint(source: str) -> str:
+        (pkg / "a.py").write_text(source)
+        code_fingerprint.cache_clear()
+        return code_fingerprint("fp_pkg")
+
+    first = fingerprint("x = 1\nPROFILES = {'default': 1}\n")
+    assert fingerprint("x = 2\nPROFILES = {'default': 1}\n") != first  # the code changed
+    assert fingerprint("x = 1  # a comment\n\nPROFILES = {'default': 1}\n") == first  # layout, comments
+    assert fingerprint("x = 1\nPROFILES: dict = {'default': 1, 'long': 2}\n") == first  # a profile added
+    assert fingerprint("x = 1\nPROFILE = {'default': 1}\n") != first  # only PROFILES is left out
     code_fingerprint.cache_clear()
 
 
