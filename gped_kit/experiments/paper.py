@@ -64,7 +64,8 @@ class ChainSettings:
     the paper's SGLD (Appendix A.2's eta, tau = 10, M = 100); a sampler configuration (or name, for
     its defaults) replaces it as given (:mod:`gped_kit.core.sampler`; e.g. a cyclical schedule:
     ``BAOAConfig(..., schedule="cyclical", cycles=8, explore_fraction=0.5)``). ``num_chains`` K > 1
-    pools K chains into one teacher (``GPEDConfig.num_chains``)."""
+    pools K chains into one teacher (``GPEDConfig.num_chains``). ``test_size`` evaluates on a seeded random
+    subset of the test set (``DataConfig.test_size``; None: all of it, as the paper)."""
 
     num_iterations: int
     burn_in: int | None
@@ -76,6 +77,7 @@ class ChainSettings:
     scale_step_size: bool = False
     sampler: SamplerConfig | str | None = None
     num_chains: int = 1
+    test_size: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.sampler, str):
@@ -85,6 +87,8 @@ class ChainSettings:
             check_int(name, getattr(self, name), 1)
         if self.burn_in is not None:
             check_int("burn_in", self.burn_in, 0)
+        if self.test_size is not None:
+            check_int("test_size", self.test_size, 1)
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,8 @@ def sampler_study_tasks(settings: SamplerStudySettings, device: str = "auto",
     )
     tasks = []
     for seed in settings.seeds:
-        data = DataConfig(paper.dataset, labelled_size=None, mask_size=0, seed=seed, root=data_root)
+        data = DataConfig(paper.dataset, labelled_size=None, mask_size=0, seed=seed, root=data_root,
+                          test_size=settings.test_size)
         for label, sampler in settings.candidates:
             chain = dataclasses.replace(settings, sampler=sampler)
             tasks.append(ChainTask(data, teacher_config(model, n, chain, seed, device), students,
