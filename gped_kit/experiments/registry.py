@@ -287,7 +287,7 @@ def _sampler_tasks(settings: samplers.SamplerStudySettings, *, seed: int, device
 # ----------------------------------------------------------------------------- the lines the checks print
 def _lines_01(settings: Any, absent: Collection[str]) -> list[str]:
     return ["every MNIST cell completed: True", "every cell ran or reported missing data: True",
-            *(["data set not available here, skipped"] if "cifar10" in absent else [])]
+            *(["Not on this machine: data set 'cifar10'"] if "cifar10" in absent else [])]
 
 
 def _lines_02(settings: experiment12.Experiment2Settings, absent: Collection[str]) -> list[str]:
