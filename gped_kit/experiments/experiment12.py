@@ -79,6 +79,8 @@ class Experiment2Settings(ChainSettings):
                 check_int(f"{name}[{i}]", value, minimum)
             object.__setattr__(self, name, values)
         check_int("chains_per_batch", self.chains_per_batch, 1)
+        if isinstance(self.seeds, list):  # a notebook parameter (papermill -y "seeds: [0, 1, 2]") is a list
+            object.__setattr__(self, "seeds", tuple(self.seeds))
         check_seeds("seeds", self.seeds)
 
 
