@@ -257,6 +257,10 @@ def test_experiment12_rows_keep_whole_experiment12_chains_only():
     assert set(rows["run_key"]) == set(synthetic_results()["run_key"]) | {"short"}
     assert (rows["teacher_nll"] < 9).all() and set(rows["target"]) == {"predictive", "entropy"}
     assert chain_lengths(rows) == {2_000: 1, T: len(SIZES) * len(MASKS) + 1}
+    # the quickstart's chain (notebook 00): both targets, one estimator each, same size and mask as a cell
+    one = synthetic_results()[lambda d: d["run_key"] == "fcnn-60000-0"]
+    quick = one[(one["target"] == "predictive") == (one["estimator"] == "U_s")].assign(run_key="quick", teacher_nll=9.)
+    assert len(quick) == 2 and "quick" not in set(experiment12_rows(pd.concat([one, quick]))["run_key"])
     # without a chain column the same tests apply row by row
     loose = experiment12_rows(_other_chains().drop(columns="run_key"))
     assert set(loose["teacher_nll"]) == {0.7, 9.0} and len(loose) == 4 + 4 + 2  # short, search K=1, lr check
