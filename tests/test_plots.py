@@ -71,6 +71,11 @@ def test_experiment4_figures_and_save_table(tmp_path):
     fig = plot_experiment4_in_distribution(pd.DataFrame(rows), title="t")
     dots = [line for line in fig.axes[1].lines if line.get_label().endswith("(ours)")]
     assert len(fig.axes) == 2 and [len(d.get_xdata()) for d in dots] == [4, 4, 4]  # 3 methods x 4 settings
+    two_seeds = pd.concat([pd.DataFrame(rows).assign(seed=0), pd.DataFrame(rows).assign(seed=1, value=0.7)])
+    fig = plot_experiment4_in_distribution(two_seeds)  # one row per seed: the figure shows their mean
+    gped = [line for line in fig.axes[1].lines if line.get_label() == "GPED (ours)"][0]
+    assert list(gped.get_ydata()) == pytest.approx([0.6] * 4)
+    plt.close(fig)
     ens = torch.rand(200)
     fig = plot_data_uncertainty_joint(ens, {"GPED": ens * 0.9, "EnD2": ens * 1.1})
     colorbars = [a for a in fig.axes if hasattr(a, "_colorbar")]

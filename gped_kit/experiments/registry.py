@@ -268,8 +268,8 @@ def _experiment3_tasks(settings: experiment3.Experiment3Settings, *, seed: int, 
 
 def _experiment4_tasks(settings: experiment4.Experiment4Settings, *, seed: int, device: str,
                        data_root: str | None, models: Sequence[str]) -> list[ChainTask]:
-    return [experiment4.experiment4_task(model, settings, seed=seed, device=device, data_root=data_root)
-            for model in models]
+    """Notebook 06's chains: one per seed of the settings and model, seeds outermost."""
+    return experiment4.experiment4_tasks(models, settings, seed=seed, device=device, data_root=data_root)
 
 
 def _comparison_tasks(settings: comparison.ComparisonSettings, *, seed: int, device: str,
