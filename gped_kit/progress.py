@@ -8,9 +8,11 @@ fifth of the run (or every five minutes on long runs) and one at the end, e.g.::
     GPED x3: 1000/5000 it (20%), 31.2 it/s, 2:08 left, teacher_nll=0.123
 
 Which display a loop uses (:class:`ProgressMode`) is, in order: the caller's explicit choice,
-the environment variable ``GPED_PROGRESS`` (``bar``, ``lines`` or ``off``; the notebook batch
-runner and ``make test`` set ``lines``), then ``bar``. Progress is how a run is shown, never
-what it computes: nothing here enters a result's key or code fingerprint.
+the environment variable ``GPED_PROGRESS`` (``bar``, ``lines`` or ``off``; ``make test`` sets
+``lines``, the notebook batch runner ``off``, so that executed notebooks keep no progress or status
+lines), then ``bar``. :func:`status_line` prints the one-line statuses of a grid's cells (``[3/9]
+fcnn ...: reused (0.3 s)``) under the same switch: ``off`` silences them too. Progress is how a run
+is shown, never what it computes: nothing here enters a result's key or code fingerprint.
 """
 
 from __future__ import annotations
@@ -50,6 +52,13 @@ def progress_mode(progress: bool | str | ProgressMode = True) -> ProgressMode:
         return parse_option(ProgressMode, os.environ.get(PROGRESS_ENV, "bar").strip().lower() or "bar",
                             f"${PROGRESS_ENV}")
     return parse_option(ProgressMode, progress, "progress")
+
+
+def status_line(text: str, progress: bool | str | ProgressMode = True, stream: TextIO | None = None) -> None:
+    """Print one status line of a long run (a cell of a grid done, reused, missing its data) unless
+    ``progress`` (as for :func:`progress_mode`: True defers to ``$GPED_PROGRESS``) is off."""
+    if progress_mode(progress) is not ProgressMode.OFF:
+        print(text, file=stream or sys.stdout, flush=True)
 
 
 def _clock(seconds: float) -> str:

@@ -119,9 +119,9 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     assert summary.loc[1, "error"] == "RuntimeError: boom"
     assert (summary.loc[[0, 2], "error"] == "").all()
     # profile, global override and per-notebook override reached the notebook; cwd is its folder
-    # and the kernel was told to print progress as text lines (no frozen bars in saved notebooks)
+    # and the kernel was told to show no progress (no frozen bars or progress lines in saved notebooks)
     assert _dumped(notebook_dir) == {"profile": "ci", "steps": 5, "lr": 0.001, "cwd": str(notebook_dir),
-                                     "progress": "lines", "adam": {"beta1": 0.8}}
+                                     "progress": "off", "adam": {"beta1": 0.8}}
     assert os.environ.get("GPED_PROGRESS") == progress_before  # restored in this process
     assert runs[1].parameters == {"profile": "ci"}  # declares profile only
     assert runs[2].parameters == {}  # no parameters cell: nothing injected

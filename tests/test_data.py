@@ -158,8 +158,11 @@ def test_missing_files_error_names_paths_and_remedies(tmp_path, monkeypatch):
         D.load_split("mnist", "train", tmp_path)
     assert not (tmp_path / "MNIST" / "raw").exists()
 
-    with pytest.raises(D.DatasetNotFoundError, match="cifar-10-batches-py"):
+    with pytest.raises(D.DatasetNotFoundError, match="cifar-10-batches-py") as err:
         D.load_split("cifar10", "test", tmp_path)
+    # the first line says what is missing, without paths (what a notebook prints once); the rest where and how
+    assert err.value.summary == "data set 'cifar10' (test) not found." == str(err.value).splitlines()[0]
+    assert str(tmp_path) not in err.value.summary and str(tmp_path) in str(err.value)
 
 
 def test_fashion_mnist_from_system_dir(tmp_path):

@@ -36,7 +36,8 @@ from gped_kit.viz.plots import (  # noqa: E402
     save_figure,
     save_table,
 )
-from gped_kit.viz.tables import full_table, markdown_table, paper_table  # noqa: E402
+from gped_kit.viz.report import missing_data_line  # noqa: E402
+from gped_kit.viz.tables import full_table, integer_columns, markdown_table, paper_table  # noqa: E402
 from gped_kit.viz.theme import (  # noqa: E402
     KIT_RC,
     METHOD_COLORS,
@@ -70,6 +71,11 @@ def test_experiment4_figures_and_save_table(tmp_path):
     fig = plot_experiment4_in_distribution(pd.DataFrame(rows), title="t")
     dots = [line for line in fig.axes[1].lines if line.get_label().endswith("(ours)")]
     assert len(fig.axes) == 2 and [len(d.get_xdata()) for d in dots] == [4, 4, 4]  # 3 methods x 4 settings
+    two_seeds = pd.concat([pd.DataFrame(rows).assign(seed=0), pd.DataFrame(rows).assign(seed=1, value=0.7)])
+    fig = plot_experiment4_in_distribution(two_seeds)  # one row per seed: the figure shows their mean
+    gped = [line for line in fig.axes[1].lines if line.get_label() == "GPED (ours)"][0]
+    assert list(gped.get_ydata()) == pytest.approx([0.6] * 4)
+    plt.close(fig)
     ens = torch.rand(200)
     fig = plot_data_uncertainty_joint(ens, {"GPED": ens * 0.9, "EnD2": ens * 1.1})
     colorbars = [a for a in fig.axes if hasattr(a, "_colorbar")]
@@ -287,6 +293,31 @@ def test_tables_show_every_row_and_missing_values_as_a_dash(tmp_path):
     assert "nan" not in paths[1].read_text() and "—" in paths[1].read_text()
     labelled = paper_table(pd.DataFrame({"labelled_size": [10_000], "teacher_nll": [0.9]}), ["teacher_nll"])
     assert list(labelled.columns) == ["labelled_size", "teacher_nll_paper"]
+
+
+def test_counts_stored_as_floats_are_shown_as_integers(tmp_path):
+    """A count column that pandas keeps as floats (a value missing, or averaged over seeds) is
+    shown and saved as integers, never as 9568200.0000; real numbers keep their digits."""
+    table = pd.DataFrame({"method": ["ensemble", "teacher", "KD"], "params": [9_568_200.0, np.nan, 478_410.0],
+                          "seeds": [3.0, 3.0, 1.0], "nll": [0.1, 2.0, np.nan], "steps": [1500, 3000, 1500]})
+    assert integer_columns(table) == ["params", "seeds"]
+    shown = full_table(table, digits=4)
+    for text in (repr(shown), shown._repr_html_(), markdown_table(table)):
+        assert "9568200" in text and "478410" in text and "9568200.0" not in text and "3.0" not in text
+        assert "0.1000" in text or "0.100" in text  # the NLL keeps its decimals (2.0 too: not a whole column)
+        assert "nan" not in text.lower() and "—" in text
+    paths = save_table(table, "counts", tmp_path, floatfmt=".4f")
+    assert "9568200 " in paths[1].read_text() and "9568200.0" not in paths[1].read_text()
+
+
+def test_missing_data_is_named_once_in_one_line_without_paths():
+    cells = pd.DataFrame({"cell": ["a", "b", "c"], "status": ["missing data", "reused", "missing data"],
+                          "error": ["data set 'cifar10' (train) not found.\nLooked in:\n  - /root/x/data_batch_1",
+                                    None, "data set 'cifar10' (train) not found.\nLooked in:\n  - /root/x/b"]})
+    line = missing_data_line(cells, cells)
+    assert line.count("cifar10") == 1 and "\n" not in line and "/root" not in line
+    assert line.startswith("Not on this machine: data set 'cifar10' (train) not found.")
+    assert missing_data_line(cells[cells["status"] == "reused"]) == ""
 
 
 def test_saving_a_figure_twice_gives_the_same_bytes_without_time_stamps(tmp_path):

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from gped_kit.progress import PROGRESS_ENV, Progress, ProgressMode, progress_mode
+from gped_kit.progress import PROGRESS_ENV, Progress, ProgressMode, progress_mode, status_line
 
 
 def test_mode_follows_argument_then_environment(monkeypatch):
@@ -57,3 +57,15 @@ def test_off_prints_nothing():
     p.update(10)
     p.close()
     assert out.getvalue() == ""
+
+
+def test_status_lines_follow_the_same_switch(monkeypatch):
+    """``GPED_PROGRESS=off`` (the batch runner's choice) keeps a grid's status lines out of a notebook too."""
+    out = io.StringIO()
+    monkeypatch.setenv(PROGRESS_ENV, "off")
+    status_line("[1/2] fcnn: reused (0.1 s)", stream=out)
+    assert out.getvalue() == ""
+    monkeypatch.setenv(PROGRESS_ENV, "lines")
+    status_line("[1/2] fcnn: reused (0.1 s)", stream=out)
+    status_line("[2/2] cnn: ran (9.0 s)", progress=False, stream=out)  # the caller's False wins
+    assert out.getvalue() == "[1/2] fcnn: reused (0.1 s)\n"

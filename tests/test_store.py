@@ -64,6 +64,22 @@ def test_entries_are_written_atomically_listed_and_set_aside_on_recompute(tmp_pa
         fresh.table("nope")
 
 
+def test_reading_the_current_results_gives_one_entry_per_setting(tmp_path):
+    """A code change leaves the old entries in place: ``code=`` the current fingerprint reads, per
+    setting, only the entry the current code made."""
+    store = ResultsStore(tmp_path)
+    for n in (1, 2):
+        store.cached("toy", {"n": n}, "old",
+                     lambda e, n=n: e.write_table("summary", pd.DataFrame({"n": [n], "v": [0]})))
+    store.cached("toy", {"n": 1}, "new", lambda e: e.write_table("summary", pd.DataFrame({"n": [1], "v": [1]})))
+    assert len(store.entries("toy")) == 3 and len(store.load("summary", "toy")) == 3
+    current = store.load("summary", "toy", code="new")
+    assert current[["n", "v"]].values.tolist() == [[1, 1]]  # setting n=1 once, the new code's; n=2 not yet redone
+    assert [e.code for e in store.entries("toy", code="old")] == ["old", "old"]
+    assert store.load("summary", "toy", code="none such").empty
+    assert len(store.load("summary", "toy", code="old", where=lambda e: e.record == {"n": 2})) == 1
+
+
 def test_code_fingerprint_follows_the_code_not_its_layout_or_profiles(tmp_path, monkeypatch):
     pkg = tmp_path / "fp_pkg"
     pkg.mkdir()

@@ -25,12 +25,20 @@ from PIL import Image  # noqa: E402
 import gped_kit.viz.pareto_explorer as pareto_module  # noqa: E402
 import gped_kit.viz.snapshot as snapshot_module  # noqa: E402
 from gped_kit.data.transforms import apply_square_mask  # noqa: E402
-from gped_kit.experiments.experiment3 import pareto_front  # noqa: E402
+from gped_kit.experiments.chains import chain_code  # noqa: E402
+from gped_kit.experiments.experiment3 import (  # noqa: E402
+    SEARCH_KIND,
+    SEARCH_TABLE,
+    frontier_table,
+    pareto_front,
+    search_code,
+)
 from gped_kit.experiments.experiment12 import chain_lengths, experiment2_cells, experiment12_rows  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
 from gped_kit.viz.figure3 import plot_masked_examples, select_examples, square_mask_region  # noqa: E402
 from gped_kit.viz.masking_explorer import MaskingExplorer  # noqa: E402
 from gped_kit.viz.pareto_explorer import ParetoExplorer  # noqa: E402
+from gped_kit.viz.plots import plot_pareto_figure  # noqa: E402
 
 SIZES = (10_000, 60_000)
 MASKS = (0, 5, 10, 15)
@@ -231,13 +239,15 @@ def _other_chains() -> pd.DataFrame:
     return pd.concat([search, lr_check, exp4, fashion, short], ignore_index=True)
 
 
-def _write_store(root, summary: pd.DataFrame) -> ResultsStore:
+def _write_store(root, summary: pd.DataFrame, code: str | None = None) -> ResultsStore:
     """One "chain" entry per run_key, holding the chain's summary table (as run_chains writes it:
-    without the run_key column; the store's entry key names the chain)."""
+    without the run_key column; the store's entry key names the chain), made by ``code`` (default:
+    the current chain code, whose entries the explorer reads)."""
+    code = chain_code() if code is None else code
     store = ResultsStore(root)
     for key, rows in summary.groupby("run_key"):
         table = rows.drop(columns="run_key")
-        _, status = store.cached("chain", {"chain": key}, "test-code", lambda e: e.write_table("summary", table))
+        _, status = store.cached("chain", {"chain": key}, code, lambda e: e.write_table("summary", table))
         assert status == "ran"
     return store
 
@@ -247,6 +257,10 @@ def test_experiment12_rows_keep_whole_experiment12_chains_only():
     assert set(rows["run_key"]) == set(synthetic_results()["run_key"]) | {"short"}
     assert (rows["teacher_nll"] < 9).all() and set(rows["target"]) == {"predictive", "entropy"}
     assert chain_lengths(rows) == {2_000: 1, T: len(SIZES) * len(MASKS) + 1}
+    # the quickstart's chain (notebook 00): both targets, one estimator each, same size and mask as a cell
+    one = synthetic_results()[lambda d: d["run_key"] == "fcnn-60000-0"]
+    quick = one[(one["target"] == "predictive") == (one["estimator"] == "U_s")].assign(run_key="quick", teacher_nll=9.)
+    assert len(quick) == 2 and "quick" not in set(experiment12_rows(pd.concat([one, quick]))["run_key"])
     # without a chain column the same tests apply row by row
     loose = experiment12_rows(_other_chains().drop(columns="run_key"))
     assert set(loose["teacher_nll"]) == {0.7, 9.0} and len(loose) == 4 + 4 + 2  # short, search K=1, lr check
@@ -282,6 +296,32 @@ def test_from_store_reads_the_chain_entries_of_experiments_1_2(tmp_path):
     assert short.num_iterations == 2_000 and short.mask_size.value == 5  # opens where a run is stored
     with pytest.raises(ValueError, match=r"num_iterations=1234.*stored: \[2000, 5000\]"):
         MaskingExplorer.from_store(tmp_path, num_iterations=1234, images=synthetic_images(), num_examples=2)
+
+
+def test_from_store_shows_only_the_current_codes_chains_of_the_grid_and_says_which(tmp_path):
+    """An older run's chains (here m = 20, made by other code) and chains outside the notebook's grid
+    (another seed of one cell) are not shown, so the explorer's numbers are those of the figures'
+    cells; the explorer says which chains it shows."""
+    current = synthetic_results().assign(seed=0)
+    older = current[current["mask_size"] == 15].assign(mask_size=20, masking_rate=400 / 784, teacher_nll=9.0,
+                                                       run_key=lambda d: d["run_key"] + "-old")
+    seed1 = current[current["run_key"] == "fcnn-60000-0"].assign(seed=1, run_key="seed1", teacher_nll=5.0)
+    store = _write_store(tmp_path, pd.concat([current, seed1], ignore_index=True))
+    _write_store(tmp_path, older, code="older-code")
+    ex = MaskingExplorer.from_store(tmp_path, grid={"seed": [0]}, images=synthetic_images(), num_examples=2)
+    assert [m for m, _ in ex.stored_masking_rates()] == list(MASKS) and ex.table["teacher_nll"].max() < 5
+    assert ex.shown_text == ("Shown: 9 stored Experiment 1-2 chains, masks m = 0, 5, 10, 15; labelled N = 10,000, "
+                             "60,000; chain length T = 5,000; seeds 0.")
+    # the figure's cells: the current code's chains of the grid, collapsed as notebook 02 collapses its grid
+    figure_cells = experiment2_cells(experiment12_rows(store.load("summary", "chain", code=chain_code())
+                                                       .query("seed == 0").assign(run_key=lambda d: d["entry"])))
+    shown = ex.table.set_index(["model", "labelled_size", "mask_size", "estimator"])["teacher_nll"]
+    assert shown.sort_index().equals(
+        figure_cells.set_index(["model", "labelled_size", "mask_size", "estimator"])["teacher_nll"].sort_index())
+    everything = MaskingExplorer.from_store(tmp_path, current_only=False, images=synthetic_images(), num_examples=2)
+    assert 20 in [m for m, _ in everything.stored_masking_rates()] and "seeds 0, 1" in everything.shown_text
+    with pytest.raises(ValueError, match="no column 'nope'"):
+        MaskingExplorer.from_store(tmp_path, grid={"nope": [1]}, images=synthetic_images(), num_examples=2)
 
 
 def test_from_store_with_other_chains_only_says_so(tmp_path):
@@ -522,15 +562,44 @@ def test_pareto_empty_and_from_store(tmp_path, monkeypatch):
     assert "nothing" in absent.details_html.value and absent.visible().empty
     asked = []
 
-    def load(store):  # stands in for experiment3's loader: the explorer must hand it the store
+    def load(store, current_only, entries):  # stands in for the loader: the explorer must hand it the store
         asked.append(store)
+        assert current_only and entries is None  # by default: the current code's searches, all of them
         return synthetic_search()
 
-    monkeypatch.setattr(pareto_module, "load_search_results", load)
+    monkeypatch.setattr(pareto_module, "stored_searches", load)
     stored = ParetoExplorer.from_store(tmp_path)
     assert len(asked) == 1 and isinstance(asked[0], ResultsStore) and asked[0].root == tmp_path
     assert list(stored.model.options) == ["cnn_mnist", "fcnn"] and len(stored.visible()) == 6
     assert stored.point.value == "group_lasso-predictive-lambda0.0001" and stored.source == str(tmp_path)
+
+
+def test_pareto_explorer_frontier_table_and_figure_read_the_same_current_search(tmp_path):
+    """Two searches of one setting, an older code's and the current one: the explorer shows only the
+    current one, and its best student is the frontier table's and the figure's (notebook 05)."""
+    store = ResultsStore(tmp_path)
+    current = synthetic_search()
+    older = current.assign(student_nll=current["student_nll"] - 0.1)  # better-looking numbers of an older run
+    store.cached(SEARCH_KIND, {"chain": "one setting"}, "older-code", lambda e: e.write_table(SEARCH_TABLE, older))
+    entry, _ = store.cached(SEARCH_KIND, {"chain": "one setting"}, search_code(),
+                            lambda e: e.write_table(SEARCH_TABLE, current))
+    for ex in (ParetoExplorer.from_store(tmp_path), ParetoExplorer.from_store(tmp_path, entries=[entry.key])):
+        assert set(ex.table["entry"]) == {entry.key}
+        assert not ex.table.duplicated(["model", "target", "student", "stage"]).any()
+        for model in ("cnn_mnist", "fcnn"):
+            ex.model.value = model
+            table = entry.table(SEARCH_TABLE).query("model == @model")  # what the notebook's tables read
+            front = frontier_table(table, "student_nll", "flops")
+            best = front[front["front"] == "both"].sort_values("student_nll").iloc[0]
+            assert ex.point.value == best["student"]
+            assert ex.selected_row()["student_nll"] == pytest.approx(best["student_nll"])
+            fig = plot_pareto_figure(table, "student_nll")
+            drawn = [y for ax in fig.axes for line in ax.lines if line.get_label() == "S: Pareto frontier"
+                     for y in line.get_ydata()]
+            plt.close(fig)
+            assert min(drawn) == pytest.approx(best["student_nll"])
+    mixed = ParetoExplorer.from_store(tmp_path, current_only=False)  # both runs: every student twice
+    assert mixed.table.duplicated(["model", "target", "student", "stage"]).sum() == len(current)
 
 
 def test_pareto_bad_tables_and_no_figure_leaks(pareto):
@@ -570,7 +639,7 @@ def test_pareto_static_image_follows_the_view_and_is_written_per_model(tmp_path)
 
 
 def test_pareto_from_store_and_display(tmp_path, monkeypatch):
-    monkeypatch.setattr(pareto_module, "load_search_results", lambda store: synthetic_search())
+    monkeypatch.setattr(pareto_module, "stored_searches", lambda store, current_only, entries: synthetic_search())
     pareto = ParetoExplorer.from_store(tmp_path, figures_dir=tmp_path / "figs", tag="paper")
     path = tmp_path / "figs" / "explorer_pareto_cnn_mnist_paper.png"
     assert path.read_bytes() == pareto.snapshot_png
@@ -584,7 +653,7 @@ def test_pareto_from_store_and_display(tmp_path, monkeypatch):
     update = shown.handles[0].updates[-1]
     assert base64.b64decode(update["image/png"]) == pareto.snapshot_png and path.read_bytes() == pareto.snapshot_png
     # an empty store: a text-only image, written without a model in its name
-    monkeypatch.setattr(pareto_module, "load_search_results", lambda store: pd.DataFrame())
+    monkeypatch.setattr(pareto_module, "stored_searches", lambda store, current_only, entries: pd.DataFrame())
     empty = ParetoExplorer.from_store(tmp_path / "nothing", figures_dir=tmp_path / "figs")
     assert empty.plot_png is None and empty.snapshot_file.name == "explorer_pareto_default.png"
     assert _png_size(empty.snapshot_png)

@@ -87,9 +87,11 @@ class LocalPapermillExecutor(Executor):
             figures end up in the executed notebook even when the environment sets
             ``MPLBACKEND=Agg`` (which IPython kernels would otherwise honour).
             ``None`` leaves the kernel's default.
-        progress: The kit's progress display in the kernel (``$GPED_PROGRESS``): ``"lines"``
-            (default) saves short text lines into the executed notebook instead of bars that
-            would freeze there; ``None`` leaves the environment's choice.
+        progress: The kit's progress display in the kernel (``$GPED_PROGRESS``): ``"off"``
+            (default) keeps progress and status lines out of the executed notebook (a bar would
+            freeze there, and lines are clutter to its readers; ``log_output`` echoes what the
+            cells print); ``"lines"`` saves short text lines into it; ``None`` leaves the
+            environment's choice.
     """
 
     kernel_name: str | None = None
@@ -98,7 +100,7 @@ class LocalPapermillExecutor(Executor):
     log_output: bool = False
     progress_bar: bool = False
     matplotlib_backend: str | None = "inline"
-    progress: str | None = "lines"
+    progress: str | None = "off"
 
     def resolved_kernel_name(self) -> str:
         """The kernel this executor will start."""

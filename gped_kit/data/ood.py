@@ -145,7 +145,7 @@ def load_ood(name: str, input_shape: tuple[int, int, int], root: str | Path | No
         files = _ood_folder_files(spec, root)
         if not files:
             raise DatasetNotFoundError(
-                f"OOD set {name!r} not found. Looked in:\n  - {root / spec.folder} (files {', '.join(spec.patterns)})"
+                f"OOD set {name!r} not found.\nLooked in:\n  - {root / spec.folder} (files {', '.join(spec.patterns)})"
                 f"\nTo get it: {spec.source}.")
         if max_items is not None and max_items < len(files):
             keep = torch.randperm(len(files), generator=seeded_generator(seed))[:max_items].sort().values

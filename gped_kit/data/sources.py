@@ -67,7 +67,14 @@ DATASETS = types.MappingProxyType({
 
 
 class DatasetNotFoundError(FileNotFoundError):
-    """No files and no offline source for a data set; the message says where we looked."""
+    """No files and no offline source for a data set. The message's first line says which set is
+    missing, without paths (:attr:`summary`, what a notebook prints once); the lines after it say
+    where we looked and how to get it."""
+
+    @property
+    def summary(self) -> str:
+        """The message's first line: which data set is missing (no paths)."""
+        return str(self).splitlines()[0] if str(self) else ""
 
 
 class DatasetIntegrityError(RuntimeError):
@@ -239,8 +246,8 @@ def load_split(name: str, split: str, root: str | Path | None = None, download: 
     looked = [f"torchvision files: {', '.join(map(str, needed))}"]
     hints = ["pass download=True (needs internet)", f"or put the files listed above under {root}"]
 
-    def not_found(reason: str) -> DatasetNotFoundError:
-        return DatasetNotFoundError(f"data set {name!r} ({split}) {reason}. Looked in:\n  - "
+    def not_found(reason: str, detail: str = "") -> DatasetNotFoundError:
+        return DatasetNotFoundError(f"data set {name!r} ({split}) {reason}.\n{detail}Looked in:\n  - "
                                     + "\n  - ".join(looked) + "\nTo get it: " + "; ".join(hints) + ".")
 
     if not all(p.is_file() for p in needed):
@@ -267,7 +274,7 @@ def load_split(name: str, split: str, root: str | Path | None = None, download: 
         raise
     except (RuntimeError, OSError) as exc:  # torchvision: "not found or corrupted", failed download
         if not all(p.is_file() for p in needed):
-            raise not_found(f"could not be downloaded into {root} ({exc})") from exc
+            raise not_found("could not be downloaded", f"Download into {root} failed: {exc}\n") from exc
         if not isinstance(exc, RuntimeError):
             raise
         raise DatasetIntegrityError(

@@ -41,6 +41,7 @@ from ..engine import GPEDConfig, GPEDEngine, GPEDResult, StudentConfig, check_ba
 from ..engine.checkpoint import load_checkpoints, read_checkpoint
 from ..engine.run import run_engine
 from ..engine.spec import ChainSpec, build_chain
+from ..progress import status_line
 from .budget import Budget, BudgetReached
 from .executors import ChainExecutor, LocalExecutor, make_executor
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
@@ -218,8 +219,8 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
         o = outcomes[i]
         if progress:
             how = ", one of a batch" if o.batched else ""
-            print(f"[{i + 1}/{len(tasks)}] {o.task.label}: {o.status} ({o.seconds:.1f} s{how})"
-                  + (f" -- {o.error.splitlines()[0]}" if o.error else ""), flush=True)
+            status_line(f"[{i + 1}/{len(tasks)}] {o.task.label}: {o.status} ({o.seconds:.1f} s{how})"
+                        + (f" -- {o.error.splitlines()[0]}" if o.error else ""))
 
     for i, task in enumerate(tasks):
         started = time.perf_counter()
@@ -394,7 +395,7 @@ def _reused(item: DerivedTask, store: ResultsStore, entry: Entry, chain_record: 
     result = result_from_entry(chain_entry) if chain_entry.complete else None
     outcome = ChainOutcome(item.task, "reused", result, seconds=time.perf_counter() - started, entry=chain_entry)
     if progress:
-        print(f"{item.task.label}: {item.kind} reused (chain not loaded)", flush=True)
+        status_line(f"{item.task.label}: {item.kind} reused (chain not loaded)")
     return DerivedOutcome(outcome, entry, "reused", seconds=time.perf_counter() - started)
 
 
@@ -486,9 +487,9 @@ def run_derived(items: Sequence[DerivedTask], store: ResultsStore, recompute: bo
         entry = store.entry(item.kind, got["record"], item.code) if got["record"] is not None else None
         outcomes[i] = DerivedOutcome(chain, entry, got["status"], got["error"], got["seconds"])
         if progress:
-            print(f"[{i + 1}/{len(items)}] {item.task.label}: {item.kind} {got['status']} ({got['seconds']:.1f} s "
-                  f"on {runner.describe()}; chain {got['chain_status']})"
-                  + (f" -- {got['error'].splitlines()[0]}" if got["error"] else ""), flush=True)
+            status_line(f"[{i + 1}/{len(items)}] {item.task.label}: {item.kind} {got['status']} "
+                        f"({got['seconds']:.1f} s on {runner.describe()}; chain {got['chain_status']})"
+                        + (f" -- {got['error'].splitlines()[0]}" if got["error"] else ""))
 
     if jobs:  # everything stored (or failed before computing): no cluster is needed
         runner.map(compute_derived, jobs, gpus, done)

@@ -79,6 +79,8 @@ class Experiment2Settings(ChainSettings):
                 check_int(f"{name}[{i}]", value, minimum)
             object.__setattr__(self, name, values)
         check_int("chains_per_batch", self.chains_per_batch, 1)
+        if isinstance(self.seeds, list):  # a notebook parameter (papermill -y "seeds: [0, 1, 2]") is a list
+            object.__setattr__(self, "seeds", tuple(self.seeds))
         check_seeds("seeds", self.seeds)
 
 
@@ -261,6 +263,8 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
 #: The targets of the students of an Experiment 1-2 chain (Section 4): the predictive
 #: distribution and the expected entropy, each with U_s and U_o (Eqs. 9-10).
 EXPERIMENT12_TARGETS = ("predictive", "entropy")
+#: The estimators every target of an Experiment 1-2 chain is distilled with (:func:`distillation_task`).
+EXPERIMENT12_ESTIMATORS = ("U_o", "U_s")
 #: Columns that may name a student's chain, in order of preference (a grid's table has
 #: ``run_key``; :meth:`~gped_kit.experiments.store.ResultsStore.load` adds the entry key as ``entry``).
 CHAIN_KEY_COLUMNS = ("run_key", "entry")
@@ -281,11 +285,12 @@ def experiment12_rows(summary: pd.DataFrame, dataset: str | None = "mnist") -> p
     is its ``model`` and its width multipliers ``k1``, ``k2`` are 1, and (``dataset`` not None)
     its ``dataset`` is ``dataset``. When the rows name their chain (a column of
     :data:`CHAIN_KEY_COLUMNS`), a chain is kept whole or not at all: every one of its students
-    must pass, and it must have students of both targets. That leaves out the Experiment 3
-    searches (students of other widths), Experiment 4 and the comparisons (C+1 and EnD2
-    students), and the learning-rate schedule check (predictive students only), whose
-    students would otherwise be averaged into the Experiment 2 cells. A test whose column is
-    absent is not applied.
+    must pass, and it must have students of both targets, each with both estimators U_o and U_s
+    (when the rows have an ``estimator`` column). That leaves out the Experiment 3 searches
+    (students of other widths), Experiment 4 and the comparisons (C+1 and EnD2 students), the
+    learning-rate schedule check (predictive students only) and the quickstart's chain (one
+    estimator per target), whose students would otherwise be averaged into the Experiment 2
+    cells. A test whose column is absent is not applied.
 
     Raises:
         TypeError: ``summary`` is not a DataFrame.
@@ -312,9 +317,12 @@ def experiment12_rows(summary: pd.DataFrame, dataset: str | None = "mnist") -> p
     key = _chain_key(df)
     if key is None:
         return df[passes].copy()
-    flags = pd.DataFrame({"passes": passes, **{t: df["target"] == t for t in EXPERIMENT12_TARGETS}})
+    needed = ({f"{t} {e}": (df["target"] == t) & (df["estimator"] == e) for t in EXPERIMENT12_TARGETS
+               for e in EXPERIMENT12_ESTIMATORS} if "estimator" in df.columns
+              else {t: df["target"] == t for t in EXPERIMENT12_TARGETS})
+    flags = pd.DataFrame({"passes": passes, **needed})
     by_chain = flags.groupby(df[key], dropna=False)
-    chains = pd.concat([by_chain["passes"].all(), by_chain[list(EXPERIMENT12_TARGETS)].any()], axis=1)
+    chains = pd.concat([by_chain["passes"].all(), by_chain[list(needed)].any()], axis=1)
     kept = chains.index[chains.all(axis=1)]
     return df[df[key].isin(kept)].copy()
 

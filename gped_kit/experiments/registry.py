@@ -270,8 +270,8 @@ def _experiment3_tasks(settings: experiment3.Experiment3Settings, *, seed: int, 
 
 def _experiment4_tasks(settings: experiment4.Experiment4Settings, *, seed: int, device: str,
                        data_root: str | None, models: Sequence[str]) -> list[ChainTask]:
-    return [experiment4.experiment4_task(model, settings, seed=seed, device=device, data_root=data_root)
-            for model in models]
+    """Notebook 06's chains: one per seed of the settings and model, seeds outermost."""
+    return experiment4.experiment4_tasks(models, settings, seed=seed, device=device, data_root=data_root)
 
 
 def _comparison_tasks(settings: comparison.ComparisonSettings, *, seed: int, device: str,
@@ -289,7 +289,7 @@ def _sampler_tasks(settings: samplers.SamplerStudySettings, *, seed: int, device
 # ----------------------------------------------------------------------------- the lines the checks print
 def _lines_01(settings: Any, absent: Collection[str]) -> list[str]:
     return ["every MNIST cell completed: True", "every cell ran or reported missing data: True",
-            *(["data set not available here, skipped"] if "cifar10" in absent else [])]
+            *(["Not on this machine: data set 'cifar10'"] if "cifar10" in absent else [])]
 
 
 def _lines_02(settings: experiment12.Experiment2Settings, absent: Collection[str]) -> list[str]:

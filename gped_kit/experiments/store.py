@@ -21,6 +21,12 @@ temporary file in the entry's directory and is renamed over the target (atomic o
 computing an entry holds a file lock (the ``filelock`` library) on ``<kind>/<key>.lock``: a
 second process asking for the same entry waits, then reuses what the first one wrote. Nothing
 is overwritten: ``recompute=True`` moves the old entry aside (``<key>.old-<time>-<id>``).
+
+**Reading the current results.** Since a code change leaves the old entries in place, a store can
+hold several entries of one setting, one per code fingerprint that computed it. Whatever shows
+results beside each other (a notebook's tables, figures and explorers) reads them with
+``code=`` the current code's fingerprint (:meth:`ResultsStore.entries`, :meth:`ResultsStore.load`):
+per setting, the one entry the current code made, and none made by older code.
 """
 
 from __future__ import annotations
@@ -224,8 +230,10 @@ class ResultsStore:
             entry.finish(seconds=round(time.perf_counter() - started, 2))
             return entry, "ran"
 
-    def entries(self, kind: str | None = None, complete: bool = True) -> list[Entry]:
-        """Stored entries (of ``kind``), complete ones only by default; entries set aside are skipped."""
+    def entries(self, kind: str | None = None, complete: bool = True, code: str | None = None) -> list[Entry]:
+        """Stored entries (of ``kind``), complete ones only by default; entries set aside are skipped.
+        ``code``: only the entries made by that code fingerprint (e.g. the current code's,
+        :func:`~gped_kit.experiments.chains.chain_code`), i.e. one entry per setting, the current one."""
         kinds = [kind] if kind else sorted(p.name for p in self.root.glob("*") if p.is_dir())
         out = []
         for k in kinds:
@@ -234,13 +242,16 @@ class ResultsStore:
                     continue
                 meta = json.loads((path / ENTRY_FILE).read_text()) if (path / ENTRY_FILE).exists() else {}
                 entry = Entry(self, k, path.name, meta.get("record"), meta.get("code", ""))
-                if not complete or meta.get("complete"):
+                if (not complete or meta.get("complete")) and (code is None or entry.code == code):
                     out.append(entry)
         return out
 
-    def load(self, table: str, kind: str, where: Callable[[Entry], bool] | None = None) -> pd.DataFrame:
-        """One table of every complete ``kind`` entry (that ``where`` accepts), concatenated, with the
-        entry's key in column ``entry``; empty when there are none."""
-        frames = [e.table(table).assign(entry=e.key) for e in self.entries(kind)
+    def load(self, table: str, kind: str, where: Callable[[Entry], bool] | None = None,
+             code: str | None = None) -> pd.DataFrame:
+        """One table of every complete ``kind`` entry (made by code fingerprint ``code``, when given,
+        and that ``where`` accepts), concatenated, with the entry's key in column ``entry``; empty
+        when there are none. ``code=`` the current code's fingerprint reads only the current results
+        (see the module docstring)."""
+        frames = [e.table(table).assign(entry=e.key) for e in self.entries(kind, code=code)
                   if table in e.table_names() and (where is None or where(e))]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -11,7 +11,10 @@ Section 4, Figures 1 and 4), read back from the results store.
   or a message saying that no run is stored for it.
 
 Its results are the ``summary`` tables of the store's ``"chain"`` entries
-(:class:`gped_kit.experiments.store.ResultsStore`, one row per student), narrowed to the chains of
+(:class:`gped_kit.experiments.store.ResultsStore`, one row per student; by default only those the
+current code made, so that no chain of an older run is mixed in; :meth:`MaskingExplorer.from_store`
+can narrow them further to a notebook's grid, and :attr:`MaskingExplorer.shown_text` says which
+masks, sizes, lengths and seeds are shown), narrowed to the chains of
 Experiments 1-2 (:func:`gped_kit.experiments.experiment12.experiment12_rows`) and to one chain
 length T at a time, and collapsed to one row per cell and estimator by
 :func:`gped_kit.experiments.experiment12.experiment2_cells`. Its static image
@@ -25,6 +28,7 @@ results. Example (in JupyterLab)::
 from __future__ import annotations
 
 import html
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ from IPython.display import display
 
 from ..data.sources import load_split
 from ..data.transforms import apply_square_mask, masking_rate
+from ..experiments.chains import chain_code
 from ..experiments.experiment12 import chain_lengths, experiment2_cells, experiment12_rows
 from ..experiments.store import ResultsStore
 from .figure3 import pixel_max, select_examples, show_masked_image, square_mask_region
@@ -160,12 +165,22 @@ class MaskingExplorer(StaticView):
         self.refresh()
 
     @classmethod
-    def from_store(cls, results_dir: str | Path, num_iterations: int | None = None, **kwargs: Any) -> MaskingExplorer:
+    def from_store(cls, results_dir: str | Path, num_iterations: int | None = None, *, current_only: bool = True,
+                   grid: Mapping[str, Collection] | None = None, **kwargs: Any) -> MaskingExplorer:
         """An explorer over the Experiment 1-2 chains stored in ``ResultsStore(results_dir)`` (the
         ``summary`` tables of its ``"chain"`` entries; each entry's key counts as one chain); an
-        empty or absent store gives an explorer that says so. ``num_iterations`` picks the chain
-        length shown first; ``kwargs`` go to the constructor."""
-        summary = ResultsStore(results_dir).load("summary", "chain")
+        empty or absent store gives an explorer that says so. ``current_only``: only the chains the
+        current code made (:func:`~gped_kit.experiments.chains.chain_code`), none of an older run;
+        ``grid``: only the rows whose columns hold the values given, e.g. the cells of notebook 02's
+        figures ``{"labelled_size": [10000, 60000], "mask_size": [0, 15, 25], "seed": [0]}``.
+        ``num_iterations`` picks the chain length shown first; ``kwargs`` go to the constructor."""
+        summary = ResultsStore(results_dir).load("summary", "chain", code=chain_code() if current_only else None)
+        for column, values in (grid or {}).items():
+            if len(summary) and column not in summary.columns:
+                raise ValueError(f"grid: the stored chain summaries have no column {column!r}; they have "
+                                 f"{sorted(summary.columns)}")
+            if len(summary):
+                summary = summary[summary[column].isin(list(values))]
         if len(summary) and "run_key" not in summary.columns:
             summary = summary.assign(run_key=summary["entry"])
         explorer = cls(summary, num_iterations=num_iterations, **kwargs)
@@ -308,8 +323,8 @@ class MaskingExplorer(StaticView):
             extra = (f" (the chains stored are of other experiments or data sets than {html.escape(self.dataset)})"
                      if not self.results_empty else "")
             return (f"<b>No Experiment 2 results stored yet{where}{extra}.</b> Run "
-                    f"<code>notebooks/02_experiment2_mnist.ipynb</code> to fill the store; the images above "
-                    f"work without it.")
+                    f"<code>notebooks/02_experiment2_mnist.ipynb</code> to fill the store (the explorer shows the "
+                    f"chains the current code made); the images above work without it.")
         return (f"<b>no stored run for m={m}, N={n}</b> (model {html.escape(str(self.model.value))}, "
                 f"estimator {self.estimator.value}{self._length_text()}).")
 
@@ -373,6 +388,24 @@ class MaskingExplorer(StaticView):
             display(IPyImage(data=self.curves_png))
 
     # ------------------------------------------------------------------ display
+    @property
+    def shown_text(self) -> str:
+        """Which stored Experiment 1-2 chains the explorer shows: their mask sizes, labelled-set
+        sizes, chain lengths and seeds (one line), or that none is stored."""
+        rows = self.rows
+        if rows.empty:
+            return "No Experiment 1-2 chain is stored for this explorer."
+
+        def values(column: str) -> str:
+            if column not in rows.columns:
+                return "—"
+            return ", ".join(f"{int(v):,}" for v in sorted(rows[column].dropna().unique()))
+
+        key = next((c for c in ("run_key", "entry") if c in rows.columns), None)
+        chains = rows[key].nunique() if key else len(rows)
+        return (f"Shown: {chains} stored Experiment 1-2 chains, masks m = {values('mask_size')}; labelled N = "
+                f"{values('labelled_size')}; chain length T = {values('num_iterations')}; seeds {values('seed')}.")
+
     @property
     def status_text(self) -> str:
         """The rate label and the metrics panel as plain text (e.g. for printing in a static notebook)."""

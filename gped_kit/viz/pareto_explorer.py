@@ -2,7 +2,8 @@
 from the results store.
 
 :class:`ParetoExplorer` shows the searched students of the store's Experiment 3 search tables
-(:func:`gped_kit.experiments.experiment3.load_search_results`) against FLOPs, parameters or latency,
+(:func:`stored_searches`: only those the current code made, one per setting, so that the explorer
+shows the numbers of the notebook's tables and figures) against FLOPs, parameters or latency,
 with their Pareto frontier, and the architecture and numbers of the student selected. Its static
 image (:mod:`gped_kit.viz.snapshot`) is ``explorer_pareto_<model>_<tag>.png``. Nothing here computes
 or writes results. Example (in JupyterLab)::
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +32,30 @@ from ..experiments.experiment3 import (
     METHODS,
     METRIC_TARGET,
     METRICS,
+    SEARCH_KIND,
+    SEARCH_TABLE,
     base_student,
-    load_search_results,
     pareto_front,
     search_candidates,
+    search_code,
 )
 from ..experiments.store import ResultsStore
 from .plots import plot_pareto
 from .snapshot import StaticView, figure_png, html_number, html_text, safe_name, stack_pngs, text_png
+
+
+def stored_searches(store: ResultsStore, current_only: bool = True,
+                    entries: Collection[str] | None = None) -> pd.DataFrame:
+    """The Experiment 3 search tables of ``store``, concatenated (column ``entry``: the search entry's
+    key): with ``current_only`` only those made by the current search code
+    (:func:`~gped_kit.experiments.experiment3.search_code`), so a search that older code made for the
+    same setting is not shown beside the current one; with ``entries`` only the entries of those
+    keys (e.g. the searches a notebook ran: ``[r.entry.key for r in results]``)."""
+    if not isinstance(store, ResultsStore):
+        raise TypeError(f"store must be a ResultsStore (gped_kit.experiments.store), got {type(store).__name__}")
+    keys = None if entries is None else set(entries)
+    return store.load(SEARCH_TABLE, SEARCH_KIND, code=search_code() if current_only else None,
+                      where=None if keys is None else (lambda e: e.key in keys))
 
 
 class ParetoExplorer(StaticView):
@@ -121,12 +139,15 @@ class ParetoExplorer(StaticView):
         self._draw()
 
     @classmethod
-    def from_store(cls, results_dir: str | Path, figures_dir: str | Path | None = None,
-                   tag: str = "default") -> ParetoExplorer:
-        """An explorer over every Experiment 3 search stored in ``ResultsStore(results_dir)``
-        (:func:`gped_kit.experiments.experiment3.load_search_results`); an empty or absent store
-        gives one that says so. ``figures_dir`` and ``tag`` as for the constructor."""
-        explorer = cls(load_search_results(ResultsStore(results_dir)), figures_dir=figures_dir, tag=tag)
+    def from_store(cls, results_dir: str | Path, figures_dir: str | Path | None = None, tag: str = "default",
+                   entries: Collection[str] | None = None, current_only: bool = True) -> ParetoExplorer:
+        """An explorer over the Experiment 3 searches stored in ``ResultsStore(results_dir)``
+        (:func:`stored_searches`: by default those the current code made; ``entries``: only the
+        searches of those entry keys, e.g. the ones the notebook's tables and figures show); an
+        empty or absent store gives one that says so. ``figures_dir`` and ``tag`` as for the
+        constructor."""
+        explorer = cls(stored_searches(ResultsStore(results_dir), current_only, entries), figures_dir=figures_dir,
+                       tag=tag)
         explorer.source = str(results_dir)
         explorer._draw_details()
         explorer._update_snapshot()
@@ -260,7 +281,8 @@ class ParetoExplorer(StaticView):
             if self.table.empty:
                 where = f" under <code>{html.escape(self.source)}</code>" if self.source else ""
                 self.details_html.value = (f"<b>No Experiment 3 search stored yet{where}.</b> Run "
-                                           "<code>notebooks/05_experiment3_search.ipynb</code> to fill the store.")
+                                           "<code>notebooks/05_experiment3_search.ipynb</code> to fill the store "
+                                           "(the explorer shows the searches the current code made).")
             else:
                 self.details_html.value = "<b>No student of this kind is stored for this view.</b>"
             return

@@ -403,7 +403,8 @@ def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") 
     """Figure 14: test accuracy and NLL of the ensemble, GPED and EnD2 students per
     (estimator, student size), one row per model; the paper's NLL (Tables 2, 8-10) as black
     crosses. ``comparison`` is Experiment 4's in-distribution comparison table (one row per model,
-    method, estimator, student size and metric, with ``value`` and ``value_paper``).
+    method, estimator, student size and metric, with ``value`` and ``value_paper``; with several
+    seeds, one row per seed: the figure shows their mean).
 
     Drawn as dots (a marker per method in its colour, its value printed above it) on an axis that
     spans the values: bars would have to start at zero, where accuracies of 0.80-0.87 look alike."""
@@ -423,7 +424,8 @@ def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") 
             for i in range(len(settings) - 1):
                 ax.axvline(i + 0.5, color="0.85", lw=0.8)
             for j, method in enumerate(methods):
-                sel = df[(df["metric"] == metric) & (df["method"] == method)].set_index("setting")
+                sel = df[(df["metric"] == metric) & (df["method"] == method)]  # several seeds: their mean
+                sel = sel.groupby("setting")[[c for c in ("value", "value_paper") if c in sel]].mean()
                 xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(settings))]
                 values = [sel["value"].get(s, float("nan")) for s in settings]
                 ax.plot(xs, values, ls="none", marker=markers[method], ms=7, color=method_color(method),

@@ -4,7 +4,9 @@ A notebook starts a :class:`NotebookClock` in its first code cell and calls
 :meth:`NotebookClock.report` in its last: one line with the profile, the measured wall time of
 the run, the device and torch version of this kernel, and how many stored results were reused
 or computed, with the device and torch version that made them (a result reused from the store
-may have been made on another machine, e.g. a GPU).
+may have been made on another machine, e.g. a GPU). :func:`missing_data_line` says once, in one
+line and without paths, which data sets a run could not find (each cell that lacks its data keeps
+the loader's full message, with the files it looked for, in its ``error``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import pandas as pd
 import torch
 
 from ..engine import resolve_device
+
+#: The status of a cell whose data set is absent (chains, searches, evaluations).
+MISSING_DATA = "missing data"
 
 
 def _statuses(source: Any) -> list[str]:
@@ -34,6 +39,35 @@ def _statuses(source: Any) -> list[str]:
     if isinstance(source, Iterable):
         return [s for item in source for s in _statuses(item)]
     return []
+
+
+def _missing(source: Any) -> list[str]:
+    """The error messages of the cells of ``source`` whose status is ``missing data``."""
+    if isinstance(source, pd.DataFrame):
+        if "status" not in source or "error" not in source:
+            return []
+        return [str(e) for e in source.loc[source["status"] == MISSING_DATA, "error"] if isinstance(e, str)]
+    cells = getattr(source, "cells", None)
+    if isinstance(cells, pd.DataFrame):
+        return _missing(cells)
+    if getattr(source, "status", None) == MISSING_DATA and isinstance(getattr(source, "error", None), str):
+        return [source.error]
+    if isinstance(source, Iterable) and not isinstance(source, str):
+        return [e for item in source for e in _missing(item)]
+    return []
+
+
+def missing_data_line(*sources: Any) -> str:
+    """One line naming the data sets that ``sources`` (chain grids, search results, status tables
+    with ``status`` and ``error`` columns) could not find, each once, by the first line of the
+    loader's message (:attr:`gped_kit.data.sources.DatasetNotFoundError.summary`: no paths); empty
+    when nothing is missing. A notebook prints it once instead of every cell's full message."""
+    summaries = list(dict.fromkeys(e.splitlines()[0].strip() for s in sources for e in _missing(s) if e.strip()))
+    if not summaries:
+        return ""
+    return (f"Not on this machine: {'; '.join(s.rstrip('.') for s in summaries)}. Those cells are skipped and "
+            "show the paper's numbers only; place the data under the data root to run them (the loader's "
+            "message in each skipped cell's `error` lists the files it looked for).")
 
 
 def _makers(source: Any) -> list[str]:

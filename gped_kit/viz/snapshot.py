@@ -141,7 +141,7 @@ class StaticView:
             handle.update(bundle, raw=True)
 
     def _snapshot_bundle(self) -> dict[str, str]:
-        where = f"; saved as {self.snapshot_file}" if self.snapshot_file is not None else ""
+        where = f"; saved as {self.snapshot_file.name}" if self.snapshot_file is not None else ""
         return png_bundle(self.snapshot_png, f"[{self._snapshot_caption}{where}]")
 
     def _ipython_display_(self) -> None:

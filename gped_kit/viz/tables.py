@@ -1,9 +1,12 @@
 """Tables as a notebook shows and saves them: complete (every row, every column), missing values
-as "—" (never ``nan``), a title saying whose numbers they are.
+as "—" (never ``nan``), counts as integers (never ``9568200.0000``), a title saying whose numbers
+they are.
 
 :func:`full_table` wraps a DataFrame for display: its HTML and its plain-text form both hold every
 row (pandas would cut a long table to its first and last five rows with "…"), numbers rounded to
-``digits``, missing values as "—". :func:`paper_table` labels a table of the paper's numbers as the
+``digits``, missing values as "—", and a float column whose values are all whole numbers (a count
+that pandas turned into floats because a value is missing) written as integers
+(:func:`integer_columns`). :func:`paper_table` labels a table of the paper's numbers as the
 paper's (columns ``<name>_paper``, the kit's suffix for the paper's values beside ours) when there
 are no numbers of ours to show beside them. :func:`markdown_table` is the Markdown that
 :func:`gped_kit.viz.plots.save_table` writes.
@@ -34,6 +37,26 @@ def _formatter(digits: int | None):
     return fmt
 
 
+def integer_columns(table: pd.DataFrame) -> list:
+    """The float columns of ``table`` whose present values are all whole numbers (at least one
+    present): counts such as parameters, FLOPs, steps or seeds that pandas stores as floats once a
+    value is missing or a column is averaged. :func:`full_table` and :func:`markdown_table` write
+    them as integers."""
+    out = []
+    for name in table.columns:
+        column = table[name]
+        if not pd.api.types.is_float_dtype(column.dtype):
+            continue
+        present = column.dropna().to_numpy(dtype=float)
+        if len(present) and np.isfinite(present).all() and (present == np.round(present)).all():
+            out.append(name)
+    return out
+
+
+def _integer(value: float) -> str:
+    return f"{value:.0f}"
+
+
 class FullTable:
     """A table shown complete: every row and column, numbers to ``digits`` decimals (None: six
     significant digits, for tables of the paper's numbers), missing values as "—", with an
@@ -48,7 +71,8 @@ class FullTable:
         self.missing = missing
 
     def _kwargs(self) -> dict:
-        return dict(na_rep=self.missing, float_format=_formatter(self.digits), max_rows=None, max_cols=None)
+        return dict(na_rep=self.missing, float_format=_formatter(self.digits), max_rows=None, max_cols=None,
+                    formatters={name: _integer for name in integer_columns(self.frame)})
 
     def _repr_html_(self) -> str:
         body = self.frame.to_html(**self._kwargs(), border=0)
@@ -84,6 +108,10 @@ def paper_table(table: pd.DataFrame, values: Sequence[str], suffix: str = "_pape
 
 
 def markdown_table(table: pd.DataFrame, floatfmt: str = ".3f", missing: str = MISSING) -> str:
-    """``table`` as a Markdown table (no index), numbers with ``floatfmt``, missing values as ``missing``."""
+    """``table`` as a Markdown table (no index), numbers with ``floatfmt``, whole-number float columns
+    as integers (:func:`integer_columns`), missing values as ``missing``."""
     cells = table.astype(object).where(table.notna(), None)
+    for name in integer_columns(table):
+        cells[name] = pd.Series([None if v is None else int(round(v)) for v in cells[name]], index=cells.index,
+                                dtype=object)
     return cells.to_markdown(index=False, floatfmt=floatfmt, missingval=missing)
