@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..core.baoa import BAOAConfig
 from ..core.options import check_int
 from ..core.sampler import SamplerConfig
 from ..core.samplers import sampler_config
@@ -45,6 +46,27 @@ FULL_TRAINING_SIZE = {"mnist": 60_000, "cifar10": 50_000}
 PAPER_NUM_ITERATIONS = 1_000_000
 #: Fine-tuning length after pruning, in teacher epochs (Appendix A.2).
 FINETUNE_EPOCHS = {"mnist": 600.0, "cifar10": 800.0}
+
+
+#: The ``long`` profiles' teacher (notebooks 05, 06, 07): K = 4 BAOA chains pooled into one teacher
+#: (``GPEDConfig.num_chains``), each with a cyclical step size (cycles of 4,000 steps, epsilon_0 = 0.6,
+#: alpha = 0.5; the first 70% of each cycle explores, the rest is kept). Chosen from teacher-only runs
+#: on MNIST (N = 60,000, m = 0), equal work of 96,000 chain steps: one constant-step chain 0.0642
+#: test NLL at 48,000 steps; four constant-step chains of 24,000 pooled 0.0628; four cyclical chains
+#: pooled 0.0587 (exploration runs, not stored; notebook 10's ``pooling`` profile compares them).
+LONG_NUM_CHAINS = 4
+LONG_CYCLE_LENGTH = 4_000
+
+
+def long_sampler(num_iterations: int, cycle_length: int = LONG_CYCLE_LENGTH) -> BAOAConfig:
+    """The ``long`` profiles' sampler for chains of ``num_iterations`` steps (a multiple of
+    ``cycle_length``): BAOA (tau = 10, M = 100) with the cyclical schedule above."""
+    check_int("num_iterations", num_iterations, cycle_length)
+    if num_iterations % cycle_length:
+        raise ValueError(f"num_iterations={num_iterations} must be a multiple of the cycle length {cycle_length}")
+    return BAOAConfig(step_size=0.6, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE,
+                      schedule="cyclical", cycles=num_iterations // cycle_length, explore_fraction=0.7,
+                      cycle_floor=1e-3)
 
 
 def paper_model(model: str) -> PaperModel:

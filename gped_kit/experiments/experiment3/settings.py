@@ -16,7 +16,7 @@ from typing import Any
 from ...core.options import Estimator, check_int, check_positive, parse_option
 from ...core.targets import resolve_target
 from ...models.pruning import check_criterion, check_eps
-from ..paper import ChainSettings
+from ..paper import LONG_NUM_CHAINS, ChainSettings, long_sampler
 
 #: Experiment 3's data settings (Section 4, Figures 2 and 6-13): MNIST at N = 60,000 with
 #: masking rate 0.29 (m = 15), CIFAR-10 at N = 20,000 without masking.
@@ -204,4 +204,17 @@ PROFILES: dict[str, Experiment3Settings] = {
         reg_weights=(1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3),
         search=SearchSettings(prune_eps=1e-3, prune_criterion="max_abs", finetune_epochs=None, finetune_lr=None,
                               finetune_lr_halving_epochs=None, latency_batch_size=100, latency_repeats=50)),
+    # A teacher near the paper's on a CPU (issue 28): four pooled BAOA chains of 16,000 steps with a
+    # cyclical step size (paper.long_sampler), students every H = 2 kept steps (2,400 updates), the
+    # paper's widths (CNNs up to 4, FCNN up to 5) and lambda grid 1e-8 ... 1e-3; fine-tuning as the
+    # paper's (the lr restarted at 1e-4 FCNN / 1e-3 CNN on the U_o companion's targets, pruning masks
+    # kept) for 3 teacher epochs instead of 600.
+    "long": Experiment3Settings(
+        models=("cnn_mnist", "fcnn", "cnn_cifar10"), targets=("predictive",),
+        num_iterations=16_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2, eval_thinning=50,
+        log_every=2_000, checkpoint_every=2_000, scale_step_size=False, sampler=long_sampler(16_000),
+        num_chains=LONG_NUM_CHAINS, k1_values=tuple(_PAPER_K.items()), k2_values=tuple(_PAPER_K.items()),
+        reg_weights=(1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3),
+        search=SearchSettings(prune_eps=1e-3, prune_criterion="max_abs", finetune_epochs=3.0, finetune_lr=None,
+                              finetune_lr_halving_epochs=None, latency_batch_size=100, latency_repeats=20)),
 }
