@@ -16,7 +16,7 @@ from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.experiments import chains
-from gped_kit.experiments.chains import ChainTask, run_chains
+from gped_kit.experiments.chains import ChainTask, DerivedTask, run_chains, run_derived
 from gped_kit.experiments.store import ResultsStore, code_fingerprint
 
 
@@ -196,3 +196,27 @@ def test_four_processes_share_one_store_without_losing_or_overwriting_entries(tm
         meta = json.loads((e.path / "entry.json").read_text())
         assert meta["complete"] and len(e.table("summary")) == 2
     assert not list(tmp_path.rglob(".*.tmp"))
+
+
+def test_stored_executor_reads_back_what_is_stored_and_computes_nothing(digits_data, tmp_path):
+    """executor="stored": stored chains are reused, missing ones reported "not stored", nothing runs."""
+    store = ResultsStore(tmp_path)
+    first, second = tiny_tasks(digits_data)
+    run_chains([first], store, progress=False)
+    grid = run_chains([first, second], store, progress=False, executor="stored")
+    assert [o.status for o in grid.outcomes] == ["reused", "not stored"]
+    assert grid.outcomes[1].result is None and not grid.outcomes[1].entry.path.exists()  # nothing started
+    assert len(store.entries("chain")) == 1 and grid.failed.empty
+
+
+def test_stored_executor_derives_nothing(digits_data, tmp_path):
+    """run_derived with executor="stored" reads a stored derived entry back and reports a missing one."""
+    store = ResultsStore(tmp_path)
+    first, second = tiny_tasks(digits_data)
+    items = [DerivedTask(t, "probe", {"n": 1}, "code", lambda e, result, data: e.write_table(
+        "summary", pd.DataFrame({"steps": [result.steps_done]}))) for t in (first, second)]
+    assert [o.status for o in run_derived(items[:1], store)] == ["ran"]
+    outcomes = run_derived(items, store, executor="stored")
+    assert [o.status for o in outcomes] == ["reused", "not stored"]
+    assert outcomes[0].entry.table("summary")["steps"].tolist() == [60] and outcomes[1].entry is None
+    assert len(store.entries("probe")) == 1 and len(store.entries("chain")) == 1  # the second chain never ran

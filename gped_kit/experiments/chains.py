@@ -43,7 +43,7 @@ from ..engine.run import run_engine
 from ..engine.spec import ChainSpec, build_chain
 from ..progress import status_line
 from .budget import Budget, BudgetReached
-from .executors import ChainExecutor, LocalExecutor, make_executor
+from .executors import ChainExecutor, LocalExecutor, StoredOnly, make_executor
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
 DataSpec = DataConfig | SpiralConfig | GPEDData
@@ -73,9 +73,10 @@ class ChainTask:
 
 @dataclass
 class ChainOutcome:
-    """What became of one task: ``status`` (ran / resumed / reused / failed / missing data), the result
-    (None unless it ran or was reused), the error message, the seconds it took, whether it was part
-    of a batch, and its store entry."""
+    """What became of one task: ``status`` (ran / resumed / reused / failed / missing data; with a
+    budget stopped / not started; with ``executor="stored"`` not stored), the result (None unless it
+    ran or was reused), the error message, the seconds it took, whether it was part of a batch, and
+    its store entry."""
 
     task: ChainTask
     status: str
@@ -201,12 +202,14 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
     (:mod:`~gped_kit.experiments.executors`; the store must be a directory every node sees).
     ``budget`` (local executor only) stops the grid at a checkpoint once it is spent
     (:mod:`~gped_kit.experiments.budget`): tasks computed part of the way are ``stopped``, those
-    not reached ``not started``.
+    not reached ``not started``. ``executor="stored"`` computes nothing: stored chains are read back,
+    the others are ``not stored``.
     """
     runner = make_executor(executor, address)
+    stored_only = isinstance(runner, StoredOnly)
     if budget is not None and not isinstance(runner, LocalExecutor):
         raise ValueError("run_chains: a budget stops the chains of this process: it needs executor='local'")
-    if requires_state and not isinstance(runner, LocalExecutor):
+    if requires_state and not isinstance(runner, LocalExecutor) and not stored_only:
         raise ValueError("run_chains: requires_state=True keeps full results in memory: it needs executor='local'")
     if not (isinstance(chains_per_batch, int) and not isinstance(chains_per_batch, bool) and chains_per_batch >= 1):
         raise ValueError(f"chains_per_batch={chains_per_batch!r}: must be an integer >= 1")
@@ -238,6 +241,10 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                 if entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs):
                     outcomes[i] = ChainOutcome(task, "reused", result_from_entry(entry),
                                                seconds=time.perf_counter() - started, entry=entry)
+                    report(i)
+                    continue
+                if stored_only:
+                    outcomes[i] = ChainOutcome(task, "not stored", seconds=time.perf_counter() - started, entry=entry)
                     report(i)
                     continue
                 # computed, resumed, or reloaded from a finished checkpoint (full state)
@@ -460,6 +467,7 @@ def run_derived(items: Sequence[DerivedTask], store: ResultsStore, recompute: bo
     runner = make_executor(executor, address)
     if isinstance(runner, LocalExecutor):
         return [derive(item, store, recompute, progress) for item in items]
+    stored_only = isinstance(runner, StoredOnly)
     outcomes: list[DerivedOutcome | None] = [None] * len(items)
     submit: list[int] = []
     gpus: list[bool] = []
@@ -470,6 +478,9 @@ def run_derived(items: Sequence[DerivedTask], store: ResultsStore, recompute: bo
             outcomes[i] = prepared
         elif prepared[2].complete and not recompute:
             outcomes[i] = _reused(item, store, prepared[2], prepared[1], started, progress)
+        elif stored_only:
+            chain = ChainOutcome(item.task, "not stored", seconds=time.perf_counter() - started)
+            outcomes[i] = DerivedOutcome(chain, None, "not stored", seconds=time.perf_counter() - started)
         else:
             submit.append(i)
             gpus.append(resolve_device(item.task.config.device).type == "cuda")

@@ -4,6 +4,9 @@
 from the store and how the rest form batches; an executor then computes the batches:
 
 * ``"local"`` (:class:`LocalExecutor`): one after another in this process;
+* ``"stored"`` (:class:`StoredOnly`): nothing is computed; what the store holds is read back and
+  every missing result is reported ``not stored`` (a notebook showing another profile's stored
+  results beside its own, without ever starting that profile's chains);
 * ``"ray"`` (:class:`RayExecutor`): each batch is one Ray task that requests its resources (one
   GPU when the batch's device is CUDA, one CPU otherwise), reads its data on the worker, computes
   through the same store (a shared directory: every node must see ``store.root`` at the same
@@ -29,10 +32,12 @@ from ..core.options import Option, parse_option
 
 
 class ExecutorName(Option):
-    """Where chain batches (and notebooks) run: this process or a Ray cluster."""
+    """Where chain batches (and notebooks) run: this process or a Ray cluster; ``stored``: nowhere,
+    only what the store holds is read (chains and derived results, not notebooks)."""
 
     LOCAL = "local"
     RAY = "ray"
+    STORED = "stored"
 
 
 class ChainExecutor(ABC):
@@ -55,6 +60,16 @@ class LocalExecutor(ChainExecutor):
     def map(self, fn, jobs, gpus, on_done) -> None:
         for index, args in enumerate(jobs):
             on_done(index, fn(*args))
+
+
+class StoredOnly(ChainExecutor):
+    """Computes nothing: :func:`~gped_kit.experiments.chains.run_chains` and
+    :func:`~gped_kit.experiments.chains.run_derived` read back what the store holds and report the
+    rest as ``not stored``."""
+
+    def map(self, fn, jobs, gpus, on_done) -> None:
+        if jobs:
+            raise RuntimeError("executor='stored' computes nothing; run_chains and run_derived never hand it a job")
 
 
 def ray_module() -> Any:
@@ -130,8 +145,10 @@ class RayExecutor(ChainExecutor):
 
 
 def make_executor(executor: str | ExecutorName | ChainExecutor, address: str | None = None) -> ChainExecutor:
-    """``"local"``, ``"ray"`` (with ``address``) or an executor object."""
+    """``"local"``, ``"ray"`` (with ``address``), ``"stored"`` or an executor object."""
     if isinstance(executor, ChainExecutor):
         return executor
     name = parse_option(ExecutorName, executor, "executor")
+    if name is ExecutorName.STORED:
+        return StoredOnly()
     return LocalExecutor() if name is ExecutorName.LOCAL else RayExecutor(address)
