@@ -2,6 +2,7 @@
 #
 #   make figures   set up .venv, execute every notebook headlessly (papermill)
 #   make test      set up .venv, run pytest over tests/ and nbval over notebooks/
+#   make test-slow set up .venv, run the slow proofs (every notebook's paper profile, scaled; the GPU dry run)
 #   make lint      set up .venv, run ruff over the whole tree (configured in pyproject.toml)
 #   make device-bundle  wheels and data the GPU machine lacks, in .device-bundle/ (docs/gpu.md)
 #
@@ -50,11 +51,12 @@ STAMP          := $(VENV)/.gped-installed
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
 HEADLESS       := MPLBACKEND=Agg
 
-.PHONY: help venv test lint figures lab bench bench-batched device-bundle clean-venv
+.PHONY: help venv test test-slow lint figures lab bench bench-batched device-bundle clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
-	@echo "make test      set up .venv, run pytest over tests/ and nbval over notebooks/*.ipynb"
+	@echo "make test      set up .venv, run pytest over tests/ (not the slow proofs) and nbval over notebooks/*.ipynb"
+	@echo "make test-slow set up .venv, run the slow proofs: every notebook's paper profile, scaled; the GPU dry run"
 	@echo "make lint      set up .venv and run ruff over the whole tree (pyproject.toml [tool.ruff])"
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
 	@echo "make bench     set up .venv and run benchmarks/bench_distill.py"
@@ -103,7 +105,7 @@ $(STAMP): pyproject.toml | $(VENV_PY)
 # the test leaves the working tree as it found it: what the notebooks write (figures, tables, store
 # entries recomputed after a change to the numerics) lands in the scratch tree, which is removed.
 test: venv
-	$(HEADLESS) $(VENV_PY) -m pytest $(PYTEST_ARGS)
+	$(HEADLESS) $(VENV_PY) -m pytest -m "not paper_profile and not slow" $(PYTEST_ARGS)
 ifneq ($(strip $(NOTEBOOKS)),)
 	@scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/gped-nbval.XXXXXX") && \
 	mkdir -p results figures && cp -r notebooks results figures "$$scratch/" && \
@@ -118,6 +120,11 @@ endif
 
 lint: venv
 	$(VENV)/bin/ruff check .
+
+# The slow proofs make test leaves out: every notebook's paper profile executed with its iteration
+# counts scaled (tests/test_paper_profile.py) and the dry run of the GPU procedure (tests marked slow).
+test-slow: venv
+	$(HEADLESS) $(VENV_PY) -m pytest -m "paper_profile or slow" $(PYTEST_ARGS)
 
 figures: venv
 	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) \

@@ -224,9 +224,16 @@ def test_batched_step_reads_nothing_back_from_the_device(monkeypatch):
     CUDA's sync-debug mode: ``.item()``, ``.tolist()``, ``float()``, ``bool()`` are all caught)."""
     engine = GPEDEngine(chains(3, students=STUDENTS + (StudentConfig("predictive", "U_s", thinning=2, batch_size=20,
                                                                       derivative_weight=0.5, name="dm"),)))
-    for _ in range(engine.config.burn_in + 5):  # past burn-in: ensemble and distillation steps too
+    assert_steps_read_nothing_back(engine, monkeypatch)
+
+
+def assert_steps_read_nothing_back(engine: GPEDEngine, monkeypatch) -> None:
+    """Run ``engine`` past burn-in (ensemble and distillation steps too), then 7 steps in which every
+    conversion of a tensor to a Python value (``.item()``, ``.tolist()``, ``float()``, ``bool()``,
+    ``int()``) raises; none may happen."""
+    for _ in range(engine.config.burn_in + 5):
         engine.step()
-    calls = []
+    calls: list[str] = []
 
     def refuse(name):
         def method(self, *args, **kwargs):
@@ -238,6 +245,7 @@ def test_batched_step_reads_nothing_back_from_the_device(monkeypatch):
         monkeypatch.setattr(torch.Tensor, name, refuse(name))
     for _ in range(7):
         engine.step()
+    monkeypatch.undo()
     assert calls == []
 
 

@@ -188,9 +188,9 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     assert costs_of(run.table, "Hydra", "train_steps") == 90
     assert costs_of(run.table, "Hydra", "inputs_seen") == 90 * 100
     assert pd.isna(costs_of(run.table, "Snapshot ensemble", "train_steps"))
-    budgets = C.comparison_budgets(task, C.hydra_config(s))
+    budgets = C.comparison_budgets(task, s.hydra)
     assert list(budgets.columns) == list(C.BUDGET_COLUMNS) and "S = 4" in budgets.iloc[-1]["targets"]
-    equal = C.hydra_config_for_steps(C.hydra_config(s), int(budgets.set_index("method").loc["GPED", "train_steps"]))
+    equal = C.hydra_config_for_steps(s.hydra, int(budgets.set_index("method").loc["GPED", "train_steps"]))
     assert equal.phase1_steps + equal.phase2_steps == budgets.set_index("method").loc["GPED", "train_steps"]
     assert equal.phase1_steps == round(124 * 30 / 90)
     # the references named by their size, for display; the teacher's lines beside every method

@@ -336,6 +336,22 @@ def test_prepare_data_full_set_and_size_check(mnist_root):
         D.prepare_data(D.DataConfig(labelled_size=31, root=str(root)))
 
 
+def test_test_size_keeps_a_seeded_subset_with_the_whole_sets_masks(mnist_root):
+    root, _ = mnist_root
+    whole = D.prepare_data(D.DataConfig(mask_size=5, seed=3, root=str(root)))
+    part = D.prepare_data(D.DataConfig(mask_size=5, seed=3, root=str(root), test_size=5))
+    idx = D.subsample_indices(12, 5, D.derive_seed(3, D.SEED_TEST_SUBSET))
+    assert part.test_x.shape == (5, 1, 28, 28)
+    assert torch.equal(part.test_x, whole.test_x[idx]) and torch.equal(part.test_y, whole.test_y[idx])
+    assert torch.equal(part.train_x, whole.train_x) and torch.equal(part.distill_x, whole.distill_x)
+    assert part.identity != whole.identity and "test_size" not in whole.identity  # keys of the whole set unchanged
+    with pytest.raises(ValueError, match=r"test_size=13 exceeds the 12 test images"):
+        D.prepare_data(D.DataConfig(root=str(root), test_size=13))
+    for bad in (0, True, 2.5):
+        with pytest.raises(ValueError, match="test_size="):
+            D.DataConfig(test_size=bad)
+
+
 # ----------------------------------------------------------------------------- OOD sets
 def _write_png_folder(folder: Path, n: int, size=(28, 28), mode="L", seed=0, corrupt: int = 0):
     from PIL import Image

@@ -166,7 +166,8 @@ def test_the_checker_finds_each_kind_of_problem(output: dict, kind: str) -> None
 
 def test_the_checker_passes_what_a_reader_should_see() -> None:
     fine = _notebook(
-        _stream("saved: fig3_masked_mnist.png (in ../figures)\nGPED lower NLL than EnD2: 6 of 8 cells; agree in 6 of 8\n"),
+        _stream("saved: fig3_masked_mnist.png (in ../figures)\n"
+                "GPED lower NLL than EnD2: 6 of 8 cells; agree in 6 of 8\n"),
         _display("text/html", "<table><tbody><tr><th>0</th><td>9568200</td><td>0.1000</td><td>—</td></tr>"
                               "<tr><th>1</th><td>478410</td><td>1.0000</td><td>0.0500</td></tr></tbody></table>"),
         _display("text/markdown", "| quantity | ours |\n|:--|--:|\n| base student FLOPs | 771,200 |\n"

@@ -38,14 +38,21 @@ class MomentsStudent(nn.Module):
         return torch.cat([self.mean(x), e.log(), self.log_a.expand(x.shape[0], 1)], dim=-1)
 
 
-def test_distilled_predictive_mean_and_variances_match_the_closed_form():
+def linear_regression_data(n: int = 20, sigma2: float = 0.25) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                       GPEDData]:
+    """y = 1.5 x - 0.5 + N(0, sigma2) at n standard normal inputs (seed 0); D' is 60 points on
+    [-2.5, 2.5], the test set 41 points on [-2, 2]. Returns x (n, 1), y (n,), the test inputs and the data."""
     gen = torch.Generator().manual_seed(0)
-    n, sigma2, tau, eta = 20, 0.25, 1.0, 3e-3
     x = torch.randn(n, 1, generator=gen)
     y = 1.5 * x[:, 0] - 0.5 + math.sqrt(sigma2) * torch.randn(n, generator=gen)
     x_distill = torch.linspace(-2.5, 2.5, 60).unsqueeze(1)
     x_test = torch.linspace(-2.0, 2.0, 41).unsqueeze(1)
-    data = GPEDData.from_tensors((x, y), (x_test, torch.zeros(41)), distill=x_distill)
+    return x, y, x_test, GPEDData.from_tensors((x, y), (x_test, torch.zeros(41)), distill=x_distill)
+
+
+def test_distilled_predictive_mean_and_variances_match_the_closed_form():
+    n, sigma2, tau, eta = 20, 0.25, 1.0, 3e-3
+    x, y, x_test, data = linear_regression_data(n, sigma2)
     config = GPEDConfig(model=lambda out: nn.Linear(1, out), likelihood=Gaussian(noise_variance=sigma2),
                         sampler=SGLDConfig(step_size=eta, prior_precision=tau, batch_size=n),
                         num_iterations=4_000, burn_in=200, eval_thinning=2, log_every=2_000, progress=False,

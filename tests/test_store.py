@@ -69,7 +69,8 @@ def test_reading_the_current_results_gives_one_entry_per_setting(tmp_path):
     setting, only the entry the current code made."""
     store = ResultsStore(tmp_path)
     for n in (1, 2):
-        store.cached("toy", {"n": n}, "old", lambda e, n=n: e.write_table("summary", pd.DataFrame({"n": [n], "v": [0]})))
+        store.cached("toy", {"n": n}, "old",
+                     lambda e, n=n: e.write_table("summary", pd.DataFrame({"n": [n], "v": [0]})))
     store.cached("toy", {"n": 1}, "new", lambda e: e.write_table("summary", pd.DataFrame({"n": [1], "v": [1]})))
     assert len(store.entries("toy")) == 3 and len(store.load("summary", "toy")) == 3
     current = store.load("summary", "toy", code="new")
@@ -79,16 +80,22 @@ def test_reading_the_current_results_gives_one_entry_per_setting(tmp_path):
     assert len(store.load("summary", "toy", code="old", where=lambda e: e.record == {"n": 2})) == 1
 
 
-def test_code_fingerprint_follows_the_source(tmp_path, monkeypatch):
+def test_code_fingerprint_follows_the_code_not_its_layout_or_profiles(tmp_path, monkeypatch):
     pkg = tmp_path / "fp_pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("x = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    first = code_fingerprint("fp_pkg")
-    code_fingerprint.cache_clear()
-    (pkg / "a.py").write_text("x = 2\n")
-    assert code_fingerprint("fp_pkg") != first
+
+    def fingerprint(source: str) -> str:
+        (pkg / "a.py").write_text(source)
+        code_fingerprint.cache_clear()
+        return code_fingerprint("fp_pkg")
+
+    first = fingerprint("x = 1\nPROFILES = {'default': 1}\n")
+    assert fingerprint("x = 2\nPROFILES = {'default': 1}\n") != first  # the code changed
+    assert fingerprint("x = 1  # a comment\n\nPROFILES = {'default': 1}\n") == first  # layout, comments
+    assert fingerprint("x = 1\nPROFILES: dict = {'default': 1, 'long': 2}\n") == first  # a profile added
+    assert fingerprint("x = 1\nPROFILE = {'default': 1}\n") != first  # only PROFILES is left out
     code_fingerprint.cache_clear()
 
 

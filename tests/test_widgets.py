@@ -25,6 +25,7 @@ from PIL import Image  # noqa: E402
 import gped_kit.viz.pareto_explorer as pareto_module  # noqa: E402
 import gped_kit.viz.snapshot as snapshot_module  # noqa: E402
 from gped_kit.data.transforms import apply_square_mask  # noqa: E402
+from gped_kit.experiments.chains import chain_code  # noqa: E402
 from gped_kit.experiments.experiment3 import (  # noqa: E402
     SEARCH_KIND,
     SEARCH_TABLE,
@@ -33,7 +34,6 @@ from gped_kit.experiments.experiment3 import (  # noqa: E402
     search_code,
 )
 from gped_kit.experiments.experiment12 import chain_lengths, experiment2_cells, experiment12_rows  # noqa: E402
-from gped_kit.experiments.chains import chain_code  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
 from gped_kit.viz.figure3 import plot_masked_examples, select_examples, square_mask_region  # noqa: E402
 from gped_kit.viz.masking_explorer import MaskingExplorer  # noqa: E402

@@ -11,6 +11,12 @@
 
 Both estimators are unbiased after burn-in; U_o has lower variance. :func:`estimator_update_`
 works for one chain and, unchanged, under ``torch.func.vmap`` over stacked states.
+
+**Pooled samples** (:func:`pooled_estimator_update_`): a teacher pooled from K chains has K
+current samples theta_t^(1..K) at each distillation step. U_s becomes their mean,
+``g_hat_i <- (1/K) sum_k g(x_i, theta_t^(k))`` (Eq. 9 over the pooled samples: still unbiased,
+1/K of the variance), and U_o adds all K to the running mean, ``sum_i += sum_k g(theta_t^(k))``,
+``m_i += K`` (Eq. 10 with K samples per visit). With K = 1 both are exactly Eqs. 9 and 10.
 """
 
 from __future__ import annotations
@@ -57,9 +63,13 @@ def estimator_init(estimator: Estimator, num_examples: int, dim: int, device: to
                           torch.zeros(rows, device=device, dtype=dtype))
 
 
-def _online_update_(state: EstimatorState, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+def _online_update_(state: EstimatorState, index: torch.Tensor, value: torch.Tensor,
+                    samples: int = 1) -> torch.Tensor:
+    """Add ``value`` (the sum of ``samples`` samples' g per input) to the running sums of ``index``
+    and ``samples`` to their counts; return the running means there."""
     state.sums.index_add_(0, index, value.to(state.sums.dtype))
-    state.counts.index_add_(0, index, torch.ones_like(index, dtype=state.counts.dtype))
+    ones = torch.ones_like(index, dtype=state.counts.dtype)
+    state.counts.index_add_(0, index, ones if samples == 1 else ones * samples)
     return state.sums[index] / state.counts[index].unsqueeze(-1)
 
 
@@ -72,6 +82,21 @@ def estimator_update_(estimator: Estimator, state: EstimatorState, index: torch.
     if estimator is Estimator.U_O:
         return _online_update_(state, index, value)
     return torch.cat([value[:, :-1], _online_update_(state, index, value[:, -1:])], dim=-1)
+
+
+def pooled_estimator_update_(estimator: Estimator, state: EstimatorState, index: torch.Tensor,
+                             values: torch.Tensor) -> torch.Tensor:
+    """:func:`estimator_update_` for K pooled samples (see the module docstring): ``values``
+    (K, M', D) are g(x_i, theta_t^(k)) of the K chains' current samples on the distillation inputs
+    ``index`` (M',). U_s returns their mean over K; U_o adds their sum to the store and K to each
+    visited input's count (per occurrence of an index) and returns the running means."""
+    samples = values.shape[0]
+    if estimator is Estimator.U_S:
+        return values.mean(0)
+    if estimator is Estimator.U_O:
+        return _online_update_(state, index, values.sum(0), samples)
+    return torch.cat([values[..., :-1].mean(0), _online_update_(state, index, values[..., -1:].sum(0), samples)],
+                     dim=-1)
 
 
 def estimates(state: EstimatorState, index: torch.Tensor | None = None) -> torch.Tensor:

@@ -91,8 +91,12 @@ class InputGenerator(Option):
 
 
 class StepSchedule(Option):
-    """SGLD step size over iterations: ``constant`` (the paper) or ``polynomial``
-    (eta_t = eta (1 + t / decay_steps)^-decay_power, Welling and Teh's schedule)."""
+    """The teacher sampler's step size over iterations: ``constant`` (the paper), ``polynomial``
+    (eta_t = eta (1 + t / decay_steps)^-decay_power, Welling and Teh's schedule) or ``cyclical``
+    (cyclical SG-MCMC, Zhang et al., ICLR 2020: a cosine from eta down to 0 in each of ``cycles``
+    cycles, samples kept only in each cycle's final, small-step sampling phase;
+    :mod:`gped_kit.core.sampler`)."""
 
     CONSTANT = "constant"
     POLYNOMIAL = "polynomial"
+    CYCLICAL = "cyclical"

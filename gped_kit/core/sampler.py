@@ -20,12 +20,28 @@ and the optional warm-up ``w(t) = warmup_factor ** (1 - t / warmup_steps)`` for
 ``t < warmup_steps`` (geometric from ``warmup_factor`` down to 1), 1 afterwards. The warm-up
 changes only the path to the posterior: :class:`~gped_kit.engine.config.GPEDConfig` requires it
 to end within burn-in, so no sample is drawn at the larger step.
+
+**Cyclical schedule** (``schedule="cyclical"``; cyclical SG-MCMC, Zhang, Li, Zhang, Chen and
+Wilson, ICLR 2020, Eq. 1). The run's T steps (``horizon``, set by
+:class:`~gped_kit.engine.config.GPEDConfig` to its ``num_iterations``) are split into ``cycles``
+cycles of L = T / cycles steps; with ``u_t = (t mod L) / L`` the position of step t in its cycle,
+``s(t) = max(cycle_floor, (cos(pi u_t) + 1) / 2)``, so ``eta_t = eta_0 / 2 (cos(pi (t mod L) / L) + 1)``
+as in the paper (``cycle_floor`` 0). Steps with ``u_t < explore_fraction`` are the cycle's
+*exploration* phase (large steps that move the chain to another mode); the rest its *sampling*
+phase, the only steps whose samples are kept (:meth:`SamplerConfig.in_sampling_phase`: the
+engine adds them to the ensemble and distils from them, and only after burn-in). When cycles
+does not divide T the cycles are ``T / cycles`` steps long as a real number (``u_t = (t cycles
+mod T) / T``): cycle c starts at step ceil(c T / cycles). Every sampler gets the schedule, times
+the warm-up, through ``step_ratio``; the sampling phase is a host-side function of t (no device
+synchronisation). ``cycle_floor`` > 0 keeps the end of each cycle from freezing the chain (the
+cosine reaches (pi / L)^2 / 4 of eta_0 at a cycle's last step).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -50,8 +66,12 @@ class SamplerConfig:
     """Fields shared by every teacher sampler (see the module docstring).
 
     ``step_size`` is the algorithm's own step (eta of Eq. 7 for SGLD, epsilon for the momentum
-    samplers); ``prior_precision`` tau of the spherical Gaussian prior N(0, tau^-1 I);
-    ``batch_size`` the minibatch size M.
+    samplers; eta_0 of a cyclical schedule); ``prior_precision`` tau of the spherical Gaussian
+    prior N(0, tau^-1 I); ``batch_size`` the minibatch size M. ``schedule`` and its fields
+    (``decay_steps``, ``decay_power`` for ``polynomial``; ``cycles``, ``explore_fraction``,
+    ``cycle_floor`` for ``cyclical``), the warm-up (``warmup_steps``, ``warmup_factor``): see the
+    module docstring. ``horizon`` is the T the cycles divide; GPEDConfig sets it to its
+    ``num_iterations`` (not a key field: T is recorded by the GPEDConfig).
     """
 
     step_size: float = 4e-6
@@ -62,6 +82,10 @@ class SamplerConfig:
     decay_power: float = 0.55
     warmup_steps: int = 0
     warmup_factor: float = 1.0
+    cycles: int = 1
+    explore_fraction: float = 0.5
+    cycle_floor: float = 0.0
+    horizon: int | None = field(default=None, metadata={"key": False})
 
     name: ClassVar[SamplerName]
     num_coefficients: ClassVar[int]
@@ -82,13 +106,68 @@ class SamplerConfig:
         if self.warmup_factor < 1.0:
             raise ValueError(f"{cls}.warmup_factor={self.warmup_factor!r}: must be >= 1 (the warm-up starts at "
                              "warmup_factor * step_size and ends at step_size)")
+        self._check_cycles(cls)
+
+    def _check_cycles(self, cls: str) -> None:
+        """Validate the cyclical schedule's fields (see the module docstring)."""
+        check_int(f"{cls}.cycles", self.cycles, 1)
+        for name in ("explore_fraction", "cycle_floor"):
+            value = check_positive(f"{cls}.{name}", getattr(self, name), allow_zero=True)
+            if value >= 1.0:
+                raise ValueError(f"{cls}.{name}={value!r}: must be in [0, 1) (a fraction of a cycle / of step_size)")
+        if self.schedule is not StepSchedule.CYCLICAL:
+            defaults = {f.name: f.default for f in dataclasses.fields(SamplerConfig)}
+            for name in ("cycles", "explore_fraction", "cycle_floor"):
+                if getattr(self, name) != defaults[name]:
+                    raise ValueError(f"{cls}.{name}={getattr(self, name)!r} is read only by schedule='cyclical', but "
+                                     f"schedule={str(self.schedule)!r}: set schedule='cyclical' or leave {name} out")
+        if self.horizon is not None:
+            check_int(f"{cls}.horizon (T)", self.horizon, 1)
+            if self.schedule is StepSchedule.CYCLICAL and 2 * self.cycles > self.horizon:
+                raise ValueError(f"{cls}.cycles={self.cycles} over T={self.horizon} steps: each cycle needs at least "
+                                 f"2 steps (an exploration and a sampling step); use cycles <= {self.horizon // 2}")
 
     # ------------------------------------------------------------------ step size over time
+    def cycle_position(self, t: int) -> float:
+        """``u_t = (t mod L) / L`` in [0, 1), step t's position in its cycle of L = T / cycles steps
+        (computed as ``(t cycles mod T) / T``, exact in integers); cyclical schedule only."""
+        if self.schedule is not StepSchedule.CYCLICAL:
+            raise ValueError(f"cycle_position: schedule={str(self.schedule)!r} has no cycles")
+        if self.horizon is None:
+            raise ValueError(f"{type(self).__name__}(schedule='cyclical') needs the run's length T to place its "
+                             "cycles: use it inside a GPEDConfig (which sets horizon=num_iterations) or give horizon=T")
+        return (t * self.cycles % self.horizon) / self.horizon
+
+    def in_sampling_phase(self, t: int) -> bool:
+        """Whether the sample made by step ``t`` may be kept: always, except with the cyclical
+        schedule, whose exploration phase (``u_t < explore_fraction``) keeps nothing. A host-side
+        function of t (no device synchronisation); burn-in is the engine's to apply."""
+        return self.schedule is not StepSchedule.CYCLICAL or self.cycle_position(t) >= self.explore_fraction
+
+    def sampling_phases(self) -> list[range]:
+        """The steps of each cycle's sampling phase over ``[0, horizon)``, one range per cycle
+        (cyclical schedule only; exactly the steps :meth:`in_sampling_phase` accepts)."""
+        T, n = self.horizon, self.cycles
+        if self.schedule is not StepSchedule.CYCLICAL or T is None:
+            raise ValueError("sampling_phases: needs schedule='cyclical' and its horizon T")
+        out = []
+        for c in range(n):
+            begin, end = -(-c * T // n), -(-(c + 1) * T // n)  # cycle c: steps ceil(cT/n) .. ceil((c+1)T/n) - 1
+            start = min(max(math.ceil((c + self.explore_fraction) * T / n), begin), end)
+            while start > begin and self.in_sampling_phase(start - 1):  # the float estimate, made exact
+                start -= 1
+            while start < end and not self.in_sampling_phase(start):
+                start += 1
+            out.append(range(start, end))
+        return out
+
     def step_ratio(self, t: int) -> float:
         """``eta_t / step_size`` at iteration ``t``: schedule times warm-up (host float)."""
         ratio = 1.0
         if self.schedule is StepSchedule.POLYNOMIAL:
             ratio = (1.0 + t / self.decay_steps) ** (-self.decay_power)
+        elif self.schedule is StepSchedule.CYCLICAL:
+            ratio = max(self.cycle_floor, 0.5 * (math.cos(math.pi * self.cycle_position(t)) + 1.0))
         if t < self.warmup_steps:
             ratio *= self.warmup_factor ** (1.0 - t / self.warmup_steps)
         return ratio
@@ -106,7 +185,7 @@ class SamplerConfig:
         """What chains of one batch must share (their step functions read it from the first
         chain's configuration): everything but what :meth:`coefficients` carries per chain."""
         per_chain = set(self.per_chain_fields)
-        if self.schedule is StepSchedule.CONSTANT:
+        if self.schedule is not StepSchedule.POLYNOMIAL:
             per_chain |= {"decay_steps", "decay_power"}
         if self.warmup_steps == 0:
             per_chain.add("warmup_factor")

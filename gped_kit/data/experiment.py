@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core.schema import record_fields
 from .container import GPEDData
 from .ood import OOD_SETS, load_ood
 from .sources import DATASETS, canonical_name, load_split
@@ -45,6 +46,7 @@ class DataConfig:
     ood_datasets: tuple[str, ...] = ()  # Experiment 4: OOD test sets (OOD_SETS), masked like the test set
     ood_size: int | None = None  # keep a seeded random subset of each OOD set; None = all
     ood_masking: str = "masked"  # OOD sets masked like the test set ("masked"), whole ("unmasked"), or "both"
+    test_size: int | None = None  # keep a seeded random subset of the (masked) test set; None = all
 
     def __post_init__(self) -> None:
         if isinstance(self.ood_datasets, (str, list)):
@@ -53,8 +55,10 @@ class DataConfig:
         unknown = [n for n in self.ood_datasets if n not in OOD_SETS]
         if unknown:
             raise ValueError(f"ood_datasets={list(self.ood_datasets)}: unknown {unknown}; allowed: {sorted(OOD_SETS)}")
-        if self.ood_size is not None and (not isinstance(self.ood_size, int) or self.ood_size < 1):
-            raise ValueError(f"ood_size={self.ood_size!r} must be an integer >= 1 or None (all)")
+        for name in ("ood_size", "test_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name}={value!r} must be an integer >= 1 or None (all)")
         _, h, w = DATASETS[canonical_name(self.dataset)].input_shape
         if not 0 <= self.mask_size <= min(h, w):
             raise ValueError(f"mask_size={self.mask_size} must lie in [0, {min(h, w)}] for {self.dataset}")
@@ -68,7 +72,7 @@ class DataConfig:
 
 
 # Sub-streams of DataConfig.seed, so each random draw is independent of the others.
-SEED_SUBSAMPLE, SEED_MASK_TRAIN, SEED_MASK_DISTILL, SEED_MASK_TEST = range(4)
+SEED_SUBSAMPLE, SEED_MASK_TRAIN, SEED_MASK_DISTILL, SEED_MASK_TEST, SEED_TEST_SUBSET = range(5)
 SEED_OOD = 100  # OOD set i uses streams SEED_OOD + 2 i (subset) and SEED_OOD + 2 i + 1 (mask)
 
 
@@ -87,10 +91,10 @@ def ood_set_name(eval_set: str) -> tuple[str, bool]:
 
 def data_identity(cfg: DataConfig, checksum: str) -> dict:
     """What identifies prepared data in result keys: the configuration's fields that decide the
-    data (not where the files live) and ``checksum``, the SHA-256 of the raw arrays read."""
-    fields = {k: v for k, v in cfg.__dict__.items() if k not in _ACCESS_FIELDS}
-    fields["ood_datasets"] = list(cfg.ood_datasets)
-    return {**fields, "sha256": checksum}
+    data (not where the files live), those at their defaults left out as in every record
+    (:func:`~gped_kit.core.schema.record_fields`: a field added with a default changes no key), and
+    ``checksum``, the SHA-256 of the raw arrays read."""
+    return {**record_fields(cfg, skip=_ACCESS_FIELDS), "sha256": checksum}
 
 
 def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDData:
@@ -104,6 +108,8 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDDat
     set's masking (same m, their own draws), so the mask itself does not tell them apart; with
     ``ood_masking="unmasked"`` they stay whole, with ``"both"`` each set is evaluated both ways
     (the whole copy named ``<set>:unmasked``). The paper does not say which it did.
+    ``test_size`` keeps a seeded random subset of the masked test set (its masks are those the
+    whole set gets), e.g. for quick checks; the paper evaluates on all of it.
     """
     name = canonical_name(cfg.dataset)
     train = load_split(name, "train", cfg.root, cfg.download, verify_checksums=cfg.verify_checksums)
@@ -111,6 +117,9 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDDat
     n = len(train)
     if cfg.labelled_size is not None and cfg.labelled_size > n:
         raise ValueError(f"labelled_size={cfg.labelled_size} exceeds the {n} training images of {name}")
+    if cfg.test_size is not None and cfg.test_size > len(test):
+        raise ValueError(f"test_size={cfg.test_size} exceeds the {len(test)} test images of {name}")
+    test_idx = subsample_indices(len(test), cfg.test_size, derive_seed(cfg.seed, SEED_TEST_SUBSET))
     idx = subsample_indices(n, cfg.labelled_size, derive_seed(cfg.seed, SEED_SUBSAMPLE))
     m = cfg.mask_size
     shape = tuple(train.images.shape[1:])
@@ -132,8 +141,8 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDDat
         train_x=_to_unit(train_masked[idx]),
         train_y=train.labels[idx].clone(),
         distill_x=_to_unit(apply_square_mask(train.images, m, derive_seed(cfg.seed, SEED_MASK_DISTILL))),
-        test_x=_to_unit(apply_square_mask(test.images, m, derive_seed(cfg.seed, SEED_MASK_TEST))),
-        test_y=test.labels.clone(),
+        test_x=_to_unit(apply_square_mask(test.images, m, derive_seed(cfg.seed, SEED_MASK_TEST))[test_idx]),
+        test_y=test.labels[test_idx].clone(),
         num_outputs=train.num_classes,
         ood_x=ood_x,
         distill_noise_std=cfg.distill_noise_std,

@@ -8,7 +8,10 @@ configuration and students) so that a checkpoint only ever resumes the run that 
 Resuming gives the same numbers as an uninterrupted run, bit for bit.
 
 Each chain of a batch has its own file in the same format, so a chain computed in a batch can
-be resumed alone and vice versa. Files are written under a unique temporary name next to the
+be resumed alone and vice versa. A pooled teacher (``GPEDConfig.num_chains`` K > 1) is one run
+with one file: its teacher parts (state, ensemble sums, snapshots) keep the chain axis of its K
+chains, its generators are ``{"chains": [K chains' teacher generators], "groups": {...}}``, and its
+students are the run's one set. Files are written under a unique temporary name next to the
 target and renamed over it, so a crash never leaves a half-written checkpoint in its place;
 they contain only tensors, numbers, strings, lists and dicts and are read with
 ``torch.load(weights_only=True)``. An unreadable (truncated, corrupt) file raises
@@ -35,39 +38,53 @@ class CheckpointError(RuntimeError):
     """A checkpoint cannot be used: unreadable, of another format, or of another configuration."""
 
 
-def fingerprint(engine: GPEDEngine, k: int) -> str:
-    """The JSON record of chain ``k`` (data identity, configuration, students)."""
-    return json.dumps(engine.chains[k].record(), sort_keys=True)
+def fingerprint(engine: GPEDEngine, r: int) -> str:
+    """The JSON record of run ``r`` (data identity, configuration, students)."""
+    return json.dumps(engine.chains[r].record(), sort_keys=True)
 
 
 def _own(t: torch.Tensor) -> torch.Tensor:
     return t.detach().clone()  # a view would save the whole stacked storage
 
 
-def chain_checkpoint(engine: GPEDEngine, k: int) -> dict:
-    """Chain ``k``'s checkpoint contents (see the module docstring)."""
+def _chains_of(engine: GPEDEngine, r: int) -> int | slice:
+    """The index of run ``r``'s teacher chains in the chain axis: its own chain (the axis dropped),
+    or all K of a pooled teacher (the axis kept)."""
+    return slice(None) if engine.pooled else r
+
+
+def _generators(engine: GPEDEngine, r: int) -> dict:
+    if not engine.pooled:
+        return engine.streams.state_dict(r)
+    return {"chains": [engine.streams.chain_state_dict(k) for k in range(engine.K)],
+            "groups": engine.streams.groups_state_dict(r)}
+
+
+def chain_checkpoint(engine: GPEDEngine, r: int) -> dict:
+    """Run ``r``'s checkpoint contents (see the module docstring): chain r's, or a pooled teacher's."""
     chain = engine.chain
+    k = _chains_of(engine, r)
     return {
         "format": FORMAT,
-        "fingerprint": fingerprint(engine, k),
+        "fingerprint": fingerprint(engine, r),
         "t": engine.t,
         "elapsed": engine.elapsed,
-        "history": engine.history[k],
+        "history": engine.history[r],
         "chain": {"params": {n: _own(v[k]) for n, v in chain.params.items()},
                   "buffers": {n: _own(v[k]) for n, v in chain.buffers.items()},
                   "sampler": {n: _own(v[k]) for n, v in chain.sampler.items()},
                   "train_nll_sum": _own(chain.train_nll_sum[k]), "steps_in_nll_sum": engine.steps_in_nll_sum},
-        "students": [{"params": {n: _own(v[k]) for n, v in s.params.items()},
-                      "buffers": {n: _own(v[k]) for n, v in s.buffers.items()},
-                      "exp_avg": {n: _own(v[k]) for n, v in s.adam.exp_avg.items()},
-                      "exp_avg_sq": {n: _own(v[k]) for n, v in s.adam.exp_avg_sq.items()},
-                      "lr": engine.lr_values[j][k], "store_sums": _own(s.store.sums[k]),
-                      "store_counts": _own(s.store.counts[k]), "loss_sum": _own(s.loss_sum[k]),
+        "students": [{"params": {n: _own(v[r]) for n, v in s.params.items()},
+                      "buffers": {n: _own(v[r]) for n, v in s.buffers.items()},
+                      "exp_avg": {n: _own(v[r]) for n, v in s.adam.exp_avg.items()},
+                      "exp_avg_sq": {n: _own(v[r]) for n, v in s.adam.exp_avg_sq.items()},
+                      "lr": engine.lr_values[j][r], "store_sums": _own(s.store.sums[r]),
+                      "store_counts": _own(s.store.counts[r]), "loss_sum": _own(s.loss_sum[r]),
                       "steps_since_log": engine.steps_since_log[j], "adam_steps": engine.adam_steps[j]}
                      for j, s in enumerate(engine.students)],
         "ensemble": {"sums": {n: _own(v[k]) for n, v in engine.ensemble.sums.items()}, "count": engine.ensemble_count,
-                     "recent": engine.recent.state_dict(k)},
-        "generators": engine.streams.state_dict(k),
+                     "recent": engine.recent.state_dict(r)},
+        "generators": _generators(engine, r),
         "dropout_rng": {n: v.clone() for n, v in engine._dropout_state.items()},
         "snapshots": _own(engine.snapshots[k]),
         "snapshots_taken": engine.snapshots_taken,
@@ -88,9 +105,9 @@ def write_atomically(obj: object, path: str | Path) -> None:
 
 
 def save_checkpoints(engine: GPEDEngine, paths: Sequence[str | Path | None]) -> None:
-    """Write each chain's checkpoint to its path (None: not saved)."""
-    if len(paths) != engine.K:
-        raise ValueError(f"{len(paths)} checkpoint paths for {engine.K} chains")
+    """Write each run's checkpoint to its path (None: not saved)."""
+    if len(paths) != engine.num_runs:
+        raise ValueError(f"{len(paths)} checkpoint paths for {engine.num_runs} runs")
     for k, path in enumerate(paths):
         if path is not None:
             write_atomically(chain_checkpoint(engine, k), path)
@@ -136,8 +153,8 @@ def load_checkpoints(engine: GPEDEngine, paths: Sequence[str | Path | None]) -> 
     batch must resume at the same step; otherwise :class:`CheckpointError` / ``ValueError``
     before anything is changed.
     """
-    if len(paths) != engine.K:
-        raise ValueError(f"{len(paths)} checkpoint paths for {engine.K} chains")
+    if len(paths) != engine.num_runs:
+        raise ValueError(f"{len(paths)} checkpoint paths for {engine.num_runs} runs")
     states: dict[int, dict] = {}
     for k, path in enumerate(paths):
         if path is None or not Path(path).exists():
@@ -146,10 +163,14 @@ def load_checkpoints(engine: GPEDEngine, paths: Sequence[str | Path | None]) -> 
         if state["fingerprint"] != fingerprint(engine, k):
             raise CheckpointError(f"checkpoint {path} was made by a run with another configuration; it is left "
                                   "untouched. Use another checkpoint path, or the configuration it was made with.")
+        if engine.pooled != ("chains" in state["generators"]):
+            raise CheckpointError(f"checkpoint {path} was made by a {'pooled' if not engine.pooled else 'single'} run "
+                                  f"of this configuration, this engine is a {'pooled' if engine.pooled else 'single'} "
+                                  "one; it is left untouched. Use another checkpoint path.")
         states[k] = state
     if not states:
-        return [False] * engine.K
-    steps = sorted({s["t"] for s in states.values()} | ({engine.t} if len(states) < engine.K else set()))
+        return [False] * engine.num_runs
+    steps = sorted({s["t"] for s in states.values()} | ({engine.t} if len(states) < engine.num_runs else set()))
     if len(steps) != 1:
         raise ValueError(f"the chains would resume at different steps {steps}; all chains of a batch must be at the "
                          "same step (run them separately, or start afresh)")
@@ -165,11 +186,12 @@ def load_checkpoints(engine: GPEDEngine, paths: Sequence[str | Path | None]) -> 
     engine.adam_steps = [s["adam_steps"] for s in first["students"]]
     engine.steps_since_log = [s["steps_since_log"] for s in first["students"]]
     engine._dropout_state = {n: v.cpu() for n, v in first["dropout_rng"].items()}
-    return [k in states for k in range(engine.K)]
+    return [k in states for k in range(engine.num_runs)]
 
 
-def _load_chain(engine: GPEDEngine, k: int, state: dict) -> None:
+def _load_chain(engine: GPEDEngine, r: int, state: dict) -> None:
     chain = engine.chain
+    k = _chains_of(engine, r)
     for part, values in (("params", chain.params), ("buffers", chain.buffers), ("sampler", chain.sampler)):
         for n, v in values.items():
             v[k].copy_(state["chain"][part][n])
@@ -178,15 +200,20 @@ def _load_chain(engine: GPEDEngine, k: int, state: dict) -> None:
         for part, values in (("params", s.params), ("buffers", s.buffers), ("exp_avg", s.adam.exp_avg),
                              ("exp_avg_sq", s.adam.exp_avg_sq)):
             for n, v in values.items():
-                v[k].copy_(saved[part][n])
-        s.store.sums[k].copy_(saved["store_sums"])
-        s.store.counts[k].copy_(saved["store_counts"])
-        s.loss_sum[k].copy_(saved["loss_sum"])
-        s.lr[k].fill_(saved["lr"])
-        engine.lr_values[j][k] = saved["lr"]
+                v[r].copy_(saved[part][n])
+        s.store.sums[r].copy_(saved["store_sums"])
+        s.store.counts[r].copy_(saved["store_counts"])
+        s.loss_sum[r].copy_(saved["loss_sum"])
+        s.lr[r].fill_(saved["lr"])
+        engine.lr_values[j][r] = saved["lr"]
     for n, v in engine.ensemble.sums.items():
         v[k].copy_(state["ensemble"]["sums"][n])
-    engine.recent.load_state_dict(k, state["ensemble"]["recent"], engine.test_sums())
-    engine.streams.load_state_dict(k, state["generators"])
+    engine.recent.load_state_dict(r, state["ensemble"]["recent"], engine.test_sums())
+    if engine.pooled:
+        for i, saved in enumerate(state["generators"]["chains"]):
+            engine.streams.load_chain_state_dict(i, saved)
+        engine.streams.load_groups_state_dict(r, state["generators"]["groups"])
+    else:
+        engine.streams.load_state_dict(r, state["generators"])
     engine.snapshots[k].copy_(state["snapshots"])
-    engine.history[k] = list(state["history"])
+    engine.history[r] = list(state["history"])

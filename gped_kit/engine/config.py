@@ -10,6 +10,7 @@ enums of :mod:`gped_kit.core.options`; models are any specification of
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
@@ -22,6 +23,7 @@ from ..core.likelihoods import Likelihood, resolve_likelihood
 from ..core.options import (
     Estimator,
     InputGenerator,
+    StepSchedule,
     check_int,
     check_positive,
     parse_option,
@@ -172,6 +174,19 @@ class GPEDConfig:
     parameters, evenly thinned over the steps after burn-in (:func:`snapshot_steps`), for methods
     that need fixed members (Hydra: one head per snapshot).
 
+    ``num_chains`` K > 1 makes the teacher a **pooled** one: K chains of this configuration, run
+    as one batched computation, whose kept samples form one ensemble and feed one set of students
+    (:mod:`gped_kit.engine.engine`; chain k's seed is :func:`chain_seeds`). A pooled run gives one
+    result like a single chain's; K = 1 (the default) is the single chain of Algorithm 1.
+
+    With the sampler's ``schedule="cyclical"`` (:mod:`gped_kit.core.sampler`) the cycles divide
+    this T (the sampler's ``horizon`` is set to ``num_iterations``) and **burn-in and cycles
+    combine as an intersection**: the sample of step t is kept (ensemble, distillation,
+    snapshots) when t > B *and* t is in its cycle's sampling phase. A burn-in within the first
+    cycle's exploration phase (the usual choice: B <= explore_fraction * T / cycles) changes
+    nothing; a longer one also drops the kept steps before it (B = T / cycles drops the first
+    cycle, still finding the posterior from the initialisation). At least one kept step must remain.
+
     ``device``, ``progress`` and ``eval_batch_size`` say how the run executes, not what it
     computes: they are not part of result keys. ``progress`` is True (a bar, or text lines when
     ``$GPED_PROGRESS=lines``), False, or ``"bar"``/``"lines"``/``"off"``
@@ -188,6 +203,7 @@ class GPEDConfig:
     checkpoint_every: int = 10_000
     seed: int = 0
     num_snapshots: int = 0
+    num_chains: int = 1
     device: str = field(default="auto", metadata={"key": False})
     progress: bool | str = field(default=True, metadata={"key": False})
     eval_batch_size: int = field(default=EVAL_CHUNK_SIZE, metadata={"key": False})
@@ -205,14 +221,32 @@ class GPEDConfig:
         if self.burn_in >= self.num_iterations:
             raise ValueError(f"GPEDConfig.burn_in={self.burn_in} must be < num_iterations={self.num_iterations}: "
                              "nothing would be distilled")
+        if self.sampler.schedule is StepSchedule.CYCLICAL and self.sampler.horizon != self.num_iterations:
+            object.__setattr__(self, "sampler", dataclasses.replace(self.sampler, horizon=self.num_iterations))
         if self.sampler.warmup_steps > self.burn_in:
             raise ValueError(f"GPEDConfig.sampler.warmup_steps={self.sampler.warmup_steps} must be <= burn_in="
                              f"{self.burn_in}: the warm-up's larger steps would leave samples in the ensemble")
         for name in ("eval_thinning", "log_every", "checkpoint_every", "eval_batch_size"):
             check_int(f"GPEDConfig.{name}", getattr(self, name), 1)
         check_int("GPEDConfig.seed", self.seed, 0)
+        check_int("GPEDConfig.num_chains (K)", self.num_chains, 1)
+        if self.num_chains > 1 and isinstance(self.model, nn.Module):
+            raise ValueError(f"GPEDConfig.num_chains={self.num_chains} needs a model the kit initialises per chain (a "
+                             "preset name, an ArchSpec or a factory out_dim -> nn.Module); an nn.Module instance "
+                             "would start every chain from its one set of values")
         check_int("GPEDConfig.num_snapshots", self.num_snapshots, 0)
-        if self.num_snapshots > self.num_iterations - self.burn_in:
+        if self.sampler.schedule is StepSchedule.CYCLICAL:
+            kept = sum(len(phase) for phase in kept_phases(self))
+            if not kept:
+                sampler = self.sampler
+                raise ValueError(f"GPEDConfig.burn_in={self.burn_in} leaves no step to keep: with schedule='cyclical' "
+                                 f"samples are kept at steps t > burn_in in the last {1 - sampler.explore_fraction:g} "
+                                 f"of each of the {sampler.cycles} cycles of {self.num_iterations / sampler.cycles:g} "
+                                 "steps; lower burn_in or explore_fraction")
+            if self.num_snapshots > kept:
+                raise ValueError(f"GPEDConfig.num_snapshots={self.num_snapshots} exceeds the {kept} kept steps (after "
+                                 "burn-in, in the cyclical schedule's sampling phases)")
+        elif self.num_snapshots > self.num_iterations - self.burn_in:
             raise ValueError(f"GPEDConfig.num_snapshots={self.num_snapshots} exceeds the "
                              f"{self.num_iterations - self.burn_in} steps after burn-in")
         resolve_device(self.device)
@@ -235,11 +269,48 @@ class GPEDConfig:
         return out
 
 
+#: Chain k > 0 of a pooled teacher has seed ``seed + k * CHAIN_SEED_STRIDE`` (:func:`chain_seeds`).
+CHAIN_SEED_STRIDE = 1_000_000
+
+
+def chain_seeds(config: GPEDConfig) -> list[int]:
+    """The seeds of a pooled teacher's K = ``num_chains`` chains: ``seed + k * 10^6`` for chain k.
+    Chain 0 is the single chain of the same configuration (its initial values, minibatches and
+    noise; the students' initial values and distillation inputs come from ``seed`` too, as for
+    one chain); runs with seeds below 10^6 have disjoint chains, and a run with more chains
+    extends one with fewer (K = 2's chains are K = 4's first two)."""
+    return [config.seed + k * CHAIN_SEED_STRIDE for k in range(config.num_chains)]
+
+
+def kept_phases(config: GPEDConfig) -> list[range]:
+    """The steps t whose samples are kept (ensemble, distillation, snapshots), as ranges: t > B,
+    and with a cyclical schedule only in the cycles' sampling phases
+    (:meth:`~gped_kit.core.sampler.SamplerConfig.in_sampling_phase`), one range per cycle."""
+    sampler = config.sampler
+    if sampler.schedule is not StepSchedule.CYCLICAL:
+        return [range(config.burn_in + 1, config.num_iterations)]
+    phases = (range(max(p.start, config.burn_in + 1), p.stop) for p in sampler.sampling_phases())
+    return [p for p in phases if len(p)]
+
+
 def snapshot_steps(config: GPEDConfig) -> list[int]:
     """The steps t whose new sample theta_{t+1} is kept as a snapshot: S evenly spaced steps
-    after burn-in, the last one the chain's final step."""
+    after burn-in, the last one the chain's final step. With a cyclical schedule: S evenly spaced
+    among the kept steps (:func:`kept_phases`), so no snapshot comes from an exploration phase."""
     span, s = config.num_iterations - config.burn_in, config.num_snapshots
-    return [config.burn_in + (k + 1) * span // s - 1 for k in range(s)]
+    if config.sampler.schedule is not StepSchedule.CYCLICAL:
+        return [config.burn_in + (k + 1) * span // s - 1 for k in range(s)]
+    phases = kept_phases(config)
+    total = sum(len(p) for p in phases)
+    out = []
+    for k in range(s):
+        index = (k + 1) * total // s - 1  # into the kept steps, concatenated
+        for phase in phases:
+            if index < len(phase):
+                out.append(phase[index])
+                break
+            index -= len(phase)
+    return out
 
 
 def student_lr(config: StudentConfig, t: int, burn_in: int, steps_per_epoch: float) -> float:

@@ -19,6 +19,30 @@ each of its students (:meth:`~GPEDEngine.distill_group`, :func:`~gped_kit.engine
 :meth:`GPEDEngine.events` says which of these events step t runs; the event methods are public so
 that tools (benchmarks, profilers) can run or time one of them alone.
 
+**A pooled teacher** (one spec with ``GPEDConfig.num_chains`` K > 1): K teacher chains
+(seeds and initial values per chain, :func:`~gped_kit.engine.config.chain_seeds`) advance as the
+K chains of a batch do, but their kept samples form **one** teacher ensemble and feed **one** set
+of students -- a *run*. The engine keeps the teacher's state, random streams and ensemble sums
+per chain (the chain axis, K) and the students, their U_o stores, distillation streams, history
+and checkpoint per run (one run; for independent chains, one run per chain). At a distillation
+step the group draws one S' from D', the K current samples' statistics are computed on it (one
+vmapped forward pass) and every student's targets are posterior expectations over the pooled
+samples (:func:`~gped_kit.core.estimators.pooled_estimator_update_`): **U_s the mean of g over
+the K current samples** (an unbiased estimate of E[g] with 1/K of one sample's variance; one
+chain's sample in turn, the alternative, is not offered: it would save little -- the K forward
+passes on S' are one vmapped call, every H steps, of about a third of a teacher step's work per
+chain, and U_o students of the same group need all K anyway -- and its targets would have K times
+the variance), **U_o adds all K samples to each visited input's running mean** (its count grows
+by K per visit). The ensemble is the pooled mean over every chain's kept samples, ``sum_k sums_k /
+(K * count)``; the history rows carry the pooled teacher's metrics (``teacher_nll`` etc., and
+``teacher_samples`` = K * count) and each chain's own ensemble NLL (``teacher_nll_chain<k>``).
+With K = 1 it is the single chain (the same code); ``GPEDEngine([spec], pooled=True)`` runs a
+one-chain configuration through the pooled code instead (for tests: it gives the same numbers).
+A pooled run holds K chain states (theta, the sampler's state, the noise buffer, K x S
+snapshots), K ensemble sums on the evaluation sets (for the per-chain NLL) and one set of
+students with one U_o store: the students cost what they cost for one chain. A pooled teacher
+runs as its own batch (:func:`check_batchable` refuses to batch it with other chains).
+
 **No host synchronisation between log points**: indices, noise and learning rates stay on the
 device; per-chain learning-rate changes are written with ``fill_`` (no upload); the only reads
 are at log points (:meth:`GPEDEngine.log`: history rows, divergence checks) and checkpoints.
@@ -42,13 +66,13 @@ from torch.func import functional_call, vmap
 from ..core.adam import bias_corrections
 from ..core.autodiff import Autodiff
 from ..core.estimators import estimates, estimator_init
-from ..core.options import InputGenerator
+from ..core.options import InputGenerator, StepSchedule
 from ..core.schema import record
 from ..core.targets import Target
 from ..data.container import describe_counts
 from ..models.presets import ArchSpec
 from . import steps
-from .config import GroupKey, student_lr
+from .config import GroupKey, chain_seeds, student_lr
 from .result import GPEDResult
 from .sets import ChainSets
 from .spec import ChainSpec
@@ -95,7 +119,8 @@ class Hook(Protocol):
 
 def check_batchable(chains: Sequence[ChainSpec]) -> None:
     """Raise ``ValueError`` naming the first field in which ``chains`` cannot share one batched
-    computation; return None when they can.
+    computation; return None when they can. A pooled teacher (``num_chains`` > 1) is already one
+    batched computation of its K chains and is never batched with other chains.
 
     Shared: the teacher's and each student slot's network structure, the likelihood, input
     shape and number of outputs, device, T, B, ``eval_thinning``, ``log_every``, snapshots, the
@@ -109,6 +134,12 @@ def check_batchable(chains: Sequence[ChainSpec]) -> None:
     if not chains:
         raise ValueError("check_batchable: no chains given")
     ref = chains[0]
+    pooled = [k for k, c in enumerate(chains) if c.config.num_chains > 1]
+    if pooled and len(chains) > 1:
+        k = pooled[0]
+        raise ValueError(f"check_batchable: chain {k} is a pooled teacher (GPEDConfig.num_chains="
+                         f"{chains[k].config.num_chains}): its chains already run as one batched computation, and a "
+                         "batch of pooled teachers is not supported; run it alone (distill / a batch of one)")
 
     def eval_layout(c: ChainSpec) -> list:
         return [(name, int(x.shape[0])) for name, x in c.eval_sets.items()]
@@ -150,30 +181,50 @@ def check_batchable(chains: Sequence[ChainSpec]) -> None:
 
 class GPEDEngine:
     """K chains of Algorithm 1 (see the module docstring). Build it from :class:`ChainSpec` s
-    (:func:`gped_kit.engine.spec.build_chain`); all chains start at step 0 (load checkpoints with
-    :func:`gped_kit.engine.checkpoint.load_checkpoints`). ``use_vmap`` forces (True) or avoids (False,
-    only for K = 1) the vmapped path; by default it is used exactly when K > 1."""
+    (:func:`gped_kit.engine.spec.build_chain`), one per *run* (result, history, checkpoint): K
+    independent chains, or one pooled teacher of ``num_chains`` chains; all start at step 0 (load
+    checkpoints with :func:`gped_kit.engine.checkpoint.load_checkpoints`). ``use_vmap`` forces
+    (True) or avoids (False, only for one teacher chain) the vmapped path; by default it is used
+    exactly when K > 1. ``pooled`` True runs a one-chain spec through the pooled code (None: pooled
+    exactly when ``num_chains`` > 1).
 
-    def __init__(self, chains: Sequence[ChainSpec], use_vmap: bool | None = None) -> None:
+    ``chains`` are the specs (one per run); ``num_runs`` their number; ``K`` the number of teacher
+    chains (the chain axis of the teacher's state and ensemble sums); ``chain_specs[k]`` and
+    ``chain_seeds[k]`` chain k's spec and seed; ``chain_run[k]`` the run chain k feeds."""
+
+    def __init__(self, chains: Sequence[ChainSpec], use_vmap: bool | None = None, pooled: bool | None = None) -> None:
         chains = list(chains)
         check_batchable(chains)
         self.chains = chains
-        self.K = K = len(chains)
+        self.num_runs = len(chains)
         ref = chains[0]
         self.config = ref.config
         self.device = ref.device
+        self.pooled = ref.config.num_chains > 1 if pooled is None else bool(pooled)
+        if self.pooled and len(chains) > 1:
+            raise ValueError(f"pooled=True needs one spec (one pooled run), got {len(chains)}")
+        if not self.pooled and ref.config.num_chains > 1:
+            raise ValueError(f"pooled=False: the spec pools num_chains={ref.config.num_chains} chains")
+        self.chain_specs = [ref] * ref.config.num_chains if self.pooled else chains
+        self.chain_seeds = chain_seeds(ref.config) if self.pooled else [c.config.seed for c in chains]
+        self.chain_run = [0] * len(self.chain_specs) if self.pooled else list(range(len(chains)))
+        teacher_initial = ref.teacher_initial if self.pooled else [c.initial[0] for c in chains]
+        self.K = K = len(self.chain_specs)
         if use_vmap is False and K > 1:
             raise ValueError(f"use_vmap=False needs one chain, got {K}")
         self.batched = K > 1 if use_vmap is None else bool(use_vmap)
-        self.autodiff = Autodiff.FUNCTORCH if self.batched else Autodiff.AUTOGRAD
+        self.autodiff = Autodiff.FUNCTORCH if self.batched else Autodiff.AUTOGRAD  # the teacher's
+        self.students_batched = self.batched and not self.pooled
+        self.student_autodiff = Autodiff.FUNCTORCH if self.students_batched else Autodiff.AUTOGRAD
         self.num_outputs = ref.data.num_outputs
         self.t = 0
         self.elapsed = 0.0
         self.history: list[list[dict]] = [[] for _ in chains]
         self.resumed_from: int | None = None
 
-        # data: D (inputs, labels), D' (inputs), evaluation inputs (test, then further sets)
-        self.train_sets = ChainSets([(c.data.train_x, c.data.train_y) for c in chains])
+        # data: D (inputs, labels) and the evaluation inputs (test, then further sets) per teacher chain;
+        # D' (inputs) per run
+        self.train_sets = ChainSets([(c.data.train_x, c.data.train_y) for c in self.chain_specs])
         self.distill_sets = ChainSets([(c.data.distill_x,) for c in chains])
         self.eval_slices: dict[str, slice] = {}
         start = 0
@@ -182,25 +233,26 @@ class GPEDEngine:
             start += int(x.shape[0])
         self.num_eval = start
         self.eval_sets = ChainSets([(torch.cat(list(c.eval_sets.values())) if len(c.eval_sets) > 1
-                                      else c.data.test_x,) for c in chains])
+                                      else c.data.test_x,) for c in self.chain_specs])
         self.test_labels = [c.data.test_y for c in chains]
         # the distillation inputs' noise, made once here (an upload per step would block on CUDA): the
-        # noise generator's per-chain (mean, std) of D', and per group the chains with input noise and
-        # each chain's standard deviation (D's distill_noise_std, or the perturb generator's)
+        # noise generator's per-run (mean, std) of D', and per group the runs with input noise and
+        # each run's standard deviation (D's distill_noise_std, or the perturb generator's)
         self._noise_moments = (torch.tensor([c.noise_moments for c in chains], device=self.device)
                                if ref.noise_moments is not None else None)
         self._input_noise: dict[GroupKey, tuple[list[int], torch.Tensor]] = {}
+        R = self.num_runs
         for key in ref.groups:
             stds = ([float(c.data.distill_noise_std) for c in chains]
                     if key.input_generator == InputGenerator.DATA.value
-                    else [key.noise_std] * K if key.input_generator == InputGenerator.PERTURB.value else [0.0] * K)
+                    else [key.noise_std] * R if key.input_generator == InputGenerator.PERTURB.value else [0.0] * R)
             self._input_noise[key] = ([k for k, s in enumerate(stds) if s > 0], torch.tensor(stds, device=self.device))
 
-        # state
-        self.chain = stack_trees([init_chain_state(*c.initial[0], c.config.sampler.init_state(c.initial[0][0]),
+        # state: the teacher per chain, the students per run
+        self.chain = stack_trees([init_chain_state(*init, c.config.sampler.init_state(init[0]),
                                                    c.config.sampler.num_coefficients)
-                                  for c in chains])
-        for k, c in enumerate(chains):
+                                  for c, init in zip(self.chain_specs, teacher_initial)])
+        for k, c in enumerate(self.chain_specs):
             for i, value in enumerate(c.config.sampler.coefficients(c.num_train)):
                 self.chain.coefficients[k, i].fill_(value)
         self.students: list[StudentState] = []
@@ -234,43 +286,56 @@ class GPEDEngine:
             n = p[0].numel()
             self._noise[name] = self._noise_flat[:, offset:offset + n].view(p.shape)
             offset += n
-        self._group_idx = {key: torch.empty(K, key.batch_size, dtype=torch.long, device=self.device)
+        self._group_idx = {key: torch.empty(self.num_runs, key.batch_size, dtype=torch.long, device=self.device)
                            for key in ref.groups}
-        self.streams = ChainStreams([c.config.seed for c in chains], list(ref.groups), self.device)
+        self.streams = ChainStreams(self.chain_seeds, list(ref.groups), self.device,
+                                    group_seeds=[c.config.seed for c in chains])
 
         # step functions: the same for one chain and, under vmap, for many
         self.teacher_fns = TeacherFns(ref.teacher.train, ref.teacher.eval, ref.likelihood, self.config.sampler)
         self.student_fns = [StudentFns(s.network.train, s.target, s.estimator, s.regularizer, s.config.reg_weight,
                                        s.config.derivative_weight, self.num_outputs) for s in ref.students]
-        self._views = (chain_view(self.chain, 0), [chain_view(s, 0) for s in self.students],
-                       chain_view(self.ensemble, 0)) if not self.batched else None
+        self._teacher_views = None if self.batched else (chain_view(self.chain, 0), chain_view(self.ensemble, 0))
+        self._student_views = None if self.students_batched else [chain_view(s, 0) for s in self.students]
         # dropout masks come from the global random stream, seeded with the chain's initial values
         self._dropout_state: dict[str, torch.Tensor] = dict(ref.rng_after_init)
 
     # ------------------------------------------------------------------ plumbing
     def _map(self, fn: Callable, in_dims: tuple) -> Callable:
-        """``fn`` for one chain, or vmapped over the chain axis (arguments with in_dim None are shared)."""
+        """``fn`` for one teacher chain, or vmapped over the chain axis (arguments with in_dim None are shared)."""
         if not self.batched:
             return fn
         return vmap(fn, in_dims=in_dims, randomness="different")
 
-    def _state(self) -> tuple[ChainState, list[StudentState], EnsembleState]:
-        return self._views if self._views is not None else (self.chain, self.students, self.ensemble)
+    def _teacher(self) -> tuple[ChainState, EnsembleState]:
+        """The teacher's state and ensemble sums (chain 0's views when there is one chain)."""
+        return self._teacher_views if self._teacher_views is not None else (self.chain, self.ensemble)
+
+    def _students(self) -> list[StudentState]:
+        """The students' states (run 0's views when the students are not batched)."""
+        return self._student_views if self._student_views is not None else self.students
 
     def _one(self, x: torch.Tensor) -> torch.Tensor:
-        """A per-step input for the step functions: chain 0's slice when there is one chain."""
+        """A per-step input for the teacher's step functions: chain 0's slice when there is one chain."""
         return x if self.batched else x[0]
+
+    @property
+    def run_count(self) -> int:
+        """The number of samples in each run's ensemble: K x ``ensemble_count`` for a pooled teacher."""
+        return self.ensemble_count * (self.K if self.pooled else 1)
 
     # ------------------------------------------------------------------ one iteration
     def events(self, t: int) -> StepEvents:
         """What iteration t of Algorithm 1 does after the teacher's step (the same for every chain):
-        which snapshot it keeps, whether the sample joins the ensemble, which groups distil."""
+        which snapshot it keeps, whether the sample joins the ensemble, which groups distil. Samples
+        are kept after burn-in (t > B) and, with a cyclical step-size schedule, only in the cycles'
+        sampling phases (:meth:`~gped_kit.core.sampler.SamplerConfig.in_sampling_phase`)."""
         cfg = self.config
         ref = self.chains[0]
-        after_burn_in = t > cfg.burn_in
+        kept = t > cfg.burn_in and cfg.sampler.in_sampling_phase(t)  # the cyclical schedule's exploration keeps none
         return StepEvents(t=t, snapshot=ref.snapshot_at.get(t),
-                          accumulate=after_burn_in and t % cfg.eval_thinning == 0,
-                          groups=tuple(key for key in ref.groups if after_burn_in and t % key.thinning == 0))
+                          accumulate=kept and t % cfg.eval_thinning == 0,
+                          groups=tuple(key for key in ref.groups if kept and t % key.thinning == 0))
 
     def step(self) -> None:
         """Iteration t of Algorithm 1 for every chain (see the module docstring): the teacher's step,
@@ -292,7 +357,7 @@ class GPEDEngine:
         the current step): draws each chain's minibatch of D and its noise, updates the samples and
         adds the minibatch NLL to the running sum the next log point reports. Does not advance t."""
         t = self.t if t is None else t
-        chain = self._state()[0]
+        chain = self._teacher()[0]
         self.streams.teacher_indices(self._idx, self.train_sets.sizes)
         self.streams.sgld_noise(self._noise_flat)
         x, y = self.train_sets.gather(self._idx)
@@ -310,7 +375,7 @@ class GPEDEngine:
     def accumulate(self) -> None:
         """Add every chain's current sample to its teacher ensemble: the running sums of each tracked
         target g on every evaluation input (in chunks of ``eval_batch_size``)."""
-        chain, _, ensemble = self._state()
+        chain, ensemble = self._teacher()
         targets = self.chains[0].ensemble_targets
         chunk = self.config.eval_batch_size
         for start in range(0, self.num_eval, chunk):
@@ -321,33 +386,39 @@ class GPEDEngine:
         self.ensemble_count += 1
 
     def draw_distill_inputs(self, key: GroupKey) -> tuple[torch.Tensor, torch.Tensor]:
-        """S' for every chain of group ``key``: indices (K, M') into D' and the inputs x' of the group's
-        generator (K, M', ...). Advances the group's random streams."""
+        """S' for every run of group ``key``: indices (R, M') into D' and the inputs x' of the group's
+        generator (R, M', ...), R = ``num_runs`` (one S' per pooled teacher). Advances the group's
+        random streams."""
         idx = self._group_idx[key]
+        R = self.num_runs
         self.streams.group_indices(key, idx, self.distill_sets.sizes)
         if key.input_generator == InputGenerator.NOISE.value:
-            shape = (self.K, key.batch_size, *self.chains[0].data.input_shape)
+            shape = (R, key.batch_size, *self.chains[0].data.input_shape)
             x = torch.empty(shape, device=self.device)
-            self.streams.group_normal(key, x, range(self.K))
+            self.streams.group_normal(key, x, range(R))
             moments = self._noise_moments
-            view = (self.K,) + (1,) * (x.dim() - 1)
+            view = (R,) + (1,) * (x.dim() - 1)
             return idx, moments[:, 0].view(view) + moments[:, 1].view(view) * x
         (x,) = self.distill_sets.gather(idx)
         noisy, scale = self._input_noise[key]
         if noisy:
             eps = torch.zeros_like(x)
             self.streams.group_normal(key, eps, noisy)
-            x = x + scale.view((self.K,) + (1,) * (x.dim() - 1)) * eps
+            x = x + scale.view((R,) + (1,) * (x.dim() - 1)) * eps
         return idx, x
 
     def distill_group(self, key: GroupKey, t: int | None = None) -> None:
-        """Algorithm 1's inner step for distillation group ``key`` of every chain at step ``t`` (default:
+        """Algorithm 1's inner step for distillation group ``key`` of every run at step ``t`` (default:
         the current step; it sets the students' learning rates): draw S' (:meth:`draw_distill_inputs`),
         compute the current teacher sample's statistics on it once (and its input-gradients for
         derivative matching), and update each of the group's students (estimator, then one Adam step
-        on its loss). Does not advance t."""
+        on its loss). For a pooled teacher the statistics are the K current samples' on the run's one
+        S', and the students' targets pool them (see the module docstring). Does not advance t."""
         t = self.t if t is None else t
-        chain, students, _ = self._state()
+        if self.pooled:
+            self._distill_group_pooled(key, t)
+            return
+        chain, students = self._teacher()[0], self._students()
         idx, x = self.draw_distill_inputs(key)
         projection = teacher_grad = None
         if key.matches_derivatives:  # one Rademacher projection of the class axis per example
@@ -370,6 +441,42 @@ class GPEDEngine:
             else:
                 self._map(step, (0, 0, 0, 0, 0, 0))(students[j], self._one(x), self._one(idx), stats,
                                                      self._one(projection), teacher_grad)
+            self.steps_since_log[j] += 1
+
+    def _teacher_on_inputs(self, fn: Callable, *shared: torch.Tensor) -> Any:
+        """``fn(params, buffers, *shared)`` for every teacher chain on the same inputs, with a leading
+        chain axis (K, ...) on every output, batched or not."""
+        chain = self._teacher()[0]
+        if self.batched:
+            return vmap(fn, in_dims=(0, 0) + (None,) * len(shared), randomness="different")(
+                chain.params, chain.buffers, *shared)
+        out = fn(chain.params, chain.buffers, *shared)
+        return tuple(v.unsqueeze(0) for v in out) if isinstance(out, tuple) else out.unsqueeze(0)
+
+    def _distill_group_pooled(self, key: GroupKey, t: int) -> None:
+        """:meth:`distill_group` for a pooled teacher: one S' and x' for the run, the K chains'
+        statistics (K, M', ...) on it, each student updated from targets pooled over them
+        (:func:`~gped_kit.engine.steps.pooled_distill_step`); derivative matching matches the mean
+        of the K chains' projected input-gradients (one projection, shared)."""
+        students = self._students()
+        idx, x = self.draw_distill_inputs(key)
+        x, idx = x[0], idx[0]
+        projection = teacher_grad = None
+        if key.matches_derivatives:
+            signs = torch.empty(1, key.batch_size, self.num_outputs, device=self.device)
+            self.streams.group_signs(key, signs)
+            projection = signs[0]
+            fn = functools.partial(steps.teacher_statistics_and_gradient, fns=self.teacher_fns, autodiff=self.autodiff)
+            stats, grads = self._teacher_on_inputs(fn, x, projection)
+            teacher_grad = grads.mean(0)
+        else:
+            stats = self._teacher_on_inputs(functools.partial(steps.teacher_statistics, fns=self.teacher_fns), x)
+        for j in self.chains[0].groups[key]:
+            self._set_lr(j, t)
+            self.adam_steps[j] += 1
+            steps.pooled_distill_step(students[j], x, idx, stats, projection, teacher_grad, fns=self.student_fns[j],
+                                      corrections=bias_corrections(self.adam_steps[j]),
+                                      autodiff=self.student_autodiff)
             self.steps_since_log[j] += 1
 
     def _set_lr(self, j: int, t: int) -> None:
@@ -415,25 +522,28 @@ class GPEDEngine:
 
     # ------------------------------------------------------------------ evaluation
     def log(self) -> list[list[dict]]:
-        """One history row per (chain, student) at the current step (the teacher's columns
-        repeated; one row with the teacher's columns alone for a chain without students); checks
-        every chain for divergence. Reads the device: call at log points only."""
+        """One history row per (run, student) at the current step (the teacher's columns
+        repeated; one row with the teacher's columns alone for a run without students); checks
+        every chain for divergence. A pooled run's rows carry the pooled teacher's metrics, the
+        mean of its chains' minibatch NLLs and each chain's ensemble NLL (``teacher_nll_chain<k>``).
+        Reads the device: call at log points only."""
         train_nll = (self.chain.train_nll_sum / max(self.steps_in_nll_sum, 1)).tolist()
         losses = [(s.loss_sum / max(n, 1)).tolist() for s, n in zip(self.students, self.steps_since_log)]
         for k, value in enumerate(train_nll):
             if not math.isfinite(value):
-                c = self.chains[k]
+                c = self.chain_specs[k]
                 sampler = c.config.sampler
                 what = (f"{self._chain_name(k)}{str(sampler.name).upper()} diverged before step {self.t}: the "
                         f"teacher's minibatch NLL is {value}")
-                hint = self._data_hint(k, ("train_x", "train_y")) or sampler.divergence_hint(self.t, c.num_train)
+                hint = self._data_hint(self.chain_run[k], ("train_x", "train_y")) or sampler.divergence_hint(
+                    self.t, c.num_train)
                 raise FloatingPointError(f"{what}. {hint[:1].upper()}{hint[1:]}.")
         for j, (values, n) in enumerate(zip(losses, self.steps_since_log)):
-            for k, value in enumerate(values):
+            for r, value in enumerate(values):
                 if n and not math.isfinite(value):
-                    s = self.chains[k].students[j]
-                    hint = self._data_hint(k, ("distill_x",)) or f"lower its lr={s.config.lr:g}"
-                    raise FloatingPointError(f"{self._chain_name(k)}student {s.label!r} diverged before step {self.t} "
+                    s = self.chains[r].students[j]
+                    hint = self._data_hint(r, ("distill_x",)) or f"lower its lr={s.config.lr:g}"
+                    raise FloatingPointError(f"{self._run_name(r)}student {s.label!r} diverged before step {self.t} "
                                              f"(training loss {value}); {hint}")
         self.chain.train_nll_sum.zero_()
         self.steps_in_nll_sum = 0
@@ -441,29 +551,32 @@ class GPEDEngine:
             s.loss_sum.zero_()
         outputs = self.student_outputs(["test"]) if self.t > self.config.burn_in else None
         if self.t % self.config.log_every == 0:  # regular log points only: a stop (interruption) changes nothing
-            self.recent.advance(self.ensemble_count, self.test_sums())
-        rows_per_chain = []
-        for k, c in enumerate(self.chains):
-            base = {"step": self.t, "teacher_train_nll": train_nll[k], "teacher_samples": self.ensemble_count,
-                    "elapsed_s": self.elapsed, **self.teacher_metrics(k)}
+            self.recent.advance(self.run_count, self.test_sums())
+        rows_per_run = []
+        for r, c in enumerate(self.chains):
+            run_nll = sum(train_nll) / self.K if self.pooled else train_nll[r]
+            base = {"step": self.t, "teacher_train_nll": run_nll, "teacher_samples": self.run_count,
+                    "elapsed_s": self.elapsed, **self.teacher_metrics(r)}
+            if self.pooled:
+                base.update(self.chain_metrics())
             rows = []
             for j, s in enumerate(c.students):
-                row = dict(base, student=s.label, student_train_loss=losses[j][k] if self.steps_since_log[j]
+                row = dict(base, student=s.label, student_train_loss=losses[j][r] if self.steps_since_log[j]
                            else float("nan"))
                 if outputs is not None:
-                    row.update(self.student_metrics(k, j, outputs[k]["test"][s.label]))
+                    row.update(self.student_metrics(r, j, outputs[r]["test"][s.label]))
                 rows.append(row)
             rows = rows or [base]
-            self.history[k].extend(rows)
-            rows_per_chain.append(rows)
+            self.history[r].extend(rows)
+            rows_per_run.append(rows)
         self.steps_since_log = [0] * len(self.steps_since_log)
-        return rows_per_chain
+        return rows_per_run
 
-    def _data_hint(self, k: int, names: Sequence[str]) -> str | None:
-        """Why chain k diverged when the data behind the failed loss hold NaN or infinite values
+    def _data_hint(self, r: int, names: Sequence[str]) -> str | None:
+        """Why run r diverged when the data behind the failed loss hold NaN or infinite values
         (changed in place after the chain was built: :meth:`GPEDData.validate` rejects them before);
         None when they are finite. Reads the data: only called when a divergence is raised."""
-        counts = self.chains[k].data.non_finite_counts(names)
+        counts = self.chains[r].data.non_finite_counts(names)
         if not counts:
             return None
         return (f"the chain's data hold non-finite values (NaN or infinity) in {describe_counts(counts)}, so every "
@@ -471,44 +584,72 @@ class GPEDEngine:
                 "the tensors were changed in place since: rebuild the data from finite tensors")
 
     def _chain_name(self, k: int) -> str:
+        if self.pooled:
+            return f"chain {k} (seed {self.chain_seeds[k]}) of the pooled teacher: " if self.K > 1 else ""
         return f"chain {k} of the batch: " if self.batched else ""
 
-    def ensemble_means(self, k: int, eval_set: str = "test") -> dict[str, torch.Tensor]:
-        """Chain k's teacher-ensemble estimates of E[g] per tracked target on ``eval_set`` (empty
-        before the first sample)."""
+    def _run_name(self, r: int) -> str:
+        return "" if self.pooled else self._chain_name(r)
+
+    def ensemble_means(self, r: int, eval_set: str = "test") -> dict[str, torch.Tensor]:
+        """Run r's teacher-ensemble estimates of E[g] per tracked target on ``eval_set`` (empty
+        before the first sample): chain r's, or for a pooled teacher the mean over every chain's
+        kept samples, ``sum_k sums_k / (K count)``."""
+        if self.ensemble_count == 0:
+            return {}
+        sl = self.eval_slices[eval_set]
+        if self.pooled:
+            return {name: sums[:, sl].sum(0) / self.run_count for name, sums in self.ensemble.sums.items()}
+        return {name: sums[r, sl] / self.ensemble_count for name, sums in self.ensemble.sums.items()}
+
+    def chain_ensemble_means(self, k: int, eval_set: str = "test") -> dict[str, torch.Tensor]:
+        """Teacher chain k's own ensemble estimates (its kept samples only; for independent chains
+        the same as :meth:`ensemble_means`)."""
         if self.ensemble_count == 0:
             return {}
         sl = self.eval_slices[eval_set]
         return {name: sums[k, sl] / self.ensemble_count for name, sums in self.ensemble.sums.items()}
 
-    def teacher_metrics(self, k: int) -> dict[str, float]:
-        """The teacher ensemble's predictive metrics on chain k's test set (``teacher_nll`` etc.)."""
-        means = self.ensemble_means(k)
+    def teacher_metrics(self, r: int) -> dict[str, float]:
+        """The teacher ensemble's predictive metrics on run r's test set (``teacher_nll`` etc.)."""
+        means = self.ensemble_means(r)
         if not means:
             return {}
-        likelihood, labels = self.chains[k].likelihood, self.test_labels[k]
+        likelihood, labels = self.chains[r].likelihood, self.test_labels[r]
         out = {f"teacher_{name}": value for name, value in likelihood.predictive_metrics(means, labels).items()}
-        recent = self.recent.means(k, self.ensemble_count, self.test_sums())
+        recent = self.recent.means(r, self.run_count, self.test_sums())
         if recent:
             out.update({f"teacher_recent_{name}": value
                         for name, value in likelihood.predictive_metrics(recent, labels).items()})
             out["teacher_recent_from_sample"] = self.recent.start_count + 1
         return out
 
+    def chain_metrics(self) -> dict[str, float]:
+        """Each teacher chain's own ensemble NLL on the test set, ``teacher_nll_chain<k>`` (the
+        columns a pooled run's history adds; empty before the first sample)."""
+        if self.ensemble_count == 0:
+            return {}
+        likelihood, labels = self.chains[0].likelihood, self.test_labels[0]
+        return {f"teacher_nll_chain{k}": likelihood.predictive_metrics(self.chain_ensemble_means(k), labels)["nll"]
+                for k in range(self.K)}
+
     def test_sums(self) -> dict[str, torch.Tensor]:
-        """The ensemble's running sums on the test rows (views, chain axis first)."""
+        """Each run's ensemble running sums on the test rows (run axis first): views of the chains'
+        sums, or for a pooled teacher their sum over the chains (1, n, D)."""
         sl = self.eval_slices["test"]
+        if self.pooled:
+            return {name: sums[:, sl].sum(0, keepdim=True) for name, sums in self.ensemble.sums.items()}
         return {name: sums[:, sl] for name, sums in self.ensemble.sums.items()}
 
-    def student_metrics(self, k: int, j: int, output: torch.Tensor) -> dict[str, float]:
-        """Test metrics of student j of chain k from its linked outputs (see :func:`prediction_metrics`)."""
-        spec = self.chains[k]
-        return prediction_metrics(spec, spec.students[j].target, output, self.ensemble_means(k))
+    def student_metrics(self, r: int, j: int, output: torch.Tensor) -> dict[str, float]:
+        """Test metrics of student j of run r from its linked outputs (see :func:`prediction_metrics`)."""
+        spec = self.chains[r]
+        return prediction_metrics(spec, spec.students[j].target, output, self.ensemble_means(r))
 
     @torch.no_grad()
     def student_outputs(self, eval_sets: Sequence[str] | None = None) -> list[dict[str, dict[str, torch.Tensor]]]:
-        """Every chain's students' linked outputs (evaluation mode) on the evaluation sets:
-        ``[chain k][set][student label] -> (n, D)``."""
+        """Every run's students' linked outputs (evaluation mode) on the evaluation sets:
+        ``[run r][set][student label] -> (n, D)``."""
         names = list(self.eval_slices) if eval_sets is None else list(eval_sets)
         out: list[dict[str, dict[str, torch.Tensor]]] = [{n: {} for n in names} for _ in self.chains]
         chunk = self.config.eval_batch_size
@@ -524,15 +665,15 @@ class GPEDEngine:
                 parts = []
                 for start in range(sl.start, sl.stop, chunk):
                     (x,), batched = self.eval_sets.rows(start, min(start + chunk, sl.stop))
-                    if self.batched:
+                    if self.students_batched:
                         parts.append(vmap(forward, in_dims=(0, 0, 0 if batched else None))(
                             state.params, state.buffers, x))
                     else:
                         parts.append(forward(chain_view(state.params, 0), chain_view(state.buffers, 0),
                                              x[0] if batched else x).unsqueeze(0))
                 values = torch.cat(parts, dim=1)
-                for k, c in enumerate(self.chains):
-                    out[k][name][c.students[j].label] = values[k]
+                for r, c in enumerate(self.chains):
+                    out[r][name][c.students[j].label] = values[r]
         return out
 
     def memory_bytes(self) -> dict[str, int]:
@@ -550,11 +691,12 @@ class GPEDEngine:
 
     # ------------------------------------------------------------------ results
     def results(self) -> list[GPEDResult]:
-        """Each chain's :class:`GPEDResult` at the current step."""
+        """Each run's :class:`GPEDResult` at the current step (a pooled teacher's snapshots: every
+        chain's, chain by chain, K x S rows)."""
         outputs = self.student_outputs()
         results = []
-        for k, c in enumerate(self.chains):
-            history = pd.DataFrame(self.history[k])
+        for r, c in enumerate(self.chains):
+            history = pd.DataFrame(self.history[r])
             last = history[history["step"] == self.t] if len(history) else history
             rows = []
             for j, s in enumerate(c.students):
@@ -565,15 +707,19 @@ class GPEDEngine:
                 row["steps_done"] = self.t
                 row["iterations_per_s"] = self.t / self.elapsed if self.elapsed else float("nan")
                 rows.append(row)
-            teacher = {name: {n: v.cpu() for n, v in self.ensemble_means(k, name).items()} for name in self.eval_slices}
-            students = {name: {label: v.cpu() for label, v in outputs[k][name].items()} for name in self.eval_slices}
-            snapshots = self.snapshots[k, :self.snapshots_taken].cpu() if self.config.num_snapshots else None
+            teacher = {name: {n: v.cpu() for n, v in self.ensemble_means(r, name).items()} for name in self.eval_slices}
+            students = {name: {label: v.cpu() for label, v in outputs[r][name].items()} for name in self.eval_slices}
+            snapshots = None
+            if self.config.num_snapshots:
+                chains = slice(None) if self.pooled else r  # a pooled run's: every chain's, chain by chain
+                taken = self.snapshots[chains, :self.snapshots_taken]
+                snapshots = taken.reshape(-1, taken.shape[-1]).cpu()
             results.append(GPEDResult(
                 summary=pd.DataFrame(rows), history=history, teacher_outputs=teacher, student_outputs=students,
                 steps_done=self.t, finished=self.finished, snapshots=snapshots,
-                student_params=[{n: v[k].detach().cpu().clone() for n, v in s.params.items()} for s in self.students],
-                student_buffers=[{n: v[k].detach().cpu().clone() for n, v in s.buffers.items()} for s in self.students],
-                stores=[_store_estimates(s.store, k) if c.students[j].estimator.uses_store else None
+                student_params=[{n: v[r].detach().cpu().clone() for n, v in s.params.items()} for s in self.students],
+                student_buffers=[{n: v[r].detach().cpu().clone() for n, v in s.buffers.items()} for s in self.students],
+                stores=[_store_estimates(s.store, r) if c.students[j].estimator.uses_store else None
                         for j, s in enumerate(self.students)],
                 spec=c))
         return results
@@ -622,6 +768,11 @@ def config_columns(spec: ChainSpec, student, device: torch.device) -> dict[str, 
         regularizer=record(sc.regularizer) if sc.regularizer is not None else None, reg_weight=sc.reg_weight,
         input_generator=sc.input_generator.value, derivative_weight=sc.derivative_weight,
         student_params=student.network.num_params, teacher_params=spec.teacher.num_params)
+    if cfg.num_chains > 1:  # columns of the newer options only where they are used: older tables stay as they were
+        cols["num_chains"] = cfg.num_chains
+    if cfg.sampler.schedule is StepSchedule.CYCLICAL:
+        cols.update(cycles=cfg.sampler.cycles, explore_fraction=cfg.sampler.explore_fraction,
+                    cycle_floor=cfg.sampler.cycle_floor)
     return cols
 
 

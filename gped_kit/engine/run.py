@@ -1,6 +1,7 @@
 """Running chains: one call for one chain or a batch, with checkpoints, resume and progress.
 
-* :func:`distill` -- one chain of Algorithm 1 from ``(data, GPEDConfig, students)``;
+* :func:`distill` -- one chain of Algorithm 1 from ``(data, GPEDConfig, students)`` (or one
+  pooled teacher of ``GPEDConfig.num_chains`` chains, with one result like a chain's);
 * :func:`distill_many` -- K chains as one batched computation (:class:`GPEDEngine`);
 * :class:`CheckpointHook` -- the loop's hook for saving (progress is :class:`gped_kit.progress.ProgressHook`).
 
@@ -48,8 +49,9 @@ def distill_many(chains: Sequence[Chain], checkpoints: Sequence[str | Path | Non
     """Run (or continue) K chains as one batched computation up to T, or ``max_steps`` more steps.
 
     ``chains`` are ``(data, config, students)`` triples that can share one computation
-    (:func:`~gped_kit.engine.engine.check_batchable`); ``checkpoints`` one path or None per chain.
-    With one chain this is :func:`distill`. Returns one :class:`GPEDResult` per chain.
+    (:func:`~gped_kit.engine.engine.check_batchable`; a pooled teacher runs alone); ``checkpoints``
+    one path or None per chain. With one chain this is :func:`distill`. Returns one
+    :class:`GPEDResult` per chain.
     """
     engine = GPEDEngine([build_chain(*chain) for chain in chains])
     return run_engine(engine, checkpoints, resume, max_steps, hooks)
@@ -58,7 +60,7 @@ def distill_many(chains: Sequence[Chain], checkpoints: Sequence[str | Path | Non
 def run_engine(engine: GPEDEngine, checkpoints: Sequence[str | Path | None] | None = None, resume: bool = True,
                max_steps: int | None = None, hooks: Sequence[Hook] = ()) -> list[GPEDResult]:
     """Resume ``engine`` from existing checkpoints, run it (saving them) and return its results."""
-    paths = [None if p is None else Path(p) for p in (checkpoints or [None] * engine.K)]
+    paths = [None if p is None else Path(p) for p in (checkpoints or [None] * engine.num_runs)]
     existing = [p for p in paths if p is not None and p.exists()]
     if existing and not resume:
         raise FileExistsError(f"checkpoint {existing[0]} exists; pass resume=True to continue it, or another path")

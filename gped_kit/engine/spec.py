@@ -6,6 +6,9 @@ data and the likelihood) and keeps them as *skeletons* on the ``meta`` device: t
 state holds the parameter values, and the skeletons are evaluated with
 ``torch.func.functional_call``. The initial values are drawn under the chain's seed exactly
 once, in a fixed order (teacher, then each student), so they do not depend on anything else.
+A pooled teacher (``GPEDConfig.num_chains`` K > 1) is one spec: chain 0's initial values as for
+one chain, then chain k's teacher drawn alone under its own seed
+(:func:`~gped_kit.engine.config.chain_seeds`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .config import (
     GroupKey,
     Regularizer,
     StudentConfig,
+    chain_seeds,
     resolve_device,
     snapshot_steps,
 )
@@ -75,8 +79,10 @@ class StudentSpec:
 
 @dataclass
 class ChainSpec:
-    """Everything fixed about one chain. ``initial`` holds the initial parameter and buffer
-    values (teacher first, then each student), drawn under ``config.seed``."""
+    """Everything fixed about one chain (or one pooled teacher of ``config.num_chains`` chains).
+    ``initial`` holds the initial parameter and buffer values (teacher first, then each student),
+    drawn under ``config.seed``; ``other_teachers`` the initial values of a pooled teacher's
+    chains 1 .. K-1 (:attr:`teacher_initial`)."""
 
     data: GPEDData
     config: GPEDConfig
@@ -90,6 +96,13 @@ class ChainSpec:
     snapshot_at: dict[int, int] = field(default_factory=dict)
     noise_moments: tuple[float, float] | None = None
     rng_after_init: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+    other_teachers: list[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]] = field(default_factory=list,
+                                                                                         repr=False)
+
+    @property
+    def teacher_initial(self) -> list[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]]:
+        """The initial teacher values of each of the ``config.num_chains`` chains."""
+        return [self.initial[0], *self.other_teachers]
 
     @property
     def num_train(self) -> int:
@@ -187,6 +200,12 @@ def build_chain(data: GPEDData, config: GPEDConfig, students: Sequence[StudentCo
         rng = {"cpu": torch.get_rng_state()}
         if cuda:
             rng["cuda"] = torch.cuda.get_rng_state(device)
+    others = []
+    for seed in chain_seeds(config)[1:]:  # a pooled teacher's further chains: each teacher under its own seed
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(seed)
+            others.append(_values(place(instantiate(config.model, shape, likelihood.raw_outputs(num_outputs),
+                                                    "GPEDConfig.model"))))
     for s in student_specs:
         if s.regularizer is not None:
             s.regularizer(initial[1 + student_specs.index(s)][0], s.network.train)  # fails now, not mid-run
@@ -204,7 +223,7 @@ def build_chain(data: GPEDData, config: GPEDConfig, students: Sequence[StudentCo
                      groups={k: tuple(v) for k, v in sorted(groups.items())},
                      ensemble_targets=ensemble, initial=initial,
                      snapshot_at={t: k for k, t in enumerate(snapshot_steps(config))}, noise_moments=noise_moments,
-                     rng_after_init=rng)
+                     rng_after_init=rng, other_teachers=others)
 
 
 def _values(net: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:

@@ -17,6 +17,8 @@ small frozen bundles (:class:`TeacherFns`, :class:`StudentFns`) built once per b
   for the minibatch S' of D', then one Adam step on
   ``mean_i l(g_hat_i, f(x_i | phi)) + lambda R(phi)`` (Eq. 8) (+ gamma times the derivative
   square error, thesis Eq. 2.18).
+* :func:`pooled_distill_step` -- the same update for the students of a pooled teacher, whose
+  targets pool the K chains' current samples (Eqs. 9 and 10 over the pooled samples).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from torch.nn import functional as F
 from ..core import losses
 from ..core.adam import adam_update_
 from ..core.autodiff import Autodiff, projected_input_gradient, value_and_grad
-from ..core.estimators import estimator_update_
+from ..core.estimators import estimator_update_, pooled_estimator_update_
 from ..core.likelihoods import Likelihood
 from ..core.options import Estimator
 from ..core.sampler import SamplerConfig
@@ -146,9 +148,33 @@ def distill_step(state: StudentState, x: torch.Tensor, index: torch.Tensor, stat
     for this update, :func:`gped_kit.core.adam.bias_corrections`)."""
     with torch.no_grad():
         target_hat = estimator_update_(fns.estimator, state.store, index, fns.target.g(stats))
+    return student_update(state, x, target_hat, projection, teacher_grad, fns=fns, corrections=corrections,
+                          autodiff=autodiff)
+
+
+def pooled_distill_step(state: StudentState, x: torch.Tensor, index: torch.Tensor, stats: torch.Tensor,
+                        projection: torch.Tensor | None, teacher_grad: torch.Tensor | None, *, fns: StudentFns,
+                        corrections: tuple[float, float], autodiff: Autodiff) -> StudentState:
+    """:func:`distill_step` for one student of a pooled teacher: ``stats`` (K, M', ...) are the K
+    chains' current samples' statistics on the same inputs ``x``; g is computed for each (g is per
+    example: the K x M' rows go through it at once), the targets g_hat pool them
+    (:func:`~gped_kit.core.estimators.pooled_estimator_update_`: U_s their mean, U_o all K samples
+    into the running means), then one Adam step. ``teacher_grad`` (derivative matching) is already
+    the chains' mean. With K = 1 it computes exactly what :func:`distill_step` does."""
+    with torch.no_grad():
+        chains, rows = stats.shape[:2]
+        values = fns.target.g(stats.reshape(chains * rows, *stats.shape[2:])).reshape(chains, rows, -1)
+        target_hat = pooled_estimator_update_(fns.estimator, state.store, index, values)
+    return student_update(state, x, target_hat, projection, teacher_grad, fns=fns, corrections=corrections,
+                          autodiff=autodiff)
+
+
+def student_update(state: StudentState, x: torch.Tensor, target_hat: torch.Tensor, projection: torch.Tensor | None,
+                   teacher_grad: torch.Tensor | None, *, fns: StudentFns, corrections: tuple[float, float],
+                   autodiff: Autodiff) -> StudentState:
+    """One Adam step of a student on Eq. 8's loss towards the targets ``target_hat`` (M', D)."""
     loss, grads = value_and_grad(student_loss, state.params, state.buffers, x, target_hat, projection, teacher_grad,
                                  fns, autodiff, mode=autodiff)
     adam_update_(state.params, grads, state.adam, state.lr, *corrections)
     state.loss_sum.add_(loss)
     return state
-

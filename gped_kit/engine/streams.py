@@ -9,6 +9,10 @@ chain's loop, into rows of the batch's buffers, on the device (nothing is read b
 multi-core CPU the K chains' SGLD noise (one ``normal_`` of P values each, as long as a
 forward and backward pass of the FCNN) is drawn on a thread pool: each draw is single-threaded
 and independent, so the result is the same.
+
+The distillation groups' generators belong to the *runs* (``group_seeds``, one per run: the
+chains' own seeds for independent chains, the run's seed for a pooled teacher, whose K chains
+feed one set of students), the teacher's to the chains.
 """
 
 from __future__ import annotations
@@ -33,11 +37,13 @@ def group_name(key: GroupKey) -> str:
 class ChainStreams:
     """The generators of K chains (see the module docstring)."""
 
-    def __init__(self, seeds: Sequence[int], group_keys: Sequence[GroupKey], device: torch.device) -> None:
+    def __init__(self, seeds: Sequence[int], group_keys: Sequence[GroupKey], device: torch.device,
+                 group_seeds: Sequence[int] | None = None) -> None:
         self.device = device
         self.data = [_seeded(device, s * 4 + 1) for s in seeds]
         self.noise = [_seeded(device, s * 4 + 2) for s in seeds]
-        self.groups = {key: [_seeded(device, s * 4 + 3 + 1000 * (i + 1)) for s in seeds]
+        self.groups = {key: [_seeded(device, s * 4 + 3 + 1000 * (i + 1)) for s in (seeds if group_seeds is None
+                                                                                    else group_seeds)]
                        for i, key in enumerate(group_keys)}
         workers = min(len(seeds), torch.get_num_threads())
         self._pool = ThreadPoolExecutor(workers) if device.type == "cpu" and workers > 1 else None
@@ -73,12 +79,25 @@ class ChainStreams:
             row.copy_(2 * bits - 1)
 
     def state_dict(self, k: int) -> dict:
-        """Chain ``k``'s generator states (uint8 tensors)."""
-        return {"data": self.data[k].get_state(), "noise": self.noise[k].get_state(),
-                "groups": {group_name(key): gens[k].get_state() for key, gens in self.groups.items()}}
+        """Chain ``k``'s generator states (uint8 tensors) and run ``k``'s group generators."""
+        return {**self.chain_state_dict(k), "groups": self.groups_state_dict(k)}
+
+    def chain_state_dict(self, k: int) -> dict:
+        """Teacher chain ``k``'s generator states (minibatches, noise)."""
+        return {"data": self.data[k].get_state(), "noise": self.noise[k].get_state()}
+
+    def groups_state_dict(self, r: int) -> dict:
+        """Run ``r``'s distillation-group generator states."""
+        return {group_name(key): gens[r].get_state() for key, gens in self.groups.items()}
 
     def load_state_dict(self, k: int, state: dict) -> None:
+        self.load_chain_state_dict(k, state)
+        self.load_groups_state_dict(k, state["groups"])
+
+    def load_chain_state_dict(self, k: int, state: dict) -> None:
         self.data[k].set_state(state["data"].cpu())
         self.noise[k].set_state(state["noise"].cpu())
+
+    def load_groups_state_dict(self, r: int, state: dict) -> None:
         for key, gens in self.groups.items():
-            gens[k].set_state(state["groups"][group_name(key)].cpu())
+            gens[r].set_state(state[group_name(key)].cpu())

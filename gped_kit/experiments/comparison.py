@@ -202,7 +202,7 @@ def comparison_task(settings: ComparisonSettings, seed: int = 0, device: str = "
     kept samples, the students of :func:`comparison_students`, and the shift / OOD sets evaluated online."""
     ood = COMPARISON_SHIFT_SETS + tuple(n for n in COMPARISON_OOD_SETS if ood_available(n, data_root))
     data = DataConfig("mnist", labelled_size=settings.labelled_size, mask_size=settings.mask_size, seed=seed,
-                      root=data_root, verify_checksums=verify_checksums, ood_datasets=ood)
+                      root=data_root, verify_checksums=verify_checksums, ood_datasets=ood, test_size=settings.test_size)
     config = teacher_config(settings.model, settings.labelled_size, settings, seed, device,
                             num_snapshots=settings.num_snapshots)
     return ChainTask(data, config, comparison_students(settings.model, settings))

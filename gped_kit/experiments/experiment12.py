@@ -118,7 +118,7 @@ def distillation_task(model: str, labelled_size: int, mask_size: int, settings: 
         raise ValueError(f"lr_halving_scale={lr_halving_scale!r}: must be finite and > 0")
     paper = paper_model(model)
     data = DataConfig(paper.dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed, root=data_root,
-                      verify_checksums=verify_checksums)
+                      verify_checksums=verify_checksums, test_size=settings.test_size)
     thinning = {"predictive": settings.predictive_thinning, "entropy": settings.entropy_thinning}
     students = tuple(
         StudentConfig(target=target, estimator=estimator, thinning=thinning.get(target, settings.predictive_thinning),

@@ -225,7 +225,7 @@ def experiment4_task(model: str, settings: Experiment4Settings, seed: int = 0, d
     ood = tuple(name for name in OOD_FOR[paper.dataset] if ood_available(name, data_root))
     data = DataConfig(paper.dataset, labelled_size=n, mask_size=settings.mask_size if mnist else 0, seed=seed,
                       root=data_root, verify_checksums=verify_checksums, ood_datasets=ood, ood_size=settings.ood_size,
-                      ood_masking=settings.ood_masking)
+                      ood_masking=settings.ood_masking, test_size=settings.test_size)
     return ChainTask(data, teacher_config(model, n, settings, seed, device), experiment4_students(model, settings))
 
 

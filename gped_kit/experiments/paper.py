@@ -62,7 +62,10 @@ class ChainSettings:
     SGD-like part of Eq. 7) at the full-data value, so short chains on small D converge (the
     posterior does not depend on eta; only mixing and discretisation bias do). ``sampler`` None is
     the paper's SGLD (Appendix A.2's eta, tau = 10, M = 100); a sampler configuration (or name, for
-    its defaults) replaces it as given (:mod:`gped_kit.core.sampler`)."""
+    its defaults) replaces it as given (:mod:`gped_kit.core.sampler`; e.g. a cyclical schedule:
+    ``BAOAConfig(..., schedule="cyclical", cycles=8, explore_fraction=0.5)``). ``num_chains`` K > 1
+    pools K chains into one teacher (``GPEDConfig.num_chains``). ``test_size`` evaluates on a seeded random
+    subset of the test set (``DataConfig.test_size``; None: all of it, as the paper)."""
 
     num_iterations: int
     burn_in: int | None
@@ -73,15 +76,19 @@ class ChainSettings:
     checkpoint_every: int
     scale_step_size: bool = False
     sampler: SamplerConfig | str | None = None
+    num_chains: int = 1
+    test_size: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.sampler, str):
             object.__setattr__(self, "sampler", sampler_config(self.sampler))
         for name in ("num_iterations", "predictive_thinning", "entropy_thinning", "eval_thinning", "log_every",
-                     "checkpoint_every"):
+                     "checkpoint_every", "num_chains"):
             check_int(name, getattr(self, name), 1)
         if self.burn_in is not None:
             check_int("burn_in", self.burn_in, 0)
+        if self.test_size is not None:
+            check_int("test_size", self.test_size, 1)
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,8 @@ def teacher_config(model: str, labelled_size: int, chain: ChainSettings, seed: i
                       num_iterations=chain.num_iterations,
                       burn_in=paper.burn_in if chain.burn_in is None else chain.burn_in,
                       eval_thinning=chain.eval_thinning, log_every=chain.log_every,
-                      checkpoint_every=chain.checkpoint_every, seed=seed, device=device, num_snapshots=num_snapshots)
+                      checkpoint_every=chain.checkpoint_every, seed=seed, device=device, num_snapshots=num_snapshots,
+                      num_chains=chain.num_chains)
 
 
 def paper_shaped_lr_scale(model: str, chain: ChainSettings) -> float:

@@ -63,5 +63,6 @@ def quickstart_task(settings: QuickstartSettings, *, dataset: str = "mnist", mod
         StudentConfig(target="entropy", estimator="U_o", thinning=settings.entropy_thinning, batch_size=batch_size,
                       name=ENTROPY_LABEL),
     )
-    data = DataConfig(dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed, root=data_root)
+    data = DataConfig(dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed, root=data_root,
+                      test_size=settings.test_size)
     return ChainTask(data, config, students, keep_outputs=keep_outputs)

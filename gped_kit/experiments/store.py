@@ -4,7 +4,8 @@ The store is a directory ``root/<kind>/<key>/`` of *entries*. An entry's key is 
 (:func:`gped_kit.core.schema.key_of`) of its kind, the record of the configuration that
 produced it (:func:`gped_kit.core.schema.record`: fields at their defaults are left out, so
 adding a field changes no key) and the *code fingerprint* of the library code that computes it
-(:func:`code_fingerprint`: a SHA-256 of the source files of the packages given). A result made
+(:func:`code_fingerprint`: a SHA-256 of the code of the packages given, comments, layout and
+profiles left out). A result made
 by unchanged code for the same configuration and data is reused; a change to the numerics
 code, the configuration or the data (whose checksums are in the record) gives a new key, so
 the result is recomputed and the old entry is left where it was.
@@ -30,6 +31,7 @@ per setting, the one entry the current code made, and none made by older code.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import json
@@ -59,10 +61,29 @@ ARRAYS_FILE = "arrays.npz"
 CHECKPOINT_FILE = "checkpoint.pt"
 
 
+#: Module-level names whose assignments :func:`code_fingerprint` leaves out: the profiles, named
+#: settings whose values reach every result through its configuration record, so a profile added
+#: or changed re-keys only the results made with it.
+PROFILE_NAMES = frozenset({"PROFILES"})
+
+
+def code_text(source: str) -> str:
+    """What :func:`code_fingerprint` hashes of one file: its syntax tree (``ast.dump``), so comments
+    and layout do not count, without the module-level assignments of :data:`PROFILE_NAMES`."""
+    tree = ast.parse(source)
+    tree.body = [node for node in tree.body if not (
+        isinstance(node, (ast.Assign, ast.AnnAssign))
+        and any(isinstance(t, ast.Name) and t.id in PROFILE_NAMES
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])))]
+    return ast.dump(tree)
+
+
 @lru_cache(maxsize=None)
 def code_fingerprint(*modules: str) -> str:
-    """SHA-256 (16 hex digits) of the source of the given modules or packages (every ``.py`` file
-    under a package, in sorted order, with its path relative to the package)."""
+    """SHA-256 (16 hex digits) of the code of the given modules or packages (every ``.py`` file under a
+    package, in sorted order, with its path relative to the package), as :func:`code_text` reads it:
+    a change to what the code does re-keys every result it made; a comment, the layout or a profile
+    (whose values the results' records carry) does not."""
     digest = hashlib.sha256()
     for name in sorted(modules):
         module = import_module(name)
@@ -70,7 +91,7 @@ def code_fingerprint(*modules: str) -> str:
         files = sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
         for f in files:
             digest.update(f"{name}:{f.relative_to(path.parent).as_posix()}\n".encode())
-            digest.update(f.read_bytes())
+            digest.update(code_text(f.read_text()).encode())
     return digest.hexdigest()[:16]
 
 

@@ -92,7 +92,7 @@ def experiment3_task(model: str, settings: Experiment3Settings, seed: int = 0, d
     labelled_size = n_default if labelled_size is None else labelled_size
     mask_size = m_default if mask_size is None else mask_size
     data = DataConfig(paper_model(model).dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed,
-                      root=data_root, verify_checksums=verify_checksums)
+                      root=data_root, verify_checksums=verify_checksums, test_size=settings.test_size)
     k1_values, k2_values = settings.grid(model)
     students = search_students(model, k1_values, k2_values, settings.reg_weights, targets=settings.targets,
                                thinning={"predictive": settings.predictive_thinning,
