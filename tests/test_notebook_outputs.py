@@ -52,8 +52,12 @@ PROGRESS = re.compile(
 TEXT_TYPES = ("text/plain", "text/markdown", "text/html")
 
 
+#: Terminal colour codes (IPython colours its tracebacks): removed before a text is checked.
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def _text(value: object) -> str:
-    return "".join(value) if isinstance(value, list) else str(value)
+    return ANSI.sub("", "".join(value) if isinstance(value, list) else str(value))
 
 
 def output_texts(notebook: dict) -> list[tuple[int, str, str]]:
@@ -68,7 +72,7 @@ def output_texts(notebook: dict) -> list[tuple[int, str, str]]:
                 data = output.get("data", {})
                 out += [(i, mime, _text(data[mime])) for mime in TEXT_TYPES if mime in data]
             elif kind == "error":
-                out.append((i, "error", "\n".join([output.get("evalue", ""), *output.get("traceback", [])])))
+                out.append((i, "error", _text("\n".join([output.get("evalue", ""), *output.get("traceback", [])]))))
     return out
 
 
@@ -143,6 +147,8 @@ def _display(mime: str, text: str) -> dict:
 @pytest.mark.parametrize("output, kind", [
     (_stream("To get it: put the files under /root/.cache/gped_kit/data.\n"), "an absolute path"),
     (_display("text/html", "<td>/work/main/results</td>"), "an absolute path"),
+    ({"output_type": "error", "ename": "ValueError", "evalue": "no chain",
+      "traceback": ["\x1b[0;32m/work/main/.venv/lib/python3.11/site-packages/x.py\x1b[0m in f()"]}, "an absolute path"),
     (_display("text/markdown", "| model | std |\n|---|---|\n| fcnn | nan |\n"), "nan"),
     (_display("text/plain", "   teacher accuracy  NaN\n"), "nan"),
     (_display("text/html", "<table><tbody><tr><td>9568200.0000</td></tr></tbody></table>"), "a count"),
