@@ -2,6 +2,7 @@
 ``posteriors`` library's update, per-chain coefficients under vmap, and the engine around them
 (batched = sequential, resume, warm-up, the recent-window ensemble, validation)."""
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -354,8 +355,15 @@ def test_study_table_known_answer_and_tasks():
     # one task per (seed, candidate), each with its own sampler; names resolve through the factory
     settings = samplers.PROFILES["default"]
     tasks = samplers.sampler_study_tasks(settings, device="cpu")
-    assert [t.config.sampler for t in tasks] == [s for _, s in settings.candidates]
+    assert [t.config.sampler for t in tasks] == [s for _, s, _ in settings.candidates] * len(settings.seeds)
+    assert [t.config.seed for t in tasks] == [seed for seed in settings.seeds for _ in settings.candidates]
     assert tasks[1].config.sampler.warmup_steps == 1_000 <= tasks[1].config.burn_in
+    # pooled candidates at equal work: K chains of T / K steps each; T must be a multiple of K
+    pooling = samplers.sampler_study_tasks(samplers.PROFILES["pooling"], device="cpu")
+    assert {(t.config.num_chains, t.config.num_iterations) for t in pooling} == {
+        (1, 48_000), (2, 24_000), (4, 12_000), (8, 6_000)}
+    with pytest.raises(ValueError, match="must be a multiple of its num_chains=7"):
+        dataclasses.replace(samplers.PROFILES["pooling"], candidates=(("odd", BAOAConfig(), 7),))
     chain = ChainSettings(100, 10, 1, 1, 1, 10, 10, sampler="baoa")
     assert isinstance(teacher_config("fcnn", 60_000, chain).sampler, BAOAConfig)
     with pytest.raises(ValueError, match="exceeds the profile's burn_in"):

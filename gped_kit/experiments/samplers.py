@@ -8,8 +8,12 @@ wall-clock seconds, against which the curves are drawn. The table gives each can
 teacher NLL (over all kept samples and over the recent window), student NLL and entropy MAE
 beside the paper's values at T = 10^6 (Table 1).
 
-Candidates are ``(label, sampler)`` pairs; a sampler is a configuration
-(:mod:`gped_kit.core.sampler`) used as given.
+Candidates are ``(label, sampler)`` pairs, or ``(label, sampler, K)`` for a teacher pooled from K
+chains (``GPEDConfig.num_chains``); a sampler is a configuration (:mod:`gped_kit.core.sampler`)
+used as given. At equal work every candidate takes the profile's T teacher steps in all: K pooled
+chains run T / K steps each (each with its own burn-in B), so a cyclical schedule's cycles must be
+counted on a chain's T / K steps. The ``pooling`` profile compares one chain, K = 2, 4, 8 pooled
+chains, a cyclical step size, and both together (issue 33).
 """
 
 from __future__ import annotations
@@ -31,7 +35,15 @@ from ..engine import StudentConfig
 from ..engine.result import GPEDResult
 from ..models.presets import ArchSpec
 from .chains import ChainTask
-from .paper import FULL_TRAINING_SIZE, PRIOR_PRECISION, SGLD_BATCH_SIZE, ChainSettings, paper_model, teacher_config
+from .paper import (
+    FULL_TRAINING_SIZE,
+    PRIOR_PRECISION,
+    SGLD_BATCH_SIZE,
+    ChainSettings,
+    long_sampler,
+    paper_model,
+    teacher_config,
+)
 from .paper_tables import table1
 
 #: The paper's SGLD for MNIST (Appendix A.2).
@@ -53,26 +65,49 @@ DEFAULT_CANDIDATES: tuple[tuple[str, SamplerConfig], ...] = (
 )
 
 
+_BAOA = BAOAConfig(step_size=0.2, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
+#: The ``pooling`` profile's candidates (issue 33), at equal work of T = 48,000 teacher steps in all.
+POOLING_CANDIDATES: tuple[tuple, ...] = (
+    ("BAOA, one chain", _BAOA, 1),
+    ("BAOA, 2 chains pooled", _BAOA, 2),
+    ("BAOA, 4 chains pooled", _BAOA, 4),
+    ("BAOA, 8 chains pooled", _BAOA, 8),
+    ("BAOA cyclical, one chain", long_sampler(48_000), 1),
+    ("BAOA cyclical, 4 chains pooled", long_sampler(12_000), 4),
+)
+
+
 @dataclass(frozen=True)
 class SamplerStudySettings(ChainSettings):
     """The study's chain (one per candidate and seed) and its candidates."""
 
     model: str = "fcnn"
-    candidates: tuple[tuple[str, SamplerConfig], ...] = DEFAULT_CANDIDATES
+    candidates: tuple[tuple, ...] = DEFAULT_CANDIDATES
     seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        object.__setattr__(self, "candidates", tuple((str(label), s) for label, s in self.candidates))
+        normalised = []
+        for candidate in self.candidates:
+            if not isinstance(candidate, (tuple, list)) or len(candidate) not in (2, 3):
+                raise ValueError(f"candidate {candidate!r}: give (label, sampler) or (label, sampler, num_chains)")
+            label, sampler, *k = candidate
+            chains = k[0] if k else 1
+            check_int(f"candidate {label!r}: num_chains", chains, 1)
+            if self.num_iterations % chains:
+                raise ValueError(f"candidate {label!r}: num_iterations={self.num_iterations} must be a multiple of its "
+                                 f"num_chains={chains} (equal work: each pooled chain runs T / K steps)")
+            normalised.append((str(label), sampler, chains))
+        object.__setattr__(self, "candidates", tuple(normalised))
         object.__setattr__(self, "seeds", tuple(self.seeds))
         if not self.seeds:
             raise ValueError("seeds=(): name at least one seed")
         for i, seed in enumerate(self.seeds):
             check_int(f"seeds[{i}]", seed, 0)
-        labels = [label for label, _ in self.candidates]
+        labels = [label for label, *_ in self.candidates]
         if not labels or len(set(labels)) != len(labels):
             raise ValueError(f"candidates: need at least one, with distinct labels; got {labels}")
-        for label, sampler in self.candidates:
+        for label, sampler, _ in self.candidates:
             if not isinstance(sampler, SamplerConfig):
                 raise ValueError(f"candidate {label!r}: {sampler!r} is not a sampler configuration "
                                  "(SGLDConfig, SGHMCConfig, SGNHTConfig, BAOAConfig)")
@@ -85,6 +120,13 @@ PROFILES: dict[str, SamplerStudySettings] = {
     # CPU: five candidates x 3,000 iterations each, three seeds (the winner is named over seeds).
     "default": SamplerStudySettings(num_iterations=3_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
                                     eval_thinning=50, log_every=250, checkpoint_every=1_000, seeds=(0, 1, 2)),
+    # Issue 33: a teacher pooled from many chains or cycles against one chain, at equal work (48,000 teacher
+    # steps in all, FCNN on all 60,000 MNIST digits, three seeds): BAOA (epsilon 0.2, alpha 0.5) as one chain
+    # and as K = 2, 4, 8 pooled chains of 48,000 / K steps; BAOA with a cyclical step size (epsilon_0 0.6,
+    # cycles of 4,000 steps, 70% exploration) as one chain and as 4 pooled chains (paper.long_sampler).
+    "pooling": SamplerStudySettings(num_iterations=48_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
+                                    eval_thinning=50, log_every=2_000, checkpoint_every=2_000, seeds=(0, 1, 2),
+                                    candidates=POOLING_CANDIDATES),
     # The paper's length: T = 10^6 per candidate (a GPU).
     "paper": SamplerStudySettings(num_iterations=1_000_000, burn_in=1_000, predictive_thinning=100,
                                   entropy_thinning=10, eval_thinning=100, log_every=10_000, checkpoint_every=50_000),
@@ -108,27 +150,29 @@ def sampler_study_tasks(settings: SamplerStudySettings, device: str = "auto",
     for seed in settings.seeds:
         data = DataConfig(paper.dataset, labelled_size=None, mask_size=0, seed=seed, root=data_root,
                           test_size=settings.test_size)
-        for label, sampler in settings.candidates:
-            chain = dataclasses.replace(settings, sampler=sampler)
+        for label, sampler, chains in settings.candidates:
+            chain = dataclasses.replace(settings, sampler=sampler, num_chains=chains,
+                                        num_iterations=settings.num_iterations // chains)
             tasks.append(ChainTask(data, teacher_config(model, n, chain, seed, device), students,
                                    name=f"{label} seed={seed}"))
     return tasks
 
 
 def study_history(results: Sequence[GPEDResult | None], tasks: Sequence[ChainTask]) -> pd.DataFrame:
-    """The candidates' histories in one tidy table (``candidate``, ``seed`` columns added; one row
-    per log point and student)."""
+    """The candidates' histories in one tidy table (``candidate``, ``seed`` and ``num_chains`` columns
+    added; one row per log point and student)."""
     frames = []
     for result, task in zip(results, tasks):
         if result is None:
             continue
         label, _, seed = task.label.rpartition(" seed=")
-        frames.append(result.history.assign(candidate=label, seed=int(seed)))
+        frames.append(result.history.assign(candidate=label, seed=int(seed), num_chains=task.config.num_chains))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def study_per_seed(history: pd.DataFrame) -> pd.DataFrame:
-    """Per (candidate, seed), the last log point's ``T``, ``seconds``, ``teacher NLL`` (all samples and
+    """Per (candidate, seed), the last log point's ``T`` (teacher steps of all its chains together),
+    ``seconds``, ``teacher NLL`` (all samples and
     ``(recent)`` window), ``student NLL`` and ``entropy MAE``; indexed by (candidate, seed)."""
     if history.empty:
         raise ValueError("study_table: no finished run")
@@ -136,7 +180,8 @@ def study_per_seed(history: pd.DataFrame) -> pd.DataFrame:
     pred = last[last["student"] == STUDENT_LABELS[0]].set_index(["candidate", "seed"])
     ent = last[last["student"] == STUDENT_LABELS[1]].set_index(["candidate", "seed"])
     return pd.DataFrame({
-        "T": pred["step"], "seconds": pred["elapsed_s"], "teacher NLL": pred["teacher_nll"],
+        "T": pred["step"] * (pred["num_chains"] if "num_chains" in pred else 1),
+        "seconds": pred["elapsed_s"], "teacher NLL": pred["teacher_nll"],
         "teacher NLL (recent)": pred["teacher_recent_nll"], "student NLL": pred["student_nll"],
         "entropy MAE": ent["entropy_mae"],
     })
