@@ -179,6 +179,8 @@ def test_version_has_one_source() -> None:
     assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "gped_kit.__version__"}
     assert metadata.version("gped-kit") == gped_kit.__version__, "run `make venv` to reinstall the package"
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["version"] == gped_kit.__version__, "CITATION.cff names another version than gped_kit.__version__"
 
 
 def test_lint_runs_in_ci() -> None:
