@@ -203,7 +203,7 @@ def test_notebook_01_cpu30_beside_the_default(tmp_path):
 
 @needs_mnist
 def test_notebook_02_seeds_beside_the_default(tmp_path):
-    overrides = {**TINY, "log_every": 20, "checkpoint_every": 40, "labelled_sizes": (1_000, 2_000),
+    overrides = {**TINY, "log_every": 20, "checkpoint_every": 40, "labelled_sizes": (1_000,),
                  "mask_sizes": (0, 25)}
     beside = profiles_read("02_experiment2_mnist", S.experiment2_summary, overrides, "seeds", tmp_path,
                            models=["fcnn"])
