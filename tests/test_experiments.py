@@ -109,7 +109,9 @@ def test_experiment2_grid_runs_once_per_seed():
     tasks = e12.experiment2_tasks(["fcnn"], p, seed=10, device="cpu")
     assert len(tasks) == 3 * 2 * 3 and sorted({t.config.seed for t in tasks}) == [10, 11, 12]
     assert [t.config.seed for t in e12.experiment2_tasks(["fcnn"], e12.PROFILES["default"], device="cpu")] == [0] * 6
-    assert all(p.seeds == (0,) for p in e12.PROFILES.values())
+    # every profile keeps one seed, but the one named for three (notebook 02 with profile="seeds")
+    assert all(p.seeds == (0,) for name, p in e12.PROFILES.items() if name != "seeds")
+    assert e12.PROFILES["seeds"].seeds == (0, 1, 2)
     with pytest.raises(ValueError, match="seeds="):
         dataclasses.replace(p, seeds=(1, 1))
 

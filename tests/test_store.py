@@ -4,6 +4,8 @@ and chains run, resumed or reused through it."""
 import dataclasses
 import json
 import multiprocessing
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pandas as pd
@@ -207,6 +209,26 @@ def test_stored_executor_reads_back_what_is_stored_and_computes_nothing(digits_d
     assert [o.status for o in grid.outcomes] == ["reused", "not stored"]
     assert grid.outcomes[1].result is None and not grid.outcomes[1].entry.path.exists()  # nothing started
     assert len(store.entries("chain")) == 1 and grid.failed.empty
+
+
+def test_stored_executor_does_not_wait_for_a_chain_another_process_computes(digits_data, tmp_path):
+    """A chain whose lock another process holds (it is computing it) reads as "not stored" at once: a
+    notebook showing another profile's stored results never waits for that profile's running chains."""
+    store = ResultsStore(tmp_path, lock_timeout=2)
+    first, _ = tiny_tasks(digits_data)
+    entry = run_chains([first], store, progress=False, executor="stored").outcomes[0].entry
+    entry.path.parent.mkdir(parents=True, exist_ok=True)
+    hold = ("import sys, time\nfrom filelock import FileLock\nlock = FileLock(sys.argv[1])\nlock.acquire()\n"
+            "print('held', flush=True)\ntime.sleep(60)\n")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(entry.path.parent / f"{entry.key}.lock")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        grid = run_chains([first], store, progress=False, executor="stored")
+        assert [o.status for o in grid.outcomes] == ["not stored"] and grid.failed.empty  # no lock timeout
+    finally:
+        holder.kill()
+        holder.wait(10)
 
 
 def test_stored_executor_derives_nothing(digits_data, tmp_path):

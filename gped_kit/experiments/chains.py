@@ -203,7 +203,8 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
     ``budget`` (local executor only) stops the grid at a checkpoint once it is spent
     (:mod:`~gped_kit.experiments.budget`): tasks computed part of the way are ``stopped``, those
     not reached ``not started``. ``executor="stored"`` computes nothing: stored chains are read back,
-    the others are ``not stored``.
+    the others are ``not stored``, without taking the entries' locks (``entry.json`` is written last,
+    so a chain another process is computing reads as not stored instead of being waited for).
     """
     runner = make_executor(executor, address)
     stored_only = isinstance(runner, StoredOnly)
@@ -235,16 +236,19 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
             config = task.config if progress else dataclasses.replace(task.config, progress=False)
             spec = build_chain(data_cache[key], config, task.students)
             entry = store.entry("chain", spec.record(), code)
+            if stored_only:  # no lock: a chain another process is computing is not stored yet, and is not waited for
+                found = entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs)
+                outcomes[i] = (ChainOutcome(task, "reused", result_from_entry(entry), entry=entry) if found
+                               else ChainOutcome(task, "not stored", entry=entry))
+                outcomes[i].seconds = time.perf_counter() - started
+                report(i)
+                continue
             with store.lock(entry):
                 if recompute and entry.path.exists():
                     entry.set_aside()
                 if entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs):
                     outcomes[i] = ChainOutcome(task, "reused", result_from_entry(entry),
                                                seconds=time.perf_counter() - started, entry=entry)
-                    report(i)
-                    continue
-                if stored_only:
-                    outcomes[i] = ChainOutcome(task, "not stored", seconds=time.perf_counter() - started, entry=entry)
                     report(i)
                     continue
                 # computed, resumed, or reloaded from a finished checkpoint (full state)

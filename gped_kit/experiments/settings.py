@@ -124,6 +124,29 @@ def resolve_settings(profiles: Mapping[str, S], profile: str, overrides: Mapping
     return _apply(profiles[profile], _nest(overrides or {}), "", strict=False)
 
 
+def changed_settings(settings: S, base: S) -> dict[str, Any]:
+    """The overrides that turn ``base`` into ``settings`` (two settings of one class): every field whose
+    value differs, a field holding a configuration of the same class on both sides as dotted keys of
+    its own changed fields (``{"hydra.phase1_steps": 200}``), recursively. :func:`resolve_settings`
+    with them gives ``settings`` back from ``base``'s profile, and gives another profile the same
+    changes (e.g. a run's tiny chains, to read another profile's tiny chains)."""
+    if type(settings) is not type(base) or not _is_config(settings):
+        raise TypeError(f"settings and base must be settings of one class, got {type(settings).__name__} and "
+                        f"{type(base).__name__}")
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(settings):
+        if not f.init:
+            continue
+        value, was = getattr(settings, f.name), getattr(base, f.name)
+        if value == was:
+            continue
+        if _is_config(value) and type(value) is type(was):
+            out.update({f"{f.name}.{k}": v for k, v in changed_settings(value, was).items()})
+        else:
+            out[f.name] = value
+    return out
+
+
 def settings_table(settings: Any) -> dict[str, Any]:
     """The settings as a plain dict (for printing at the top of a notebook); composed
     configurations as nested dicts."""
