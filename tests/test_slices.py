@@ -43,7 +43,7 @@ class Clock:
 
 # ------------------------------------------------------------------------------ the budget
 def fake_engine(t: int, finished: bool = False) -> SimpleNamespace:
-    return SimpleNamespace(t=t, finished=finished, resumed_from=None, K=1)
+    return SimpleNamespace(t=t, finished=finished, resumed_from=None, K=1, num_runs=1)
 
 
 def test_budget_in_seconds_stops_when_the_next_interval_would_pass_the_deadline():
@@ -65,11 +65,11 @@ def test_budget_in_seconds_stops_when_the_next_interval_would_pass_the_deadline(
 def test_budget_in_steps_counts_iterations_from_where_the_batch_resumed():
     budget = Budget(steps=100)
     hook = budget.hook([None])
-    resumed = SimpleNamespace(t=350, finished=False, resumed_from=300, K=1)
+    resumed = SimpleNamespace(t=350, finished=False, resumed_from=300, K=1, num_runs=1)
     hook.on_checkpoint(resumed)  # 50 iterations computed here, not 350
     assert budget.steps_done == 50 and not budget.spent()
     with pytest.raises(BudgetReached):
-        hook.on_checkpoint(SimpleNamespace(t=400, finished=False, resumed_from=300, K=1))
+        hook.on_checkpoint(SimpleNamespace(t=400, finished=False, resumed_from=300, K=1, num_runs=1))
     assert budget.steps_done == 100
 
 
