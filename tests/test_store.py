@@ -1,12 +1,15 @@
 """The results store: keys from configuration records, atomic entries, locks shared by processes,
 and chains run, resumed or reused through it."""
 
+import ast
 import dataclasses
 import json
 import multiprocessing
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,8 +21,10 @@ from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.experiments import chains
+from gped_kit.experiments import comparison as C
+from gped_kit.experiments import experiment4 as E4
 from gped_kit.experiments.chains import ChainTask, DerivedTask, run_chains, run_derived
-from gped_kit.experiments.store import ResultsStore, code_fingerprint
+from gped_kit.experiments.store import NUMERICS, ResultsStore, code_fingerprint
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,22 @@ def test_code_fingerprint_follows_the_code_not_its_layout_or_profiles(tmp_path, 
     assert fingerprint("x = 1\nPROFILES: dict = {'default': 1, 'long': 2}\n") == first  # a profile added
     assert fingerprint("x = 1\nPROFILE = {'default': 1}\n") != first  # only PROFILES is left out
     code_fingerprint.cache_clear()
+
+
+@pytest.mark.parametrize("package, modules, code", [
+    ("gped_kit.experiments.experiment4", E4.EVALUATION_MODULES, E4.experiment4_code),
+    ("gped_kit.experiments.comparison", C.COMPARISON_MODULES, C.comparison_code)])
+def test_derived_fingerprints_cover_the_computation_and_not_the_analysis(package, modules, code):
+    """Rewording a claim or laying out a table differently must re-key no stored result: the modules a
+    derived entry's fingerprint covers import, from their own package, only each other and the tasks
+    (whose choices are in the chain's record), never the analysis."""
+    assert code() == code_fingerprint(*NUMERICS, *modules)
+    assert f"{package}.analysis" not in modules and f"{package}.settings" in modules
+    for name in modules:
+        tree = ast.parse(Path(import_module(name).__file__).read_text())
+        siblings = {f"{package}.{node.module}" for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+        assert siblings <= {*modules, f"{package}.tasks"}, (name, siblings)
 
 
 def tiny_tasks(digits_data, seeds=(0, 1), steps=60):
