@@ -1,0 +1,89 @@
+"""The README: its claims table is the one the committed figures' tables give, its rules judge
+hand-built tables correctly, its local links resolve, and it stays a landing page."""
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gped_kit.cli import readme as R
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def test_the_readme_claims_table_is_what_the_committed_tables_give():
+    text = README.read_text()
+    assert R.replace_block(text, R.render(R.claims_table(ROOT / "figures"))) == text, \
+        "README.md's claims table is stale: run `python -m gped_kit.cli.readme` and commit README.md"
+    assert R.main(["--readme", str(README), "--figures", str(ROOT / "figures"), "--check"]) == 0
+
+
+def test_the_check_fails_on_a_stale_table(tmp_path):
+    stale = tmp_path / "README.md"
+    stale.write_text(README.read_text().replace("| Table 1: a student", "| Table 1 (edited by hand): a student", 1))
+    assert R.main(["--readme", str(stale), "--figures", str(ROOT / "figures"), "--check"]) == 1
+    assert R.main(["--readme", str(stale), "--figures", str(ROOT / "figures")]) == 0
+    assert stale.read_text() == README.read_text()
+
+
+def test_a_readme_without_the_markers_is_refused_with_the_lines_to_add():
+    with pytest.raises(ValueError, match="has no claims block"):
+        R.replace_block("# a README\n", "block")
+
+
+def _table1(tmp_path, profile, rows):
+    cols = ["model", "teacher_nll", "teacher_nll_std", "teacher_nll_paper", "student_nll", "student_nll_std",
+            "student_nll_paper", "entropy_mae", "entropy_mae_std", "entropy_mae_paper", "seeds"]
+    pd.DataFrame(rows, columns=cols).to_csv(tmp_path / f"table1_experiment1_{profile}.csv", index=False)
+
+
+def test_table1_rules_on_hand_built_tables(tmp_path):
+    _table1(tmp_path, "default", [["fcnn", 0.10, 0.0, 0.052, 0.13, 0.0, 0.082, 0.05, 0.0, 0.016, 3],
+                                  ["cnn_mnist", 0.04, 0.0, 0.022, 0.10, 0.0, 0.053, 0.03, 0.0, 0.016, 3]])
+    gap = R.table1_gap(tmp_path)
+    # FCNN gap 0.03 <= 2 x 0.030; CNN gap 0.06 < 2 x 0.031 = 0.062: both hold
+    assert gap.verdict == "yes" and "FCNN +0.030" in gap.ours and "CNN +0.060" in gap.ours and "3 seeds" in gap.ours
+    _table1(tmp_path, "cpu30", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.02, None, 0.016, 1],
+                                ["cnn_mnist", 0.03, None, 0.022, 0.05, None, 0.053, 0.017, None, 0.016, 1]])
+    values = R.table1_values(tmp_path, "cpu30", "cpu30")
+    # within 10%: FCNN teacher (0.057 <= 0.0572), both students, CNN entropy (0.017 <= 0.0176); not the rest
+    assert values.verdict == "partly (4 of 6 within 10%)" and "1 seed)" in values.ours and "±" not in values.ours
+    assert R.table1_values(tmp_path, "long", "long") is None  # no table, no row
+
+
+def test_trend_rows_count_agreeing_cells(tmp_path):
+    pd.DataFrame({"model": ["fcnn", "cnn_mnist"], "trend": ["U_o at least as good as U_s"] * 2,
+                  "ours": ["12 of 12", "9 of 12"], "paper": ["11 of 12", "12 of 12"],
+                  "agree": ["agree in 11 of 12 cells compared", "agree in 9 of 12 cells compared"],
+                  "paper_statement": ["almost always"] * 2}).to_csv(tmp_path / "experiment2_mnist_trends_default.csv",
+                                                                     index=False)
+    (row,) = R.experiment2_trends(tmp_path)
+    assert row.verdict == "partly (agree in 20 of 24 cells)" and row.ours == "FCNN 12 of 12, CNN 9 of 12"
+
+
+def test_the_comparison_order_rule(tmp_path):
+    def verdict(nlls):
+        pd.DataFrame({"eval_set": "test", "method": list(nlls), "nll": list(nlls.values())}).to_csv(
+            tmp_path / "comparison_mnist_default.csv", index=False)
+        return R.comparison_order(tmp_path).verdict
+    assert verdict({"Snapshot ensemble": 0.10, "Hydra": 0.11, "KD": 0.12, "EnD2": 0.13}) == "yes"
+    assert verdict({"Snapshot ensemble": 0.12, "Hydra": 0.11, "KD": 0.12, "EnD2": 0.13}) == "partly"
+    assert verdict({"Snapshot ensemble": 0.14, "Hydra": 0.13, "KD": 0.12, "EnD2": 0.11}) == "no"
+
+
+def test_counts_are_read_from_count_texts():
+    assert R._counts("agree in 9 of 12 cells compared", "agree in ") == (9, 12)
+    assert R._counts("6 of 8") == (6, 8)
+
+
+def test_the_readme_lands():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150, "the README is a landing page; details go to docs/"
+    assert "arxiv.org/abs/2005.08110" in text and "Vadera" in text  # which paper it reproduces
+    for command in ("make figures", "make test", "make test-slow"):
+        assert f"\n{command}" in text or f"`{command}`" in text
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    for target in re.findall(r"\]\(((?!https?://)[^)#]+)", text):  # every local link resolves
+        assert (ROOT / target).exists(), target
