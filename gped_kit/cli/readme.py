@@ -134,7 +134,7 @@ def experiment2_trends(figures: Path) -> list[Claim]:
         hits, n = sum(a for a, _ in agree), sum(c for _, c in agree)
         rows.append(Claim(f"Exp. 2: {trend}", f"{_verdict(hits, n)} (agree in {hits} of {n} cells)",
                           ", ".join(f"{MODELS.get(m, m)} {g.loc[m, 'ours']}" for m in g.index)
-                          + (f"; over 3 seeds: {', '.join(over)}" if over else ""),
+                          + (f"; {', '.join(over)}" if over else ""),
                           f"{g['paper_statement'].iloc[0]} (" + ", ".join(f"{MODELS.get(m, m)} {g.loc[m, 'paper']}"
                                                                          for m in g.index) + ")",
                           _link(figures, "experiment2_mnist_trends_default.md", "trends") + ", notebook 02"))
@@ -194,7 +194,7 @@ def experiment4_claims(figures: Path) -> list[Claim]:
             verdict = "not comparable: no OOD set in common"
         ours = f"{r['ours']}; vs {r['beside']}: {r['ours_beside']}"
         if r["claim"] in seeds:
-            ours += f"; over 3 seeds: {seeds[r['claim']]}"
+            ours += f"; {seeds[r['claim']]}"
         rows.append(Claim(f"Exp. 4: {r['claim'].replace('nll', 'NLL').replace('entropy_mae', 'entropy MAE')}"
                           .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20"), verdict, ours,
                           f"{r['paper']}; {r['paper_statement']}",
