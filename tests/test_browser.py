@@ -6,7 +6,7 @@ tree is left as it was), opens notebooks 04 and 05 in headless Chromium driven b
 ``playwright`` Python package, runs all their cells from the Run menu, waits for the kernel to
 finish, then
 
-* 04: drags the masking explorer's slider from the opening m = 15 to m = 20,
+* 04: drags the masking explorer's slider from the opening m = 15 to m = 25 (a stored mask size),
 * 05: chooses "parameters" in the Pareto explorer's cost dropdown,
 
 and checks that the explorer's plot images, its text, and the static image shown under the
@@ -288,19 +288,19 @@ def test_explorers_in_jupyterlab(lab, browser, tmp_path):
         figure = lab["root"] / "figures" / "explorer_masking_default.png"
         assert figure.read_bytes() == png_of(static_image(cell)), "the static image is not the saved figure"
 
-        # drag the slider's handle to m = 20 (the track spans m = 0 .. 28)
+        # drag the slider's handle to m = 25, a stored mask size of the default grid (the track spans m = 0 .. 28)
         handle = slider.locator(".noUi-handle")
         track = slider.locator(".noUi-base").bounding_box()
         box = handle.bounding_box()
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         page.mouse.down()
-        page.mouse.move(track["x"] + track["width"] * 20 / 28, box["y"] + box["height"] / 2, steps=8)
+        page.mouse.move(track["x"] + track["width"] * 25 / 28, box["y"] + box["height"] / 2, steps=8)
         page.mouse.up()
-        expect(readout).to_have_text("20")
-        expect(rate).to_contain_text("m = 20")
+        expect(readout).to_have_text("25")
+        expect(rate).to_contain_text("m = 25")
         expect(rate).not_to_have_text(before["rate"])
         expect(metrics).not_to_have_text(before["metrics"])
-        expect(metrics).to_contain_text("0.510")  # the stored cell at m = 20: r = 400/784
+        expect(metrics).to_contain_text("0.797")  # the stored cell at m = 25: r = 625/784
         expect(widget_images(cell).nth(0)).not_to_have_attribute("src", before["digits"])
         expect(widget_images(cell).nth(1)).not_to_have_attribute("src", before["curves"])  # the ring moved
         expect(static_image(cell)).not_to_have_attribute("src", before["static"])
@@ -308,7 +308,8 @@ def test_explorers_in_jupyterlab(lab, browser, tmp_path):
         assert_no_widget_errors(page)
 
         # ---------------------------------------------------------------- 05: the Pareto explorer
-        page, cell = open_and_run(context, lab, NOTEBOOKS[1], "ParetoExplorer.from_store", artifacts, timings)
+        page, cell = open_and_run(context, lab, NOTEBOOKS[1], "explorer = ParetoExplorer.from_store", artifacts,
+                                  timings)
         details = cell.locator(".widget-html-content", has_text="cost axis")
         cost = cell.locator(".widget-dropdown", has=page.locator("label", has_text=re.compile(r"^cost$"))).locator(
             "select")

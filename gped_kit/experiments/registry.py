@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ..baselines.endd import ENDD
 from . import comparison, experiment3, experiment4, experiment12, quickstart, samplers, thesis
 from .chains import ChainTask
 from .paper import paper_model
@@ -195,7 +196,8 @@ def _search_gaps(store: ResultsStore, settings: experiment3.Experiment3Settings,
 
 def _experiment4_gaps(store: ResultsStore, settings: experiment4.Experiment4Settings, tasks: Sequence[ChainTask],
                       absent: Collection[str], seed: int) -> list[str]:
-    """Every present model's downstream evaluation, with a row group for each of its chain's students."""
+    """Every present model's downstream evaluation, with a row group for each of its chain's students, and
+    one more for each EnD2 student at every further evaluation temperature (``ENDD_EVAL_TEMPERATURES``)."""
     downstream = store.load("downstream", "experiment4")
     gaps = []
     for task in tasks:
@@ -205,8 +207,12 @@ def _experiment4_gaps(store: ResultsStore, settings: experiment4.Experiment4Sett
         rows = downstream[(downstream["model"] == model) & (downstream["method"] != "Ensemble")] \
             if len(downstream) else downstream
         n = rows.groupby(["method", "estimator", "student"]).ngroups if len(rows) else 0
-        if n != len(task.students):
-            gaps.append(f"experiment 4 {model}: {n} evaluated students, expected {len(task.students)}")
+        endd = sum(student.target == ENDD for student in task.students)
+        expected = len(task.students) + endd * len(experiment4.ENDD_EVAL_TEMPERATURES)
+        if n != expected:
+            gaps.append(f"experiment 4 {model}: {n} evaluated students, expected {expected} "
+                        f"({len(task.students)} students, {endd} of them EnD2 also at "
+                        f"T = {', '.join(f'{t:g}' for t in experiment4.ENDD_EVAL_TEMPERATURES)})")
     return gaps
 
 
