@@ -49,7 +49,7 @@ def _f(x: float, digits: int = 3) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _link(figures: Path, name: str, label: str) -> str:
+def _link(name: str, label: str) -> str:
     return f"[{label}](figures/{name})"
 
 
@@ -88,7 +88,7 @@ def table1_gap(figures: Path) -> Claim | None:
                  _verdict(hits, len(t)),
                  ", ".join(f"{MODELS[m]} +{_f(gaps[m])}" for m in MODELS if m in gaps) + f" ({seeds} seeds)",
                  ", ".join(f"{MODELS[m]} +{_f(paper[m])}" for m in MODELS if m in paper),
-                 _link(figures, "table1_experiment1_default.md", "Table 1") + ", notebook 01")
+                 _link("table1_experiment1_default.md", "Table 1") + ", notebook 01")
 
 
 def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
@@ -114,7 +114,7 @@ def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
     verdict = _verdict(len(within), n) + (f" ({len(within)} of {n} within 10%)" if 0 < len(within) < n else "")
     seeds_text = f"{seeds} seed{'s' * (seeds > 1)}"
     return Claim(f"Table 1 within 10% of the paper's values: {label}", verdict, f"{ours} ({seeds_text})",
-                 paper + " (T = 10^6)", _link(figures, f"table1_experiment1_{profile}.md", "table") + ", notebook 01")
+                 paper + " (T = 10^6)", _link(f"table1_experiment1_{profile}.md", "table") + ", notebook 01")
 
 
 # ----------------------------------------------------------------------------- Experiment 2
@@ -137,7 +137,7 @@ def experiment2_trends(figures: Path) -> list[Claim]:
                           + (f"; {', '.join(over)}" if over else ""),
                           f"{g['paper_statement'].iloc[0]} (" + ", ".join(f"{MODELS.get(m, m)} {g.loc[m, 'paper']}"
                                                                          for m in g.index) + ")",
-                          _link(figures, "experiment2_mnist_trends_default.md", "trends") + ", notebook 02"))
+                          _link("experiment2_mnist_trends_default.md", "trends") + ", notebook 02"))
     return rows
 
 
@@ -166,7 +166,7 @@ def experiment3_search(figures: Path) -> list[Claim]:
         return []
     paper = "; ".join(f"{MODELS[m]} ≈{b} vs {base} at {fl}× FLOPs (teacher {te})" for m, _, _, b, base, fl, te in beat
                       if b != "—")
-    where = _link(figures, "fig2_experiment3_cnn_mnist_student_nll_default.png", "Figure 2") + ", notebook 05"
+    where = _link("fig2_experiment3_cnn_mnist_student_nll_default.png", "Figure 2") + ", notebook 05"
     return [Claim("Exp. 3: the searched students beat the base student on the Pareto frontier",
                   _verdict(sum(b[1] for b in beat), len(beat)), "; ".join(b[2] for b in beat), paper, where),
             Claim("Exp. 3: pruned students at ≤ 50% of the base's FLOPs lose little (≤ 10% NLL)",
@@ -198,7 +198,7 @@ def experiment4_claims(figures: Path) -> list[Claim]:
         rows.append(Claim(f"Exp. 4: {r['claim'].replace('nll', 'NLL').replace('entropy_mae', 'entropy MAE')}"
                           .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20"), verdict, ours,
                           f"{r['paper']}; {r['paper_statement']}",
-                          _link(figures, "experiment4_claims_default.md", "claims") + ", notebook 06"))
+                          _link("experiment4_claims_default.md", "claims") + ", notebook 06"))
     return rows
 
 
@@ -216,7 +216,7 @@ def comparison_order(figures: Path) -> Claim | None:
     return Claim("Hydra paper: test NLL ensemble < Hydra < KD < prior networks (MNIST)",
                  _verdict(hits, len(order) - 1), ", ".join(f"{m} {_f(t[m])}" for m in shown),
                  "Hydra paper, Table 2: " + " < ".join(f"{k} {v}" for k, v in HYDRA_TABLE2_MNIST_NLL.items()),
-                 _link(figures, "comparison_mnist_default.md", "comparison") + ", notebook 07")
+                 _link("comparison_mnist_default.md", "comparison") + ", notebook 07")
 
 
 # ----------------------------------------------------------------------------- the thesis' toys (notebook 08)
@@ -233,7 +233,7 @@ def thesis_claims(figures: Path) -> Claim | None:
                  "memory; data-based inputs; derivative matching",
                  _verdict(len(held), len(t)), ours,
                  "online ≈ batch; noise inputs far worse; derivative matching better",
-                 _link(figures, "thesis_toys_claims_default.md", "claims") + ", notebook 08")
+                 _link("thesis_toys_claims_default.md", "claims") + ", notebook 08")
 
 
 # ----------------------------------------------------------------------------- samplers (notebook 10)
@@ -247,7 +247,7 @@ def samplers(figures: Path) -> Claim | None:
     return Claim(f"(ours) the teacher's sampler at equal work (FCNN, T = {steps:,}, {seeds} seeds)", "—",
                  ", ".join(f"{r.candidate} {_f(r['teacher NLL'])}" for _, r in t.iterrows()),
                  "SGLD 0.052 at T = 10^6 (FCNN)",
-                 _link(figures, "10_samplers_default_table.md", "table") + ", notebook 10")
+                 _link("10_samplers_default_table.md", "table") + ", notebook 10")
 
 
 #: Settings of the paper this kit cannot run on its CPU machine, with the reason (``../shared/NOTES.md``).
