@@ -5,6 +5,7 @@ import ast
 import dataclasses
 import json
 import multiprocessing
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from gped_kit.experiments import chains
 from gped_kit.experiments import comparison as C
 from gped_kit.experiments import experiment4 as E4
 from gped_kit.experiments.chains import ChainTask, DerivedTask, run_chains, run_derived
+from gped_kit.experiments.codetext import canonical_dump
 from gped_kit.experiments.store import NUMERICS, ResultsStore, code_fingerprint
 
 
@@ -104,6 +106,66 @@ def test_code_fingerprint_follows_the_code_not_its_layout_or_profiles(tmp_path, 
     assert fingerprint("x = 1\nPROFILES: dict = {'default': 1, 'long': 2}\n") == first  # a profile added
     assert fingerprint("x = 1\nPROFILE = {'default': 1}\n") != first  # only PROFILES is left out
     code_fingerprint.cache_clear()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Prints, for every .py file of the kit, its path and the SHA-256 of code_text, with codetext.py
+#: loaded by path (it imports only the standard library, so any Python can run this).
+CODE_TEXT_SCRIPT = """
+import hashlib, importlib.util, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+spec = importlib.util.spec_from_file_location("codetext", root / "gped_kit/experiments/codetext.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+for f in sorted((root / "gped_kit").rglob("*.py")):
+    print(f.relative_to(root).as_posix(), hashlib.sha256(module.code_text(f.read_text()).encode()).hexdigest())
+"""
+
+
+def other_pythons() -> dict[str, str]:
+    """Interpreters of Python 3.11 or newer other than this one, by version: on PATH (python3.11,
+    python3.12, ...) or installed by pyenv. The GPU machine runs Python 3.12."""
+    candidates = [shutil.which(f"python3.{minor}") for minor in range(11, 15)]
+    candidates += [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.*/bin/python3"))]
+    found: dict[str, str] = {}
+    for exe in filter(None, candidates):
+        try:
+            version = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                     capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if version and tuple(map(int, version.split("."))) >= (3, 11) and version != "%d.%d" % sys.version_info[:2]:
+            found.setdefault(version, exe)
+    return found
+
+
+def test_code_text_is_python_3_11_ast_dump():
+    """The fingerprint's text of every kit file is what Python 3.11's ast.dump writes (so entries
+    stored before the version-independent dump keep their keys); checked where this is 3.11."""
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("ast.dump's text is 3.11's only on Python 3.11")
+    for f in sorted((ROOT / "gped_kit").rglob("*.py")):
+        tree = ast.parse(f.read_text())
+        assert canonical_dump(tree) == ast.dump(tree), f
+
+
+def test_code_fingerprint_is_the_same_on_every_python_version():
+    """A chain computed on the GPU machine (Python 3.12) must be stored under the key this checkout
+    looks up (its Python may be another): the code text of every kit file is the same on every
+    installed Python 3.11+. (Python 3.12's ast.dump adds type_params=[], 3.13's leaves out empty
+    fields: with ast.dump the fingerprints differed and the device's slices were never found.)"""
+    pythons = other_pythons()
+    if not pythons:
+        pytest.skip("no other Python 3.11+ installed")
+    here = subprocess.run([sys.executable, "-c", CODE_TEXT_SCRIPT, str(ROOT)], capture_output=True, text=True,
+                          check=True).stdout
+    assert len(here.splitlines()) > 50
+    for version, exe in pythons.items():
+        there = subprocess.run([exe, "-c", CODE_TEXT_SCRIPT, str(ROOT)], capture_output=True, text=True,
+                               check=True, timeout=300).stdout
+        differ = [a.split()[0] for a, b in zip(here.splitlines(), there.splitlines()) if a != b]
+        assert there.count("\n") == here.count("\n") and not differ, f"Python {version} ({exe}): {differ[:5]}"
 
 
 @pytest.mark.parametrize("package, modules, code", [

@@ -31,7 +31,6 @@ per setting, the one entry the current code made, and none made by older code.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import io
 import json
@@ -53,29 +52,13 @@ import torch
 from filelock import FileLock
 
 from ..core.schema import SCHEMA_VERSION, key_of
+from .codetext import code_text
 
 #: Packages whose source decides a chain's numbers (not plots, widgets or the notebook runner).
 NUMERICS = ("gped_kit.core", "gped_kit.engine", "gped_kit.models", "gped_kit.data", "gped_kit.baselines")
 ENTRY_FILE = "entry.json"
 ARRAYS_FILE = "arrays.npz"
 CHECKPOINT_FILE = "checkpoint.pt"
-
-
-#: Module-level names whose assignments :func:`code_fingerprint` leaves out: the profiles, named
-#: settings whose values reach every result through its configuration record, so a profile added
-#: or changed re-keys only the results made with it.
-PROFILE_NAMES = frozenset({"PROFILES"})
-
-
-def code_text(source: str) -> str:
-    """What :func:`code_fingerprint` hashes of one file: its syntax tree (``ast.dump``), so comments
-    and layout do not count, without the module-level assignments of :data:`PROFILE_NAMES`."""
-    tree = ast.parse(source)
-    tree.body = [node for node in tree.body if not (
-        isinstance(node, (ast.Assign, ast.AnnAssign))
-        and any(isinstance(t, ast.Name) and t.id in PROFILE_NAMES
-                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])))]
-    return ast.dump(tree)
 
 
 @lru_cache(maxsize=None)
