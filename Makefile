@@ -2,7 +2,8 @@
 #
 #   make figures   set up .venv, execute every notebook headlessly (papermill)
 #   make test      set up .venv, run pytest over tests/ and nbval over notebooks/
-#   make test-slow set up .venv, run the slow proofs (every notebook's paper profile, scaled; the GPU dry run)
+#   make test-slow set up .venv, run the slow proofs (every notebook's paper profile, scaled; the GPU dry run;
+#                real Ray clusters, notebooks under papermill, the browser test)
 #   make lint      set up .venv, run ruff over the whole tree (configured in pyproject.toml)
 #   make device-bundle  wheels and data the GPU machine lacks, in .device-bundle/ (docs/gpu.md)
 #
@@ -56,7 +57,7 @@ HEADLESS       := MPLBACKEND=Agg
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
 	@echo "make test      set up .venv, run pytest over tests/ (not the slow proofs) and nbval over notebooks/*.ipynb"
-	@echo "make test-slow set up .venv, run the slow proofs: every notebook's paper profile, scaled; the GPU dry run"
+	@echo "make test-slow set up .venv, run the slow proofs: paper profiles (scaled), GPU dry run, Ray, papermill, browser"
 	@echo "make lint      set up .venv and run ruff over the whole tree (pyproject.toml [tool.ruff])"
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
 	@echo "make bench     set up .venv and run benchmarks/bench_distill.py"
@@ -122,7 +123,8 @@ lint: venv
 	$(VENV)/bin/ruff check .
 
 # The slow proofs make test leaves out: every notebook's paper profile executed with its iteration
-# counts scaled (tests/test_paper_profile.py) and the dry run of the GPU procedure (tests marked slow).
+# counts scaled (tests/test_paper_profile.py) and the tests marked slow: the dry run of the GPU procedure,
+# real Ray clusters, notebooks executed under papermill, the browser test (a few minutes in all).
 test-slow: venv
 	$(HEADLESS) $(VENV_PY) -m pytest -m "paper_profile or slow" $(PYTEST_ARGS)
 

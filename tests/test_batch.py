@@ -97,6 +97,7 @@ class ExplodingExecutor(Executor):
 # ------------------------------------------------------------- real papermill runs
 
 
+@pytest.mark.slow  # a real papermill kernel: in make test-slow
 def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     progress_before = os.environ.get("GPED_PROGRESS")
@@ -137,6 +138,7 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     assert list(on_disk.columns) == list(batch.SUMMARY_COLUMNS)
 
 
+@pytest.mark.slow  # a real papermill kernel: in make test-slow
 def test_main_exit_status_outputs_kept(notebook_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     common = ["--notebook-dir", str(notebook_dir), "--output-dir", str(out), "--kernel", KERNEL]
@@ -157,6 +159,7 @@ def test_main_exit_status_outputs_kept(notebook_dir: Path, tmp_path: Path) -> No
     assert list(summary["status"]) == ["ran", "failed"]
 
 
+@pytest.mark.slow  # a real papermill kernel: in make test-slow
 def test_module_entry_point_uses_the_default_folders(notebook_dir: Path) -> None:
     """``python -m gped_kit.cli.batch`` runs as a script: notebooks from ./notebooks, outputs planned
     in ./outputs/notebooks/<profile>, the parameters each notebook declares."""

@@ -26,6 +26,9 @@ from gped_kit.experiments import summaries as S
 from gped_kit.experiments.settings import changed_settings
 from gped_kit.experiments.store import ResultsStore
 
+# Each test executes a notebook under papermill (10-30 s each): in `make test-slow`, which CI runs after `make test`.
+pytestmark = pytest.mark.slow
+
 
 def _mnist_present() -> bool:
     try:

@@ -16,6 +16,9 @@ from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.executors import RayExecutor
 from gped_kit.experiments.store import ResultsStore
 
+# Real Ray clusters started by the tests (about a minute): in `make test-slow`, which CI runs after `make test`.
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray")  # installed by the set-up ('.[cluster]'), so CI runs these
 
 # Columns that say when, where and how long: not part of the numbers.

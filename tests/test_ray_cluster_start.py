@@ -26,6 +26,9 @@ from pathlib import Path
 
 import pytest
 
+# `ray start --head` in a subprocess (about a minute): in `make test-slow`, which CI runs after `make test`.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("ray")  # installed by the set-up ('.[cluster]'), so CI runs this
 
 REPO = Path(__file__).resolve().parents[1]
