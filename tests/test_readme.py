@@ -53,6 +53,29 @@ def test_table1_rules_on_hand_built_tables(tmp_path):
     assert R.table1_values(tmp_path, "long", "long") is None  # no table, no row
 
 
+def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu(tmp_path):
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    assert R.paper_profile_on_gpu(figures).verdict == "not run"
+    rows = [(step, student, teacher, nll, mae)
+            for step, teacher in ((10_000, 0.09), (20_000, 0.08))
+            for student, nll, mae in (("predictive-U_s-K1x1", teacher + 0.02, None),
+                                      ("predictive-U_o-K1x1", teacher + 0.01, None),
+                                      ("entropy-U_s-K1x1", None, 0.03), ("entropy-U_o-K1x1", None, 0.02))]
+    for lease in ("2026-01-01-old", "2026-02-01-new"):
+        folder = tmp_path / R.DEVICE_RUNS / lease
+        folder.mkdir(parents=True)
+        pd.DataFrame(rows, columns=["step", "student", "teacher_nll", "student_nll", "entropy_mae"]).assign(
+            teacher_nll=lambda d: d["teacher_nll"] - (lease == "2026-02-01-new") * 0.01).to_csv(
+            folder / R.DEVICE_FCNN_HISTORY, index=False)
+    row = R.paper_profile_on_gpu(figures)
+    assert row.verdict == "partly run"
+    assert "T = 20,000 of 10^6 (2026-02-01-new)" in row.ours and "teacher 0.0700" in row.ours
+    assert "U_o / U_s 0.0900 / 0.1000" in row.ours and "entropy MAE U_o / U_s 0.0200 / 0.0300" in row.ours
+    assert "teacher 0.052" in row.paper and "0.054 / 0.082" in row.paper  # Table 6, N = 60,000, r = 0
+    assert "docs/device-runs/2026-02-01-new/README.md" in row.where
+
+
 def test_trend_rows_count_agreeing_cells(tmp_path):
     pd.DataFrame({"model": ["fcnn", "cnn_mnist"], "trend": ["U_o at least as good as U_s"] * 2,
                   "ours": ["12 of 12", "9 of 12"], "paper": ["11 of 12", "12 of 12"],
