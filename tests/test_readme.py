@@ -96,6 +96,20 @@ def test_the_comparison_order_rule(tmp_path):
     assert verdict({"Snapshot ensemble": 0.14, "Hydra": 0.13, "KD": 0.12, "EnD2": 0.11}) == "no"
 
 
+def test_the_long_profile_column_judges_its_own_tables_by_the_same_rule(tmp_path):
+    def write(profile, nlls):
+        pd.DataFrame({"eval_set": "test", "method": list(nlls), "nll": list(nlls.values())}).to_csv(
+            tmp_path / f"comparison_mnist_{profile}.csv", index=False)
+
+    write("default", {"Snapshot ensemble": 0.14, "Hydra": 0.13, "KD": 0.12, "EnD2": 0.11})
+    row = next(r for r in R.claims_table(tmp_path) if r.claim.startswith("Hydra paper"))
+    assert row.verdict == "no" and row.long == "—"  # no long table: no long verdict
+    write("long", {"Snapshot ensemble": 0.05, "Hydra": 0.06, "KD": 0.07, "EnD2": 0.08})
+    row = next(r for r in R.claims_table(tmp_path) if r.claim.startswith("Hydra paper"))
+    assert row.verdict == "no" and row.long.startswith("yes: ") and "Hydra 0.060" in row.long
+    assert "ours, `long` profile" in R.render([row]) and "| yes: " in R.render([row])
+
+
 def test_counts_are_read_from_count_texts():
     assert R._counts("agree in 9 of 12 cells compared", "agree in ") == (9, 12)
     assert R._counts("6 of 8") == (6, 8)
