@@ -43,6 +43,7 @@ from ..engine.run import run_engine
 from ..engine.spec import ChainSpec, build_chain
 from ..progress import status_line
 from .budget import Budget, BudgetReached
+from .collapse import ChainCollapsed, CollapseHook, check_history, sampler_text
 from .executors import ChainExecutor, LocalExecutor, StoredOnly, make_executor
 from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
 
@@ -238,7 +239,7 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
             entry = store.entry("chain", spec.record(), code)
             if stored_only:  # no lock: a chain another process is computing is not stored yet, and is not waited for
                 found = entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs)
-                outcomes[i] = (ChainOutcome(task, "reused", result_from_entry(entry), entry=entry) if found
+                outcomes[i] = (_reused_chain(task, spec, entry, started) if found
                                else ChainOutcome(task, "not stored", entry=entry))
                 outcomes[i].seconds = time.perf_counter() - started
                 report(i)
@@ -247,8 +248,7 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                 if recompute and entry.path.exists():
                     entry.set_aside()
                 if entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs):
-                    outcomes[i] = ChainOutcome(task, "reused", result_from_entry(entry),
-                                               seconds=time.perf_counter() - started, entry=entry)
+                    outcomes[i] = _reused_chain(task, spec, entry, started)
                     report(i)
                     continue
                 # computed, resumed, or reloaded from a finished checkpoint (full state)
@@ -286,6 +286,20 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
 
         runner.map(compute_batch, jobs, gpus, done)
     return ChainGrid([o for o in outcomes if o is not None])
+
+
+def _reused_chain(task: ChainTask, spec: ChainSpec, entry: Entry, started: float) -> ChainOutcome:
+    """A complete stored chain read back, or ``failed`` when its history shows a pooled teacher's chain
+    that collapsed to chance level (:func:`~gped_kit.experiments.collapse.check_history`; such a result,
+    made before the check, is not used)."""
+    result = result_from_entry(entry)
+    if spec.likelihood.name == "categorical":
+        try:
+            check_history(result.history, spec.data.num_outputs, task.label, sampler_text(spec.config))
+        except ChainCollapsed as exc:
+            return ChainOutcome(task, "failed", error=f"ChainCollapsed: {exc}", seconds=time.perf_counter() - started,
+                                entry=entry)
+    return ChainOutcome(task, "reused", result, seconds=time.perf_counter() - started, entry=entry)
 
 
 def compute_batch(tasks: Sequence[ChainTask], store_root: str, chains_per_batch: int,
@@ -327,7 +341,8 @@ def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: Res
             if engine.t >= engine.config.num_iterations:  # finished before: reload from the checkpoint
                 results = engine.results()
             else:
-                results = run_engine(engine, paths, hooks=[budget.hook(paths)] if budget is not None else [])
+                hooks = [CollapseHook([tasks[b[0]].label for b in batch], [sampler_text(b[1].config) for b in batch])]
+                results = run_engine(engine, paths, hooks=hooks + ([budget.hook(paths)] if budget is not None else []))
             for (i, spec, entry, _), result in zip(batch, results):
                 task = tasks[i]
                 write_compact(entry, result, task.keep_outputs)
