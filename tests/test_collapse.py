@@ -12,6 +12,7 @@ from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.collapse import ChainCollapsed, CollapseHook, chain_nlls, check_history, collapsed_chains
 from gped_kit.experiments.store import ResultsStore
+from gped_kit.experiments.summaries import failed_lines
 
 LOG10 = math.log(10)
 
@@ -91,3 +92,15 @@ def test_run_chains_fails_a_chain_that_collapses_and_refuses_a_stored_one(digits
     fresh = run_chains([_pooled_task(digits_data)], ResultsStore(tmp_path / "fresh"), progress=False)
     assert list(fresh.cells["status"]) == ["failed"] and "ChainCollapsed" in fresh.outcomes[0].error
     assert "at step 20" in fresh.outcomes[0].error
+
+
+def test_a_profile_shown_beside_names_its_failed_chains_in_one_line_each():
+    error = ("ChainCollapsed: cnn_mnist seed=2: the pooled teacher's chain 2 at 2.3011 predicts at chance level "
+             "(log 10 = 2.3026) at step 4,000, while chain 0 reached 0.0434 on the same data: the collapsed chain's "
+             "samples would pull the pooled ensemble towards the uniform distribution. Likely cause: ...")
+    grid = SimpleNamespace(failed=pd.DataFrame({"cell": ["cnn_mnist seed=2"], "error": [error]}))
+    (line,) = failed_lines(SimpleNamespace(profile="cpu30", run=grid))
+    assert line.startswith("Profile 'cpu30': cnn_mnist seed=2 failed and is left out of its tables: cnn_mnist")
+    assert "chain 2 at 2.3011" in line and line.endswith("uniform distribution.") and "Likely" not in line
+    assert failed_lines(SimpleNamespace(profile="x", run=SimpleNamespace(failed=pd.DataFrame()))) == []
+    assert failed_lines(SimpleNamespace(profile="x", run=None)) == []

@@ -579,9 +579,21 @@ def stored_profiles(summarise: Callable[..., Summary], current: Summary, profile
                             **parameters)
         if summary.complete:
             summaries[name] = summary
+            lines += failed_lines(summary)
         else:
             lines.append(summary.missing_line())
     return ProfilesBeside(summaries, lines)
+
+
+def failed_lines(summary: Summary) -> list[str]:
+    """One line per chain of ``summary``'s grid that failed (e.g. a stored pooled teacher with a collapsed
+    chain, :mod:`~gped_kit.experiments.collapse`): the profile, the cell and the error's first sentence;
+    the profile's tables leave such a chain out."""
+    failed = getattr(summary.run, "failed", None)
+    if failed is None or not len(failed):
+        return []
+    return [f"Profile {summary.profile!r}: {row.cell} failed and is left out of its tables: "
+            f"{str(row.error).split('. ')[0].split(': ', 1)[-1]}." for row in failed.itertuples()]
 
 
 __all__ = [
@@ -591,5 +603,5 @@ __all__ = [
     "experiment3_comparisons",
     "experiment3_summary", "teacher_summary", "teacher_quality", "experiment4_summary", "mu_mae",
     "comparison_claims", "comparison_summary", "sampler_summary", "sampler_table_by_profile", "side_by_side",
-    "stored_profiles",
+    "stored_profiles", "failed_lines",
 ]
