@@ -51,6 +51,9 @@ def test_table1_rules_on_hand_built_tables(tmp_path):
     # within 10%: FCNN teacher (0.057 <= 0.0572), both students, CNN entropy (0.017 <= 0.0176); not the rest
     assert values.verdict == "partly (4 of 6 within 10%)" and "1 seed)" in values.ours and "±" not in values.ours
     assert R.table1_values(tmp_path, "long", "long") is None  # no table, no row
+    _table1(tmp_path, "cpu30", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.02, None, 0.016, 3],
+                                ["cnn_mnist", 0.03, None, 0.022, 0.05, None, 0.053, 0.017, None, 0.016, 2]])
+    assert R.table1_values(tmp_path, "cpu30", "cpu30").ours.endswith("(seeds: FCNN 3, CNN 2)")  # a failed seed
 
 
 def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu(tmp_path):

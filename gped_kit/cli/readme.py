@@ -116,7 +116,9 @@ def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
     paper = "; ".join(f"{MODELS[m]}: " + ", ".join(f"{t.loc[m, f'{k}_paper']:g}" for k in metrics) for m in MODELS
                       if m in t.index)
     verdict = _verdict(len(within), n) + (f" ({len(within)} of {n} within 10%)" if 0 < len(within) < n else "")
-    seeds_text = f"{seeds} seed{'s' * (seeds > 1)}"
+    per_model = {MODELS[m]: _seeds(t.loc[m]) for m in MODELS if m in t.index}
+    seeds_text = (f"{seeds} seed{'s' * (seeds > 1)}" if len(set(per_model.values())) <= 1 else
+                  "seeds: " + ", ".join(f"{m} {n}" for m, n in per_model.items()))
     return Claim(f"Table 1 within 10% of the paper's values: {label}", verdict, f"{ours} ({seeds_text})",
                  paper + " (T = 10^6)", _link(f"table1_experiment1_{profile}.md", "table") + ", notebook 01")
 
