@@ -56,7 +56,7 @@ def test_table1_rules_on_hand_built_tables(tmp_path):
     assert R.table1_values(tmp_path, "cpu30", "cpu30").ours.endswith("(seeds: FCNN 3, CNN 2)")  # a failed seed
 
 
-def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu(tmp_path):
+def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu_per_model(tmp_path):
     figures = tmp_path / "figures"
     figures.mkdir()
     assert R.paper_profile_on_gpu(figures).verdict == "not run"
@@ -65,18 +65,27 @@ def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu(tmp_path):
             for student, nll, mae in (("predictive-U_s-K1x1", teacher + 0.02, None),
                                       ("predictive-U_o-K1x1", teacher + 0.01, None),
                                       ("entropy-U_s-K1x1", None, 0.03), ("entropy-U_o-K1x1", None, 0.02))]
+    history = pd.DataFrame(rows, columns=["step", "student", "teacher_nll", "student_nll", "entropy_mae"])
     for lease in ("2026-01-01-old", "2026-02-01-new"):
         folder = tmp_path / R.DEVICE_RUNS / lease
         folder.mkdir(parents=True)
-        pd.DataFrame(rows, columns=["step", "student", "teacher_nll", "student_nll", "entropy_mae"]).assign(
-            teacher_nll=lambda d: d["teacher_nll"] - (lease == "2026-02-01-new") * 0.01).to_csv(
-            folder / R.DEVICE_FCNN_HISTORY, index=False)
+        history.assign(teacher_nll=lambda d: d["teacher_nll"] - (lease == "2026-02-01-new") * 0.01).to_csv(
+            folder / R.DEVICE_HISTORY.format(model="fcnn"), index=False)
     row = R.paper_profile_on_gpu(figures)
     assert row.verdict == "partly run"
-    assert "T = 20,000 of 10^6 (2026-02-01-new)" in row.ours and "teacher 0.0700" in row.ours
+    assert "FCNN chain to T = 20,000 of 10^6 (2026-02-01-new)" in row.ours and "teacher 0.0700" in row.ours
     assert "U_o / U_s 0.0900 / 0.1000" in row.ours and "entropy MAE U_o / U_s 0.0200 / 0.0300" in row.ours
+    assert "CNN-MNIST and the other notebooks not run" in row.ours
     assert "teacher 0.052" in row.paper and "0.054 / 0.082" in row.paper  # Table 6, N = 60,000, r = 0
     assert "docs/device-runs/2026-02-01-new/README.md" in row.where
+    # a CNN chain from the older lease only: both rows, each from its own newest lease
+    history[history["step"] == 10_000].to_csv(
+        tmp_path / R.DEVICE_RUNS / "2026-01-01-old" / R.DEVICE_HISTORY.format(model="cnn_mnist"), index=False)
+    row = R.paper_profile_on_gpu(figures)
+    assert "CNN-MNIST chain to T = 10,000 of 10^6 (2026-01-01-old): teacher 0.0900" in row.ours
+    assert "not run" not in row.ours.replace("the other notebooks not run", "")
+    assert "CNN-MNIST, T = 10^6 (Table 5, N = 60,000, r = 0): teacher 0.022" in row.paper
+    assert "2026-01-01-old/README.md" in row.where and "2026-02-01-new/README.md" in row.where
 
 
 def test_trend_rows_count_agreeing_cells(tmp_path):
@@ -127,3 +136,19 @@ def test_the_readme_lands():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     for target in re.findall(r"\]\(((?!https?://)[^)#]+)", text):  # every local link resolves
         assert (ROOT / target).exists(), target
+
+
+def test_the_teachers_row_counts_models_within_ten_percent_per_profile(tmp_path):
+    pd.DataFrame({"model": ["fcnn", "fcnn", "cnn_mnist", "cnn_mnist"], "metric": ["nll", "accuracy"] * 2,
+                  "teacher (default)": [0.49, 0.83, 0.39, 0.87], "teacher (long)": [0.38, 0.87, 0.31, 0.90],
+                  "paper": [0.362, None, 0.269, None],
+                  "teacher / paper (default)": [0.49 / 0.362, None, 0.39 / 0.269, None],
+                  "teacher / paper (long)": [0.38 / 0.362, None, 0.31 / 0.269, None]}).to_csv(
+        tmp_path / "experiment4_teacher_quality_profiles.csv", index=False)
+    default = R.experiment4_teachers(tmp_path)
+    assert default.verdict == "no" and default.ours.startswith("FCNN 0.4900 (1.35× the paper's)")
+    long = R.experiment4_teachers(tmp_path, "long")
+    assert long.verdict.startswith("partly") and "CNN 0.3100 (1.15× the paper's)" in long.ours  # 1.15 > 1.1
+    assert long.paper == "FCNN 0.362, CNN 0.269 (T = 10^6)"
+    assert R.experiment4_teachers(tmp_path, "cpu30") is None  # no column for that profile
+    assert R._long_cell(long) == f"{long.verdict}: {long.ours}"

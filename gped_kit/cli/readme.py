@@ -208,6 +208,25 @@ def experiment4_claims(figures: Path, profile: str = "default") -> list[Claim]:
     return rows
 
 
+def experiment4_teachers(figures: Path, profile: str = "default") -> Claim | None:
+    """Rule: the teacher ensemble's test NLL within 10% of the paper's in Experiment 4's MNIST settings
+    (Table 2: N = 60,000, m = 15); read from notebook 06's teacher-quality table of every profile."""
+    t = _read(figures, "experiment4_teacher_quality_profiles.csv")
+    column = f"teacher / paper ({profile})"
+    if t is None or column not in t:
+        return None
+    t = t[(t["metric"] == "nll") & t["model"].isin(list(MODELS))].dropna(subset=[column]).set_index("model")
+    if t.empty:
+        return None
+    hits = sum(t[column] <= 1.1)
+    return Claim("Exp. 4's teachers (MNIST, m = 15): test NLL within 10% of the paper's (every claim of Exp. 4 "
+                 "is judged against them)", _verdict(hits, len(t)),
+                 ", ".join(f"{MODELS[m]} {_f(t.loc[m, f'teacher ({profile})'], 4)} ({_f(t.loc[m, column], 2)}× the "
+                           f"paper's)" for m in MODELS if m in t.index),
+                 ", ".join(f"{MODELS[m]} {t.loc[m, 'paper']:g}" for m in MODELS if m in t.index) + " (T = 10^6)",
+                 _link("experiment4_teacher_quality_profiles.md", "teachers") + ", notebook 06")
+
+
 # ----------------------------------------------------------------------------- the comparison (notebook 07)
 def comparison_order(figures: Path, profile: str = "default") -> Claim | None:
     """Rule: on the MNIST test set, NLL ensemble < Hydra < KD < EnD² (prior networks), as in the
@@ -270,55 +289,74 @@ NOT_RUN = (
 
 #: Where the logs and tables of runs on a lent GPU are committed, one folder per lease (``docs/device-runs``).
 DEVICE_RUNS = Path("docs") / "device-runs"
-#: The history a lease wrote of notebook 01's paper-profile FCNN chain (``<lease>/<this name>``).
-DEVICE_FCNN_HISTORY = "01_experiment1-paper-fcnn-history.csv"
+#: The history a lease wrote of notebook 01's paper-profile chain of one model (``<lease>/<this, formatted>``).
+DEVICE_HISTORY = "01_experiment1-paper-{model}-history.csv"
+#: The models notebook 01's paper profile runs on MNIST, with their names in the row and their paper table.
+DEVICE_MODELS = {"fcnn": ("FCNN", "Table 6"), "cnn_mnist": ("CNN-MNIST", "Table 5")}
 
 
 def paper_profile_on_gpu(figures: Path) -> Claim:
-    """The paper profile (T = 10^6) at full length: ``not run``, or, where a lease brought back part of
-    notebook 01's FCNN chain (its committed history under :data:`DEVICE_RUNS`), ``partly run`` with
-    the last logged values beside the paper's Table 1 and Table 6 (N = 60,000, r = 0)."""
+    """The paper profile (T = 10^6) at full length: ``not run``, or, where leases brought back part of
+    notebook 01's chains (their committed histories under :data:`DEVICE_RUNS`, the newest lease per
+    model), ``partly run`` with each chain's last logged values beside the paper's Table 6 (FCNN) and
+    Table 5 (CNN-MNIST) at N = 60,000, r = 0 (Table 1's setting)."""
     where = "a GPU job: [docs/gpu.md](docs/gpu.md), [docs/paper_profile.md](docs/paper_profile.md)"
-    runs = sorted((Path(figures).parent / DEVICE_RUNS).glob(f"*/{DEVICE_FCNN_HISTORY}"))
-    if not runs:
+    root = Path(figures).parent
+    found = {model: runs[-1] for model in DEVICE_MODELS
+             if (runs := sorted((root / DEVICE_RUNS).glob(f"*/{DEVICE_HISTORY.format(model=model)}"),
+                                key=lambda p: p.parent.name))}
+    if not found:
         return Claim("The paper profile (T = 10^6, Appendix A.2) at full length", "not run",
                      "every code path run at scaled T", "all tables", where)
-    path = runs[-1]
-    h = pd.read_csv(path)
-    last = h[h["step"] == h["step"].max()].set_index("student")
-    step = int(h["step"].max())
-    pick = lambda student, column: _f(float(last.loc[student, column]), 4)  # noqa: E731
-    ours = (f"notebook 01's FCNN chain to T = {step:,} of 10^6 ({path.parent.name}): teacher "
-            f"{_f(float(last['teacher_nll'].iloc[0]), 4)}, student U_o / U_s "
-            f"{pick('predictive-U_o-K1x1', 'student_nll')} / {pick('predictive-U_s-K1x1', 'student_nll')}, "
-            f"entropy MAE U_o / U_s {pick('entropy-U_o-K1x1', 'entropy_mae')} / "
-            f"{pick('entropy-U_s-K1x1', 'entropy_mae')}; CNN-MNIST and the other notebooks not run")
-    rel = path.parent.relative_to(Path(figures).parent).as_posix()
-    t6 = paper_tables.experiment2_table("fcnn")
-    t6 = t6[(t6["labelled_size"] == 60_000) & (t6["masking_rate"] == 0)].iloc[0]
-    paper = (f"FCNN, T = 10^6 (Table 6, N = 60,000, r = 0): teacher {t6['teacher_nll']:g}, student U_o / U_s "
-             f"{t6['student_nll_U_o']:g} / {t6['student_nll_U_s']:g}, entropy MAE U_o / U_s "
-             f"{t6['entropy_mae_U_o']:g} / {t6['entropy_mae_U_s']:g}")
-    return Claim("The paper profile (T = 10^6, Appendix A.2) at full length", "partly run", ours, paper,
-                 f"[{rel}]({rel}/README.md); {where}")
+    ours, paper, links = [], [], []
+    for model, path in found.items():
+        name, table = DEVICE_MODELS[model]
+        h = pd.read_csv(path)
+        step = int(h["step"].max())
+        last = h[h["step"] == step].set_index("student")
+        pick = lambda student, column: _f(float(last.loc[student, column]), 4)  # noqa: E731
+        ours.append(f"{name} chain to T = {step:,} of 10^6 ({path.parent.name}): teacher "
+                    f"{_f(float(last['teacher_nll'].iloc[0]), 4)}, student U_o / U_s "
+                    f"{pick('predictive-U_o-K1x1', 'student_nll')} / {pick('predictive-U_s-K1x1', 'student_nll')}, "
+                    f"entropy MAE U_o / U_s {pick('entropy-U_o-K1x1', 'entropy_mae')} / "
+                    f"{pick('entropy-U_s-K1x1', 'entropy_mae')}")
+        t = paper_tables.experiment2_table(model)
+        t = t[(t["labelled_size"] == 60_000) & (t["masking_rate"] == 0)].iloc[0]
+        paper.append(f"{name}, T = 10^6 ({table}, N = 60,000, r = 0): teacher {t['teacher_nll']:g}, student "
+                     f"U_o / U_s {t['student_nll_U_o']:g} / {t['student_nll_U_s']:g}, entropy MAE U_o / U_s "
+                     f"{t['entropy_mae_U_o']:g} / {t['entropy_mae_U_s']:g}")
+        rel = path.parent.relative_to(root).as_posix()
+        if f"({rel}/README.md)" not in "".join(links):
+            links.append(f"[{rel}]({rel}/README.md)")
+    missing = [DEVICE_MODELS[m][0] for m in DEVICE_MODELS if m not in found]
+    tail = f"; {', '.join(missing)} and the other notebooks not run" if missing else "; the other notebooks not run"
+    return Claim("The paper profile (T = 10^6, Appendix A.2) at full length", "partly run",
+                 "notebook 01: " + "; ".join(ours) + tail, "; ".join(paper), f"{', '.join(links)}; {where}")
+
 
 #: The rows in order: each reads its own table and returns nothing when the table is missing.
 ROWS: tuple[Callable[[Path], Claim | list[Claim] | None], ...] = (
     table1_gap,
     lambda f: table1_values(f, "default", "the default profile (one chain, T = 5,000)"),
     lambda f: table1_values(f, "cpu30", "`profile=\"cpu30\"` (4 pooled cyclical BAOA chains, T = 12,000 each)"),
-    experiment2_trends, experiment3_search, experiment4_claims, comparison_order, thesis_claims, samplers,
+    experiment2_trends, experiment3_search, experiment4_teachers, experiment4_claims, comparison_order, thesis_claims,
+    samplers,
 )
 
 
 #: The rows that the ``long`` profile (notebooks 05-07: teachers pooled from cyclical BAOA chains, issue 28)
 #: also judges, by the same rule from its own tables (``*_long.csv``): its column of the table.
 LONG_ROWS: tuple[Callable[[Path, str], Claim | list[Claim] | None], ...] = (
-    experiment3_search, experiment4_claims, comparison_order)
+    experiment3_search, experiment4_teachers, experiment4_claims, comparison_order)
 
 
 def _as_list(out: Claim | list[Claim] | None) -> list[Claim]:
     return out if isinstance(out, list) else [out] if out is not None else []
+
+
+def _long_cell(claim: Claim) -> str:
+    """The long column's cell: the verdict and the numbers (the numbers alone where nothing is judged)."""
+    return claim.ours if claim.verdict.startswith("not comparable") else f"{claim.verdict}: {claim.ours}"
 
 
 def claims_table(figures: Path) -> list[Claim]:
@@ -328,8 +366,7 @@ def claims_table(figures: Path) -> list[Claim]:
     for make in ROWS:
         rows.extend(_as_list(make(Path(figures))))
     long = {c.claim: c for make in LONG_ROWS for c in _as_list(make(Path(figures), "long"))}
-    rows = [dataclasses.replace(r, long=f"{long[r.claim].verdict}: {long[r.claim].ours}") if r.claim in long else r
-            for r in rows]
+    rows = [dataclasses.replace(r, long=_long_cell(long[r.claim])) if r.claim in long else r for r in rows]
     return rows + list(NOT_RUN) + [paper_profile_on_gpu(Path(figures))]
 
 
