@@ -31,17 +31,13 @@ import statistics
 import time
 
 import torch
+from bench_batched import synchronize, timed  # the same folder: run as python benchmarks/bench_cuda_graph.py
 
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.data.experiment import DataConfig, prepare_data
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, resolve_device
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import tree_leaves
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def build_engine(data, device: torch.device, chains: int, total: int, thinning: int, eval_thinning: int) -> GPEDEngine:
@@ -90,14 +86,6 @@ def capture(engine: GPEDEngine, period: int) -> torch.cuda.CUDAGraph:
     with torch.cuda.graph(graph):
         steps(engine, period)
     return graph
-
-
-def timed(device: torch.device, fn) -> float:
-    synchronize(device)
-    start = time.perf_counter()
-    fn()
-    synchronize(device)
-    return time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> None:
