@@ -152,3 +152,17 @@ def test_the_teachers_row_counts_models_within_ten_percent_per_profile(tmp_path)
     assert long.paper == "FCNN 0.362, CNN 0.269 (T = 10^6)"
     assert R.experiment4_teachers(tmp_path, "cpu30") is None  # no column for that profile
     assert R._long_cell(long) == f"{long.verdict}: {long.ours}"
+
+
+def test_the_samplers_rows_read_notebook_10s_default_and_pooling_tables(tmp_path):
+    assert R.samplers(tmp_path) is None and R.samplers(tmp_path, "pooling") is None
+    table = pd.DataFrame({"candidate": ["BAOA, one chain", "BAOA, 4 chains pooled"], "seeds": [2, 2],
+                          "T": [48_000, 48_000], "teacher NLL": [0.0645, 0.0624], "student NLL": [0.0713, 0.0942],
+                          "entropy MAE": [0.0202, 0.0479]})
+    table.to_csv(tmp_path / "10_samplers_pooling_table.csv", index=False)
+    row = R.samplers(tmp_path, "pooling")
+    assert "48,000 teacher steps in all, 2 seeds" in row.claim
+    assert row.ours == "BAOA, 4 chains pooled 0.0624 / 0.0942 / 0.0479; BAOA, one chain 0.0645 / 0.0713 / 0.0202"
+    assert row.paper == "Table 1, FCNN, SGLD at T = 10^6: 0.052 / 0.082 / 0.016"
+    table.assign(seeds=1).to_csv(tmp_path / "10_samplers_default_table.csv", index=False)
+    assert R.samplers(tmp_path).claim == "(ours) the teacher's sampler at equal work (FCNN, T = 48,000, 1 seed)"
