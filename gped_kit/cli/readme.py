@@ -274,15 +274,17 @@ def samplers(figures: Path, profile: str = "default") -> Claim | None:
     steps, seeds = int(t["T"].max()), int(t["seeds"].min())
     seeds_text = f"{seeds} seed{'s' if seeds > 1 else ''}"
     link = _link(name.replace(".csv", ".md"), "table") + ", notebook 10"
+    paper = paper_tables.table1().set_index("model").loc["fcnn"]  # the study's model (samplers.PROFILES)
     if profile == "pooling":
         return Claim(f"(ours) pooled chains and cyclical step sizes at equal work (FCNN, {steps:,} teacher steps in "
                      f"all, {seeds_text}): teacher NLL / student NLL / entropy MAE", "—",
                      "; ".join(f"{r.candidate} {_f(r['teacher NLL'], 4)} / {_f(r['student NLL'], 4)} / "
                                f"{_f(r['entropy MAE'], 4)}" for _, r in t.iterrows()),
-                     "Table 1, FCNN, SGLD at T = 10^6: 0.052 / 0.082 / 0.016", link)
+                     f"Table 1, FCNN, SGLD at T = 10^6: {paper['teacher_nll']:g} / {paper['student_nll']:g} / "
+                     f"{paper['entropy_mae']:g}", link)
     return Claim(f"(ours) the teacher's sampler at equal work (FCNN, T = {steps:,}, {seeds_text})", "—",
                  ", ".join(f"{r.candidate} {_f(r['teacher NLL'])}" for _, r in t.iterrows()),
-                 "SGLD 0.052 at T = 10^6 (FCNN)", link)
+                 f"SGLD {paper['teacher_nll']:g} at T = 10^6 (FCNN)", link)
 
 
 #: Settings of the paper this kit cannot run on its CPU machine, with the reason (``../shared/NOTES.md``).
@@ -318,7 +320,7 @@ def paper_profile_on_gpu(figures: Path) -> Claim:
     if not found:
         return Claim("The paper profile (T = 10^6, Appendix A.2) at full length", "not run",
                      "every code path run at scaled T", "all tables", where)
-    ours, paper, links = [], [], []
+    ours, paper, leases = [], [], {}
     for model, path in found.items():
         name, table = DEVICE_MODELS[model]
         h = pd.read_csv(path)
@@ -335,13 +337,12 @@ def paper_profile_on_gpu(figures: Path) -> Claim:
         paper.append(f"{name}, T = 10^6 ({table}, N = 60,000, r = 0): teacher {t['teacher_nll']:g}, student "
                      f"U_o / U_s {t['student_nll_U_o']:g} / {t['student_nll_U_s']:g}, entropy MAE U_o / U_s "
                      f"{t['entropy_mae_U_o']:g} / {t['entropy_mae_U_s']:g}")
-        rel = path.parent.relative_to(root).as_posix()
-        if f"({rel}/README.md)" not in "".join(links):
-            links.append(f"[{rel}]({rel}/README.md)")
+        leases[path.parent.relative_to(root).as_posix()] = None  # each lease's folder once, in order
     missing = [DEVICE_MODELS[m][0] for m in DEVICE_MODELS if m not in found]
     tail = f"; {', '.join(missing)} and the other notebooks not run" if missing else "; the other notebooks not run"
     return Claim("The paper profile (T = 10^6, Appendix A.2) at full length", "partly run",
-                 "notebook 01: " + "; ".join(ours) + tail, "; ".join(paper), f"{', '.join(links)}; {where}")
+                 "notebook 01: " + "; ".join(ours) + tail, "; ".join(paper),
+                 ", ".join(f"[{rel}]({rel}/README.md)" for rel in leases) + f"; {where}")
 
 
 #: The rows in order: each reads its own table and returns nothing when the table is missing.
