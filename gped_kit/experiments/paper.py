@@ -48,6 +48,11 @@ PAPER_NUM_ITERATIONS = 1_000_000
 FINETUNE_EPOCHS = {"mnist": 600.0, "cifar10": 800.0}
 
 
+#: BAOA with a constant step (epsilon = 0.2, alpha = 0.5, tau = 10, M = 100): the best of notebook 10's
+#: default study at equal work, and, as one or two chains, of its ``pooling`` study for Table 1's entropy MAE.
+BAOA_SAMPLER = BAOAConfig(step_size=0.2, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
+
+
 #: The ``long`` profiles' teacher (notebooks 05, 06, 07): K = 4 BAOA chains pooled into one teacher
 #: (``GPEDConfig.num_chains``), each with a cyclical step size (cycles of 4,000 steps, epsilon_0 = 0.6,
 #: alpha = 0.5; the first 70% of each cycle explores, the rest is kept). Chosen from teacher-only runs

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..core.baoa import BAOAConfig
 from ..core.options import check_int
 from ..core.sampler import SamplerConfig
 from ..core.sghmc import SGHMCConfig
@@ -36,6 +35,7 @@ from ..engine.result import GPEDResult
 from ..models.presets import ArchSpec
 from .chains import ChainTask
 from .paper import (
+    BAOA_SAMPLER,
     FULL_TRAINING_SIZE,
     PRIOR_PRECISION,
     SGLD_BATCH_SIZE,
@@ -61,17 +61,16 @@ DEFAULT_CANDIDATES: tuple[tuple[str, SamplerConfig], ...] = (
                                     warmup_steps=1_000, warmup_factor=4.0)),
     ("SGHMC", SGHMCConfig(step_size=0.2, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)),
     ("SGNHT", SGNHTConfig(step_size=0.2, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)),
-    ("BAOA", BAOAConfig(step_size=0.2, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)),
+    ("BAOA", BAOA_SAMPLER),
 )
 
 
-_BAOA = BAOAConfig(step_size=0.2, alpha=0.5, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
 #: The ``pooling`` profile's candidates (issue 33), at equal work of T = 48,000 teacher steps in all.
 POOLING_CANDIDATES: tuple[tuple, ...] = (
-    ("BAOA, one chain", _BAOA, 1),
-    ("BAOA, 2 chains pooled", _BAOA, 2),
-    ("BAOA, 4 chains pooled", _BAOA, 4),
-    ("BAOA, 8 chains pooled", _BAOA, 8),
+    ("BAOA, one chain", BAOA_SAMPLER, 1),
+    ("BAOA, 2 chains pooled", BAOA_SAMPLER, 2),
+    ("BAOA, 4 chains pooled", BAOA_SAMPLER, 4),
+    ("BAOA, 8 chains pooled", BAOA_SAMPLER, 8),
     ("BAOA cyclical, one chain", long_sampler(48_000), 1),
     ("BAOA cyclical, 4 chains pooled", long_sampler(12_000), 4),
 )
