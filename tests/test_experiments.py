@@ -10,7 +10,7 @@ from gped_kit.core.sgld import SGLDConfig
 from gped_kit.experiments import experiment12 as e12
 from gped_kit.experiments import quickstart
 from gped_kit.experiments.chains import ChainTask, run_chains
-from gped_kit.experiments.paper import paper_shaped_lr_scale
+from gped_kit.experiments.paper import BAOA_SAMPLER, ChainSettings, long_sampler, paper_shaped_lr_scale, teacher_caption
 from gped_kit.experiments.settings import resolve_settings
 from gped_kit.experiments.store import ResultsStore
 
@@ -235,3 +235,14 @@ def test_experiment1_table_averages_seeds_and_says_whether_the_paper_lies_within
     tasks = e12.experiment1_tasks(["fcnn", "cnn_mnist"], e12.PROFILES["default"], seed=10)
     assert [(t.config.model_name, t.config.seed) for t in tasks] == [
         ("fcnn", 10), ("cnn_mnist", 10), ("fcnn", 11), ("cnn_mnist", 11), ("fcnn", 12), ("cnn_mnist", 12)]
+
+
+def test_teacher_caption_reads_the_sampler_chains_and_length_from_the_settings():
+    base = ChainSettings(num_iterations=5_000, burn_in=None, predictive_thinning=2, entropy_thinning=2,
+                         eval_thinning=50, log_every=500, checkpoint_every=1_000)
+    assert teacher_caption(base) == "one SGLD chain, T = 5,000"
+    pooled = dataclasses.replace(base, num_iterations=24_000, sampler=BAOA_SAMPLER, num_chains=2)
+    assert teacher_caption(pooled) == "2 pooled BAOA chains, T = 24,000 each"
+    cyclical = dataclasses.replace(base, num_iterations=12_000, sampler=long_sampler(12_000), num_chains=4)
+    assert teacher_caption(cyclical) == "4 pooled cyclical BAOA chains, T = 12,000 each"
+    assert teacher_caption(e12.PROFILES["cpu30"]) == "2 pooled BAOA chains, T = 24,000 each"

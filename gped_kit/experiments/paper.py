@@ -118,6 +118,18 @@ class ChainSettings:
             check_int("test_size", self.test_size, 1)
 
 
+def teacher_caption(settings: ChainSettings) -> str:
+    """The profile's teacher in words, for tables and the README (read from the settings, so it cannot
+    go stale): e.g. ``one SGLD chain, T = 5,000`` or ``2 pooled BAOA chains, T = 24,000 each``."""
+    sampler = settings.sampler
+    name = "SGLD" if sampler is None else sampler.name.value.upper()
+    if sampler is not None and sampler.schedule.value != "constant":
+        name = f"{sampler.schedule.value} {name}"
+    if settings.num_chains == 1:
+        return f"one {name} chain, T = {settings.num_iterations:,}"
+    return f"{settings.num_chains} pooled {name} chains, T = {settings.num_iterations:,} each"
+
+
 @dataclass(frozen=True)
 class OneThinningSettings(ChainSettings):
     """Chain settings whose students all share one thinning H (``thinning``).
