@@ -245,4 +245,4 @@ def test_teacher_caption_reads_the_sampler_chains_and_length_from_the_settings()
     assert teacher_caption(pooled) == "2 pooled BAOA chains, T = 24,000 each"
     cyclical = dataclasses.replace(base, num_iterations=12_000, sampler=long_sampler(12_000), num_chains=4)
     assert teacher_caption(cyclical) == "4 pooled cyclical BAOA chains, T = 12,000 each"
-    assert teacher_caption(e12.PROFILES["cpu30"]) == "2 pooled BAOA chains, T = 24,000 each"
+    assert teacher_caption(e12.PROFILES["cpu30"]) == "2 pooled BAOA chains, T = 20,000 each"

@@ -92,17 +92,19 @@ PROFILES: dict[str, Experiment2Settings] = {
                                  cifar_labelled_sizes=(10_000, 20_000, 50_000), lr_check_masks=(),
                                  table1_seeds=(0,), chains_per_batch=24),
     # Table 1 on a CPU in at most 30 minutes for both models (issues 20 and 33; notebook 01 with
-    # profile="cpu30", FCNN and CNN-MNIST, three seeds): a teacher pooled from 2 BAOA chains of 24,000
-    # steps (constant epsilon 0.2, alpha 0.5), students every H = 2 steps, as notebook 10's "BAOA, 2 chains
-    # pooled", which at equal work (FCNN, 2 seeds) matched one chain's teacher and entropy MAE (0.0650 /
-    # 0.0211 vs 0.0637 / 0.0209) with the best student NLL (0.0710) in 74% of its time, while cyclical step
-    # sizes gave 2.2x the entropy MAE (students distil only in the sampling phases) and 4 or 8 shorter
-    # chains worse teachers. A student takes (24,000 - 1,000) / 2 = 11,500 updates (one per engine step that
-    # distils, fed by both chains), so a U_o student sees each D' input 11,500 x 100 / 60,000 = 19 times.
-    # Replaces the pooled cyclical profile (4 x 12,000 steps: FCNN teacher 0.0632, entropy MAE 0.0439;
-    # a CNN chain collapsed in an exploration phase) and before it one BAOA chain of T = 40,000, H = 3
-    # (teacher NLL FCNN 0.0646, CNN-MNIST 0.0289; entropy MAE 0.030 / 0.028).
-    "cpu30": Experiment2Settings(num_iterations=24_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
+    # profile="cpu30", FCNN and CNN-MNIST, three seeds): a teacher pooled from 2 BAOA chains of 20,000
+    # steps (constant epsilon 0.2, alpha 0.5), students every H = 2 steps, as notebook 10's "BAOA, 2
+    # chains pooled" (there 2 x 24,000 steps), which at equal work (FCNN, 2 seeds) matched one chain's
+    # teacher and entropy MAE (0.0650 / 0.0211 vs 0.0637 / 0.0209) with the best student NLL (0.0710) in
+    # 74% of its time, while cyclical step sizes gave 2.2x the entropy MAE (students distil only in the
+    # sampling phases) and 4 or 8 shorter chains worse teachers. 2 x 20,000 rather than 2 x 24,000 steps
+    # keeps both models within 30 minutes (measured at 24,000: FCNN ~11 min, CNN-MNIST ~21 min a seed). A
+    # student takes (20,000 - 1,000) / 2 = 9,500 updates (one per engine step that distils, fed by both
+    # chains), so a U_o student sees each D' input 9,500 x 100 / 60,000 = 16 times. Replaces the pooled
+    # cyclical profile (4 x 12,000 steps: FCNN teacher 0.0632, entropy MAE 0.0439; a CNN chain collapsed in
+    # an exploration phase) and before it one BAOA chain of T = 40,000, H = 3 (teacher NLL FCNN 0.0646,
+    # CNN-MNIST 0.0289; entropy MAE 0.030 / 0.028).
+    "cpu30": Experiment2Settings(num_iterations=20_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
                                  eval_thinning=50, log_every=2_000, checkpoint_every=2_000, scale_step_size=False,
                                  table1_seeds=(0, 1, 2), labelled_sizes=(60_000,), mask_sizes=(0,),
                                  sampler=BAOA_SAMPLER, num_chains=2),
