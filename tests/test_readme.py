@@ -54,6 +54,14 @@ def test_table1_rules_on_hand_built_tables(tmp_path):
     _table1(tmp_path, "cpu30", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.02, None, 0.016, 3],
                                 ["cnn_mnist", 0.03, None, 0.022, 0.05, None, 0.053, 0.017, None, 0.016, 2]])
     assert R.table1_values(tmp_path, "cpu30", "cpu30").ours.endswith("(seeds: FCNN 3, CNN 2)")  # a failed seed
+    # the measured time of one seed, both models, from notebook 01's per-profile table (all seeds' seconds)
+    pd.DataFrame({"profile": ["cpu30", "cpu30", "default"], "model": ["fcnn", "cnn_mnist", "fcnn"],
+                  "seeds": [3, 2, 3], "seconds": [1800.0, 2400.0, 60.0]}).to_csv(
+        tmp_path / "table1_experiment1_profiles.csv", index=False)
+    assert R.table1_minutes_per_seed(tmp_path, "cpu30", ["fcnn", "cnn_mnist"]) == pytest.approx(30.0)  # 10 + 20
+    assert R.table1_values(tmp_path, "cpu30", "cpu30").ours.endswith(
+        "(seeds: FCNN 3, CNN 2; 30.0 min a seed for FCNN and CNN)")
+    assert R.table1_minutes_per_seed(tmp_path, "default", ["fcnn", "cnn_mnist"]) is None  # CNN's time missing
 
 
 def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu_per_model(tmp_path):

@@ -96,6 +96,20 @@ def table1_gap(figures: Path) -> Claim | None:
                  _link("table1_experiment1_default.md", "Table 1") + ", notebook 01")
 
 
+def table1_minutes_per_seed(figures: Path, profile: str, models: list[str]) -> float | None:
+    """The chains' measured computing time of one seed of ``profile``, every model in ``models``
+    together, in minutes: per model, its chains' seconds (all seeds, as notebook 01's per-profile
+    table gives them from the store entries) over its seeds, summed; None where that table or a
+    model's time is missing."""
+    t = _read(figures, "table1_experiment1_profiles.csv")
+    if t is None or "seconds" not in t:
+        return None
+    rows = t[(t["profile"] == profile) & t["model"].isin(models)].set_index("model")
+    if set(rows.index) != set(models) or rows["seconds"].isna().any() or (rows["seeds"] < 1).any():
+        return None
+    return float((rows["seconds"] / rows["seeds"]).sum()) / 60
+
+
 def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
     """Rule: teacher NLL, student NLL and entropy MAE each within 10% of the paper's (or better)."""
     t = _read(figures, f"table1_experiment1_{profile}.csv")
@@ -120,6 +134,9 @@ def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
     per_model = {MODELS[m]: _seeds(t.loc[m]) for m in MODELS if m in t.index}
     seeds_text = (f"{seeds} seed{'s' * (seeds > 1)}" if len(set(per_model.values())) <= 1 else
                   "seeds: " + ", ".join(f"{m} {n}" for m, n in per_model.items()))
+    minutes = table1_minutes_per_seed(figures, profile, list(t.index))
+    if minutes is not None:
+        seeds_text += f"; {minutes:.1f} min a seed for {' and '.join(MODELS[m] for m in MODELS if m in t.index)}"
     return Claim(f"Table 1 within 10% of the paper's values: {label}", verdict, f"{ours} ({seeds_text})",
                  paper + " (T = 10^6)", _link(f"table1_experiment1_{profile}.md", "table") + ", notebook 01")
 
