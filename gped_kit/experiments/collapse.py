@@ -5,7 +5,7 @@ A chain whose network died (e.g. every ReLU unit off after a too-large step of a
 exploration phase) predicts the uniform distribution from then on: its own ensemble's test NLL sits at
 log C (2.3026 for C = 10), where it stays. It raises no NaN, so the engine's divergence check does not
 see it, yet its samples are a quarter of a 4-chain pool's and pull the pooled NLL far up. Observed:
-notebook 01's ``cpu30`` profile, CNN-MNIST, seed 2: chain 2 at 2.3011 from the first exploration phase
+notebook 01's former ``cpu30`` profile, CNN-MNIST, seed 2: chain 2 at 2.3011 from the first exploration phase
 (cyclical BAOA, epsilon_0 = 0.6) while its peers reached 0.043-0.052; the pooled teacher 0.291.
 
 Chance level alone is no sign of failure (at masking rate 0.8 the paper's own teacher NLL is 2.298);
