@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..core.baoa import BAOAConfig
 from ..core.options import check_int
-from ..core.sampler import SamplerConfig
+from ..core.sampler import SamplerConfig, StepSchedule
 from ..core.samplers import sampler_config
 from ..core.sgld import SGLDConfig
 from ..engine import GPEDConfig
@@ -123,7 +123,7 @@ def teacher_caption(settings: ChainSettings) -> str:
     go stale): e.g. ``one SGLD chain, T = 5,000`` or ``2 pooled BAOA chains, T = 24,000 each``."""
     sampler = settings.sampler
     name = "SGLD" if sampler is None else sampler.name.value.upper()
-    if sampler is not None and sampler.schedule.value != "constant":
+    if sampler is not None and sampler.schedule is not StepSchedule.CONSTANT:
         name = f"{sampler.schedule.value} {name}"
     if settings.num_chains == 1:
         return f"one {name} chain, T = {settings.num_iterations:,}"
