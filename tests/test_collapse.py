@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from gped_kit.core.likelihoods import Categorical, Gaussian
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.experiments.chains import ChainTask, run_chains
@@ -19,14 +20,16 @@ LOG10 = math.log(10)
 
 def test_the_rule_on_known_cases():
     # the cpu30 CNN seed-2 pool: chain 2 at log 10 while its peers are near 0.05
-    assert collapsed_chains({0: 0.0434, 1: 0.0515, 2: 2.3011, 3: 0.0457}, 10) == {2: 2.3011}
+    assert collapsed_chains({0: 0.0434, 1: 0.0515, 2: 2.3011, 3: 0.0457}, LOG10) == {2: 2.3011}
     # every chain near chance (the paper's own teacher at masking 0.8 has NLL 2.298): not a collapse
-    assert collapsed_chains({0: 2.29, 1: 2.30, 2: 2.298}, 10) == {}
+    assert collapsed_chains({0: 2.29, 1: 2.30, 2: 2.298}, LOG10) == {}
     # one chain alone cannot be compared; two classes still can
-    assert collapsed_chains({0: 2.3026}, 10) == {}
-    assert collapsed_chains({0: 0.69, 1: 0.05}, 2) == {0: 0.69}
+    assert collapsed_chains({0: 2.3026}, LOG10) == {}
+    assert collapsed_chains({0: 0.69, 1: 0.05}, math.log(2)) == {0: 0.69}
     # a poor chain that is not at chance is not collapsed (0.9 x log 10 = 2.07)
-    assert collapsed_chains({0: 0.05, 1: 2.07}, 10) == {}
+    assert collapsed_chains({0: 0.05, 1: 2.07}, LOG10) == {}
+    # a likelihood without a chance level (Gaussian) is never checked
+    assert collapsed_chains({0: 0.05, 1: 9.0}, None) == {}
 
 
 def test_history_rows_are_read_per_chain_and_nan_is_left_out():
@@ -40,25 +43,24 @@ def test_a_stored_history_with_a_collapse_raises_naming_the_chain_step_and_cause
                             "teacher_nll_chain0": [None, 0.0588, 0.0588, 0.0485],
                             "teacher_nll_chain1": [None, 2.3011, 2.3011, 2.3011]})
     with pytest.raises(ChainCollapsed) as info:
-        check_history(history, 10, "cnn_mnist N=60000 m=0 seed=2", "BAOAConfig step_size=0.6, schedule='cyclical'")
+        check_history(history, LOG10, "cnn_mnist N=60000 m=0 seed=2", "BAOAConfig step_size=0.6, schedule='cyclical'")
     text = str(info.value)
     assert "cnn_mnist N=60000 m=0 seed=2" in text and "chain 1 at 2.3011" in text and "step 4,000" in text
     assert "chain 0 reached 0.0588" in text and "BAOAConfig step_size=0.6" in text
     assert "Lower the sampler's step" in text
-    check_history(history.drop(columns="teacher_nll_chain1"), 10, "one chain")  # nothing to compare: no error
-    check_history(history.assign(teacher_nll_chain1=history["teacher_nll_chain0"]), 10, "healthy")
+    check_history(history.drop(columns="teacher_nll_chain1"), LOG10, "one chain")  # nothing to compare: no error
+    check_history(history.assign(teacher_nll_chain1=history["teacher_nll_chain0"]), LOG10, "healthy")
 
 
 def test_the_hook_stops_a_pooled_categorical_run_and_leaves_others_alone():
     hook = CollapseHook(["pool"], ["SGLD"])
-    categorical = SimpleNamespace(pooled=True, chains=[SimpleNamespace(likelihood=SimpleNamespace(name="categorical"))],
+    categorical = SimpleNamespace(pooled=True, chains=[SimpleNamespace(likelihood=Categorical())],
                                   num_outputs=10, t=100)
     rows = [[{"step": 100, "teacher_nll_chain0": 0.1, "teacher_nll_chain1": LOG10}]]
     with pytest.raises(ChainCollapsed, match="pool: the pooled teacher's chain 1"):
         hook.on_log(categorical, rows)
     hook.on_log(SimpleNamespace(**{**vars(categorical), "pooled": False}), rows)  # single chains: not checked
-    gaussian = SimpleNamespace(**{**vars(categorical), "chains": [SimpleNamespace(likelihood=SimpleNamespace(
-        name="gaussian"))]})
+    gaussian = SimpleNamespace(**{**vars(categorical), "chains": [SimpleNamespace(likelihood=Gaussian(1.0))]})
     hook.on_log(gaussian, rows)
     hook.on_log(categorical, [[]])  # no rows yet
 
@@ -96,7 +98,7 @@ def test_run_chains_fails_a_chain_that_collapses_and_refuses_a_stored_one(digits
 
 def test_a_profile_shown_beside_names_its_failed_chains_in_one_line_each():
     error = ("ChainCollapsed: cnn_mnist seed=2: the pooled teacher's chain 2 at 2.3011 predicts at chance level "
-             "(log 10 = 2.3026) at step 4,000, while chain 0 reached 0.0434 on the same data: the collapsed chain's "
+             "(2.3026) at step 4,000, while chain 0 reached 0.0434 on the same data: the collapsed chain's "
              "samples would pull the pooled ensemble towards the uniform distribution. Likely cause: ...")
     grid = SimpleNamespace(failed=pd.DataFrame({"cell": ["cnn_mnist seed=2"], "error": [error]}))
     (line,) = failed_lines(SimpleNamespace(profile="cpu30", run=grid))

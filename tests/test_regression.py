@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from gped_kit.core.likelihoods import Gaussian
+from gped_kit.core.likelihoods import Categorical, Gaussian
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.targets import regression_moments
 from gped_kit.data.container import GPEDData
@@ -116,3 +116,9 @@ def test_heteroscedastic_gaussian_teacher_learns_the_noise_level():
     assert ensemble.aleatoric[right].mean() > 4 * ensemble.aleatoric[left].mean()  # true ratio 25
     student = regression_moments(result.student_outputs["test"]["predictive_variance-U_o"])
     assert student.aleatoric[right].mean() > 4 * student.aleatoric[left].mean()
+
+
+def test_the_likelihoods_say_what_labels_they_take_and_where_chance_lies():
+    assert Categorical.integer_labels and not Gaussian.integer_labels
+    assert Categorical().chance_nll(10) == math.log(10) and Categorical().chance_nll(1) is None
+    assert Gaussian(1.0).chance_nll(3) is None and Gaussian().chance_nll(3) is None  # NLL depends on y's scale

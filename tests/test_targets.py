@@ -152,6 +152,14 @@ def test_endd_target_tempers_smooths_and_links_to_the_dirichlet_mean():
     assert endd.ENDD.metric_names == ("student_nll", "student_accuracy", "nll_gap")  # no target_mae: not E[g]
     assert endd.ENDD.has_uncertainties and endd.ENDD.marginal_variance is endd.dirichlet_marginal_variance
     assert endd.endd_target(1.0).name == "endd-T1-s0.001"
+    # the target carries its temperature: experiments read it at T without asking for the target's name
+    assert endd.ENDD.has_temperature and endd.ENDD.training_temperature == endd.ENDD_TEMPERATURE
+    assert endd.endd_target(1.0).training_temperature == 1.0 and not T.TARGETS["predictive"].has_temperature
+    heated = endd.ENDD.at_temperature(out, 4, 2.5)
+    assert torch.allclose(heated, endd.endd_output_at_temperature(out, 4, 2.5))
+    with pytest.raises(ValueError, match="together"):
+        T.Target("half", T.TARGETS["predictive"].g, out_dim=lambda c: c, link=T.softmax_head,
+                 loss=T.TARGETS["predictive"].loss, at_temperature=endd.endd_output_at_temperature)
     with pytest.raises(ValueError, match="temperature"):
         endd.endd_target(0.0)
     # closed-form marginal variance of the Dirichlet against Monte Carlo

@@ -54,11 +54,6 @@ def endd_output_at_temperature(output: torch.Tensor, num_classes: int, temperatu
     return torch.cat([alpha / alpha0, alpha0], dim=-1).to(output.dtype)
 
 
-def is_endd(target: Target) -> bool:
-    """Whether ``target`` is an EnD2 prior-network target (:func:`endd_target`, any temperature)."""
-    return target.name == "endd" or target.name.startswith("endd-")
-
-
 def heated_label(label: str, temperature: float) -> str:
     """The label of EnD2 student ``label`` read at evaluation temperature ``temperature``:
     ``"EnD2"`` -> ``"EnD2 (T = 2.5)"``; the method part of an Experiment 4 label:
@@ -90,7 +85,8 @@ def endd_target(temperature: float = ENDD_TEMPERATURE, smoothing: float = ENDD_S
     return Target(name, g, out_dim=lambda c: c, link=dirichlet_head,
                   loss=lambda target, raw: losses.dirichlet_nll(target, raw, temperature),
                   predictive_classes=True, estimates_g=False, decomposition=from_dirichlet_output,
-                  marginal_variance=dirichlet_marginal_variance)
+                  marginal_variance=dirichlet_marginal_variance, at_temperature=endd_output_at_temperature,
+                  training_temperature=temperature)
 
 
 #: EnD2 with the paper's settings.

@@ -35,6 +35,13 @@ class Categorical:
     name = "categorical"
     #: the target every teacher ensemble accumulates (its predictive distribution)
     ensemble_target = "predictive"
+    #: labels y are class indices (an integer tensor)
+    integer_labels = True
+
+    def chance_nll(self, num_outputs: int) -> float | None:
+        """The test NLL of a predictor that ignores x and predicts the uniform distribution over
+        C = ``num_outputs`` classes: log C (None for fewer than two classes)."""
+        return math.log(num_outputs) if num_outputs >= 2 else None
 
     def raw_outputs(self, num_outputs: int) -> int:
         """Raw network outputs for C = ``num_outputs`` classes: C logits."""
@@ -88,6 +95,11 @@ class Gaussian:
     noise_variance: float | None = None
     name = "gaussian"
     ensemble_target = "predictive_variance"
+    integer_labels = False
+
+    def chance_nll(self, num_outputs: int) -> float | None:
+        """None: a Gaussian's NLL depends on the scale of y, so it has no chance level to compare with."""
+        return None
 
     def __post_init__(self) -> None:
         if self.noise_variance is not None and not (self.noise_variance > 0 and math.isfinite(self.noise_variance)):

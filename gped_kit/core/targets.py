@@ -206,6 +206,9 @@ class Target:
     ``decomposition`` turns linked outputs into total / data / knowledge uncertainty (None: the
     target has none); ``marginal_variance`` turns them into the student's estimate of the
     per-class marginal variance E[p(y=c|x,theta)(1 - p(y=c|x,theta))] (None: it has none).
+    ``at_temperature(output, C, T)`` re-reads a linked output at an evaluation temperature T, and
+    ``training_temperature`` is the T the target's loss was trained at (EnD2's prior network,
+    :func:`~gped_kit.baselines.endd.endd_target`; None: the target has no temperature).
 
     A new target is one definition: its metrics then appear in every run's summary and history
     (:meth:`evaluate`), and experiment code asks :meth:`reports` which targets give a metric.
@@ -223,8 +226,13 @@ class Target:
     metrics: TargetMetrics | None = None
     decomposition: Decomposition | None = None
     marginal_variance: Callable[[torch.Tensor, int], torch.Tensor] | None = None
+    at_temperature: Callable[[torch.Tensor, int, float], torch.Tensor] | None = None
+    training_temperature: float | None = None
 
     def __post_init__(self) -> None:
+        if (self.at_temperature is None) != (self.training_temperature is None):
+            raise ValueError(f"target {self.name!r}: give at_temperature and training_temperature together "
+                             "(a target read at temperatures is trained at one), or neither")
         if self.metrics is None:
             if self.likelihood not in DEFAULT_METRICS:
                 raise ValueError(f"target {self.name!r}: likelihood={self.likelihood!r} is not known; allowed: "
@@ -246,6 +254,11 @@ class Target:
         teacher ensemble's estimate of E[g] (``reference``, (N, D)) and its predictive NLL
         (``teacher_nll``); metrics needing an absent input are left out."""
         return self.metrics(MetricInputs(output, labels, num_outputs, reference, teacher_nll))
+
+    @property
+    def has_temperature(self) -> bool:
+        """Whether a student of this target can be read at other temperatures (``at_temperature``)."""
+        return self.at_temperature is not None
 
     @property
     def has_uncertainties(self) -> bool:

@@ -168,8 +168,8 @@ def build_chain(data: GPEDData, config: GPEDConfig, students: Sequence[StudentCo
         if target.likelihood != likelihood.name:
             raise ValueError(f"student {s.label!r}: target {target.name!r} is for a {target.likelihood} likelihood, "
                              f"but the teacher's is {likelihood.name}")
-    if likelihood.name == "categorical" and data.train_y.is_floating_point():
-        raise ValueError("data: the categorical likelihood needs integer class labels in train_y; "
+    if likelihood.integer_labels and data.train_y.is_floating_point():
+        raise ValueError(f"data: the {likelihood.name} likelihood needs integer class labels in train_y; "
                          "for real-valued targets use GPEDConfig(likelihood='gaussian')")
     device = resolve_device(config.device)
     data = data.to(device)

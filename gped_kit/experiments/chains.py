@@ -293,9 +293,10 @@ def _reused_chain(task: ChainTask, spec: ChainSpec, entry: Entry, started: float
     that collapsed to chance level (:func:`~gped_kit.experiments.collapse.check_history`; such a result,
     made before the check, is not used)."""
     result = result_from_entry(entry)
-    if spec.likelihood.name == "categorical":
+    chance = spec.likelihood.chance_nll(spec.data.num_outputs)
+    if chance is not None:
         try:
-            check_history(result.history, spec.data.num_outputs, task.label, sampler_text(spec.config))
+            check_history(result.history, chance, task.label, sampler_text(spec.config))
         except ChainCollapsed as exc:
             return ChainOutcome(task, "failed", error=f"ChainCollapsed: {exc}", seconds=time.perf_counter() - started,
                                 entry=entry)

@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from ...baselines import hydra
-from ...baselines.endd import ENDD_TEMPERATURE, endd_output_at_temperature, heated_label, is_endd
+from ...baselines.endd import heated_label
 from ...core import metrics, uncertainty
 from ...core.estimators import estimator_init
 from ...core.options import check_int
@@ -68,9 +68,10 @@ def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
             out[label] = (output[:, :c], None)
     for label, output in result.student_outputs[eval_set].items():
         target = result.target(label)
-        if is_endd(target):  # EnD2 also read at its training temperature (see experiment4)
-            u = target.uncertainties(endd_output_at_temperature(output, c, ENDD_TEMPERATURE), c)
-            out[heated_label(label, ENDD_TEMPERATURE)] = (u.predictive, u)
+        if target.has_temperature:  # EnD2 also read at its training temperature (see experiment4)
+            t = target.training_temperature
+            u = target.uncertainties(target.at_temperature(output, c, t), c)
+            out[heated_label(label, t)] = (u.predictive, u)
     u = hydra.hydra_uncertainties(hydra_net, x)
     out["Hydra"] = (u.predictive.cpu(), uncertainty.Uncertainties(*(v.cpu() for v in (u.predictive, u.total, u.data))))
     return out
@@ -98,9 +99,9 @@ def comparison_marginal_variance(result: GPEDResult, data: GPEDData, arch: ArchS
         target = result.target(label)
         if target.marginal_variance is not None:  # EnD2: the Dirichlet's closed form
             out[label] = target.marginal_variance(output, c)
-        if is_endd(target):
-            heated = endd_output_at_temperature(output, c, ENDD_TEMPERATURE)
-            out[heated_label(label, ENDD_TEMPERATURE)] = target.marginal_variance(heated, c)
+        if target.has_temperature and target.marginal_variance is not None:
+            t = target.training_temperature
+            out[heated_label(label, t)] = target.marginal_variance(target.at_temperature(output, c, t), c)
     out["Hydra"] = hydra.hydra_marginal_variance(hydra_net, x).cpu()
     return out
 
@@ -131,8 +132,9 @@ def comparison_memory(result: GPEDResult, data: GPEDData, hydra_result: hydra.Hy
 
 def _labels_of(student: StudentConfig) -> list[str]:
     """A student's rows: its label, and for EnD2 also the label it has at its training temperature."""
-    if is_endd(student.resolved_target):
-        return [student.label, heated_label(student.label, ENDD_TEMPERATURE)]
+    target = student.resolved_target
+    if target.has_temperature:
+        return [student.label, heated_label(student.label, target.training_temperature)]
     return [student.label]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ...baselines.endd import endd_output_at_temperature, heated_label, is_endd
+from ...baselines.endd import heated_label
 from ...core import metrics, uncertainty
 from ...core.targets import Target
 from ...data.container import GPEDData
@@ -54,9 +54,9 @@ def experiment4_uncertainties(result: GPEDResult, targets: Mapping[str, Target],
     for label, output in result.student_outputs[eval_set].items():
         out[label] = targets[label].uncertainties(output, num_classes)
     for label, output in result.student_outputs[eval_set].items():
-        if is_endd(targets[label]):
+        if targets[label].has_temperature:
             for temperature in endd_temperatures:
-                heated = endd_output_at_temperature(output, num_classes, temperature)
+                heated = targets[label].at_temperature(output, num_classes, temperature)
                 out[heated_label(label, temperature)] = targets[label].uncertainties(heated, num_classes)
     return out
 
