@@ -3,6 +3,7 @@ paper's manipulations (subsampling, square masks, input noise)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import time
 from pathlib import Path
@@ -494,6 +495,21 @@ def test_rotated_mnist_shift_set_is_the_test_set_rotated(mnist_root):
     assert torch.equal(rotated[:, :, 14, 14] > 0, original[:, :, 14, 14] > 0)
     assert (rotated[:, :, 0, 0] == 0).all() and not torch.equal(rotated, original)
     assert D.ood_available("mnist_rotated60", root)
+
+
+def test_the_data_identity_hashes_ood_sets_as_read_not_their_floating_point_transforms(mnist_root, monkeypatch):
+    root, _ = mnist_root
+    cfg = D.DataConfig(labelled_size=10, root=str(root), ood_datasets=("mnist_rotated60",))
+    first = D.prepare_data(cfg)
+    # a machine whose bilinear rotation rounds one pixel otherwise: other data, the same key
+    rotate = ood.TF.rotate
+    monkeypatch.setattr(ood.TF, "rotate", lambda x, *a, **k: rotate(x, *a, **k).index_put_(
+        (torch.tensor([0]), torch.tensor([0]), torch.tensor([14]), torch.tensor([14])), torch.tensor(7, dtype=x.dtype)))
+    other = D.prepare_data(cfg)
+    assert not torch.equal(other.ood_x["mnist_rotated60"], first.ood_x["mnist_rotated60"])
+    assert other.identity == first.identity
+    # another OOD set, or none, is another key
+    assert D.prepare_data(dataclasses.replace(cfg, ood_datasets=())).identity != first.identity
 
 
 def test_spiral_toy_overlap_band_and_grid():

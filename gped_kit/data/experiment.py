@@ -93,7 +93,8 @@ def data_identity(cfg: DataConfig, checksum: str) -> dict:
     """What identifies prepared data in result keys: the configuration's fields that decide the
     data (not where the files live), those at their defaults left out as in every record
     (:func:`~gped_kit.core.schema.record_fields`: a field added with a default changes no key), and
-    ``checksum``, the SHA-256 of the raw arrays read."""
+    ``checksum``, the SHA-256 of the raw arrays read (OOD sets before their floating-point transforms,
+    so that the key is the same on every machine)."""
     return {**record_fields(cfg, skip=_ACCESS_FIELDS), "sha256": checksum}
 
 
@@ -128,9 +129,9 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDDat
         digest.update(array.contiguous().numpy().tobytes())
     ood_x = {}
     for i, ood_name in enumerate(cfg.ood_datasets):
+        digest.update(ood_name.encode())  # then the set as read, before its floating-point transforms
         raw = load_ood(ood_name, shape, cfg.root, cfg.ood_size, derive_seed(cfg.seed, SEED_OOD + 2 * i), cfg.download,
-                       verify_checksums=cfg.verify_checksums)
-        digest.update(ood_name.encode() + raw.contiguous().numpy().tobytes())
+                       verify_checksums=cfg.verify_checksums, digest=digest)
         if cfg.ood_masking in ("masked", "both"):
             ood_x[ood_name] = _to_unit(apply_square_mask(raw, m, derive_seed(cfg.seed, SEED_OOD + 2 * i + 1)))
         if cfg.ood_masking in ("unmasked", "both"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -114,7 +115,7 @@ def _convert_shape(images: torch.Tensor, shape: tuple[int, int, int]) -> torch.T
 
 def load_ood(name: str, input_shape: tuple[int, int, int], root: str | Path | None = None,
              max_items: int | None = None, seed: int = 0, download: bool = False, *,
-             verify_checksums: bool = True) -> torch.Tensor:
+             verify_checksums: bool = True, digest: Any = None) -> torch.Tensor:
     """An OOD set's test images as uint8 (N, C, H, W) in the in-distribution ``input_shape``.
 
     ``max_items`` keeps a seeded random subset. Unreadable image files are skipped (a warning
@@ -123,7 +124,9 @@ def load_ood(name: str, input_shape: tuple[int, int, int], root: str | Path | No
     :class:`DatasetNotFoundError` (where we looked, how to get it) when the set is absent,
     :class:`DatasetIntegrityError` when its files exist but cannot be read (a failed md5 check,
     a corrupt or truncated ``.mat`` file, no readable image in a folder), ValueError for
-    unknown names or bad ``max_items``.
+    unknown names or bad ``max_items``. ``digest`` (a :mod:`hashlib` object) is updated with the
+    images as read, before any floating-point transform (resizing, rotation), whose bytes can differ
+    between machines: what a result key hashes must not.
     """
     if name not in OOD_SETS:
         raise ValueError(f"OOD set {name!r} is not known; allowed: {sorted(OOD_SETS)}")
@@ -160,6 +163,8 @@ def load_ood(name: str, input_shape: tuple[int, int, int], root: str | Path | No
             raise DatasetIntegrityError(f"OOD set {name!r}: none of the {len(files)} files under "
                                         f"{root / spec.folder} could be read as an image")
         images = torch.from_numpy(np.stack(arrays))
+    if digest is not None:
+        digest.update(images.contiguous().numpy().tobytes())
     images = _convert_shape(images, tuple(input_shape))
     if spec.rotate:
 
