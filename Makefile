@@ -24,6 +24,7 @@ BATCH_ARGS         ?=
 PYTEST_ARGS        ?=
 NBVAL_ARGS         ?=
 NBVAL_CELL_TIMEOUT ?= 2700
+# make figures PROFILE=all: every profile each notebook shows (cpu30, seeds, long, pooling; default last), hours
 # make figures RECOMPUTE=1: every notebook recomputes its results (stored ones are set aside, not deleted)
 RECOMPUTE          ?= 0
 # make figures EXECUTOR=ray: the notebooks' chain grids run as tasks on a Ray cluster ($RAY_ADDRESS,

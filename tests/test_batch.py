@@ -211,9 +211,37 @@ def test_settings_are_checked_before_any_notebook_runs(tmp_path: Path, capsys: p
     runs = plan_runs(select_notebooks(["00_quickstart", "01_experiment1", "04_figure3_masking"], REPO_NOTEBOOKS),
                      output_dir=tmp_path, profile="cpu30", overrides=[parse_override("01_*:models=['resnet']")])
     problems = batch.check_runs(runs)  # cpu30 is Experiment 1's profile only; 04 has no profiles
-    assert set(problems) == {"00_quickstart", "01_experiment1"}
-    assert "profile='cpu30' is not known" in problems["00_quickstart"] and "resnet" in problems["01_experiment1"]
+    assert set(problems) == {"00_quickstart (profile cpu30)", "01_experiment1 (profile cpu30)"}
+    assert "profile='cpu30' is not known" in problems["00_quickstart (profile cpu30)"]
+    assert "resnet" in problems["01_experiment1 (profile cpu30)"]
     assert not (tmp_path / "out").exists()
+
+
+def test_profile_all_runs_every_shown_profile_before_default(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--profile all``: each notebook once per profile it shows, the other profiles first and every notebook's
+    ``default`` run last (it reads the others back from the store), each profile into its own folder; with
+    ``--inplace`` only the default runs are copied back over the notebooks."""
+    notebooks = select_notebooks([], REPO_NOTEBOOKS)
+    runs = batch.plan_all_profiles(notebooks, output_dir=tmp_path, inplace=True)
+    planned = [(run.name, run.parameters.get("profile")) for run in runs]
+    declares = {nb.stem: "profile" in (batch.inspect_parameters(nb) or {}) for nb in notebooks}
+    assert planned[-len(notebooks):] == [(nb.stem, "default" if declares[nb.stem] else None) for nb in notebooks]
+    others = planned[:len(planned) - len(notebooks)]
+    assert ("01_experiment1", "cpu30") in others and ("05_experiment3_search", "long") in others
+    assert ("06_experiment4_uncertainty", "seeds") in others and ("10_samplers", "pooling") in others
+    assert all(profile != "default" for _, profile in others)
+    assert len(others) == sum(len(batch.notebook_profiles(nb)) - 1 for nb in notebooks)
+    for run in runs:
+        profile = run.parameters.get("profile", "default")
+        assert run.output_path == tmp_path / profile / f"{run.name}.ipynb"
+        assert (run.publish_path is not None) == (profile == "default")
+    assert batch.check_runs(runs) == {}  # every shown profile resolves and builds its chains
+    assert main(["--notebook-dir", str(REPO_NOTEBOOKS), "--output-dir", str(tmp_path / "dry"), "--profile", "all",
+                 "--dry-run", "--only", "06_*"], executor=ExplodingExecutor()) == 0
+    printed = capsys.readouterr().out
+    where = [printed.index(f'"profile": "{profile}"') for profile in ("long", "seeds", "default")]
+    assert where == sorted(where)
+    assert not (tmp_path / "dry").exists()
 
 
 def test_failures_do_not_stop_batch_and_fail_fast_skips(notebook_dir: Path, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ Command line, from the repository root (``python -m gped_kit.cli.batch --help`` 
 
     python -m gped_kit.cli.batch                      # every notebooks/*.ipynb, profile "default"
     python -m gped_kit.cli.batch --profile paper      # pass profile="paper" to every notebook
+    python -m gped_kit.cli.batch --profile all --inplace  # every profile the notebooks show, default last
     python -m gped_kit.cli.batch --only 00_quickstart # one notebook (name, path or glob)
     python -m gped_kit.cli.batch -p seed=1 -p 01_teacher:steps=500
     python -m gped_kit.cli.batch -p 07_hydra_comparison:hydra.phase1_steps=500
@@ -81,6 +82,7 @@ from papermill.translators import papermill_translators
 
 from ..experiments.executors import ExecutorName
 from ..experiments.registry import notebook as registered_notebook
+from ..experiments.summaries import SHOWN_PROFILES
 from .executors import (
     FALLBACK_KERNEL,
     PROJECT_KERNEL,
@@ -95,6 +97,8 @@ logger = logging.getLogger("gped_kit.cli.batch")
 DEFAULT_NOTEBOOK_DIR = Path("notebooks")
 DEFAULT_OUTPUT_ROOT = Path("outputs") / "notebooks"
 DEFAULT_PROFILE = "default"
+#: ``--profile all``: every profile each notebook shows (:data:`~gped_kit.experiments.summaries.SHOWN_PROFILES`).
+ALL_PROFILES = "all"
 SUMMARY_FILENAME = "batch_summary.csv"
 PARAMETERS_TAG = "parameters"
 
@@ -347,12 +351,50 @@ def plan_runs(
     return runs
 
 
+def notebook_profiles(path: Path) -> tuple[str, ...]:
+    """The profiles notebook ``path`` shows (its own run's and those read back beside it,
+    :data:`~gped_kit.experiments.summaries.SHOWN_PROFILES`); ``("default",)`` for the others."""
+    return SHOWN_PROFILES.get(Path(path).stem, (DEFAULT_PROFILE,))
+
+
+def plan_all_profiles(
+    notebooks: Sequence[Path],
+    *,
+    output_dir: Path,
+    overrides: Sequence[ParameterOverride] = (),
+    inplace: bool = False,
+    cwd: Path | None = None,
+    inspect: Callable[[Path], dict[str, Any] | None] = inspect_parameters,
+) -> list[NotebookRun]:
+    """The runs of ``--profile all``: each notebook once per profile it shows
+    (:func:`notebook_profiles`), into ``output_dir/<profile>/``.
+
+    Every other profile runs first, one profile after another in the order the notebooks name
+    them, and the ``default`` profile last, for every notebook: a notebook run with ``default``
+    reads the other profiles back from the results store and shows them beside its own, so they
+    must be stored before it runs. Only the ``default`` runs are copied back with ``inplace`` (the
+    committed notebooks are ``default`` runs). Overrides apply to every run, as with one profile.
+    """
+    order: list[str] = []
+    for nb in notebooks:
+        order += [p for p in notebook_profiles(nb) if p != DEFAULT_PROFILE and p not in order]
+    runs: list[NotebookRun] = []
+    for profile in order:
+        showing = [nb for nb in notebooks if profile in notebook_profiles(nb)]
+        runs += plan_runs(showing, output_dir=Path(output_dir) / profile, profile=profile, overrides=overrides,
+                          inplace=False, cwd=cwd, inspect=inspect)
+    runs += plan_runs(notebooks, output_dir=Path(output_dir) / DEFAULT_PROFILE, profile=DEFAULT_PROFILE,
+                      overrides=overrides, inplace=inplace, cwd=cwd, inspect=inspect)
+    return runs
+
+
 def check_runs(runs: Sequence[NotebookRun]) -> dict[str, str]:
     """Each registered notebook's settings and chains under its parameters, checked before anything
     runs (:mod:`gped_kit.experiments.registry`): its profile, overrides (a dotted one must name a field
     of the composed setting) and chain parameters are resolved as the notebook resolves them. Returns
-    ``{notebook name: error message}`` for those that fail; unregistered notebooks and notebooks
-    without profiles are not checked."""
+    ``{notebook name: error message}`` for those that fail (``"<name> (profile <profile>)"`` for a
+    run with another profile than ``default``); unregistered notebooks and notebooks without profiles
+    are not checked."""
     problems = {}
     for run in runs:
         try:
@@ -362,12 +404,14 @@ def check_runs(runs: Sequence[NotebookRun]) -> dict[str, str]:
         if entry.module is None:
             continue
         params = dict(run.parameters)
+        profile = params.get("profile", DEFAULT_PROFILE)
+        name = run.name if profile == DEFAULT_PROFILE else f"{run.name} (profile {profile})"
         try:
-            settings = entry.settings(params.get("profile", DEFAULT_PROFILE), params)
+            settings = entry.settings(profile, params)
             entry.chain_tasks(settings, seed=params.get("seed", 0), data_root=params.get("data_root"),
                               **{k: v for k, v in params.items() if k in entry.parameters})
         except (ValueError, TypeError) as exc:
-            problems[run.name] = _first_line(exc)
+            problems[name] = _first_line(exc)
     return problems
 
 
@@ -553,7 +597,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         default=DEFAULT_PROFILE,
-        help="value of the `profile` parameter for every notebook that declares it (default: %(default)s)",
+        help="value of the `profile` parameter for every notebook that declares it (default: %(default)s); "
+        f"'{ALL_PROFILES}': every profile each notebook shows, the others first and '{DEFAULT_PROFILE}' last, "
+        f"into <output-dir>/<profile>/",
     )
     parser.add_argument(
         "-p",
@@ -630,14 +676,18 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
 
     output_dir = args.output_dir if args.output_dir is not None else DEFAULT_OUTPUT_ROOT / args.profile
     try:
-        runs = plan_runs(
-            notebooks,
-            output_dir=output_dir,
-            profile=args.profile,
-            overrides=overrides,
-            inplace=args.inplace,
-            cwd=args.cwd,
-        )
+        if args.profile == ALL_PROFILES:
+            runs = plan_all_profiles(notebooks, output_dir=output_dir, overrides=overrides, inplace=args.inplace,
+                                     cwd=args.cwd)
+        else:
+            runs = plan_runs(
+                notebooks,
+                output_dir=output_dir,
+                profile=args.profile,
+                overrides=overrides,
+                inplace=args.inplace,
+                cwd=args.cwd,
+            )
     except ValueError as exc:
         parser.error(str(exc))
 
