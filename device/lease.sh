@@ -20,6 +20,9 @@
 # docs/device-runs/2026-11-26-nvidia-h200-3). Mind what comes back: 8 files in all, so two lanes of
 # notebook 01 (FCNN: a manifest and two parts; CNN-MNIST: a manifest and one part) and the log.
 #
+# LEASE_DETERMINISTIC=1 runs the slices with cuDNN's deterministic convolution kernels (slices run
+# --deterministic): CNN chains then repeat run to run on CUDA (without it they do not; FCNN chains do).
+#
 # BUDGET_S (default 540) is the wall time this call may use; keep it under the call's timeout_s.
 # Every step's output goes to $OUT/lease.log with the seconds elapsed (a lane's lines marked [lane N]); a
 # failing step is logged and the next one still runs (the lease is short: one failure must not waste the rest).
@@ -39,6 +42,8 @@ while :; do
     shift  # the "--"
 done
 benches="${LEASE_BENCHES-batched graph}"  # set and empty: no benchmarks
+deterministic=()
+if [ -n "${LEASE_DETERMINISTIC:-}" ]; then deterministic=(--deterministic); fi
 out="${OUT:?OUT must name the folder whose files come back}"
 log="$out/lease.log"
 started=$(date +%s)
@@ -84,6 +89,7 @@ if [ "$left" -ge 60 ]; then
         mkdir -p ".device-slices/in$suffix" "$lane_out"
         (set -o pipefail  # the lane's exit status is the slice's, not sed's
          python3 -m gped_kit.cli.slices run "${notebooks[$i]}" --profile paper --minutes "$minutes" "${params[@]}" \
+             "${deterministic[@]}" \
              --results ".device-slices/store$suffix" --resume ".device-slices/in$suffix" --out "$lane_out" 2>&1 \
              | sed -u "s/^/[lane $lane] /") &
         pids+=($!)

@@ -31,7 +31,7 @@ exit $fail
 """
 
 
-def lease(tmp_path: Path, *args: str) -> tuple[str, list[list[str]], Path]:
+def lease(tmp_path: Path, *args: str, **env_vars: str) -> tuple[str, list[list[str]], Path]:
     """Run a copy of device/lease.sh in ``tmp_path`` with stand-ins; its log, the slices' argument
     lists (in lane order) and the $OUT folder."""
     (tmp_path / "device").mkdir()
@@ -47,7 +47,7 @@ def lease(tmp_path: Path, *args: str) -> tuple[str, list[list[str]], Path]:
     out.mkdir()
     calls.mkdir()
     env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}", "OUT": str(out),
-           "STUB_CALLS": str(calls), "LEASE_BENCHES": ""}
+           "STUB_CALLS": str(calls), "LEASE_BENCHES": "", **env_vars}
     subprocess.run(["bash", "device/lease.sh", *args], cwd=tmp_path, env=env, check=True,
                    capture_output=True, timeout=60)
     recorded = [f.read_text().splitlines() for f in calls.iterdir()]
@@ -74,6 +74,7 @@ def test_two_lanes_run_side_by_side_each_with_its_own_store_pack_and_status(tmp_
     assert (out / "slice-001.json").exists() and (out / "lane-2" / "slice-001.json").exists()
     assert "lane 1: slice exit 0" in log
     assert "lane 2: slice exit 3" in log  # the slice's status, not the line-marking sed's
+    assert "--deterministic" not in one + two
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -85,3 +86,9 @@ def test_without_lanes_one_slice_of_notebook_01_as_before(tmp_path):
     assert option(args, "--out") == str(out)
     assert 7.8 <= float(option(args, "--minutes")) <= 8.0  # 540 s, less a minute, less what the steps before took
     assert "pytest stand-in" in log and "lane 1: slice exit 0" in log
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_lease_deterministic_passes_the_flag_to_every_lane(tmp_path):
+    _, calls, _ = lease(tmp_path, "200", "01_experiment1", "--", "01_experiment1", LEASE_DETERMINISTIC="1")
+    assert len(calls) == 2 and all("--deterministic" in args for args in calls)
