@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call that does the GPU checklist of ../shared/GPU.md in order, inside a time budget, and
-# leaves everything it measured under $OUT (one log, plus the slice's pack):
+# leaves everything it measured under $OUT (one log, plus the slices' packs):
 #
-#   device/lease.sh [BUDGET_S [NOTEBOOK [PARAM ...]]]      (on the GPU machine, from the checkout's root)
+#   device/lease.sh [BUDGET_S [NOTEBOOK [PARAM ...] [-- NOTEBOOK [PARAM ...]]]]   (on the GPU machine, from the checkout's root)
 #
 #   1. the device bundle installed offline (device/install.sh), the GPU and the software named;
 #   2. the CUDA tests (pytest -k cuda over the engine, batching and pooled-teacher tests);
@@ -13,16 +13,37 @@
 #      (default 01_experiment1) with each PARAM (KEY=VALUE, e.g. 'models=["cnn_mnist"]') as a notebook
 #      parameter, resumed from the pack carried in .device-slices/in, packed into $OUT.
 #
+# Each further "-- NOTEBOOK [PARAM ...]" is a second lane: a slice run side by side with the first, with
+# its own store (.device-slices/store-2), resumed from .device-slices/in-2 and packed into $OUT/lane-2
+# (a third lane: -3, and so on). One eager chain leaves an H200 mostly idle (kernel launches bound it), so
+# two lanes advance two chains at about 1.5x the steps per second of one after the other (measured:
+# docs/device-runs/2026-11-26-nvidia-h200-3). Mind what comes back: 8 files in all, so two lanes of
+# notebook 01 (FCNN: a manifest and two parts; CNN-MNIST: a manifest and one part) and the log.
+#
+# LEASE_DETERMINISTIC=1 runs the slices with cuDNN's deterministic convolution kernels (slices run
+# --deterministic): CNN chains then repeat run to run on CUDA (without it they do not; FCNN chains do).
+#
 # BUDGET_S (default 540) is the wall time this call may use; keep it under the call's timeout_s.
-# Every step's output goes to $OUT/lease.log with the seconds elapsed; a failing step is logged and the
-# next one still runs (the lease is short: one failure must not waste the rest).
+# Every step's output goes to $OUT/lease.log with the seconds elapsed (a lane's lines marked [lane N]); a
+# failing step is logged and the next one still runs (the lease is short: one failure must not waste the rest).
 set -u
 budget="${1:-540}"
-notebook="${2:-01_experiment1}"
-shift 2 2>/dev/null || shift $#
-params=()
-for p in "$@"; do params+=(-p "$p"); done
+shift 2>/dev/null
+# the lanes: lane i's notebook in notebooks[i], its parameters in lane_params[i] (one string, "-p" and value
+# separated by newlines, since bash has no arrays of arrays)
+notebooks=() lane_params=()
+while :; do
+    notebooks+=("${1:-01_experiment1}")
+    shift 2>/dev/null
+    ps=""
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do ps+=$'-p\n'"$1"$'\n'; shift; done
+    lane_params+=("$ps")
+    [ $# -gt 0 ] || break
+    shift  # the "--"
+done
 benches="${LEASE_BENCHES-batched graph}"  # set and empty: no benchmarks
+deterministic=()
+if [ -n "${LEASE_DETERMINISTIC:-}" ]; then deterministic=(--deterministic); fi
 out="${OUT:?OUT must name the folder whose files come back}"
 log="$out/lease.log"
 started=$(date +%s)
@@ -58,11 +79,24 @@ fi
 left=$(( budget - $(elapsed) - 60 ))
 if [ "$left" -ge 60 ]; then
     minutes=$(python3 -c "print(round($left / 60, 2))")
-    step "slice of $notebook's paper profile, $minutes minutes ${*}"
-    mkdir -p .device-slices/in
-    python3 -m gped_kit.cli.slices run "$notebook" --profile paper --minutes "$minutes" "${params[@]}" \
-        --results .device-slices/store --resume .device-slices/in --out "$out"
-    echo "slice exit $?"
+    pids=()
+    for i in "${!notebooks[@]}"; do
+        lane=$(( i + 1 ))
+        suffix=""; lane_out="$out"
+        if [ "$lane" -gt 1 ]; then suffix="-$lane"; lane_out="$out/lane-$lane"; fi
+        mapfile -t params < <(printf '%s' "${lane_params[$i]}")
+        step "lane $lane: slice of ${notebooks[$i]}'s paper profile, $minutes minutes ${params[*]:-}"
+        mkdir -p ".device-slices/in$suffix" "$lane_out"
+        (set -o pipefail  # the lane's exit status is the slice's, not sed's
+         python3 -m gped_kit.cli.slices run "${notebooks[$i]}" --profile paper --minutes "$minutes" "${params[@]}" \
+             "${deterministic[@]}" \
+             --results ".device-slices/store$suffix" --resume ".device-slices/in$suffix" --out "$lane_out" 2>&1 \
+             | sed -u "s/^/[lane $lane] /") &
+        pids+=($!)
+    done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}"; echo "lane $(( i + 1 )): slice exit $?"
+    done
 else
     step "no time left for a slice ($left s)"
 fi

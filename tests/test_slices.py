@@ -213,6 +213,27 @@ def test_two_slices_in_fresh_folders_equal_one_uninterrupted_run(digits_data, tm
     assert_same_results(stored(store_b.root), stored(tmp_path / "whole"))
 
 
+def test_a_deterministic_slice_sets_cudnn_for_its_chains_only_and_says_so(digits_data, tmp_path, monkeypatch):
+    (task,) = digits_tasks(digits_data)[:1]
+    monkeypatch.setattr(S, "notebook_chain_tasks", lambda *args: SimpleNamespace(
+        notebook="digits", needs_state=False, groups=[SimpleNamespace(tasks=[task], chains_per_batch=1)]))
+    seen, run = [], S.run_chains
+
+    def watched(*args, **kwargs):
+        seen.append((torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark))
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(S, "run_chains", watched)
+    before = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    for deterministic in (True, False):
+        report = S.run_slice("digits", "default", {}, tmp_path / f"store-{deterministic}",
+                             tmp_path / f"out-{deterministic}", max_steps=1_000, progress=False,
+                             deterministic=deterministic)
+        assert json.loads(report.manifest.read_text())["deterministic"] is deterministic
+        assert (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark) == before  # restored
+    assert seen == [(True, False), before]
+
+
 def test_a_budget_needs_the_local_executor(digits_data, tmp_path):
     with pytest.raises(ValueError, match="executor='local'"):
         run_chains(digits_tasks(digits_data)[:1], ResultsStore(tmp_path), budget=Budget(steps=1), executor="ray")

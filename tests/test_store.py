@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
+from gped_kit.cli import store as store_cli
 from gped_kit.core.schema import key_of, record
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
@@ -26,6 +27,7 @@ from gped_kit.experiments import comparison as C
 from gped_kit.experiments import experiment4 as E4
 from gped_kit.experiments.chains import ChainTask, DerivedTask, run_chains, run_derived
 from gped_kit.experiments.codetext import canonical_dump
+from gped_kit.experiments.registry import RESULT_CODES
 from gped_kit.experiments.store import NUMERICS, ResultsStore, code_fingerprint
 
 
@@ -325,3 +327,35 @@ def test_stored_executor_derives_nothing(digits_data, tmp_path):
     assert [o.status for o in outcomes] == ["reused", "not stored"]
     assert outcomes[0].entry.table("summary")["steps"].tolist() == [60] and outcomes[1].entry is None
     assert len(store.entries("probe")) == 1 and len(store.entries("chain")) == 1  # the second chain never ran
+
+
+def test_stale_lists_complete_entries_under_another_code_and_refuses_unknown_kinds(tmp_path, capsys):
+    store = ResultsStore(tmp_path)
+    codes = {kind: code() for kind, code in RESULT_CODES.items()}
+
+    def make(kind: str, record: dict, code: str, finish: bool = True) -> Path:
+        with store.open(kind, record, code) as entry:
+            entry.write_table("summary", pd.DataFrame({"x": [1.0]}))
+            if finish:
+                entry.finish(seconds=1.0)
+        return entry.path
+
+    make("chain", {"seed": 0}, codes["chain"])                       # current: kept
+    old = make("chain", {"seed": 0}, "0" * 16)                       # the same record under older code
+    make("chain", {"seed": 1}, "1" * 16, finish=False)               # in progress: never listed
+    old_toy = make("toy", {"toy": "mog"}, "2" * 16)
+    make("spiral", {"seed": 0}, codes["spiral"])
+    assert store_cli.stale_entries(tmp_path) == ([old, old_toy], [])
+    assert store_cli.main(["stale", "--results", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.split() == [old.as_posix(), old_toy.as_posix()]
+    make("newkind", {"a": 1}, "3" * 16)                              # a kind the registry does not know
+    assert store_cli.stale_entries(tmp_path) == ([old, old_toy], ["newkind"])
+    assert store_cli.main(["stale", "--results", str(tmp_path)]) == 1
+    assert "newkind" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        store_cli.main(["stale", "--results", str(tmp_path / "absent")])
+
+
+def test_every_kind_of_committed_result_has_its_code_in_the_registry():
+    kinds = {p.parent.parent.name for p in (Path(__file__).resolve().parents[1] / "results").glob("*/*/entry.json")}
+    assert kinds and kinds <= set(RESULT_CODES)

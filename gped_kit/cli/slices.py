@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import gzip
 import hashlib
 import io
@@ -49,6 +50,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 import pandas as pd
+import torch
 
 from ..engine.checkpoint import read_checkpoint
 from ..experiments import registry
@@ -397,13 +399,31 @@ class SliceReport:
     unpacked: list[tuple[str, str]] = field(default_factory=list)
 
 
+@contextlib.contextmanager
+def deterministic_convolutions(enabled: bool) -> Iterator[None]:
+    """cuDNN's deterministic convolution kernels while the block runs (``enabled``), the previous
+    setting restored after. cuDNN's default backward kernels accumulate with atomics in no fixed order, so
+    on CUDA a CNN chain's numbers differ run to run from its first steps (two H200 leases: teacher NLL
+    0.03823 against 0.03795 at step 10,000; docs/device-runs/2026-11-26-nvidia-h200-3), and a resumed
+    slice is not bit-identical to an uninterrupted run. The CPU and fully connected chains are unaffected."""
+    cudnn = torch.backends.cudnn
+    saved = cudnn.deterministic, cudnn.benchmark
+    if enabled:
+        cudnn.deterministic, cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        cudnn.deterministic, cudnn.benchmark = saved
+
+
 def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], results: Path, out: Path,
               minutes: float | None = None, max_steps: int | None = None, resume: Sequence[Path] = (),
               keep_final_checkpoints: bool | None = None, notebook_dir: Path = DEFAULT_NOTEBOOK_DIR,
               clock=time.monotonic, progress: bool = True, part_bytes: int = PART_BYTES,
-              max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> SliceReport:
+              max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES, deterministic: bool = False) -> SliceReport:
     """One slice (see the module docstring): unpack ``resume``, run the notebook's chains within
-    ``minutes`` / ``max_steps``, pack what changed into ``out``."""
+    ``minutes`` / ``max_steps`` (with cuDNN's deterministic kernels if ``deterministic``: see
+    :func:`deterministic_convolutions`), pack what changed into ``out``."""
     budget = Budget(seconds=None if minutes is None else 60.0 * minutes, steps=max_steps, clock=clock)
     chains = notebook_chain_tasks(notebook, profile, overrides, notebook_dir)  # bad input fails before any work
     store = ResultsStore(results)
@@ -412,8 +432,9 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
     sources = [Path(r) for r in resume if Path(r).exists() and read_manifests([Path(r)])]
     previous = read_manifests(sources)
     unpacked = unpack(sources, store.root) if sources else []
-    grids = [run_chains(list(g.tasks), store, chains_per_batch=g.chains_per_batch, progress=progress, budget=budget)
-             for g in chains.groups if g.tasks]
+    with deterministic_convolutions(deterministic):
+        grids = [run_chains(list(g.tasks), store, chains_per_batch=g.chains_per_batch, progress=progress,
+                            budget=budget) for g in chains.groups if g.tasks]
     cells = pd.concat([g.cells for g in grids], ignore_index=True) if grids else pd.DataFrame()
     complete = bool(len(cells)) and bool(cells["status"].isin([*DONE, "missing data"]).all())
     keep = chains.needs_state if keep_final_checkpoints is None else keep_final_checkpoints
@@ -422,7 +443,8 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
             "notebook": chains.notebook, "profile": profile, "overrides": dict(overrides), "code": chain_code(),
             "budget": {"minutes": minutes, "max_steps": max_steps, "steps_done": budget.steps_done,
                        "seconds": round(budget.elapsed(), 1)},
-            "complete": complete, "cells": cells.astype(object).where(cells.notna(), None).to_dict("records")}
+            "deterministic": deterministic, "complete": complete,
+            "cells": cells.astype(object).where(cells.notna(), None).to_dict("records")}
     manifest = pack(store.root, files, out, info, part_bytes, max_files, max_bytes) if files else None
     return SliceReport(cells, manifest, complete, unpacked)
 
@@ -454,6 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
     keep.add_argument("--keep-final-checkpoints", dest="keep", action="store_true", default=None,
                       help="pack finished chains' checkpoints too (default: only for notebooks that need them)")
     keep.add_argument("--no-final-checkpoints", dest="keep", action="store_false")
+    run.add_argument("--deterministic", action="store_true",
+                     help="cuDNN's deterministic convolution kernels (CUDA CNN chains reproducible run to run)")
     run.add_argument("--notebook-dir", type=Path, default=DEFAULT_NOTEBOOK_DIR, help="default: %(default)s")
     run.add_argument("--part-mib", type=float, default=PART_BYTES / MIB, help="largest part (default: %(default)s)")
     run.add_argument("--max-files", type=int, default=MAX_FILES, help="parts + manifest (default: %(default)s)")
@@ -496,7 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = run_slice(args.notebook, args.profile, overrides, args.results, args.out, args.minutes,
                            args.max_steps, args.resume, args.keep, args.notebook_dir,
                            part_bytes=int(args.part_mib * MIB), max_files=args.max_files,
-                           max_bytes=int(args.max_mib * MIB))
+                           max_bytes=int(args.max_mib * MIB), deterministic=args.deterministic)
     except (ValueError, PackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ValueError) else 1

@@ -111,6 +111,13 @@ def logreg_config(settings: ThesisToysSettings, seed: int = 0) -> LogRegConfig:
 
 #: Modules whose source decides a toy run's numbers (the code fingerprint of its entry).
 TOY_CODE = ("gped_kit.toys", "gped_kit.core")
+
+
+def toy_code() -> str:
+    """The code fingerprint of the toys' entries (:data:`TOY_CODE`)."""
+    return code_fingerprint(*TOY_CODE)
+
+
 #: Arrays kept as float32 (the rest are float16): the evaluation grids (float16 cannot tell the
 #: MoG grid's points apart beyond |x| = 32), the chain moments the notebook prints and the
 #: students' weights.
@@ -176,7 +183,7 @@ def run_toy(config: MoGConfig | LogRegConfig, store: ResultsStore, recompute: bo
     def compute(entry: Entry) -> None:
         store_toy(entry, run_mog(config) if isinstance(config, MoGConfig) else run_logreg(config))
 
-    entry, status = store.cached("toy", toy_record(config), code_fingerprint(*TOY_CODE), compute,
+    entry, status = store.cached("toy", toy_record(config), toy_code(), compute,
                                  recompute=recompute)
     return load_toy(entry, config, status)
 
