@@ -16,32 +16,23 @@ error with exit status 1, so that a new kind of result cannot be removed by mist
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Callable
 
 from ..experiments.registry import RESULT_CODES
-from ..experiments.store import ENTRY_FILE
+from ..experiments.store import ResultsStore
 
 
 def stale_entries(results: Path, codes: Mapping[str, Callable[[], str]] = RESULT_CODES,
                   ) -> tuple[list[Path], list[str]]:
-    """The complete entry folders of ``results`` whose code is not their kind's current code (sorted), and
-    the kinds found that ``codes`` does not know."""
+    """The complete entry folders of ``results`` whose code is not their kind's current code (in the
+    store's order: by kind, then key), and the kinds found that ``codes`` does not know."""
     current = {kind: code() for kind, code in codes.items()}
-    stale, unknown = [], set()
-    for meta_file in sorted(Path(results).glob(f"*/*/{ENTRY_FILE}")):
-        meta = json.loads(meta_file.read_text())
-        kind = meta_file.parent.parent.name
-        if not meta.get("complete"):
-            continue
-        if kind not in current:
-            unknown.add(kind)
-        elif meta.get("code") != current[kind]:
-            stale.append(meta_file.parent)
-    return stale, sorted(unknown)
+    entries = ResultsStore(results).entries()
+    unknown = sorted({e.kind for e in entries if e.kind not in current})
+    return [e.path for e in entries if e.kind in current and e.code != current[e.kind]], unknown
 
 
 def main(argv: Sequence[str] | None = None) -> int:
