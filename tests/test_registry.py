@@ -84,8 +84,9 @@ def test_quickstart_chain_is_the_notebooks():
     assert namespace["task"] == task
 
 
-def _store_chain(store: ResultsStore, key: str, rows: list[dict]) -> None:
-    entry = store.entry("chain", {"test": key}, "code")
+def _store_chain(store: ResultsStore, key: str, rows: list[dict], code: str | None = None) -> None:
+    """A complete chain entry with ``rows`` as its summary, made by ``code`` (default: this code's)."""
+    entry = store.entry("chain", {"test": key}, code or registry.RESULT_CODES["chain"]())
     entry.path.mkdir(parents=True)
     entry.write_table("summary", pd.DataFrame(rows))
     entry.finish()
@@ -105,6 +106,7 @@ def test_chain_gaps_find_missing_partial_and_unexpected_chains(tmp_path):
     fcnn, cnn, cifar = entry.chain_tasks(settings)
     store = ResultsStore(tmp_path)
     assert len(entry.missing(store, settings, absent={"cifar10"})) == 2  # nothing stored: both MNIST chains
+    _store_chain(store, "cnn-old-code", _rows(cnn), code="0" * 16)  # superseded by a re-keying: not read
     _store_chain(store, "fcnn", _rows(fcnn))
     _store_chain(store, "cnn-short", _rows(cnn, steps=50))  # interrupted: not complete
     _store_chain(store, "cnn-fewer", _rows(cnn, students=[s.label for s in cnn.students][:2]))

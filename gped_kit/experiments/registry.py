@@ -116,7 +116,8 @@ class Notebook:
                 **parameters: Any) -> list[str]:
         """What a completed run of the notebook under ``settings`` would have stored and ``store``
         lacks, one line each (empty: all there): a complete chain entry per chain task whose data
-        set is present (and none for those in ``absent``), and the notebook's derived results."""
+        set is present (and none for those in ``absent``), and the notebook's derived results, each
+        made by this checkout's code (entries that a re-keying superseded count as missing)."""
         tasks = self.chain_tasks(settings, seed=seed, **parameters)
         gaps = chain_gaps(store, tasks, absent)
         if self.stored is not None:
@@ -142,10 +143,11 @@ def _signature(task: ChainTask) -> dict[str, Any]:
 
 def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collection[str] = ()) -> list[str]:
     """The chain tasks without a complete chain entry in ``store`` (one that ran every iteration with
-    exactly the task's students), and those of data sets in ``absent`` that have one; one line each.
-    Tasks that only differ in what the summaries do not show (e.g. two SGLD samplers) need as many
-    entries as there are such tasks."""
-    summaries = store.load("summary", "chain")
+    exactly the task's students) made by this code, and those of data sets in ``absent`` that have one;
+    one line each. Entries of other code (superseded, :data:`RESULT_CODES`) count for nothing: the notebook
+    would not read them. Tasks that only differ in what the summaries do not show (e.g. two SGLD samplers)
+    need as many entries as there are such tasks."""
+    summaries = store.load("summary", "chain", code=RESULT_CODES["chain"]())
     groups: dict[tuple, list[ChainTask]] = {}
     for task in tasks:
         groups.setdefault((tuple(sorted(_signature(task).items())), frozenset(s.label for s in task.students)),
@@ -173,7 +175,7 @@ def _search_gaps(store: ResultsStore, settings: experiment3.Experiment3Settings,
                  absent: Collection[str], seed: int) -> list[str]:
     """Every present model's search table: the exhaustive grid and each lambda's distilled, pruned and
     fine-tuned group l1/l2 student, per target."""
-    searches = experiment3.load_search_results(store)
+    searches = store.load(experiment3.SEARCH_TABLE, experiment3.SEARCH_KIND, code=RESULT_CODES["search"]())
     gaps = []
     for task in tasks:
         model = task.config.model_name
@@ -198,7 +200,7 @@ def _experiment4_gaps(store: ResultsStore, settings: experiment4.Experiment4Sett
                       absent: Collection[str], seed: int) -> list[str]:
     """Every present model's downstream evaluation, with a row group for each of its chain's students, and
     one more for each EnD2 student at every further evaluation temperature (``ENDD_EVAL_TEMPERATURES``)."""
-    downstream = store.load("downstream", "experiment4")
+    downstream = store.load("downstream", "experiment4", code=RESULT_CODES["experiment4"]())
     gaps = []
     for task in tasks:
         model = task.config.model_name
@@ -219,11 +221,11 @@ def _experiment4_gaps(store: ResultsStore, settings: experiment4.Experiment4Sett
 def _comparison_gaps(store: ResultsStore, settings: comparison.ComparisonSettings, tasks: Sequence[ChainTask],
                      absent: Collection[str], seed: int) -> list[str]:
     """The MNIST comparison table with every method, and the spiral's entry."""
-    table = store.load("comparison", "comparison")
+    table = store.load("comparison", "comparison", code=RESULT_CODES["comparison"]())
     methods = {"Hydra", "GPED", "EnD2", "KD", "Snapshot ensemble", "Long-chain teacher"}
     have = set(table["method"]) if len(table) else set()
     gaps = [f"comparison: no rows for {sorted(methods - have)}"] if methods - have else []
-    if not store.entries("spiral"):
+    if not store.entries("spiral", code=RESULT_CODES["spiral"]()):
         gaps.append("spiral: no complete entry")
     return gaps
 
