@@ -14,7 +14,8 @@ import pandas as pd
 import papermill
 import pytest
 
-from gped_kit.experiments import registry
+from gped_kit.baselines.endd import ENDD
+from gped_kit.experiments import experiment4, registry
 from gped_kit.experiments.registry import NOTEBOOKS, chain_gaps, notebook
 from gped_kit.experiments.store import ResultsStore
 
@@ -132,3 +133,35 @@ def test_tasks_that_summaries_do_not_tell_apart_need_one_entry_each(tmp_path):
     assert entry.missing(store, settings) == []
     store.entries("chain")[0].set_aside()
     assert len(entry.missing(store, settings)) == 1
+
+
+def test_derived_results_count_only_for_the_chain_they_were_derived_from(tmp_path):
+    """Experiment 4's evaluations of one profile's chains do not stand in for another profile's: a derived
+    entry counts for a task only when its record names that task's chain (and it was made by this code)."""
+    entry = NOTEBOOKS["06_experiment4_uncertainty"]
+    settings = entry.settings("paper", entry.scaled_paper)
+    tasks = [t for t in entry.chain_tasks(settings) if t.data.dataset == "mnist"]
+    store = ResultsStore(tmp_path)
+    for task in tasks:
+        _store_chain(store, task.label, _rows(task))
+    expected = {t.label: len(t.students) + sum(s.target == ENDD for s in t.students)
+                * len(experiment4.ENDD_EVAL_TEMPERATURES) for t in tasks}
+
+    def evaluate(chain: str, groups: int, code: str | None = None) -> None:
+        derived = store.entry("experiment4", {"chain": {"test": chain}, "seed": 0},
+                              code or registry.RESULT_CODES["experiment4"]())
+        derived.path.mkdir(parents=True)
+        derived.write_table("downstream", pd.DataFrame({"method": [f"m{i}" for i in range(groups)],
+                                                        "estimator": "U_s", "student": "s", "model": "x"}))
+        derived.finish()
+
+    first, second = tasks[0], tasks[1]
+    assert len(entry.missing(store, settings, absent={"cifar10"})) == len(tasks)
+    evaluate("another profile's chain", expected[second.label])  # a chain no task of these settings has
+    evaluate(second.label, expected[second.label], code="0" * 16)  # superseded code
+    evaluate(first.label, expected[first.label])
+    gaps = entry.missing(store, settings, absent={"cifar10"})
+    assert [g.split(":")[0] for g in gaps] == [f"experiment 4 {t.label}" for t in tasks[1:]]
+    evaluate(second.label, expected[second.label] - 1)  # one student short
+    assert f"experiment 4 {second.label}: {expected[second.label] - 1} evaluated" in \
+        " ".join(entry.missing(store, settings, absent={"cifar10"}))

@@ -29,6 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pandas as pd
+
 from ..baselines.endd import ENDD
 from . import comparison, experiment3, experiment4, experiment12, quickstart, samplers, thesis
 from .chains import ChainTask, chain_code
@@ -141,6 +143,34 @@ def _signature(task: ChainTask) -> dict[str, Any]:
     return out
 
 
+def _chains_found(summaries: pd.DataFrame, signature: tuple, students: frozenset[str]) -> list[str]:
+    """The keys of the complete chain entries among ``summaries`` (this code's chain summaries) with
+    ``signature``'s summary columns and exactly ``students``."""
+    rows = summaries
+    for column, value in signature:
+        rows = rows[rows[column] == value] if column in rows else rows.iloc[:0]
+    return [key for key, chain in (rows.groupby("entry") if len(rows) else [])
+            if set(chain["student"]) == students and (chain["steps_done"] == dict(signature)["num_iterations"]).all()]
+
+
+def _group(task: ChainTask) -> tuple[tuple, frozenset[str]]:
+    return tuple(sorted(_signature(task).items())), frozenset(s.label for s in task.students)
+
+
+def _task_chains(store: ResultsStore, task: ChainTask) -> set[str]:
+    """The keys of the complete chain entries of ``task`` made by this code."""
+    return set(_chains_found(store.load("summary", "chain", code=RESULT_CODES["chain"]()), *_group(task)))
+
+
+def _derived_rows(store: ResultsStore, kind: str, table: str, chains: set[str]) -> pd.DataFrame:
+    """Table ``table`` of this code's complete ``kind`` entries derived from one of the chain entries
+    ``chains`` (a derived entry's record holds its chain's record under ``"chain"``)."""
+    chain_code_now = RESULT_CODES["chain"]()
+    return store.load(table, kind, code=RESULT_CODES[kind](),
+                      where=lambda e: isinstance(e.record, Mapping) and "chain" in e.record
+                      and store.entry("chain", e.record["chain"], chain_code_now).key in chains)
+
+
 def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collection[str] = ()) -> list[str]:
     """The chain tasks without a complete chain entry in ``store`` (one that ran every iteration with
     exactly the task's students) made by this code, and those of data sets in ``absent`` that have one;
@@ -150,17 +180,10 @@ def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collecti
     summaries = store.load("summary", "chain", code=RESULT_CODES["chain"]())
     groups: dict[tuple, list[ChainTask]] = {}
     for task in tasks:
-        groups.setdefault((tuple(sorted(_signature(task).items())), frozenset(s.label for s in task.students)),
-                          []).append(task)
+        groups.setdefault(_group(task), []).append(task)
     gaps = []
     for (signature, students), same in groups.items():
-        rows = summaries
-        for column, value in signature:
-            rows = rows[rows[column] == value] if column in rows else rows.iloc[:0]
-        found = 0
-        for _, chain in (rows.groupby("entry") if len(rows) else []):
-            if set(chain["student"]) == students and (chain["steps_done"] == dict(signature)["num_iterations"]).all():
-                found += 1
+        found = len(_chains_found(summaries, signature, students))
         label = ", ".join(t.label for t in same)
         if _dataset(same[0]) in absent:
             if found:
@@ -173,15 +196,14 @@ def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collecti
 
 def _search_gaps(store: ResultsStore, settings: experiment3.Experiment3Settings, tasks: Sequence[ChainTask],
                  absent: Collection[str], seed: int) -> list[str]:
-    """Every present model's search table: the exhaustive grid and each lambda's distilled, pruned and
-    fine-tuned group l1/l2 student, per target."""
-    searches = store.load(experiment3.SEARCH_TABLE, experiment3.SEARCH_KIND, code=RESULT_CODES["search"]())
+    """Every present model's search table (derived from that model's chain of ``settings``): the
+    exhaustive grid and each lambda's distilled, pruned and fine-tuned group l1/l2 student, per target."""
     gaps = []
     for task in tasks:
         model = task.config.model_name
         if _dataset(task) in absent:
             continue
-        table = searches[searches["model"] == model] if len(searches) else searches
+        table = _derived_rows(store, "search", experiment3.SEARCH_TABLE, _task_chains(store, task))
         k1, k2 = settings.grid(model)
         for target in settings.targets:
             rows = table[table["target"] == target] if len(table) else table
@@ -198,21 +220,19 @@ def _search_gaps(store: ResultsStore, settings: experiment3.Experiment3Settings,
 
 def _experiment4_gaps(store: ResultsStore, settings: experiment4.Experiment4Settings, tasks: Sequence[ChainTask],
                       absent: Collection[str], seed: int) -> list[str]:
-    """Every present model's downstream evaluation, with a row group for each of its chain's students, and
-    one more for each EnD2 student at every further evaluation temperature (``ENDD_EVAL_TEMPERATURES``)."""
-    downstream = store.load("downstream", "experiment4", code=RESULT_CODES["experiment4"]())
+    """Every present chain's downstream evaluation, with a row group for each of its students, and one
+    more for each EnD2 student at every further evaluation temperature (``ENDD_EVAL_TEMPERATURES``)."""
     gaps = []
     for task in tasks:
-        model = task.config.model_name
         if _dataset(task) in absent:
             continue
-        rows = downstream[(downstream["model"] == model) & (downstream["method"] != "Ensemble")] \
-            if len(downstream) else downstream
+        downstream = _derived_rows(store, "experiment4", "downstream", _task_chains(store, task))
+        rows = downstream[downstream["method"] != "Ensemble"] if len(downstream) else downstream
         n = rows.groupby(["method", "estimator", "student"]).ngroups if len(rows) else 0
         endd = sum(student.target == ENDD for student in task.students)
         expected = len(task.students) + endd * len(experiment4.ENDD_EVAL_TEMPERATURES)
         if n != expected:
-            gaps.append(f"experiment 4 {model}: {n} evaluated students, expected {expected} "
+            gaps.append(f"experiment 4 {task.label}: {n} evaluated students, expected {expected} "
                         f"({len(task.students)} students, {endd} of them EnD2 also at "
                         f"T = {', '.join(f'{t:g}' for t in experiment4.ENDD_EVAL_TEMPERATURES)})")
     return gaps
@@ -220,8 +240,9 @@ def _experiment4_gaps(store: ResultsStore, settings: experiment4.Experiment4Sett
 
 def _comparison_gaps(store: ResultsStore, settings: comparison.ComparisonSettings, tasks: Sequence[ChainTask],
                      absent: Collection[str], seed: int) -> list[str]:
-    """The MNIST comparison table with every method, and the spiral's entry."""
-    table = store.load("comparison", "comparison", code=RESULT_CODES["comparison"]())
+    """The MNIST comparison table (derived from the chains of ``settings``) with every method, and the
+    spiral's entry."""
+    table = _derived_rows(store, "comparison", "comparison", set().union(*(_task_chains(store, t) for t in tasks)))
     methods = {"Hydra", "GPED", "EnD2", "KD", "Snapshot ensemble", "Long-chain teacher"}
     have = set(table["method"]) if len(table) else set()
     gaps = [f"comparison: no rows for {sorted(methods - have)}"] if methods - have else []
