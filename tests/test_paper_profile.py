@@ -54,8 +54,7 @@ from pathlib import Path
 import pytest
 
 from gped_kit.cli.executors import LocalPapermillExecutor, NotebookRun, default_kernel_name
-from gped_kit.data.sources import DatasetNotFoundError, load_split
-from gped_kit.experiments.registry import NOTEBOOKS, Notebook
+from gped_kit.experiments.registry import NOTEBOOKS, Notebook, absent_datasets
 from gped_kit.experiments.store import ResultsStore
 
 pytestmark = pytest.mark.paper_profile
@@ -63,17 +62,6 @@ pytestmark = pytest.mark.paper_profile
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 PAPER = [entry for entry in NOTEBOOKS.values() if entry.scaled_paper is not None]
 TIMES: dict[str, float] = {}
-
-
-def absent_datasets() -> frozenset[str]:
-    """The paper's data sets that are not available here (CIFAR-10 on the offline machines)."""
-    absent = set()
-    for name in ("mnist", "cifar10"):
-        try:
-            load_split(name, "test")
-        except DatasetNotFoundError:
-            absent.add(name)
-    return frozenset(absent)
 
 
 @pytest.fixture(scope="module")

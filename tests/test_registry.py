@@ -15,6 +15,7 @@ import papermill
 import pytest
 
 from gped_kit.baselines.endd import ENDD
+from gped_kit.cli import store as store_cli
 from gped_kit.experiments import experiment4, registry
 from gped_kit.experiments.registry import NOTEBOOKS, chain_gaps, notebook
 from gped_kit.experiments.store import ResultsStore
@@ -165,3 +166,23 @@ def test_derived_results_count_only_for_the_chain_they_were_derived_from(tmp_pat
     evaluate(second.label, expected[second.label] - 1)  # one student short
     assert f"experiment 4 {second.label}: {expected[second.label] - 1} evaluated" in \
         " ".join(entry.missing(store, settings, absent={"cifar10"}))
+
+
+def test_store_missing_cli_names_what_a_profile_lacks_and_how_to_compute_it(tmp_path, capsys):
+    entry = NOTEBOOKS["01_experiment1"]
+    absent = registry.absent_datasets()
+    tasks = [t for t in entry.chain_tasks(entry.settings("cpu30")) if t.data.dataset not in absent]
+    store = ResultsStore(tmp_path)
+    for task in tasks[1:]:
+        _store_chain(store, task.label, _rows(task))
+    assert store_cli.main(["missing", "01", "--profile", "cpu30", "--results", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "python -m gped_kit.cli.batch --profile cpu30 01_experiment1" in out
+    assert f"    {tasks[0].label}: 0 complete chain entries" in out and tasks[1].label not in out
+    _store_chain(store, tasks[0].label, _rows(tasks[0]))
+    assert store_cli.missing_results(tmp_path, ["01"], ["cpu30"], absent) == {("01_experiment1", "cpu30"): []}
+    assert store_cli.main(["missing", "01", "--profile", "cpu30", "--results", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("complete: all 1 notebook profiles")
+    with pytest.raises(SystemExit):
+        store_cli.main(["missing", "01", "--profile", "no_such_profile", "--results", str(tmp_path)])
+    assert "notebook 01_experiment1 has the profiles" in capsys.readouterr().err

@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from ..baselines.endd import ENDD
+from ..data.sources import DatasetNotFoundError, load_split
 from . import comparison, experiment3, experiment4, experiment12, quickstart, samplers, thesis
 from .chains import ChainTask, chain_code
 from .paper import paper_model
@@ -128,6 +129,22 @@ class Notebook:
 
 
 # ----------------------------------------------------------------------------- what a run stores
+#: The data sets the registered notebooks' chains train on.
+CHAIN_DATASETS = ("mnist", "cifar10")
+
+
+def absent_datasets(root: str | Path | None = None) -> frozenset[str]:
+    """The data sets of :data:`CHAIN_DATASETS` that cannot be loaded here (under ``root``, default the
+    data root), e.g. CIFAR-10 on an offline machine: the ``absent`` of :meth:`Notebook.missing`."""
+    absent = set()
+    for name in CHAIN_DATASETS:
+        try:
+            load_split(name, "test", root)
+        except DatasetNotFoundError:
+            absent.add(name)
+    return frozenset(absent)
+
+
 def _dataset(task: ChainTask) -> str:
     return str(getattr(task.data, "dataset", ""))
 
@@ -411,4 +428,5 @@ RESULT_CODES: Mapping[str, Callable[[], str]] = {
 }
 
 
-__all__ = ["Notebook", "NOTEBOOKS", "RESULT_CODES", "SCALED_CHAIN", "chain_gaps", "notebook"]
+__all__ = ["CHAIN_DATASETS", "Notebook", "NOTEBOOKS", "RESULT_CODES", "SCALED_CHAIN", "absent_datasets", "chain_gaps",
+           "notebook"]
