@@ -174,9 +174,14 @@ def _group(task: ChainTask) -> tuple[tuple, frozenset[str]]:
     return tuple(sorted(_signature(task).items())), frozenset(s.label for s in task.students)
 
 
-def _task_chains(store: ResultsStore, task: ChainTask) -> set[str]:
-    """The keys of the complete chain entries of ``task`` made by this code."""
-    return set(_chains_found(store.load("summary", "chain", code=RESULT_CODES["chain"]()), *_group(task)))
+def _chain_summaries(store: ResultsStore) -> pd.DataFrame:
+    """The summary tables of this code's complete chain entries (their keys in column ``entry``)."""
+    return store.load("summary", "chain", code=RESULT_CODES["chain"]())
+
+
+def _task_chains(summaries: pd.DataFrame, tasks: Sequence[ChainTask]) -> set[str]:
+    """The keys of the complete chain entries of ``tasks`` among ``summaries`` (:func:`_chain_summaries`)."""
+    return {key for task in tasks for key in _chains_found(summaries, *_group(task))}
 
 
 def _derived_rows(store: ResultsStore, kind: str, table: str, chains: set[str]) -> pd.DataFrame:
@@ -194,7 +199,7 @@ def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collecti
     one line each. Entries of other code (superseded, :data:`RESULT_CODES`) count for nothing: the notebook
     would not read them. Tasks that only differ in what the summaries do not show (e.g. two SGLD samplers)
     need as many entries as there are such tasks."""
-    summaries = store.load("summary", "chain", code=RESULT_CODES["chain"]())
+    summaries = _chain_summaries(store)
     groups: dict[tuple, list[ChainTask]] = {}
     for task in tasks:
         groups.setdefault(_group(task), []).append(task)
@@ -215,12 +220,12 @@ def _search_gaps(store: ResultsStore, settings: experiment3.Experiment3Settings,
                  absent: Collection[str], seed: int) -> list[str]:
     """Every present model's search table (derived from that model's chain of ``settings``): the
     exhaustive grid and each lambda's distilled, pruned and fine-tuned group l1/l2 student, per target."""
-    gaps = []
+    summaries, gaps = _chain_summaries(store), []
     for task in tasks:
         model = task.config.model_name
         if _dataset(task) in absent:
             continue
-        table = _derived_rows(store, "search", experiment3.SEARCH_TABLE, _task_chains(store, task))
+        table = _derived_rows(store, "search", experiment3.SEARCH_TABLE, _task_chains(summaries, [task]))
         k1, k2 = settings.grid(model)
         for target in settings.targets:
             rows = table[table["target"] == target] if len(table) else table
@@ -239,11 +244,11 @@ def _experiment4_gaps(store: ResultsStore, settings: experiment4.Experiment4Sett
                       absent: Collection[str], seed: int) -> list[str]:
     """Every present chain's downstream evaluation, with a row group for each of its students, and one
     more for each EnD2 student at every further evaluation temperature (``ENDD_EVAL_TEMPERATURES``)."""
-    gaps = []
+    summaries, gaps = _chain_summaries(store), []
     for task in tasks:
         if _dataset(task) in absent:
             continue
-        downstream = _derived_rows(store, "experiment4", "downstream", _task_chains(store, task))
+        downstream = _derived_rows(store, "experiment4", "downstream", _task_chains(summaries, [task]))
         rows = downstream[downstream["method"] != "Ensemble"] if len(downstream) else downstream
         n = rows.groupby(["method", "estimator", "student"]).ngroups if len(rows) else 0
         endd = sum(student.target == ENDD for student in task.students)
@@ -259,7 +264,7 @@ def _comparison_gaps(store: ResultsStore, settings: comparison.ComparisonSetting
                      absent: Collection[str], seed: int) -> list[str]:
     """The MNIST comparison table (derived from the chains of ``settings``) with every method, and the
     spiral's entry."""
-    table = _derived_rows(store, "comparison", "comparison", set().union(*(_task_chains(store, t) for t in tasks)))
+    table = _derived_rows(store, "comparison", "comparison", _task_chains(_chain_summaries(store), tasks))
     methods = {"Hydra", "GPED", "EnD2", "KD", "Snapshot ensemble", "Long-chain teacher"}
     have = set(table["method"]) if len(table) else set()
     gaps = [f"comparison: no rows for {sorted(methods - have)}"] if methods - have else []
