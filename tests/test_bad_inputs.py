@@ -25,7 +25,6 @@ from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill
 from gped_kit.engine.checkpoint import CheckpointError
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
-from gped_kit.experiments import chains
 from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.store import ResultsStore
 
@@ -267,7 +266,7 @@ def test_corrupt_checkpoint_leads_with_the_kits_sentence_and_chains_torchs_error
 def test_corrupt_checkpoint_in_the_store_is_recorded_with_the_kits_sentence(digits_data, tmp_path):
     store = ResultsStore(tmp_path)
     task = ChainTask(digits_data, config(), ())
-    entry = store.entry("chain", build_chain(digits_data, task.config, task.students).record(), chains.chain_code())
+    entry = store.entry("chain", build_chain(digits_data, task.config, task.students).record())
     entry.path.mkdir(parents=True)
     entry.checkpoint.write_bytes(b"PK\x03\x04 cut short")
     outcome = run_chains([task], store, progress=False).outcomes[0]

@@ -88,7 +88,7 @@ def test_quickstart_chain_is_the_notebooks():
 
 def _store_chain(store: ResultsStore, key: str, rows: list[dict], code: str | None = None) -> None:
     """A complete chain entry with ``rows`` as its summary, made by ``code`` (default: this code's)."""
-    entry = store.entry("chain", {"test": key}, code or registry.RESULT_CODES["chain"]())
+    entry = store.entry("chain", {"test": key}, code)
     entry.path.mkdir(parents=True)
     entry.write_table("summary", pd.DataFrame(rows))
     entry.finish()
@@ -150,7 +150,7 @@ def test_derived_results_count_only_for_the_chain_they_were_derived_from(tmp_pat
 
     def evaluate(chain: str, groups: int, code: str | None = None) -> None:
         derived = store.entry("experiment4", {"chain": {"test": chain}, "seed": 0},
-                              code or registry.RESULT_CODES["experiment4"]())
+                              code)
         derived.path.mkdir(parents=True)
         derived.write_table("downstream", pd.DataFrame({"method": [f"m{i}" for i in range(groups)],
                                                         "estimator": "U_s", "student": "s", "model": "x"}))

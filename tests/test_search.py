@@ -15,7 +15,7 @@ from gped_kit.core.sgld import SGLDConfig
 from gped_kit.engine import GPEDConfig
 from gped_kit.experiments import chains as chains_module
 from gped_kit.experiments import experiment3
-from gped_kit.experiments.chains import ChainTask, chain_code, run_chains
+from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.experiment3 import (
     NO_COMPARABLE,
     PROFILES,
@@ -525,7 +525,7 @@ def test_search_table_rows_and_costs(searched):
         build_network("fcnn", (1, 8, 8), 10))
     # the search entry holds the table and its record; no networks are kept
     assert first.run_dir.parent.name == "search" and (first.run_dir / "search.csv").exists()
-    assert store.entry("chain", first.entry.record["chain"], chain_code()).key == t["run_key"].iloc[0]
+    assert store.entry("chain", first.entry.record["chain"]).key == t["run_key"].iloc[0]
     assert not list(first.run_dir.glob("*.pt"))
 
 

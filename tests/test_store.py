@@ -1,15 +1,12 @@
 """The results store: keys from configuration records, atomic entries, locks shared by processes,
 and chains run, resumed or reused through it."""
 
-import ast
 import dataclasses
 import json
 import multiprocessing
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 
 import pandas as pd
@@ -22,13 +19,9 @@ from gped_kit.core.sgld import SGLDConfig
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
-from gped_kit.experiments import chains
-from gped_kit.experiments import comparison as C
-from gped_kit.experiments import experiment4 as E4
+from gped_kit.experiments import numerics
 from gped_kit.experiments.chains import ChainTask, DerivedTask, run_chains, run_derived
-from gped_kit.experiments.codetext import canonical_dump
-from gped_kit.experiments.registry import RESULT_CODES
-from gped_kit.experiments.store import NUMERICS, ResultsStore, code_fingerprint
+from gped_kit.experiments.store import ResultsStore
 
 
 @dataclass(frozen=True)
@@ -91,99 +84,74 @@ def test_reading_the_current_results_gives_one_entry_per_setting(tmp_path):
     assert len(store.load("summary", "toy", code="old", where=lambda e: e.record == {"n": 2})) == 1
 
 
-def test_code_fingerprint_follows_the_code_not_its_layout_or_profiles(tmp_path, monkeypatch):
-    pkg = tmp_path / "fp_pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def fingerprint(source: str) -> str:
-        (pkg / "a.py").write_text(source)
-        code_fingerprint.cache_clear()
-        return code_fingerprint("fp_pkg")
-
-    first = fingerprint("x = 1\nPROFILES = {'default': 1}\n")
-    assert fingerprint("x = 2\nPROFILES = {'default': 1}\n") != first  # the code changed
-    assert fingerprint("x = 1  # a comment\n\nPROFILES = {'default': 1}\n") == first  # layout, comments
-    assert fingerprint("x = 1\nPROFILES: dict = {'default': 1, 'long': 2}\n") == first  # a profile added
-    assert fingerprint("x = 1\nPROFILE = {'default': 1}\n") != first  # only PROFILES is left out
-    code_fingerprint.cache_clear()
-
-
-ROOT = Path(__file__).resolve().parents[1]
-#: Prints, for every .py file of the kit, its path and the SHA-256 of code_text, with codetext.py
-#: loaded by path (it imports only the standard library, so any Python can run this).
-CODE_TEXT_SCRIPT = """
-import hashlib, importlib.util, sys
-from pathlib import Path
-root = Path(sys.argv[1])
-spec = importlib.util.spec_from_file_location("codetext", root / "gped_kit/experiments/codetext.py")
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-for f in sorted((root / "gped_kit").rglob("*.py")):
-    print(f.relative_to(root).as_posix(), hashlib.sha256(module.code_text(f.read_text()).encode()).hexdigest())
-"""
+def test_keys_follow_the_declared_numerics_versions_not_the_code(monkeypatch):
+    """A key changes with its kind's numerics version and with the versions of the results it is derived
+    from, and with nothing else of the code: bumping the chain's version re-keys chains and every kind
+    derived from a chain, never the toys; bumping the search's re-keys searches only."""
+    store = ResultsStore("unused")
+    record = {"seed": 0}
+    before = {kind: store.entry(kind, record).key for kind in numerics.KEYED_BY}
+    versions = numerics.NUMERICS
+    assert numerics.numerics_code("search") == f"chain={versions['chain']},search={versions['search']}"
+    assert store.entry("chain", record).key == key_of({"kind": "chain", "record": record,
+                                                       "code": numerics.numerics_code("chain")})
+    monkeypatch.setattr(numerics, "NUMERICS", {**numerics.NUMERICS, "chain": numerics.NUMERICS["chain"] + 1})
+    after = {kind: store.entry(kind, record).key for kind in numerics.KEYED_BY}
+    assert {k for k in before if before[k] != after[k]} == {"chain", "search", "experiment4", "comparison", "spiral"}
+    monkeypatch.setattr(numerics, "NUMERICS", {**numerics.NUMERICS, "search": numerics.NUMERICS["search"] + 1})
+    assert {k for k in after if after[k] != store.entry(k, record).key} == {"search"}
+    assert set(numerics.KEYED_BY) >= set(numerics.NUMERICS) and set(numerics.LEGACY_CODES) == set(numerics.KEYED_BY)
+    for kind, parts in numerics.KEYED_BY.items():
+        assert parts[-1] in numerics.NUMERICS and set(parts) <= set(numerics.NUMERICS), kind
+    with pytest.raises(ValueError, match="kind='nope' is not a kind of stored result"):
+        store.entry("nope", record)
 
 
-def other_pythons() -> dict[str, str]:
-    """Interpreters of Python 3.11 or newer other than this one, by version: on PATH (python3.11,
-    python3.12, ...) or installed by pyenv. The GPU machine runs Python 3.12."""
-    candidates = [shutil.which(f"python3.{minor}") for minor in range(11, 15)]
-    candidates += [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.*/bin/python3"))]
-    found: dict[str, str] = {}
-    for exe in filter(None, candidates):
-        try:
-            version = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                                     capture_output=True, text=True, timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if version and tuple(map(int, version.split("."))) >= (3, 11) and version != "%d.%d" % sys.version_info[:2]:
-            found.setdefault(version, exe)
-    return found
+def test_rekey_moves_legacy_entries_to_their_version_keys_without_recomputing(tmp_path, capsys):
+    """``store rekey``: entries made by the legacy code fingerprints move to their version-1 keys with their
+    files; a derived entry's tables name its chain's new key; entries of other code stay; a second run
+    moves nothing; the moved entries are reused, not recomputed."""
+    store = ResultsStore(tmp_path)
+    chain = {"gped": {"seed": 0}}
+
+    def make(kind: str, record: dict, code: str, table: pd.DataFrame) -> Path:
+        with store.open(kind, record, code) as entry:
+            entry.write_table("summary", table)
+            entry.checkpoint.write_bytes(b"state")
+            entry.finish(seconds=1.0)
+        return entry.path
+
+    old_chain = make("chain", chain, numerics.LEGACY_CODES["chain"], pd.DataFrame({"teacher_nll": [0.1234567891]}))
+    make("search", {"chain": chain, "settings": {}}, numerics.LEGACY_CODES["search"],
+         pd.DataFrame({"run_key": [old_chain.name], "student_nll": [0.5]}))
+    other = make("chain", {"gped": {"seed": 1}}, "f" * 16, pd.DataFrame({"teacher_nll": [0.2]}))
+    before = (old_chain / "summary.csv").read_bytes()
+    assert store_cli.main(["rekey", "--results", str(tmp_path)]) == 0
+    assert "chain: 1 entries of" in capsys.readouterr().out
+    new_chain = store.entry("chain", chain)
+    assert not old_chain.exists() and new_chain.complete and other.exists()
+    assert (new_chain.path / "summary.csv").read_bytes() == before and new_chain.checkpoint.read_bytes() == b"state"
+    meta = new_chain.meta
+    assert meta["key"] == new_chain.key and meta["code"] == numerics.numerics_code("chain")
+    assert meta["rekeyed_from"] == {"key": old_chain.name, "code": numerics.LEGACY_CODES["chain"]}
+    search = store.entry("search", {"chain": chain, "settings": {}})
+    assert search.complete and search.table("summary")["run_key"].tolist() == [new_chain.key]
+    assert store_cli.rekey_store(tmp_path) == {kind: {} for kind in numerics.LEGACY_CODES}  # nothing left to move
+    entry, status = store.cached("chain", chain, None, lambda e: pytest.fail("must not recompute"))
+    assert status == "reused" and entry.key == new_chain.key
+    assert not [p for p in (tmp_path / "chain").iterdir() if p.name.startswith(".")]
 
 
-def test_code_text_is_python_3_11_ast_dump():
-    """The fingerprint's text of every kit file is what Python 3.11's ast.dump writes (so entries
-    stored before the version-independent dump keep their keys); checked where this is 3.11."""
-    if sys.version_info[:2] != (3, 11):
-        pytest.skip("ast.dump's text is 3.11's only on Python 3.11")
-    for f in sorted((ROOT / "gped_kit").rglob("*.py")):
-        tree = ast.parse(f.read_text())
-        assert canonical_dump(tree) == ast.dump(tree), f
-
-
-def test_code_fingerprint_is_the_same_on_every_python_version():
-    """A chain computed on the GPU machine (Python 3.12) must be stored under the key this checkout
-    looks up (its Python may be another): the code text of every kit file is the same on every
-    installed Python 3.11+. (Python 3.12's ast.dump adds type_params=[], 3.13's leaves out empty
-    fields: with ast.dump the fingerprints differed and the device's slices were never found.)"""
-    pythons = other_pythons()
-    if not pythons:
-        pytest.skip("no other Python 3.11+ installed")
-    here = subprocess.run([sys.executable, "-c", CODE_TEXT_SCRIPT, str(ROOT)], capture_output=True, text=True,
-                          check=True).stdout
-    assert len(here.splitlines()) > 50
-    for version, exe in pythons.items():
-        there = subprocess.run([exe, "-c", CODE_TEXT_SCRIPT, str(ROOT)], capture_output=True, text=True,
-                               check=True, timeout=300).stdout
-        differ = [a.split()[0] for a, b in zip(here.splitlines(), there.splitlines()) if a != b]
-        assert there.count("\n") == here.count("\n") and not differ, f"Python {version} ({exe}): {differ[:5]}"
-
-
-@pytest.mark.parametrize("package, modules, code", [
-    ("gped_kit.experiments.experiment4", E4.EVALUATION_MODULES, E4.experiment4_code),
-    ("gped_kit.experiments.comparison", C.COMPARISON_MODULES, C.comparison_code)])
-def test_derived_fingerprints_cover_the_computation_and_not_the_analysis(package, modules, code):
-    """Rewording a claim or laying out a table differently must re-key no stored result: the modules a
-    derived entry's fingerprint covers import, from their own package, only each other and the tasks
-    (whose choices are in the chain's record), never the analysis."""
-    assert code() == code_fingerprint(*NUMERICS, *modules)
-    assert f"{package}.analysis" not in modules and f"{package}.settings" in modules
-    for name in modules:
-        tree = ast.parse(Path(import_module(name).__file__).read_text())
-        siblings = {f"{package}.{node.module}" for node in ast.walk(tree)
-                    if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
-        assert siblings <= {*modules, f"{package}.tasks"}, (name, siblings)
+def test_committed_entries_are_keyed_by_this_checkouts_numerics():
+    """Every committed entry's key is the one this checkout computes from its record and its kind's numerics
+    code: the store a fresh clone reads is the one the notebooks ask for (a numerics version bumped without
+    recomputing its results, or an entry moved by hand, fails here)."""
+    store = ResultsStore(Path(__file__).resolve().parents[1] / "results")
+    entries = store.entries()
+    assert len(entries) > 50
+    wrong = [f"{e.kind}/{e.key} (code {e.code})" for e in entries
+             if e.code != numerics.numerics_code(e.kind) or store.entry(e.kind, e.record).key != e.key]
+    assert not wrong, f"{len(wrong)} committed entries not keyed by this checkout's numerics, e.g. {wrong[:3]}"
 
 
 def tiny_tasks(digits_data, seeds=(0, 1), steps=60):
@@ -213,8 +181,8 @@ def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_p
     again = run_chains(tiny_tasks(digits_data), store, progress=False, requires_state=True)
     assert list(again.cells["status"]) == ["ran", "ran"]
     assert again.table["teacher_nll"].tolist() == first.table["teacher_nll"].tolist()
-    # other numerics code: other entries, computed afresh; the old ones stay
-    monkeypatch.setattr(chains, "chain_code", lambda: "changed-code")
+    # another numerics version: other entries, computed afresh; the old ones stay
+    monkeypatch.setattr(numerics, "NUMERICS", {**numerics.NUMERICS, "chain": numerics.NUMERICS["chain"] + 1})
     changed = run_chains(tiny_tasks(digits_data), store, progress=False)
     assert list(changed.cells["status"]) == ["ran", "ran"] and len(store.entries("chain")) == 4
 
@@ -223,7 +191,7 @@ def test_interrupted_chain_resumes_in_the_store_and_batches_equal_single_runs(di
     store = ResultsStore(tmp_path)
     tasks = tiny_tasks(digits_data, seeds=(0, 1, 2))
     spec = build_chain(digits_data, tasks[1].config, tasks[1].students)
-    entry = store.entry("chain", spec.record(), chains.chain_code())
+    entry = store.entry("chain", spec.record())
     run_engine(GPEDEngine([spec]), [entry.checkpoint], max_steps=30)  # killed at step 30
     grid = run_chains(tasks, store, progress=False)
     assert list(grid.cells["status"]) == ["ran", "resumed", "ran"]
@@ -242,7 +210,7 @@ def test_failures_and_corrupt_checkpoints_are_recorded_and_the_grid_goes_on(digi
                                                                                                      batch_size=50)),
                               name="diverging")
     spec = build_chain(digits_data, tasks[1].config, tasks[1].students)
-    entry = store.entry("chain", spec.record(), chains.chain_code())
+    entry = store.entry("chain", spec.record())
     entry.path.mkdir(parents=True)
     entry.checkpoint.write_bytes(b"not a checkpoint")
     grid = run_chains([bad, tasks[1]], store, progress=False)
@@ -320,8 +288,8 @@ def test_stored_executor_derives_nothing(digits_data, tmp_path):
     """run_derived with executor="stored" reads a stored derived entry back and reports a missing one."""
     store = ResultsStore(tmp_path)
     first, second = tiny_tasks(digits_data)
-    items = [DerivedTask(t, "probe", {"n": 1}, "code", lambda e, result, data: e.write_table(
-        "summary", pd.DataFrame({"steps": [result.steps_done]}))) for t in (first, second)]
+    items = [DerivedTask(t, "probe", {"n": 1}, lambda e, result, data: e.write_table(
+        "summary", pd.DataFrame({"steps": [result.steps_done]})), code="code") for t in (first, second)]
     assert [o.status for o in run_derived(items[:1], store)] == ["ran"]
     outcomes = run_derived(items, store, executor="stored")
     assert [o.status for o in outcomes] == ["reused", "not stored"]
@@ -331,7 +299,7 @@ def test_stored_executor_derives_nothing(digits_data, tmp_path):
 
 def test_stale_lists_complete_entries_under_another_code_and_refuses_unknown_kinds(tmp_path, capsys):
     store = ResultsStore(tmp_path)
-    codes = {kind: code() for kind, code in RESULT_CODES.items()}
+    codes = {kind: numerics.numerics_code(kind) for kind in numerics.KEYED_BY}
 
     def make(kind: str, record: dict, code: str, finish: bool = True) -> Path:
         with store.open(kind, record, code) as entry:
@@ -348,7 +316,7 @@ def test_stale_lists_complete_entries_under_another_code_and_refuses_unknown_kin
     assert store_cli.stale_entries(tmp_path) == ([old, old_toy], [])
     assert store_cli.main(["stale", "--results", str(tmp_path)]) == 0
     assert capsys.readouterr().out.split() == [old.as_posix(), old_toy.as_posix()]
-    make("newkind", {"a": 1}, "3" * 16)                              # a kind the registry does not know
+    make("newkind", {"a": 1}, "3" * 16)                              # a kind the numerics do not know
     assert store_cli.stale_entries(tmp_path) == ([old, old_toy], ["newkind"])
     assert store_cli.main(["stale", "--results", str(tmp_path)]) == 1
     assert "newkind" in capsys.readouterr().err
@@ -356,6 +324,6 @@ def test_stale_lists_complete_entries_under_another_code_and_refuses_unknown_kin
         store_cli.main(["stale", "--results", str(tmp_path / "absent")])
 
 
-def test_every_kind_of_committed_result_has_its_code_in_the_registry():
+def test_every_kind_of_committed_result_has_its_numerics():
     kinds = {p.parent.parent.name for p in (Path(__file__).resolve().parents[1] / "results").glob("*/*/entry.json")}
-    assert kinds and kinds <= set(RESULT_CODES)
+    assert kinds and kinds <= set(numerics.KEYED_BY)

@@ -25,15 +25,14 @@ from PIL import Image  # noqa: E402
 import gped_kit.viz.pareto_explorer as pareto_module  # noqa: E402
 import gped_kit.viz.snapshot as snapshot_module  # noqa: E402
 from gped_kit.data.transforms import apply_square_mask  # noqa: E402
-from gped_kit.experiments.chains import chain_code  # noqa: E402
 from gped_kit.experiments.experiment3 import (  # noqa: E402
     SEARCH_KIND,
     SEARCH_TABLE,
     frontier_table,
     pareto_front,
-    search_code,
 )
 from gped_kit.experiments.experiment12 import chain_lengths, experiment2_cells, experiment12_rows  # noqa: E402
+from gped_kit.experiments.numerics import numerics_code  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
 from gped_kit.viz.figure3 import plot_masked_examples, select_examples, square_mask_region  # noqa: E402
 from gped_kit.viz.masking_explorer import MaskingExplorer  # noqa: E402
@@ -243,7 +242,7 @@ def _write_store(root, summary: pd.DataFrame, code: str | None = None) -> Result
     """One "chain" entry per run_key, holding the chain's summary table (as run_chains writes it:
     without the run_key column; the store's entry key names the chain), made by ``code`` (default:
     the current chain code, whose entries the explorer reads)."""
-    code = chain_code() if code is None else code
+    code = numerics_code("chain") if code is None else code
     store = ResultsStore(root)
     for key, rows in summary.groupby("run_key"):
         table = rows.drop(columns="run_key")
@@ -313,7 +312,7 @@ def test_from_store_shows_only_the_current_codes_chains_of_the_grid_and_says_whi
     assert ex.shown_text == ("Shown: 9 stored Experiment 1-2 chains, masks m = 0, 5, 10, 15; labelled N = 10,000, "
                              "60,000; chain length T = 5,000; seeds 0.")
     # the figure's cells: the current code's chains of the grid, collapsed as notebook 02 collapses its grid
-    figure_cells = experiment2_cells(experiment12_rows(store.load("summary", "chain", code=chain_code())
+    figure_cells = experiment2_cells(experiment12_rows(store.load("summary", "chain", code=numerics_code("chain"))
                                                        .query("seed == 0").assign(run_key=lambda d: d["entry"])))
     shown = ex.table.set_index(["model", "labelled_size", "mask_size", "estimator"])["teacher_nll"]
     assert shown.sort_index().equals(
@@ -581,7 +580,7 @@ def test_pareto_explorer_frontier_table_and_figure_read_the_same_current_search(
     current = synthetic_search()
     older = current.assign(student_nll=current["student_nll"] - 0.1)  # better-looking numbers of an older run
     store.cached(SEARCH_KIND, {"chain": "one setting"}, "older-code", lambda e: e.write_table(SEARCH_TABLE, older))
-    entry, _ = store.cached(SEARCH_KIND, {"chain": "one setting"}, search_code(),
+    entry, _ = store.cached(SEARCH_KIND, {"chain": "one setting"}, numerics_code(SEARCH_KIND),
                             lambda e: e.write_table(SEARCH_TABLE, current))
     for ex in (ParetoExplorer.from_store(tmp_path), ParetoExplorer.from_store(tmp_path, entries=[entry.key])):
         assert set(ex.table["entry"]) == {entry.key}

@@ -55,7 +55,8 @@ import torch
 from ..engine.checkpoint import read_checkpoint
 from ..experiments import registry
 from ..experiments.budget import Budget
-from ..experiments.chains import ChainTask, chain_code, run_chains
+from ..experiments.chains import ChainTask, run_chains
+from ..experiments.numerics import numerics_code
 from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, ResultsStore
 from .batch import DEFAULT_NOTEBOOK_DIR, parse_override, select_notebooks
 
@@ -440,7 +441,8 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
     keep = chains.needs_state if keep_final_checkpoints is None else keep_final_checkpoints
     files = changed_files(store.root, before, keep)
     info = {"sequence": 1 + max((m.get("sequence", 0) for _, m in previous), default=0),
-            "notebook": chains.notebook, "profile": profile, "overrides": dict(overrides), "code": chain_code(),
+            "notebook": chains.notebook, "profile": profile, "overrides": dict(overrides),
+            "code": numerics_code("chain"),
             "budget": {"minutes": minutes, "max_steps": max_steps, "steps_done": budget.steps_done,
                        "seconds": round(budget.elapsed(), 1)},
             "deterministic": deterministic, "complete": complete,
@@ -497,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             manifests = read_manifests(args.sources)
             if not manifests:
                 parser.error(f"no slice manifests (slice-*.json) in {[str(s) for s in args.sources]}")
-            code = chain_code()
+            code = numerics_code("chain")
             for path, manifest in manifests:
                 if manifest.get("code") != code:
                     print(f"note: {path.name} was made by code {manifest.get('code')}, this checkout's is {code}: "

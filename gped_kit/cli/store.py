@@ -1,29 +1,38 @@
-"""The results store from the command line: which entries does this checkout's code no longer ask for,
-and which does it ask for that the store lacks?
+"""The results store from the command line: which entries does this checkout no longer ask for, which
+does it ask for that the store lacks, and moving entries made before keys followed numerics versions.
 
-After a change that re-keys results (docs/store.md: a change to the numerics code re-keys every chain),
-the store holds each result twice: under the old code and under the new. No notebook of the new code
-asks for the old entries; they are *superseded*, and the merge of such a change removes them from git::
+After a numerics version is bumped (:mod:`gped_kit.experiments.numerics`, docs/store.md), the store holds
+the results of that kind twice: under the old version and under the new. No notebook of the new code asks
+for the old entries; they are *superseded*, and the merge of such a change removes them from git::
 
     python -m gped_kit.cli.store stale                     # one entry folder per line
     git rm -r -q $(python -m gped_kit.cli.store stale)     # after the new entries are all in
 
-An entry is stale when its code differs from the fingerprint its kind is keyed by under this checkout
-(:data:`gped_kit.experiments.registry.RESULT_CODES`); incomplete entries (checkpoints of chains in progress)
-are never listed, and neither are entries of a kind the registry does not know, which are named on standard
-error with exit status 1, so that a new kind of result cannot be removed by mistake.
+An entry is stale when its numerics code differs from the one its kind is keyed by under this checkout
+(:func:`~gped_kit.experiments.numerics.numerics_code`); incomplete entries (checkpoints of chains in
+progress) are never listed, and neither are entries of a kind the numerics do not know, which are named on
+standard error with exit status 1, so that a new kind of result cannot be removed by mistake.
 
 Before that merge, the other half of the question: is every result the notebooks show stored under the new
-code? ::
+numerics? ::
 
     python -m gped_kit.cli.store missing                   # every notebook, every profile it shows
     python -m gped_kit.cli.store missing 06 --profile seeds
 
 lists, per notebook and profile (:data:`gped_kit.experiments.summaries.SHOWN_PROFILES`; ``default`` for a
 notebook that shows one), what a completed run would have stored and the store lacks under this checkout's
-code (:meth:`gped_kit.experiments.registry.Notebook.missing`: chains, searches, evaluations, comparisons,
-toys), with the batch command that computes it; exit status 1 when anything is missing. Chains of data sets
-absent here (CIFAR-10 offline) are not expected.
+numerics (:meth:`gped_kit.experiments.registry.Notebook.missing`: chains, searches, evaluations,
+comparisons, toys), with the batch command that computes it; exit status 1 when anything is missing.
+Chains of data sets absent here (CIFAR-10 offline) are not expected.
+
+A store made before keys followed numerics versions (keyed by code fingerprints) keeps its results::
+
+    python -m gped_kit.cli.store rekey
+
+moves every entry made by the code whose numbers version 1 declares
+(:data:`~gped_kit.experiments.numerics.LEGACY_CODES`) to its version-1 key, chains first (the derived
+entries' tables name their chain's key), without recomputing anything; entries of other code are left
+where they are (``stale`` lists them).
 """
 
 from __future__ import annotations
@@ -32,18 +41,17 @@ import argparse
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Callable
 
-from ..experiments.registry import NOTEBOOKS, RESULT_CODES, absent_datasets, notebook
+from ..experiments.numerics import KEYED_BY, LEGACY_CODES, numerics_code
+from ..experiments.registry import NOTEBOOKS, absent_datasets, notebook
 from ..experiments.store import ResultsStore
 from ..experiments.summaries import SHOWN_PROFILES, batch_command
 
 
-def stale_entries(results: Path, codes: Mapping[str, Callable[[], str]] = RESULT_CODES,
-                  ) -> tuple[list[Path], list[str]]:
-    """The complete entry folders of ``results`` whose code is not their kind's current code (in the
-    store's order: by kind, then key), and the kinds found that ``codes`` does not know."""
-    current = {kind: code() for kind, code in codes.items()}
+def stale_entries(results: Path) -> tuple[list[Path], list[str]]:
+    """The complete entry folders of ``results`` whose numerics code is not their kind's under this checkout
+    (in the store's order: by kind, then key), and the kinds found that the numerics do not know."""
+    current = {kind: numerics_code(kind) for kind in KEYED_BY}
     entries = ResultsStore(results).entries()
     unknown = sorted({e.kind for e in entries if e.kind not in current})
     return [e.path for e in entries if e.kind in current and e.code != current[e.kind]], unknown
@@ -70,14 +78,31 @@ def missing_results(results: Path, notebooks: Sequence[str] = (), profiles: Sequ
     return out
 
 
+def rekey_store(results: Path, legacy: Mapping[str, str] = LEGACY_CODES) -> dict[str, dict[str, str]]:
+    """Move the entries of ``results`` made by the code fingerprints ``legacy`` (per kind) to their keys under
+    this checkout's numerics (:meth:`~gped_kit.experiments.store.ResultsStore.rekey`), chains first so that the
+    derived entries' tables can name their chain's new key; per kind, {old key: new key}."""
+    store = ResultsStore(results)
+    moved: dict[str, dict[str, str]] = {}
+    chain_keys: dict[str, str] = {}
+    for kind in sorted(legacy, key=lambda k: (k != "chain", k)):
+        moved[kind] = store.rekey(kind, legacy[kind], key_map=chain_keys)
+        if kind == "chain":
+            chain_keys = dict(moved[kind])
+    return moved
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gped_kit.cli.store", description="The results store: "
                                      "entries this code no longer asks for, or asks for and lacks.")
     sub = parser.add_subparsers(dest="command", required=True)
-    stale = sub.add_parser("stale", help="list the entry folders superseded under this checkout's code")
+    stale = sub.add_parser("stale", help="list the entry folders superseded under this checkout's numerics")
     stale.add_argument("--results", type=Path, default=Path("results"), help="the store (default: %(default)s)")
+    rekey = sub.add_parser("rekey", help="move the entries made before keys followed numerics versions to their "
+                                         "version-1 keys, without recomputing")
+    rekey.add_argument("--results", type=Path, default=Path("results"), help="the store (default: %(default)s)")
     missing = sub.add_parser("missing", help="list what the notebooks' profiles need and the store lacks under "
-                                             "this checkout's code")
+                                             "this checkout's numerics")
     missing.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
                          help="notebook names or numbers (default: every notebook with profiles)")
     missing.add_argument("--profile", action="append", default=[], dest="profiles",
@@ -86,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.results.is_dir():
         parser.error(f"--results {str(args.results)!r}: no such folder")
+    if args.command == "rekey":
+        for kind, keys in rekey_store(args.results).items():
+            print(f"{kind}: {len(keys)} entries of {LEGACY_CODES[kind]} now keyed by {numerics_code(kind)}")
+        return 0
     if args.command == "missing":
         try:
             absent = absent_datasets()
@@ -107,8 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in found:
         print(path.as_posix())
     if unknown:
-        print(f"kinds of result the registry does not know (none of their entries listed): {', '.join(unknown)}; "
-              "add them to gped_kit.experiments.registry.RESULT_CODES", file=sys.stderr)
+        print(f"kinds of result the numerics do not know (none of their entries listed): {', '.join(unknown)}; "
+              "add them to gped_kit.experiments.numerics.KEYED_BY", file=sys.stderr)
         return 1
     return 0
 

@@ -2,8 +2,8 @@
 
 A :class:`ChainTask` names one chain (its data, :class:`~gped_kit.engine.GPEDConfig` and
 students). :func:`run_chains` gives each task its store entry (kind ``"chain"``, keyed by the
-chain's record -- data identity with checksums, configuration, students -- and the code
-fingerprint of the numerics packages) and then, per task:
+chain's record -- data identity with checksums, configuration, students -- and the chain's
+numerics version, :mod:`~gped_kit.experiments.numerics`) and then, per task:
 
 * **reused**: the entry is complete: its compact tables (``summary``, ``history``) and kept
   outputs are read back, nothing is computed. A task that needs the run's full state
@@ -45,7 +45,7 @@ from ..progress import status_line
 from .budget import Budget, BudgetReached
 from .collapse import ChainCollapsed, CollapseHook, check_history, sampler_text
 from .executors import ChainExecutor, LocalExecutor, StoredOnly, make_executor
-from .store import NUMERICS, Entry, ResultsStore, code_fingerprint
+from .store import Entry, ResultsStore
 
 DataSpec = DataConfig | SpiralConfig | GPEDData
 
@@ -150,11 +150,6 @@ def load_data(spec: DataSpec, device: torch.device) -> GPEDData:
     return prepare_data(spec, device=device)
 
 
-def chain_code() -> str:
-    """The code fingerprint of chain entries: the numerics packages (:data:`~gped_kit.experiments.store.NUMERICS`)."""
-    return code_fingerprint(*NUMERICS)
-
-
 def result_from_entry(entry: Entry) -> GPEDResult:
     """A chain's compact results read back (tables and kept outputs; no networks or stores)."""
     summary, history = entry.table("summary"), entry.table("history")
@@ -215,7 +210,6 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
         raise ValueError("run_chains: requires_state=True keeps full results in memory: it needs executor='local'")
     if not (isinstance(chains_per_batch, int) and not isinstance(chains_per_batch, bool) and chains_per_batch >= 1):
         raise ValueError(f"chains_per_batch={chains_per_batch!r}: must be an integer >= 1")
-    code = chain_code()
     outcomes: list[ChainOutcome | None] = [None] * len(tasks)
     data_cache: dict[Any, GPEDData] = {}
     pending: list[tuple[int, ChainSpec, Entry, int]] = []  # (task index, spec, entry, resume step)
@@ -236,7 +230,7 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                 data_cache[key] = load_data(task.data, device)
             config = task.config if progress else dataclasses.replace(task.config, progress=False)
             spec = build_chain(data_cache[key], config, task.students)
-            entry = store.entry("chain", spec.record(), code)
+            entry = store.entry("chain", spec.record())
             if stored_only:  # no lock: a chain another process is computing is not stored yet, and is not waited for
                 found = entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs)
                 outcomes[i] = (_reused_chain(task, spec, entry, started) if found
@@ -383,7 +377,8 @@ class DerivedOutcome:
 @dataclass(frozen=True)
 class DerivedTask:
     """An entry of kind ``kind`` to derive from ``task``'s chain (see :func:`derive`):
-    keyed by ``{"chain": <the chain's record>, **record}`` and ``code``, computed by
+    keyed by ``{"chain": <the chain's record>, **record}`` and ``code`` (default: the kind's numerics
+    code, :func:`~gped_kit.experiments.numerics.numerics_code`), computed by
     ``compute(entry, full_result, data)``. For ``executor="ray"`` ``compute`` travels to the
     worker (pickled by value by Ray, closures included), so it must not hold open files or
     in-memory state that only the driver has."""
@@ -391,8 +386,8 @@ class DerivedTask:
     task: ChainTask
     kind: str
     record: Mapping[str, Any]
-    code: str
     compute: Callable[[Entry, GPEDResult, GPEDData], None]
+    code: str | None = None
 
 
 def _derived_entry(item: DerivedTask, store: ResultsStore, started: float
@@ -418,7 +413,7 @@ def _reused(item: DerivedTask, store: ResultsStore, entry: Entry, chain_record: 
             started: float, progress: bool) -> DerivedOutcome:
     """A complete derived entry read back: the chain is neither run nor loaded (its compact tables
     are read when stored)."""
-    chain_entry = store.entry("chain", chain_record, chain_code())
+    chain_entry = store.entry("chain", chain_record)
     result = result_from_entry(chain_entry) if chain_entry.complete else None
     outcome = ChainOutcome(item.task, "reused", result, seconds=time.perf_counter() - started, entry=chain_entry)
     if progress:
@@ -511,7 +506,7 @@ def run_derived(items: Sequence[DerivedTask], store: ResultsStore, recompute: bo
     def done(index: int, got: dict[str, Any]) -> None:
         i = submit[index]
         item = items[i]
-        chain_entry = store.entry("chain", got["chain_record"], chain_code()) if got["chain_record"] else None
+        chain_entry = store.entry("chain", got["chain_record"]) if got["chain_record"] else None
         result = result_from_entry(chain_entry) if chain_entry is not None and chain_entry.complete else None
         chain = ChainOutcome(item.task, got["chain_status"], result, got["chain_error"], got["chain_seconds"],
                              entry=chain_entry)

@@ -34,7 +34,8 @@ import pandas as pd
 from ..baselines.endd import ENDD
 from ..data.sources import DatasetNotFoundError, load_split
 from . import comparison, experiment3, experiment4, experiment12, quickstart, samplers, thesis
-from .chains import ChainTask, chain_code
+from .chains import ChainTask
+from .numerics import numerics_code
 from .paper import paper_model
 from .settings import resolve_settings
 from .store import ResultsStore
@@ -176,7 +177,7 @@ def _group(task: ChainTask) -> tuple[tuple, frozenset[str]]:
 
 def _chain_summaries(store: ResultsStore) -> pd.DataFrame:
     """The summary tables of this code's complete chain entries (their keys in column ``entry``)."""
-    return store.load("summary", "chain", code=RESULT_CODES["chain"]())
+    return store.load("summary", "chain", code=numerics_code("chain"))
 
 
 def _task_chains(summaries: pd.DataFrame, tasks: Sequence[ChainTask]) -> set[str]:
@@ -187,18 +188,18 @@ def _task_chains(summaries: pd.DataFrame, tasks: Sequence[ChainTask]) -> set[str
 def _derived_rows(store: ResultsStore, kind: str, table: str, chains: set[str]) -> pd.DataFrame:
     """Table ``table`` of this code's complete ``kind`` entries derived from one of the chain entries
     ``chains`` (a derived entry's record holds its chain's record under ``"chain"``)."""
-    chain_code_now = RESULT_CODES["chain"]()
-    return store.load(table, kind, code=RESULT_CODES[kind](),
+    return store.load(table, kind, code=numerics_code(kind),
                       where=lambda e: isinstance(e.record, Mapping) and "chain" in e.record
-                      and store.entry("chain", e.record["chain"], chain_code_now).key in chains)
+                      and store.entry("chain", e.record["chain"]).key in chains)
 
 
 def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collection[str] = ()) -> list[str]:
     """The chain tasks without a complete chain entry in ``store`` (one that ran every iteration with
-    exactly the task's students) made by this code, and those of data sets in ``absent`` that have one;
-    one line each. Entries of other code (superseded, :data:`RESULT_CODES`) count for nothing: the notebook
-    would not read them. Tasks that only differ in what the summaries do not show (e.g. two SGLD samplers)
-    need as many entries as there are such tasks."""
+    exactly the task's students) under this checkout's numerics, and those of data sets in ``absent`` that
+    have one; one line each. Entries of other numerics versions (superseded,
+    :mod:`~gped_kit.experiments.numerics`) count for nothing: the notebook would not read them.
+    Tasks that only differ in what the summaries do not show (e.g. two SGLD samplers) need as many
+    entries as there are such tasks."""
     summaries = _chain_summaries(store)
     groups: dict[tuple, list[ChainTask]] = {}
     for task in tasks:
@@ -268,7 +269,7 @@ def _comparison_gaps(store: ResultsStore, settings: comparison.ComparisonSetting
     methods = {"Hydra", "GPED", "EnD2", "KD", "Snapshot ensemble", "Long-chain teacher"}
     have = set(table["method"]) if len(table) else set()
     gaps = [f"comparison: no rows for {sorted(methods - have)}"] if methods - have else []
-    if not store.entries("spiral", code=RESULT_CODES["spiral"]()):
+    if not store.entries("spiral", code=numerics_code("spiral")):
         gaps.append("spiral: no complete entry")
     return gaps
 
@@ -276,10 +277,9 @@ def _comparison_gaps(store: ResultsStore, settings: comparison.ComparisonSetting
 def _toy_gaps(store: ResultsStore, settings: thesis.ThesisToysSettings, tasks: Sequence[ChainTask],
               absent: Collection[str], seed: int) -> list[str]:
     """A complete toy entry for every mixture-of-Gaussians size and for the logistic regression."""
-    code = thesis.toy_code()
     configs = [*thesis.mog_configs(settings, seed), thesis.logreg_config(settings, seed)]
     return [f"toy {thesis.toy_record(c)}: no complete entry" for c in configs
-            if not store.entry("toy", thesis.toy_record(c), code).complete]
+            if not store.entry("toy", thesis.toy_record(c)).complete]
 
 
 # ----------------------------------------------------------------------------- the notebooks' chains
@@ -420,18 +420,5 @@ def notebook(name: str) -> Notebook:
     raise ValueError(f"notebook {name!r} is not registered; registered: {sorted(NOTEBOOKS)}")
 
 
-#: The code fingerprint each kind of stored result (the store's ``<kind>/`` folders) is keyed by under
-#: this checkout's code. An entry under another code is asked for by no notebook of this code: it is
-#: superseded (``python -m gped_kit.cli.store stale`` lists them; docs/store.md, re-keying changes).
-RESULT_CODES: Mapping[str, Callable[[], str]] = {
-    "chain": chain_code,
-    "search": experiment3.search_code,
-    "experiment4": experiment4.experiment4_code,
-    "comparison": comparison.comparison_code,
-    "spiral": comparison.comparison_code,
-    "toy": thesis.toy_code,
-}
-
-
-__all__ = ["CHAIN_DATASETS", "Notebook", "NOTEBOOKS", "RESULT_CODES", "SCALED_CHAIN", "absent_datasets", "chain_gaps",
+__all__ = ["CHAIN_DATASETS", "Notebook", "NOTEBOOKS", "SCALED_CHAIN", "absent_datasets", "chain_gaps",
            "notebook"]

@@ -3,15 +3,15 @@
 The store is a directory ``root/<kind>/<key>/`` of *entries*. An entry's key is a hash
 (:func:`gped_kit.core.schema.key_of`) of its kind, the record of the configuration that
 produced it (:func:`gped_kit.core.schema.record`: fields at their defaults are left out, so
-adding a field changes no key) and the *code fingerprint* of the library code that computes it
-(:func:`code_fingerprint`: a SHA-256 of the code of the packages given, comments, layout and
-profiles left out). A result made
-by unchanged code for the same configuration and data is reused; a change to the numerics
-code, the configuration or the data (whose checksums are in the record) gives a new key, so
-the result is recomputed and the old entry is left where it was.
+adding a field changes no key; the data's identity with checksums is part of it) and its
+*numerics code* (:func:`~gped_kit.experiments.numerics.numerics_code`: the declared numerics
+versions of its kind, e.g. ``"chain=1"``). A result for the same configuration and data under the
+same numerics versions is reused; a change to the configuration, the data or a numerics version
+gives a new key, so the result is recomputed and the old entry is left where it was. A change to
+the code that keeps every number re-keys nothing (the golden tests check that it keeps them).
 
 An entry holds tidy tables (``<name>.csv``), compact arrays (``arrays.npz``, compressed),
-``entry.json`` (the record, the code fingerprint, the machine, torch version, device and time
+``entry.json`` (the record, the numerics code, the machine, torch version, device and time
 that made it, and ``complete``) and, while it is computed, a ``checkpoint.pt`` (never
 committed). ``entry.json`` is written last: an entry without ``"complete": true`` is an
 interrupted computation, which the next run resumes from its checkpoint.
@@ -22,16 +22,15 @@ computing an entry holds a file lock (the ``filelock`` library) on ``<kind>/<key
 second process asking for the same entry waits, then reuses what the first one wrote. Nothing
 is overwritten: ``recompute=True`` moves the old entry aside (``<key>.old-<time>-<id>``).
 
-**Reading the current results.** Since a code change leaves the old entries in place, a store can
-hold several entries of one setting, one per code fingerprint that computed it. Whatever shows
+**Reading the current results.** Since a version bump leaves the old entries in place, a store can
+hold several entries of one setting, one per numerics code that computed it. Whatever shows
 results beside each other (a notebook's tables, figures and explorers) reads them with
-``code=`` the current code's fingerprint (:meth:`ResultsStore.entries`, :meth:`ResultsStore.load`):
-per setting, the one entry the current code made, and none made by older code.
+``code=`` the current numerics code (:meth:`ResultsStore.entries`, :meth:`ResultsStore.load`):
+per setting, the one entry the current numerics made, and none made by older ones.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -41,8 +40,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from functools import lru_cache
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -52,30 +49,11 @@ import torch
 from filelock import FileLock
 
 from ..core.schema import SCHEMA_VERSION, key_of
-from .codetext import code_text
+from .numerics import numerics_code
 
-#: Packages whose source decides a chain's numbers (not plots, widgets or the notebook runner).
-NUMERICS = ("gped_kit.core", "gped_kit.engine", "gped_kit.models", "gped_kit.data", "gped_kit.baselines")
 ENTRY_FILE = "entry.json"
 ARRAYS_FILE = "arrays.npz"
 CHECKPOINT_FILE = "checkpoint.pt"
-
-
-@lru_cache(maxsize=None)
-def code_fingerprint(*modules: str) -> str:
-    """SHA-256 (16 hex digits) of the code of the given modules or packages (every ``.py`` file under a
-    package, in sorted order, with its path relative to the package), as :func:`code_text` reads it:
-    a change to what the code does re-keys every result it made; a comment, the layout or a profile
-    (whose values the results' records carry) does not."""
-    digest = hashlib.sha256()
-    for name in sorted(modules):
-        module = import_module(name)
-        path = Path(module.__file__)
-        files = sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
-        for f in files:
-            digest.update(f"{name}:{f.relative_to(path.parent).as_posix()}\n".encode())
-            digest.update(code_text(f.read_text()).encode())
-    return digest.hexdigest()[:16]
 
 
 def machine_description() -> dict[str, str]:
@@ -176,10 +154,12 @@ class ResultsStore:
     def __repr__(self) -> str:
         return f"ResultsStore({str(self.root)!r})"
 
-    def entry(self, kind: str, record: Any, code: str) -> Entry:
-        """The entry of ``record`` computed by code ``code`` (it need not exist)."""
+    def entry(self, kind: str, record: Any, code: str | None = None) -> Entry:
+        """The entry of ``record`` computed by numerics ``code`` (default: this checkout's numerics code of
+        ``kind``, :func:`~gped_kit.experiments.numerics.numerics_code`; it need not exist)."""
         if not (kind.isidentifier() and kind.islower()):
             raise ValueError(f"kind={kind!r}: must be a lower-case identifier")
+        code = numerics_code(kind) if code is None else code
         return Entry(self, kind, key_of({"kind": kind, "record": record, "code": code}), record, code)
 
     @contextmanager
@@ -190,7 +170,7 @@ class ResultsStore:
             yield
 
     @contextmanager
-    def open(self, kind: str, record: Any, code: str, recompute: bool = False) -> Iterator[Entry]:
+    def open(self, kind: str, record: Any, code: str | None = None, recompute: bool = False) -> Iterator[Entry]:
         """The entry of ``record`` under its lock, for reading (``entry.complete``) or computing;
         ``recompute`` sets a complete entry aside first, so it is computed afresh."""
         entry = self.entry(kind, record, code)
@@ -200,7 +180,7 @@ class ResultsStore:
             entry.path.mkdir(parents=True, exist_ok=True)
             yield entry
 
-    def cached(self, kind: str, record: Any, code: str, compute: Callable[[Entry], None],
+    def cached(self, kind: str, record: Any, code: str | None, compute: Callable[[Entry], None],
                recompute: bool = False) -> tuple[Entry, str]:
         """The entry of ``record``, computing it with ``compute(entry)`` (which writes its tables and
         arrays; the entry is then marked complete) unless it is stored already. Returns the entry
@@ -215,8 +195,8 @@ class ResultsStore:
 
     def entries(self, kind: str | None = None, complete: bool = True, code: str | None = None) -> list[Entry]:
         """Stored entries (of ``kind``), complete ones only by default; entries set aside are skipped.
-        ``code``: only the entries made by that code fingerprint (e.g. the current code's,
-        :func:`~gped_kit.experiments.chains.chain_code`), i.e. one entry per setting, the current one."""
+        ``code``: only the entries made by that numerics code (e.g. the current one,
+        :func:`~gped_kit.experiments.numerics.numerics_code`), i.e. one entry per setting, the current one."""
         kinds = [kind] if kind else sorted(p.name for p in self.root.glob("*") if p.is_dir())
         out = []
         for k in kinds:
@@ -229,11 +209,47 @@ class ResultsStore:
                     out.append(entry)
         return out
 
+    def rekey(self, kind: str, from_code: str, to_code: str | None = None,
+              key_map: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Move every complete ``kind`` entry made by numerics code ``from_code`` to its key under ``to_code``
+        (default: this checkout's, :func:`~gped_kit.experiments.numerics.numerics_code`) without recomputing
+        it, for code whose numbers are declared the same (:data:`~gped_kit.experiments.numerics.LEGACY_CODES`).
+        The entry's files move with it (checkpoints too); ``entry.json`` gets the new key and code and
+        ``rekeyed_from`` (the old ones); ``key_map`` (old key -> new key of the results it is derived from,
+        e.g. the chains') replaces those keys in its tables. An entry whose new key is taken already is left
+        where it is. Each move happens under the new entry's lock, through a hidden folder renamed into
+        place, so readers see the old entry or the new one, never half of one. Returns {old key: new key}
+        for every entry of ``from_code`` (moved or not)."""
+        moved: dict[str, str] = {}
+        for old in self.entries(kind, code=from_code):
+            new = self.entry(kind, old.record, to_code)
+            moved[old.key] = new.key
+            if new.key == old.key:
+                continue
+            with self.lock(new):
+                if new.path.exists():
+                    continue
+                staging = old.path.with_name(f".rekey-{old.key}-{uuid.uuid4().hex[:6]}")
+                old.path.rename(staging)
+                for table in staging.glob("*.csv"):
+                    text = table.read_text()
+                    changed = text
+                    for before, after in (key_map or {}).items():
+                        changed = changed.replace(before, after)
+                    if changed != text:
+                        atomic_write_bytes(table, changed.encode())
+                meta = json.loads((staging / ENTRY_FILE).read_text())
+                meta.update(key=new.key, code=new.code, rekeyed_from={"key": old.key, "code": old.code})
+                atomic_write_bytes(staging / ENTRY_FILE, json.dumps(meta, indent=1, sort_keys=True,
+                                                                    default=str).encode())
+                staging.rename(new.path)
+        return moved
+
     def load(self, table: str, kind: str, where: Callable[[Entry], bool] | None = None,
              code: str | None = None) -> pd.DataFrame:
-        """One table of every complete ``kind`` entry (made by code fingerprint ``code``, when given,
+        """One table of every complete ``kind`` entry (made by numerics code ``code``, when given,
         and that ``where`` accepts), concatenated, with the entry's key in column ``entry``; empty
-        when there are none. ``code=`` the current code's fingerprint reads only the current results
+        when there are none. ``code=`` the current numerics code reads only the current results
         (see the module docstring)."""
         frames = [e.table(table).assign(entry=e.key) for e in self.entries(kind, code=code)
                   if table in e.table_names() and (where is None or where(e))]

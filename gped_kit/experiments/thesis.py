@@ -9,9 +9,9 @@ This module holds what the notebook adds to them:
   and :data:`PROFILES` (``default``: a CPU in under a minute; ``paper``: the thesis' sizes), with
   :func:`mog_configs` / :func:`logreg_config` giving each run's configuration;
 * stored runs, :func:`run_toy`: one entry of kind ``"toy"`` in the single results store per
-  configuration, keyed by the configuration's record (:func:`toy_record`) **and the code
-  fingerprint of the numerics** (:data:`TOY_CODE`), so a change to the thesis code or to
-  ``gped_kit.core`` recomputes the run instead of reusing arrays made by older code. An entry
+  configuration, keyed by the configuration's record (:func:`toy_record`) **and the toys' numerics
+  version** (:mod:`~gped_kit.experiments.numerics`), so a change to the toys' numbers recomputes the
+  run instead of reusing arrays made by older numerics. An entry
   holds the run's table (``summary.csv``) and the figures' arrays (``arrays.npz``, float16 but
   for :data:`FLOAT32_ARRAYS`). A run computed now and one read back are the same
   :class:`~gped_kit.toys.ToyResult`: both are read from the entry;
@@ -43,7 +43,7 @@ from ..toys import (
     run_logreg,
     run_mog,
 )
-from .store import Entry, ResultsStore, code_fingerprint
+from .store import Entry, ResultsStore
 
 # ----------------------------------------------------------------------------- settings
 
@@ -109,15 +109,6 @@ def logreg_config(settings: ThesisToysSettings, seed: int = 0) -> LogRegConfig:
 
 # ----------------------------------------------------------------------------- stored runs
 
-#: Modules whose source decides a toy run's numbers (the code fingerprint of its entry).
-TOY_CODE = ("gped_kit.toys", "gped_kit.core")
-
-
-def toy_code() -> str:
-    """The code fingerprint of the toys' entries (:data:`TOY_CODE`)."""
-    return code_fingerprint(*TOY_CODE)
-
-
 #: Arrays kept as float32 (the rest are float16): the evaluation grids (float16 cannot tell the
 #: MoG grid's points apart beyond |x| = 32), the chain moments the notebook prints and the
 #: students' weights.
@@ -175,7 +166,7 @@ def load_toy(entry: Entry, config: MoGConfig | LogRegConfig, status: str = "reus
 def run_toy(config: MoGConfig | LogRegConfig, store: ResultsStore, recompute: bool = False) -> ToyResult:
     """A toy run through the results store: computed (:func:`~gped_kit.toys.run_mog`
     or :func:`~gped_kit.toys.run_logreg`) and stored when the store has no entry
-    for this configuration made by this code (:data:`TOY_CODE`), reused otherwise;
+    for this configuration under the toys' numerics version, reused otherwise;
     ``recompute=True`` sets a stored entry aside and computes it again. Either way the result
     is read from the entry, so a reused run equals a computed one; ``status`` says which."""
     _check_config(config)
@@ -183,7 +174,7 @@ def run_toy(config: MoGConfig | LogRegConfig, store: ResultsStore, recompute: bo
     def compute(entry: Entry) -> None:
         store_toy(entry, run_mog(config) if isinstance(config, MoGConfig) else run_logreg(config))
 
-    entry, status = store.cached("toy", toy_record(config), toy_code(), compute,
+    entry, status = store.cached("toy", toy_record(config), None, compute,
                                  recompute=recompute)
     return load_toy(entry, config, status)
 

@@ -41,8 +41,8 @@ from IPython.display import display
 
 from ..data.sources import load_split
 from ..data.transforms import apply_square_mask, masking_rate
-from ..experiments.chains import chain_code
 from ..experiments.experiment12 import chain_lengths, experiment2_cells, experiment12_rows
+from ..experiments.numerics import numerics_code
 from ..experiments.store import ResultsStore
 from .figure3 import pixel_max, select_examples, show_masked_image, square_mask_region
 from .plots import EXPERIMENT2_METRICS, plot_uncertainty_grid
@@ -170,11 +170,12 @@ class MaskingExplorer(StaticView):
         """An explorer over the Experiment 1-2 chains stored in ``ResultsStore(results_dir)`` (the
         ``summary`` tables of its ``"chain"`` entries; each entry's key counts as one chain); an
         empty or absent store gives an explorer that says so. ``current_only``: only the chains the
-        current code made (:func:`~gped_kit.experiments.chains.chain_code`), none of an older run;
+        current numerics made (:func:`~gped_kit.experiments.numerics.numerics_code`), none of an older run;
         ``grid``: only the rows whose columns hold the values given, e.g. the cells of notebook 02's
         figures ``{"labelled_size": [10000, 60000], "mask_size": [0, 15, 25], "seed": [0]}``.
         ``num_iterations`` picks the chain length shown first; ``kwargs`` go to the constructor."""
-        summary = ResultsStore(results_dir).load("summary", "chain", code=chain_code() if current_only else None)
+        summary = ResultsStore(results_dir).load("summary", "chain",
+                                                 code=numerics_code("chain") if current_only else None)
         for column, values in (grid or {}).items():
             if len(summary) and column not in summary.columns:
                 raise ValueError(f"grid: the stored chain summaries have no column {column!r}; they have "

@@ -37,8 +37,8 @@ from ..experiments.experiment3 import (
     base_student,
     pareto_front,
     search_candidates,
-    search_code,
 )
+from ..experiments.numerics import numerics_code
 from ..experiments.store import ResultsStore
 from .plots import plot_pareto
 from .snapshot import StaticView, figure_png, html_number, html_text, safe_name, stack_pngs, text_png
@@ -47,14 +47,14 @@ from .snapshot import StaticView, figure_png, html_number, html_text, safe_name,
 def stored_searches(store: ResultsStore, current_only: bool = True,
                     entries: Collection[str] | None = None) -> pd.DataFrame:
     """The Experiment 3 search tables of ``store``, concatenated (column ``entry``: the search entry's
-    key): with ``current_only`` only those made by the current search code
-    (:func:`~gped_kit.experiments.experiment3.search_code`), so a search that older code made for the
+    key): with ``current_only`` only those made under the current numerics
+    (:func:`~gped_kit.experiments.numerics.numerics_code`), so a search that older code made for the
     same setting is not shown beside the current one; with ``entries`` only the entries of those
     keys (e.g. the searches a notebook ran: ``[r.entry.key for r in results]``)."""
     if not isinstance(store, ResultsStore):
         raise TypeError(f"store must be a ResultsStore (gped_kit.experiments.store), got {type(store).__name__}")
     keys = None if entries is None else set(entries)
-    return store.load(SEARCH_TABLE, SEARCH_KIND, code=search_code() if current_only else None,
+    return store.load(SEARCH_TABLE, SEARCH_KIND, code=numerics_code(SEARCH_KIND) if current_only else None,
                       where=None if keys is None else (lambda e: e.key in keys))
 
 

@@ -37,8 +37,8 @@ The package, by role:
   :func:`spiral_task`);
 * :mod:`.compute`: Hydra on the chain's snapshots, every method's uncertainties, the comparison table
   (head errors, zero-MU rows), memory, costs, budgets and the KD-variant rows, from a chain's result;
-* :mod:`.run`: the derived entries (:func:`run_comparison`, :func:`spiral_run`; code fingerprint
-  :func:`comparison_code`: the numerics, :mod:`.settings`, :mod:`.compute` and :mod:`.run`);
+* :mod:`.run`: the derived entries (:func:`run_comparison`, :func:`spiral_run`; keyed by the chain's and
+  the comparison's numerics versions, :mod:`~gped_kit.experiments.numerics`);
 * :mod:`.analysis`: the stored table read for the notebook (MU error split, teacher lines, reference
   names, Hydra at another budget); no stored result depends on it.
 
@@ -70,7 +70,7 @@ from .compute import (
     train_hydra_on_chain,
     zero_mu_row,
 )
-from .run import COMPARISON_MODULES, ComparisonRun, SpiralRun, comparison_code, run_comparison, spiral_run
+from .run import ComparisonRun, SpiralRun, run_comparison, spiral_run
 from .settings import (
     COMPARISON_OOD_SETS,
     COMPARISON_SHIFT_SETS,
@@ -88,7 +88,7 @@ __all__ = [
     "TEACHER", "SNAPSHOTS", "comparison_students", "comparison_task", "spiral_task", "train_hydra_on_chain",
     "comparison_methods", "comparison_marginal_variance", "comparison_memory", "comparison_costs",
     "comparison_table", "head_errors", "zero_mu_row", "student_updates", "comparison_budgets", "BUDGET_COLUMNS",
-    "kd_variants", "KD_COLUMNS", "ComparisonRun", "run_comparison", "SpiralRun", "spiral_run", "comparison_code",
-    "COMPARISON_MODULES", "MU_METHODS", "MU_SPLIT_COLUMNS", "mu_error_split", "TEACHER_QUANTITIES",
+    "kd_variants", "KD_COLUMNS", "ComparisonRun", "run_comparison", "SpiralRun", "spiral_run",
+    "MU_METHODS", "MU_SPLIT_COLUMNS", "mu_error_split", "TEACHER_QUANTITIES",
     "comparison_teacher_lines", "hydra_config_for_steps", "reference_names", "named_references",
 ]

@@ -1,8 +1,7 @@
 """The comparison table read for the notebook: each method's model-uncertainty error split into its two
 heads (:func:`mu_error_split`), the long-chain teacher's own quality beside every method's
 (:func:`comparison_teacher_lines`), Hydra given another budget (:func:`hydra_config_for_steps`) and the
-references named by their size (:func:`reference_names`). Nothing here computes a stored result: it is
-not part of :func:`~.run.comparison_code`."""
+references named by their size (:func:`reference_names`). Nothing here computes a stored result."""
 
 from __future__ import annotations
 

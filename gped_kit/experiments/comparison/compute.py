@@ -2,7 +2,8 @@
 (:func:`train_hydra_on_chain`), every method's predictive and uncertainties (:func:`comparison_methods`,
 :func:`comparison_marginal_variance`), the comparison table with the heads' errors and the zero-MU
 baseline (:func:`comparison_table`), the memory, costs and training budgets, and the KD-variant rows.
-Everything here is written into the derived entries (:mod:`.run`) and is part of their code fingerprint."""
+Everything here is written into the derived entries (:mod:`.run`): a change to a number it computes bumps the
+comparison's numerics version (:mod:`~gped_kit.experiments.numerics`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The comparison and the spiral through the results store: derived entries of kinds ``"comparison"``
 and ``"spiral"`` of their chains (:func:`run_comparison`, :func:`spiral_run`), keyed by the chain's
-record, Hydra's configuration and :func:`comparison_code`."""
+record, Hydra's configuration and the chain's and comparison's numerics versions
+(:mod:`~gped_kit.experiments.numerics`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ...data.container import GPEDData
 from ...data.spiral import SpiralConfig, spiral_data
 from ...engine import GPEDResult
 from ..chains import ChainOutcome, ChainTask, DerivedOutcome, DerivedTask, run_derived
-from ..store import NUMERICS, Entry, ResultsStore, code_fingerprint
+from ..store import Entry, ResultsStore
 from .compute import (
     comparison_budgets,
     comparison_costs,
@@ -31,18 +32,6 @@ from .compute import (
 )
 from .settings import ComparisonSettings
 from .tasks import comparison_task, spiral_task
-
-#: The modules whose code computes a comparison or spiral entry: the settings' constants it reads, the
-#: computation and the derived entries (not the tasks, whose every choice reaches the entry through the
-#: chain's record, nor the analysis of the tables, :mod:`.analysis`).
-COMPARISON_MODULES = ("gped_kit.experiments.comparison.settings", "gped_kit.experiments.comparison.compute",
-                      "gped_kit.experiments.comparison.run")
-
-
-def comparison_code() -> str:
-    """The code fingerprint of the comparison's derived entries: the numerics and :data:`COMPARISON_MODULES`
-    (a change to the analysis of the tables re-keys nothing)."""
-    return code_fingerprint(*NUMERICS, *COMPARISON_MODULES)
 
 
 @dataclass
@@ -119,7 +108,7 @@ def run_comparison(settings: ComparisonSettings, store: ResultsStore, seed: int 
         entry.write_table("kd_variants", kd_variants(result.summary))
         entry.write_table("hydra_history", pd.DataFrame(trained.history, columns=["phase", "step", "loss"]))
 
-    item = DerivedTask(task, "comparison", {"hydra": record(config)}, comparison_code(), compute)
+    item = DerivedTask(task, "comparison", {"hydra": record(config)}, compute)
     outcome = run_derived([item], store, recompute, progress, executor, address)[0]
     entry = _raise_unless_done(outcome, f"comparison chain {task.label}")
     return ComparisonRun(outcome.chain, outcome.status, entry, entry.table("comparison"), entry.table("memory"),
@@ -179,7 +168,7 @@ def spiral_run(settings: ComparisonSettings, store: ResultsStore, seed: int = 0,
         _write_maps(entry, {m: u for m, (_, u) in comparison_methods(result, data, "fcnn", trained.net, "grid").items()
                             if u is not None})
 
-    item = DerivedTask(task, "spiral", {"hydra": record(config)}, comparison_code(), compute)
+    item = DerivedTask(task, "spiral", {"hydra": record(config)}, compute)
     outcome = run_derived([item], store, recompute, progress, executor, address)[0]
     entry = _raise_unless_done(outcome, f"spiral chain {task.label}")
     return SpiralRun(outcome.chain, outcome.status, entry, entry.table("comparison"), _read_maps(entry), task.data,

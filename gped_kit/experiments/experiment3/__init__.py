@@ -52,7 +52,6 @@ from .search import (
     load_search_results,
     run_experiment3,
     run_searches,
-    search_code,
     search_table,
 )
 from .settings import EXPERIMENT3_DATA, PROFILES, Experiment3Settings, SearchSettings, model_grid
@@ -62,7 +61,7 @@ __all__ = [
     "METRICS", "COSTS", "METHODS", "METRIC_TARGET", "PRUNE_CRITERIA", "EXPERIMENT3_DATA", "Experiment3Settings",
     "PROFILES", "SearchSettings", "SearchResult", "model_grid", "search_students", "experiment3_task",
     "experiment3_tasks", "finetune", "evaluate_student", "run_experiment3", "run_searches", "search_table",
-    "search_code", "SEARCH_KIND", "SEARCH_TABLE", "COMPANION", "PAPER_ESTIMATORS",
+    "SEARCH_KIND", "SEARCH_TABLE", "COMPANION", "PAPER_ESTIMATORS",
     "load_search_results", "search_candidates", "pareto_front", "best_student", "base_student",
     "experiment3_comparison", "group_beats_exhaustive", "group_vs_exhaustive", "NO_COMPARABLE", "frontier_table",
     "figure_availability", "trend_sentence",

@@ -5,8 +5,8 @@ removed physically, and the pruned network equals the masked one) and fine-tuned
 
 **Through the results store.** :func:`run_experiment3` keeps the search table of a chain
 (:func:`~gped_kit.experiments.experiment3.tasks.experiment3_task`) as a derived entry of kind
-``"search"`` (record: the chain's entry key and :class:`SearchSettings`; code: the numerics
-packages and the modules that compute a search, :func:`search_code`). Only when that entry is
+``"search"`` (record: the chain's record and :class:`SearchSettings`; numerics: the chain's and the
+search's versions, :mod:`~gped_kit.experiments.numerics`). Only when that entry is
 missing is the chain's full state asked for (:func:`~gped_kit.experiments.chains.run_chains` with
 ``requires_state=True``: reused from the chain entry's checkpoint, or computed), and the costs,
 pruning and fine-tuning run. :func:`load_search_results` reads every stored search table.
@@ -38,9 +38,9 @@ from ...models.build import instantiate
 from ...models.cost import network_cost
 from ...models.presets import EVAL_CHUNK_SIZE, ArchSpec, cpu_training_layout, inference_network
 from ...models.pruning import mask_network, prune, unit_keep_masks
-from ..chains import ChainTask, DerivedTask, chain_code, run_derived
+from ..chains import ChainTask, DerivedTask, run_derived
 from ..paper import FINETUNE_EPOCHS, paper_model
-from ..store import NUMERICS, Entry, ResultsStore, code_fingerprint
+from ..store import Entry, ResultsStore
 from .finetune import finetune
 from .pareto import search_candidates
 from .settings import SearchSettings
@@ -51,9 +51,6 @@ SEARCH_KIND = "search"
 SEARCH_TABLE = "search"
 #: Summary columns not copied into the search table (they describe the chain's run, not a network).
 _RUN_COLUMNS = ("store_status", "iterations_per_s", "elapsed_s", "student_train_loss")
-#: The modules whose source decides a search's numbers, besides the numerics packages and the models.
-SEARCH_MODULES = ("gped_kit.experiments.experiment3.settings", "gped_kit.experiments.experiment3.tasks",
-                  "gped_kit.experiments.experiment3.finetune", "gped_kit.experiments.experiment3.search")
 
 
 @torch.no_grad()
@@ -100,21 +97,15 @@ class SearchResult:
         return search_candidates(self.table)
 
 
-def search_code() -> str:
-    """The code fingerprint of search entries: the numerics packages, the models and
-    :data:`SEARCH_MODULES` (not the analysis of the tables, :mod:`.pareto` and :mod:`.report`)."""
-    return code_fingerprint(*NUMERICS, *SEARCH_MODULES, "gped_kit.models")
-
-
 def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsStore, recompute: bool = False,
                     progress: bool = True, executor: str = "local", address: str | None = None) -> SearchResult:
     """One Experiment 3 data setting through the results store: the search table of ``task``'s
     chain (:func:`experiment3_task`) under ``settings``.
 
     The table is the ``"search"`` entry derived from the chain
-    (:func:`~gped_kit.experiments.chains.derive`: keyed by the chain's record,
-    ``record(settings)`` and :func:`search_code`). When it is stored it is read back (status
-    ``reused``) and the chain is not touched. Otherwise the chain's full state is asked for
+    (:func:`~gped_kit.experiments.chains.derive`: keyed by the chain's record, ``record(settings)`` and
+    the search's numerics version, :mod:`~gped_kit.experiments.numerics`). When it is stored it is read
+    back (status ``reused``) and the chain is not touched. Otherwise the chain's full state is asked for
     (reused from the chain entry's checkpoint, resumed, or run), then the costs, pruning and
     fine-tuning are computed and the table stored (status ``ran``). ``recompute`` sets the stored
     search and chain aside and computes both again. An absent data set gives status ``missing
@@ -143,7 +134,7 @@ def _search_compute(settings: SearchSettings) -> Callable[[Entry, GPEDResult, GP
 
     def compute(entry: Entry, result: GPEDResult, data: GPEDData) -> None:
         stage_started = time.perf_counter()
-        table = search_table(result, settings, entry.store.entry("chain", result.spec.record(), chain_code()).key)
+        table = search_table(result, settings, entry.store.entry("chain", result.spec.record()).key)
         summary = result.summary
         table["chain_seconds"] = float(summary["elapsed_s"].iloc[0]) if "elapsed_s" in summary else math.nan
         table["search_seconds"] = time.perf_counter() - stage_started
@@ -164,7 +155,7 @@ def run_searches(tasks: Sequence[ChainTask], settings: SearchSettings, store: Re
             raise TypeError(f"task must be a ChainTask (see experiment3_task), got {type(task).__name__}")
     if not isinstance(settings, SearchSettings):
         raise TypeError(f"settings must be a SearchSettings, got {type(settings).__name__}")
-    items = [DerivedTask(task, SEARCH_KIND, {"settings": record(settings)}, search_code(), _search_compute(settings))
+    items = [DerivedTask(task, SEARCH_KIND, {"settings": record(settings)}, _search_compute(settings))
              for task in tasks]
     results = []
     for task, outcome in zip(tasks, run_derived(items, store, recompute, progress, executor, address)):

@@ -46,8 +46,8 @@ The package, by role:
 * :mod:`.tasks`: the eight students and the chain of one model (:func:`experiment4_task`,
   :func:`experiment4_tasks`), which OOD sets are here (:func:`ood_availability`);
 * :mod:`.evaluate`: the downstream metrics of one chain (:func:`experiment4_evaluate`) and their derived
-  entries in the results store (:func:`run_experiment4`, code fingerprint :func:`experiment4_code`:
-  the numerics, :mod:`.settings` and :mod:`.evaluate`);
+  entries in the results store (:func:`run_experiment4`, keyed by the chain's and Experiment 4's numerics versions,
+  :mod:`~gped_kit.experiments.numerics`);
 * :mod:`.analysis`: our numbers beside the paper's tables (:func:`experiment4_comparison`), the claims
   cell by cell (:func:`experiment4_claims`), the teacher lines and Figure 15's students; no stored
   result depends on it.
@@ -71,9 +71,7 @@ from .analysis import (
     figure15_students,
 )
 from .evaluate import (
-    EVALUATION_MODULES,
     Experiment4Run,
-    experiment4_code,
     experiment4_evaluate,
     experiment4_uncertainties,
     run_experiment4,
@@ -92,8 +90,8 @@ from .tasks import experiment4_students, experiment4_task, experiment4_tasks, oo
 __all__ = [
     "Experiment4Settings", "largest_multipliers", "PROFILES", "OOD_FOR", "STUDENT_SIZES", "ENDD_EVAL_TEMPERATURES",
     "DOWNSTREAM_COLUMNS", "ood_availability", "experiment4_students", "experiment4_task", "experiment4_tasks",
-    "experiment4_uncertainties", "experiment4_evaluate", "Experiment4Run", "run_experiment4", "experiment4_code",
-    "EVALUATION_MODULES", "ENDD_MAIN", "ENDD_HEATED", "CLAIMS", "NOT_OBTAINABLE", "SET_NAMES", "CLAIM_CELL_COLUMNS",
+    "experiment4_uncertainties", "experiment4_evaluate", "Experiment4Run", "run_experiment4",
+    "ENDD_MAIN", "ENDD_HEATED", "CLAIMS", "NOT_OBTAINABLE", "SET_NAMES", "CLAIM_CELL_COLUMNS",
     "TEACHER_METRICS", "experiment4_comparison", "experiment4_claim_cells", "experiment4_claims",
     "experiment4_claim_groups", "experiment4_teacher_lines", "figure15_students",
 ]

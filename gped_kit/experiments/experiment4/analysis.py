@@ -4,7 +4,7 @@ paper's Tables 2-4 and 8-16 (:func:`experiment4_comparison`), the paper's claims
 :func:`experiment4_claim_groups`), the teacher ensemble's own quality beside every student's
 (:func:`experiment4_teacher_lines`) and Figure 15's students (:func:`figure15_students`).
 
-Nothing here computes a stored result: it is not part of :func:`~.evaluate.experiment4_code`."""
+Nothing here computes a stored result."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Experiment 4's evaluation and its derived store entries: one chain's full outputs turned into the
 downstream metrics of Tables 2-4 and 8-16 and Figure 15's per-input data uncertainty
 (:func:`experiment4_evaluate`), kept in the results store as a derived entry of kind
-``"experiment4"`` of each chain (:func:`run_experiment4`, keyed by :func:`experiment4_code`)."""
+``"experiment4"`` of each chain (:func:`run_experiment4`, keyed by the chain's and Experiment 4's numerics versions,
+:mod:`~gped_kit.experiments.numerics`)."""
 
 from __future__ import annotations
 
@@ -19,19 +20,8 @@ from ...data.container import GPEDData
 from ...data.experiment import DataConfig, ood_set_name
 from ...engine import GPEDResult
 from ..chains import ChainGrid, ChainTask, DerivedOutcome, DerivedTask, FailureReport, run_derived
-from ..store import NUMERICS, Entry, ResultsStore, code_fingerprint
+from ..store import Entry, ResultsStore
 from .settings import DOWNSTREAM_COLUMNS, ENDD_EVAL_TEMPERATURES, STUDENT_SIZES, Experiment4Settings
-
-#: The modules whose code computes an Experiment 4 entry: the settings' constants it reads and the
-#: evaluation itself (not the tasks, whose every choice reaches the entry through the chain's record,
-#: nor the analysis of the tables, :mod:`.analysis`).
-EVALUATION_MODULES = ("gped_kit.experiments.experiment4.settings", "gped_kit.experiments.experiment4.evaluate")
-
-
-def experiment4_code() -> str:
-    """The code fingerprint of Experiment 4's derived entries: the numerics and :data:`EVALUATION_MODULES`
-    (a change to the claims, the comparison with the paper or a table's layout re-keys nothing)."""
-    return code_fingerprint(*NUMERICS, *EVALUATION_MODULES)
 
 
 def _student_keys(label: str) -> dict[str, str]:
@@ -194,16 +184,15 @@ def run_experiment4(tasks: Sequence[ChainTask], store: ResultsStore, settings: E
                     address: str | None = None) -> Experiment4Run:
     """Every task's evaluation (:func:`experiment4_evaluate` with ``settings.ndcg_trials`` trials and
     ``seed``) through ``store``: a derived entry of kind ``"experiment4"`` keyed by
-    ``{"chain": <chain record>, "ndcg_trials", "seed"}`` and the code of the numerics and the evaluation
-    (:func:`experiment4_code`; :func:`~gped_kit.experiments.chains.derive`), holding the ``downstream`` table and
+    ``{"chain": <chain record>, "ndcg_trials", "seed"}`` and the chain's and Experiment 4's numerics
+    versions (:func:`~gped_kit.experiments.chains.derive`), holding the ``downstream`` table and
     the per-input data uncertainty (float16 arrays). Only a task whose entry is missing runs (or reloads) its chain. A
     task whose data set is absent is recorded as ``missing data``; a failure is recorded and the
     others go on (:meth:`Experiment4Run.raise_if_failed` stops a notebook at the end).
     ``executor="ray"`` evaluates each missing entry, with its chain, as a Ray task at ``address``
     (:func:`~gped_kit.experiments.chains.run_derived`)."""
-    code = experiment4_code()
     record = {"ndcg_trials": settings.ndcg_trials, "seed": seed}
-    items = [DerivedTask(task, "experiment4", record, code, _evaluation_compute(task, settings.ndcg_trials, seed))
+    items = [DerivedTask(task, "experiment4", record, _evaluation_compute(task, settings.ndcg_trials, seed))
              for task in tasks]
     evaluations, downstream, per_input = [], [], []
     for task, outcome in zip(tasks, run_derived(items, store, recompute, progress, executor, address)):
