@@ -19,7 +19,6 @@ digits, the spiral, and both thesis toys.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from gped_kit.experiments import experiment4 as E4
 from gped_kit.experiments import thesis
 from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.experiment3 import SearchSettings, run_experiment3, search_students
+from gped_kit.experiments.numerics import DISCRETE_VALUES
 from gped_kit.experiments.settings import resolve_settings
 from gped_kit.experiments.store import ResultsStore
 from gped_kit.models.presets import ArchSpec
@@ -204,17 +204,12 @@ PROBES: dict[str, Callable[[ResultsStore], None]] = {
 }
 
 
-#: Values on a discrete grid: accuracies (counts of test inputs) and rank statistics (AUROC, nDCG), which a
-#: change in the last bits of an output can move by a whole step (one input changing class or rank).
-DISCRETE = re.compile(r"accuracy|auroc|ndcg")
-
-
 def numbers(store: ResultsStore) -> dict[str, tuple[str, pd.DataFrame]]:
     """Every number the store holds, per entry (``"<kind> <n>"``, in the store's order): the entry's key and
     a tidy table (``table``, ``row``, ``column``, then the number in ``value``, or in ``discrete`` for the
-    values of :data:`DISCRETE`) of each numeric column of each of its tables (booleans as 0/1; timing
-    columns, :func:`is_timing`, aside; a tidy table's columns are named with the row's ``metric``, e.g.
-    ``value[auroc]``) and the mean and mean |value| of each stored array."""
+    values of :data:`~gped_kit.experiments.numerics.DISCRETE_VALUES`) of each numeric column of each of its
+    tables (booleans as 0/1; timing columns, :func:`is_timing`, aside; a tidy table's columns are named with
+    the row's ``metric``, e.g. ``value[auroc]``) and the mean and mean |value| of each stored array."""
     out = {}
     counts: dict[str, int] = {}
     for entry in store.entries():
@@ -235,7 +230,7 @@ def numbers(store: ResultsStore) -> dict[str, tuple[str, pd.DataFrame]]:
             rows += [(f"arrays/{name}", 0, "mean", float(a.mean())), (f"arrays/{name}", 0, "abs_mean",
                                                                        float(np.abs(a).mean()))]
         frame = pd.DataFrame(rows, columns=["table", "row", "column", "value"])
-        discrete = frame["column"].str.contains(DISCRETE)
+        discrete = frame["column"].str.contains(DISCRETE_VALUES)
         frame["discrete"] = frame["value"].where(discrete)
         frame["value"] = frame["value"].mask(discrete)
         n = counts.get(entry.kind, 0)

@@ -12,17 +12,20 @@ the new version yet: the first run records them and fails once (pytest-regressio
 them; commit them with the bump and remove the old version's files
 (:func:`test_every_golden_file_belongs_to_a_current_version` lists them).
 
-**Tolerance** (:data:`TOLERANCES`, numpy's ``isclose``: |obtained - recorded| <= atol + rtol |recorded|).
-Two CPUs compute the same float32 programs with different vector kernels, so their last bits differ and a
-chain amplifies them. Measured on one 2-core x86-64 CPU by running every probe with torch's AVX2 kernels and
-with its scalar ones (``ATEN_CPU_CAPABILITY=default``): the values on no discrete grid differed by at most
-6.6e-4 absolute and 1.4e-4 relative (a student's training loss of 4.86 after 80 steps); the values on a
-discrete grid (``golden_probes.DISCRETE``: accuracies, AUROC, nDCG) by at most 1.7e-3 (two of 1,197 digits
-changing class). One thread against two changed less (5.7e-6 and 9.8e-5), a second run on the same CPU
-nothing. The tolerances hold those with a margin of 3 to 4; a wrong sampler, estimator or data transform
-moves the probes' numbers by far more, and even subtle changes show: a 1% larger SGLD noise, Adam's epsilon
-1e-6 instead of 1e-8 and masks one pixel smaller moved 166, 8 and 250 of the FCNN probe's 617 numbers beyond
-the tolerances (``test_a_changed_numeric_is_caught``).
+**Tolerance** (:data:`~gped_kit.experiments.numerics.SHORT_RUN_TOLERANCES`, numpy's ``isclose``:
+|obtained - recorded| <= atol + rtol |recorded|). Two CPUs compute the same float32 programs with different
+vector kernels, so their last bits differ and a chain amplifies them. Measured on one 2-core x86-64 CPU by
+running every probe with torch's AVX2 kernels and with its scalar ones (``ATEN_CPU_CAPABILITY=default``):
+the values on no discrete grid differed by at most 6.6e-4 absolute and 1.4e-4 relative (a student's
+training loss of 4.86 after 80 steps); the values on a discrete grid
+(:data:`~gped_kit.experiments.numerics.DISCRETE_VALUES`: accuracies, AUROC, nDCG) by at most 1.7e-3 (two of
+1,197 digits changing class). One thread against two changed less (5.7e-6 and 9.8e-5), a second run on the
+same CPU nothing. The tolerances hold those with a margin of 3 to 4; a wrong sampler, estimator or data
+transform moves the probes' numbers by far more, and even subtle changes show: a 1% larger SGLD noise,
+Adam's epsilon 1e-6 instead of 1e-8 and masks one pixel smaller moved 166, 8 and 250 of the FCNN probe's
+617 numbers beyond the tolerances (``test_a_changed_numeric_is_caught``). The probes are short on purpose:
+a chain of thousands of steps amplifies the same last-bit differences to percents
+(:data:`~gped_kit.experiments.numerics.LONG_CHAIN_TOLERANCE`).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from gped_kit.experiments import numerics
 
 #: numpy ``isclose`` tolerances of the golden values, for the values on no discrete grid (``value``) and on one
 #: (``discrete``); see the module docstring for how they were measured.
-TOLERANCES = {"value": {"atol": 1e-4, "rtol": 5e-4}, "discrete": {"atol": 5e-3, "rtol": 0.0}}
+TOLERANCES = {column: dict(tolerance) for column, tolerance in numerics.SHORT_RUN_TOLERANCES.items()}
 GOLDEN = Path(__file__).with_suffix("")
 
 

@@ -1,4 +1,5 @@
-"""gped_kit.cli.same_numbers: two versions of the code, the same chains, compared bit for bit."""
+"""gped_kit.cli.same_numbers: two versions of the code, the same chains, compared bit for bit; or this checkout
+against the committed store, within the tolerance two CPUs need for a long chain."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 
 from gped_kit.cli.same_numbers import compare_entries, compare_tables, main
+from gped_kit.experiments.numerics import LONG_CHAIN_TOLERANCE
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["-p", "num_iterations=40", "-p", "burn_in=20", "-p", "log_every=20", "-p", "checkpoint_every=20",
@@ -43,12 +45,23 @@ def test_entries_compare_table_by_table(tmp_path: Path) -> None:
     assert found["summary"] is None and "teacher_nll" in found["history"]
 
 
+def test_a_tolerance_accepts_what_lies_within_it_and_names_what_does_not() -> None:
+    tolerance = {"atol": 0.01, "rtol": 0.05}
+    assert compare_tables(_history(1.0, 0.4), _history(1.0, 0.4 + 0.01 + 0.05 * 0.4 - 1e-6), tolerance) is None
+    message = compare_tables(_history(1.0, 0.4), _history(1.0, 0.45), tolerance)
+    assert "column 'teacher_nll', row 1" in message and "beyond atol 0.01 + rtol 0.05" in message
+    words = _history(1.0, 0.4).assign(student=["a", "b"])
+    assert "column 'student'" in compare_tables(_history(1.0, 0.4), words, tolerance)  # text stays exact
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--old", "HEAD", "--chains", "3"], "--chains [3]: 00_quickstart has 1 chains"),
     (["--old", "HEAD", "--notebook", "04_figure3_masking"], "it runs no chain of the store"),
     (["--old", "HEAD", "-p", "num_iterations=-5"], "num_iterations"),
     (["--old", "no-such-revision-xyz"], "is not a revision"),
     (["--chains", "0"], "--old is required"),
+    (["--old", "HEAD", "--stored"], "give --old or --stored, not both"),
+    (["--stored", "no-such-folder"], "no chain entries there"),
 ])
 def test_bad_input_is_refused_before_anything_runs(argv: list[str], message: str,
                                                    capsys: pytest.CaptureFixture) -> None:
@@ -71,3 +84,13 @@ def test_head_against_this_checkout_gives_the_same_numbers(capsys: pytest.Captur
     assert "same numbers" in printed
     worktrees = subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True).stdout
     assert "gped-same-numbers-" not in worktrees
+
+
+@pytest.mark.slow
+def test_committed_chains_are_reproduced_within_the_long_chain_tolerance(capsys: pytest.CaptureFixture) -> None:
+    """A sample of the committed store, recomputed by this checkout: two of notebook 10's 3,000-step chains
+    (SGLD and BAOA, about a minute each), their final numbers within the tolerance two CPUs need."""
+    assert main(["--stored", str(REPO / "results"), "--notebook", "10_samplers", "--chains", "0,4"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("summary: within tolerance") == 2
+    assert f"within atol {LONG_CHAIN_TOLERANCE['atol']:g}" in printed

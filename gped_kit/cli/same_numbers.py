@@ -1,19 +1,28 @@
-"""Does a code change leave the numbers unchanged? One notebook's chains under two versions of the code.
+"""Does a code change leave the numbers unchanged? One notebook's chains under two versions of the code, or
+under this checkout against the committed store.
 
-A change to the numerics code (``core``, ``engine``, ``models``, ``data``, ``baselines``) re-keys every
-stored chain (docs/store.md), so the committed entries cannot tell whether it also changed a result; nor
-can a recomputation compared with them, because this project's machines differ in the low-order bits
-from one host to the next. This tool runs the same chains under the old code (a git revision, checked
-out into a temporary worktree) and under the code of this checkout, on this machine, each into its own
-scratch store, and compares every stored table bit for bit, timing columns aside::
+Stored results are keyed by declared numerics versions (:mod:`gped_kit.experiments.numerics`), so a change
+that moves a number must bump one; the golden tests check that on short probes within the tolerance two CPUs
+need. Two checks go further.
+
+**Bit for bit, on this machine** (``--old REV``): the same chains under an older revision (checked out into a
+temporary worktree) and under this checkout, each into its own scratch store, every stored table compared
+bit for bit, timing columns aside. A refactor that claims to keep the numbers keeps them exactly here::
 
     python -m gped_kit.cli.same_numbers --old main                       # notebook 00's chain
     python -m gped_kit.cli.same_numbers --old main~2 --notebook 07_hydra_comparison --chains 0
     python -m gped_kit.cli.same_numbers --old main -p num_iterations=200 --notebook 01_experiment1
 
-Exit status 0 when every table of every chain is identical, 1 when one differs (the first differing
-column and row are printed), 2 on usage errors. The two sides run one after another, never side by side
-(two torch processes on two cores slow each other), in subprocesses whose ``PYTHONPATH`` is their tree.
+**Against the committed store** (``--stored``): this checkout recomputes the chains into a scratch store and
+compares each chain's final numbers (its ``summary`` table) with the committed entry of the same key, made on
+another machine, within :data:`~gped_kit.experiments.numerics.LONG_CHAIN_TOLERANCE` (a chain of thousands of
+steps amplifies last-bit differences between CPUs to percents, so this checks statistics, not digits)::
+
+    python -m gped_kit.cli.same_numbers --stored --notebook 10_samplers --chains 0,4
+
+Exit status 0 when every table agrees, 1 when one differs (the first differing column and row are
+printed), 2 on usage errors. With ``--old`` the two sides run one after another, never side by side (two
+torch processes on two cores slow each other), in subprocesses whose ``PYTHONPATH`` is their tree.
 """
 
 from __future__ import annotations
@@ -28,12 +37,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 # Absolute imports: a side runs this file by its path with the other tree first on PYTHONPATH, so that
 # the kit it imports is that tree's (an older revision need not have this module).
 from gped_kit.cli.batch import parse_override
 from gped_kit.experiments.chains import run_chains
+from gped_kit.experiments.numerics import LONG_CHAIN_TOLERANCE
 from gped_kit.experiments.registry import notebook as registered_notebook
 from gped_kit.experiments.store import ResultsStore
 
@@ -70,9 +81,10 @@ def check_positions(positions: Sequence[int], count: int, notebook: str, profile
                          f"(positions 0 to {count - 1})")
 
 
-def compare_tables(old: pd.DataFrame, new: pd.DataFrame) -> str | None:
-    """None when the two tables are identical bit for bit (:data:`TIMING_COLUMNS` aside); else the first
-    difference, in words."""
+def compare_tables(old: pd.DataFrame, new: pd.DataFrame, tolerance: Mapping[str, float] | None = None) -> str | None:
+    """None when the two tables agree (:data:`TIMING_COLUMNS` aside): bit for bit, or with ``tolerance``
+    (numpy ``isclose``'s ``atol`` and ``rtol``) within it in every numeric column and exactly in the others;
+    else the first difference, in words."""
     old = old.drop(columns=[c for c in TIMING_COLUMNS if c in old])
     new = new.drop(columns=[c for c in TIMING_COLUMNS if c in new])
     if list(old.columns) != list(new.columns):
@@ -81,17 +93,55 @@ def compare_tables(old: pd.DataFrame, new: pd.DataFrame) -> str | None:
         return f"{len(old)} rows against {len(new)}"
     for column in old.columns:
         a, b = old[column], new[column]
-        same = (a == b) | (a.isna() & b.isna())
+        if tolerance is not None and pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b):
+            same = pd.Series(np.isclose(b.astype(float), a.astype(float), equal_nan=True, **tolerance), index=a.index)
+        else:
+            same = (a == b) | (a.isna() & b.isna())
         if not same.all():
             row = int((~same).to_numpy().nonzero()[0][0])
-            return f"column {column!r}, row {row}: {a.iloc[row]!r} (old) against {b.iloc[row]!r} (new)"
+            within = "" if tolerance is None else f" (beyond atol {tolerance['atol']:g} + rtol {tolerance['rtol']:g})"
+            return f"column {column!r}, row {row}: {a.iloc[row]!r} (old) against {b.iloc[row]!r} (new){within}"
     return None
 
 
-def compare_entries(old_dir: Path, new_dir: Path, tables: Sequence[str] = CHAIN_TABLES) -> dict[str, str | None]:
+def largest_difference(old: pd.DataFrame, new: pd.DataFrame) -> str:
+    """The largest absolute and relative difference over the numeric columns both tables have, in words."""
+    columns = [c for c in old.columns if c in new and c not in TIMING_COLUMNS
+               and pd.api.types.is_numeric_dtype(old[c]) and pd.api.types.is_numeric_dtype(new[c])]
+    a, b = old[columns].astype(float).to_numpy(), new[columns].astype(float).to_numpy()
+    diff = np.nan_to_num(np.abs(a - b))
+    rel = diff / np.maximum(np.abs(a), 1e-12)
+    return f"largest difference {diff.max():.2e} absolute, {rel.max():.2%} relative" if diff.size else "no numbers"
+
+
+def compare_entries(old_dir: Path, new_dir: Path, tables: Sequence[str] = CHAIN_TABLES,
+                    tolerance: Mapping[str, float] | None = None) -> dict[str, str | None]:
     """:func:`compare_tables` for each of ``tables`` of two entry directories."""
-    return {name: compare_tables(pd.read_csv(Path(old_dir) / f"{name}.csv"), pd.read_csv(Path(new_dir) / f"{name}.csv"))
-            for name in tables}
+    return {name: compare_tables(pd.read_csv(Path(old_dir) / f"{name}.csv"), pd.read_csv(Path(new_dir) / f"{name}.csv"),
+                                 tolerance) for name in tables}
+
+
+def against_store(results: Path, args: argparse.Namespace, overrides: Mapping[str, Any]) -> int:
+    """``--stored``: the chains recomputed by this checkout into a scratch store, each chain's ``summary``
+    compared with the committed entry of the same key in ``results`` within the long-chain tolerance."""
+    differing = 0
+    with tempfile.TemporaryDirectory(prefix="gped-same-numbers-") as scratch:
+        print("this checkout, recomputing ...", flush=True)
+        new = run_side(Path(scratch), args.notebook, args.profile, overrides, args.chains)
+        for position, path in sorted(new.items()):
+            stored = results / "chain" / Path(path).name
+            if not (stored / "entry.json").exists():
+                print(f"chain {position}: not in {results} (key {Path(path).name}): nothing to compare with")
+                differing += 1
+                continue
+            old, fresh = pd.read_csv(stored / "summary.csv"), pd.read_csv(Path(path) / "summary.csv")
+            difference = compare_tables(old, fresh, LONG_CHAIN_TOLERANCE)
+            differing += difference is not None
+            print(f"chain {position} summary: {'within tolerance' if difference is None else difference} "
+                  f"({largest_difference(old, fresh)})")
+    print(f"within atol {LONG_CHAIN_TOLERANCE['atol']:g} + rtol {LONG_CHAIN_TOLERANCE['rtol']:g} of the store"
+          if not differing else f"{differing} chain(s) differ from the store")
+    return 1 if differing else 0
 
 
 def _side(tree: Path, store: Path, args: argparse.Namespace) -> dict[int, str]:
@@ -119,8 +169,11 @@ def _chains(text: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gped_kit.cli.same_numbers",
                                      description="Run one notebook's chains under an older revision and under this "
-                                                 "checkout, on this machine, and compare their tables bit for bit.")
+                                                 "checkout, on this machine, and compare their tables bit for bit; "
+                                                 "or (--stored) under this checkout against the committed store.")
     parser.add_argument("--old", help="the git revision to compare with (a branch, tag or commit)")
+    parser.add_argument("--stored", nargs="?", const="results", default=None, metavar="RESULTS",
+                        help="compare with the committed store instead (default folder: %(const)s)")
     parser.add_argument("--notebook", default="00_quickstart", help="registered notebook (default: %(default)s)")
     parser.add_argument("--profile", default="default", help="its profile (default: %(default)s)")
     parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
@@ -150,8 +203,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.run_side is not None:
         print(json.dumps(run_side(Path(args.run_side), args.notebook, args.profile, overrides, args.chains)))
         return 0
+    if args.stored is not None and args.old:
+        parser.error("give --old or --stored, not both")
+    if args.stored is not None:
+        if not (Path(args.stored) / "chain").is_dir():
+            parser.error(f"--stored {args.stored!r}: no chain entries there")
+        return against_store(Path(args.stored), args, overrides)
     if not args.old:
-        parser.error("--old is required: the git revision to compare this checkout with")
+        parser.error("--old is required: the git revision to compare this checkout with (or --stored)")
     here = Path(__file__).resolve().parents[2]
     known = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.old}^{{commit}}"], cwd=here,
                            capture_output=True, text=True)

@@ -23,6 +23,7 @@ to their version-1 keys without recomputing them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -68,6 +69,30 @@ LEGACY_CODES: Mapping[str, str] = MappingProxyType({
 })
 
 
+#: Values on a discrete grid: accuracies (counts of test inputs) and rank statistics (AUROC, nDCG), which a change
+#: in the last bits of an output can move by a whole step (one input changing class or rank).
+DISCRETE_VALUES = re.compile(r"accuracy|auroc|ndcg")
+
+#: How far the same short computation (the golden probes: tens of steps) lies from itself on two CPUs, as
+#: numpy ``isclose`` tolerances (|a - b| <= atol + rtol |b|), for the values on no discrete grid and on one
+#: (:data:`DISCRETE_VALUES`). Measured with torch's AVX2 against its scalar kernels on one x86-64 CPU: at
+#: most 6.6e-4 absolute and 1.4e-4 relative, and 1.7e-3 on the grid (two of 1,197 test inputs changing
+#: class); these hold that with a margin of 3 to 4 (``tests/test_golden.py``).
+SHORT_RUN_TOLERANCES: Mapping[str, Mapping[str, float]] = MappingProxyType({
+    "value": MappingProxyType({"atol": 1e-4, "rtol": 5e-4}),
+    "discrete": MappingProxyType({"atol": 5e-3, "rtol": 0.0}),
+})
+
+#: How far a chain of thousands of steps lies from itself on two CPUs, in its final numbers (the ``summary``
+#: table), as numpy ``isclose`` tolerances: a chain amplifies the last-bit differences of the first steps
+#: (SG-MCMC is chaotic), so two hosts agree on its statistics, not its digits. Measured by recomputing
+#: committed chains on another 2-core x86-64 host (notebook 00's 5,000 steps, two of notebook 10's
+#: 3,000): at most 8.6e-3 absolute (a minibatch training loss of 0.23) and 5.2% relative (a dropout
+#: student's NLL of 0.10); these hold that with a margin of 2 to 3
+#: (``python -m gped_kit.cli.same_numbers --stored``).
+LONG_CHAIN_TOLERANCE: Mapping[str, float] = MappingProxyType({"atol": 0.01, "rtol": 0.05})
+
+
 def check_kind(kind: str) -> str:
     """``kind`` if it is a kind of stored result; ``ValueError`` naming the kinds otherwise."""
     if kind not in KEYED_BY:
@@ -86,4 +111,5 @@ def version_parts(kind: str) -> dict[str, int]:
     return {part: NUMERICS[part] for part in KEYED_BY[check_kind(kind)]}
 
 
-__all__ = ["NUMERICS", "KEYED_BY", "LEGACY_CODES", "check_kind", "numerics_code", "version_parts"]
+__all__ = ["NUMERICS", "KEYED_BY", "LEGACY_CODES", "DISCRETE_VALUES", "SHORT_RUN_TOLERANCES", "LONG_CHAIN_TOLERANCE",
+           "check_kind", "numerics_code", "version_parts"]
