@@ -110,7 +110,7 @@ def largest_difference(old: pd.DataFrame, new: pd.DataFrame) -> str:
                and pd.api.types.is_numeric_dtype(old[c]) and pd.api.types.is_numeric_dtype(new[c])]
     a, b = old[columns].astype(float).to_numpy(), new[columns].astype(float).to_numpy()
     diff = np.nan_to_num(np.abs(a - b))
-    rel = diff / np.maximum(np.abs(a), 1e-12)
+    rel = np.nan_to_num(diff / np.maximum(np.abs(a), 1e-12))
     return f"largest difference {diff.max():.2e} absolute, {rel.max():.2%} relative" if diff.size else "no numbers"
 
 
