@@ -16,7 +16,7 @@ from gped_kit.core.sghmc import SGHMCConfig
 from gped_kit.core.sgld import SGLDConfig, sgld_update_, stationary_variance
 from gped_kit.engine import GPEDConfig, GPEDEngine
 from gped_kit.engine import steps as engine_steps
-from gped_kit.engine.config import kept_phases, snapshot_steps
+from gped_kit.engine.config import kept_phases, snapshot_steps, student_updates
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 
@@ -180,6 +180,8 @@ def test_only_sampling_phase_steps_accumulate_distil_and_snapshot(monkeypatch):
     assert engine.ensemble_count == len([t for t in kept if t % 3 == 0])
     for j, s in enumerate(spec.students):
         assert engine.adam_steps[j] == len([t for t in kept if t % s.group.thinning == 0])
+        # the count that budget tables report is the engine's own (not T - B over H: the exploration keeps none)
+        assert student_updates(config, s.group.thinning) == engine.adam_steps[j] < (60 - 5) // s.group.thinning
 
 
 @pytest.mark.parametrize("sampler_cls", [SGLDConfig, BAOAConfig], ids=["sgld", "baoa"])

@@ -23,10 +23,11 @@ from .config import (
            resolve_device,
            snapshot_steps,
            student_lr,
+           student_updates,
 )
 from .engine import GPEDEngine, check_batchable
 from .result import GPEDResult
 from .run import distill, distill_many
 
 __all__ = ["GPEDConfig", "StudentConfig", "GPEDEngine", "GPEDResult", "check_batchable", "distill", "distill_many",
-           "resolve_device", "snapshot_steps", "student_lr"]
+           "resolve_device", "snapshot_steps", "student_lr", "student_updates"]

@@ -293,6 +293,15 @@ def kept_phases(config: GPEDConfig) -> list[range]:
     return [p for p in phases if len(p)]
 
 
+def student_updates(config: GPEDConfig, thinning: int) -> int:
+    """How many updates a student with thinning H takes in the chain of ``config``: the kept steps
+    (:func:`kept_phases`) that are multiples of H, where :meth:`~gped_kit.engine.GPEDEngine.events` has
+    its group distil. With a constant step size floor((T - 1) / H) - floor(B / H); with the cyclical
+    schedule only the cycles' sampling phases count."""
+    check_int("thinning", thinning, 1)
+    return sum((p.stop - 1) // thinning - (p.start - 1) // thinning for p in kept_phases(config))
+
+
 def snapshot_steps(config: GPEDConfig) -> list[int]:
     """The steps t whose new sample theta_{t+1} is kept as a snapshot: S evenly spaced steps
     after burn-in, the last one the chain's final step. With a cyclical schedule: S evenly spaced

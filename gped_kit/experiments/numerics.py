@@ -17,7 +17,7 @@ keyed by it), so they are recomputed instead of reused; the golden values of the
 recorded by the next run of the golden tests (docs/store.md, "Changing the numerics").
 
 Version 1 of each kind is the numerics of the code fingerprints in :data:`LEGACY_CODES`, which keyed
-the store before versions did; ``python -m gped_kit.cli.store rekey`` moves entries made by that code
+the store before versions did (later versions are listed with :data:`NUMERICS`); ``python -m gped_kit.cli.store rekey`` moves entries made by that code
 to their version-1 keys without recomputing them.
 """
 
@@ -38,11 +38,15 @@ from types import MappingProxyType
 #: * ``comparison``: Hydra trained on a chain's snapshots and the comparison tables, on MNIST and the
 #:   spiral (``baselines.hydra``, ``experiments.comparison``);
 #: * ``toy``: the thesis' toy posteriors and their online and batch distillation (``toys``, ``core``).
+#:
+#: History: ``comparison`` 2 (2026-11-27): a student's updates in the budget columns (``train_steps``,
+#: ``inputs_seen``) are the engine's own count, which leaves out a cyclical schedule's exploration phases
+#: (the ``long`` profile's GPED students took 2,400 updates, not the 7,499 that version 1 wrote).
 NUMERICS: Mapping[str, int] = MappingProxyType({
     "chain": 1,
     "search": 1,
     "experiment4": 1,
-    "comparison": 1,
+    "comparison": 2,
     "toy": 1,
 })
 

@@ -33,7 +33,7 @@ from matplotlib.transforms import blended_transform_factory
 from ..core.likelihoods import RegressionMoments
 from ..core.uncertainty import Uncertainties
 from ..experiments.experiment3 import COSTS, METHODS, METRIC_TARGET, METRICS, pareto_front, search_candidates
-from .tables import PAPER_ONLY_ATTR, markdown_table
+from .tables import PAPER_ONLY_ATTR, integer_columns, markdown_table
 from .theme import (
     CLASS_COLORS,
     MARKERS,
@@ -100,14 +100,15 @@ def save_figure(fig: plt.Figure, name: str, figures_dir: str | Path) -> list[Pat
 
 
 def save_table(table: pd.DataFrame, name: str, figures_dir: str | Path, floatfmt: str = ".3f") -> list[Path]:
-    """Save ``table`` as ``<figures_dir>/<name>.csv`` and ``.md`` (Markdown, missing values as "—");
-    returns the paths. A table of the paper's numbers only (made by
-    :func:`~gped_kit.viz.tables.paper_table`) is saved as ``<name>_paper_only``."""
+    """Save ``table`` as ``<figures_dir>/<name>.csv`` and ``.md`` (Markdown, missing values as "—"), both
+    with whole-number float columns as integers (counts that pandas made floats by a missing value:
+    :func:`~gped_kit.viz.tables.integer_columns`); returns the paths. A table of the paper's numbers only
+    (made by :func:`~gped_kit.viz.tables.paper_table`) is saved as ``<name>_paper_only``."""
     stem = _file_stem(name, bool(table.attrs.get(PAPER_ONLY_ATTR, False)))
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     csv, md = figures_dir / f"{stem}.csv", figures_dir / f"{stem}.md"
-    table.to_csv(csv, index=False)
+    table.astype({name: "Int64" for name in integer_columns(table)}).to_csv(csv, index=False)
     md.write_text(markdown_table(table, floatfmt=floatfmt))
     return [csv, md]
 

@@ -66,7 +66,6 @@ from .compute import (
     comparison_table,
     head_errors,
     kd_variants,
-    student_updates,
     train_hydra_on_chain,
     zero_mu_row,
 )
@@ -87,7 +86,7 @@ __all__ = [
     "SpiralSettings", "ComparisonSettings", "PROFILES", "COMPARISON_SHIFT_SETS", "COMPARISON_OOD_SETS", "ZERO_MU",
     "TEACHER", "SNAPSHOTS", "comparison_students", "comparison_task", "spiral_task", "train_hydra_on_chain",
     "comparison_methods", "comparison_marginal_variance", "comparison_memory", "comparison_costs",
-    "comparison_table", "head_errors", "zero_mu_row", "student_updates", "comparison_budgets", "BUDGET_COLUMNS",
+    "comparison_table", "head_errors", "zero_mu_row", "comparison_budgets", "BUDGET_COLUMNS",
     "kd_variants", "KD_COLUMNS", "ComparisonRun", "run_comparison", "SpiralRun", "spiral_run",
     "MU_METHODS", "MU_SPLIT_COLUMNS", "mu_error_split", "TEACHER_QUANTITIES",
     "comparison_teacher_lines", "hydra_config_for_steps", "reference_names", "named_references",

@@ -63,7 +63,7 @@ def comparison_teacher_lines(table: pd.DataFrame) -> pd.DataFrame:
 def hydra_config_for_steps(config: hydra.HydraConfig, steps: int) -> hydra.HydraConfig:
     """``config`` with ``steps`` training steps in all, split between the two phases in ``config``'s
     ratio (phase 1 rounded, phase 2 the rest): e.g. Hydra given the GPED student's number of updates,
-    :func:`student_updates`, so that both get the same budget of steps and inputs."""
+    :func:`~gped_kit.engine.config.student_updates`, so that both get the same budget of steps and inputs."""
     check_int("steps", steps, 1)
     total = config.phase1_steps + config.phase2_steps
     phase1 = round(steps * config.phase1_steps / total) if total else 0

@@ -16,9 +16,8 @@ from ...baselines import hydra
 from ...baselines.endd import heated_label
 from ...core import metrics, uncertainty
 from ...core.estimators import estimator_init
-from ...core.options import check_int
 from ...data.container import GPEDData
-from ...engine import GPEDResult, StudentConfig
+from ...engine import GPEDResult, StudentConfig, student_updates
 from ...models.build import ModelSpec
 from ...models.cost import count_flops
 from ...models.presets import ArchSpec, build_network, count_parameters
@@ -236,15 +235,6 @@ def zero_mu_row(snapshots: uncertainty.Uncertainties, teacher: uncertainty.Uncer
             "mu_bias_teacher": -float(teacher.knowledge.mean())}
 
 
-def student_updates(num_iterations: int, burn_in: int, thinning: int) -> int:
-    """How many updates a student with thinning H takes in a chain of T iterations with burn-in B:
-    the steps t = 0 .. T-1 with t > B and t mod H = 0 (:meth:`gped_kit.engine.GPEDEngine.events`),
-    i.e. floor((T - 1) / H) - floor(B / H)."""
-    for name, value, low in (("num_iterations", num_iterations, 1), ("burn_in", burn_in, 0), ("thinning", thinning, 1)):
-        check_int(name, value, low)
-    return max((num_iterations - 1) // thinning - burn_in // thinning, 0)
-
-
 def _targets_of(student: StudentConfig) -> str:
     estimator = student.estimator.value
     return {"U_s": "the current SGLD sample at each update (U_s)",
@@ -259,7 +249,8 @@ BUDGET_COLUMNS = ("method", "train_steps", "train_batch_size", "inputs_seen", "t
 
 def comparison_budgets(task: ChainTask, config: hydra.HydraConfig, num_snapshots: int | None = None) -> pd.DataFrame:
     """The training budget of every method of the comparison: ``train_steps`` (student updates during
-    the chain, :func:`student_updates`; Hydra's phase-1 + phase-2 steps after it), ``train_batch_size``,
+    the chain, :func:`~gped_kit.engine.config.student_updates`: the engine's own schedule; Hydra's phase-1 +
+    phase-2 steps after it), ``train_batch_size``,
     ``inputs_seen`` (steps x batch, minibatches drawn from D' in both cases) and ``targets`` (what each
     update is fitted to). GPED's C+1 student with the profile's H takes about (T - B) / H updates on
     targets from single samples or running means; Hydra takes its own number of steps on the exact
@@ -270,7 +261,7 @@ def comparison_budgets(task: ChainTask, config: hydra.HydraConfig, num_snapshots
     snaps = cfg.num_snapshots if num_snapshots is None else num_snapshots
     rows = []
     for s in task.students:
-        steps = student_updates(cfg.num_iterations, cfg.burn_in, s.thinning)
+        steps = student_updates(cfg, s.thinning)
         for label in _labels_of(s):
             rows.append({"method": label, "train_steps": steps, "train_batch_size": s.batch_size,
                          "inputs_seen": steps * s.batch_size, "targets": _targets_of(s)})
