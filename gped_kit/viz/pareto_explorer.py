@@ -30,11 +30,11 @@ from IPython.display import display
 from ..experiments.experiment3 import (
     COSTS,
     METHODS,
-    METRIC_TARGET,
     METRICS,
     SEARCH_KIND,
     SEARCH_TABLE,
     base_student,
+    metric_rows,
     pareto_front,
     search_candidates,
 )
@@ -168,7 +168,7 @@ class ParetoExplorer(StaticView):
         method = None if self.method.value == "both" else self.method.value
         rows = search_candidates(rows, method)
         cost = self.cost.value
-        rows = rows[rows["target"] == METRIC_TARGET[self.metric.value]].dropna(subset=[self.metric.value, cost])
+        rows = metric_rows(rows, self.metric.value).dropna(subset=[self.metric.value, cost])
         return rows.sort_values([cost, "student"])
 
     def frontier(self) -> pd.DataFrame:
@@ -210,7 +210,7 @@ class ParetoExplorer(StaticView):
     def _update_metric_options(self) -> None:
         rows = search_candidates(self._model_rows()) if len(self._model_rows()) else self._model_rows()
         options = [(label, key) for key, (label, _) in METRICS.items()
-                   if key in rows.columns and rows[rows["target"] == METRIC_TARGET[key]][key].notna().any()]
+                   if key in rows.columns and metric_rows(rows, key)[key].notna().any()]
         options = options or [(METRICS["student_nll"][0], "student_nll")]
         keep = self.metric.value if self.metric.value in [k for _, k in options] else options[0][1]
         self._updating = True  # the caller redraws once

@@ -32,7 +32,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from ..core.likelihoods import RegressionMoments
 from ..core.uncertainty import Uncertainties
-from ..experiments.experiment3 import COSTS, METHODS, METRIC_TARGET, METRICS, pareto_front, search_candidates
+from ..experiments.experiment3 import COSTS, METHODS, METRICS, metric_rows, pareto_front, search_candidates
 from .tables import PAPER_ONLY_ATTR, integer_columns, markdown_table
 from .theme import (
     CLASS_COLORS,
@@ -531,7 +531,7 @@ def _pareto_values(table: pd.DataFrame, metric: str) -> list[float]:
     if table.empty or metric not in table:
         return []
     rows = search_candidates(table)
-    rows = rows[rows["target"] == METRIC_TARGET[metric]] if len(rows) else rows
+    rows = metric_rows(rows, metric)
     values = list(rows[metric].dropna())
     teach = table[table["method"] == "teacher"]
     if metric != "entropy_mae" and len(teach):
@@ -602,7 +602,7 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
         style_axes(ax)
     student_colour = METHOD_COLORS["GPED"]
     rows = search_candidates(table, method)
-    rows = rows[rows["target"] == METRIC_TARGET[metric]].dropna(subset=[metric, cost]) if len(rows) else rows
+    rows = metric_rows(rows, metric).dropna(subset=[metric, cost]) if len(rows) else rows
     if len(rows):
         shown = rows[_within(rows[metric], ylim)]
         ax.scatter(shown[cost], shown[metric], s=22, color="0.55", alpha=0.8, label="IS: individual students",
@@ -615,8 +615,8 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
         ax.text(0.5, 0.5, "no students of this kind\nin this run", transform=ax.transAxes, ha="center",
                 va="center", color="0.4")
     if not table.empty:
-        base = table[(table["method"] == "exhaustive") & table["is_base"].astype(bool)
-                     & (table["target"] == METRIC_TARGET[metric])].dropna(subset=[metric, cost])
+        base = metric_rows(table[(table["method"] == "exhaustive") & table["is_base"].astype(bool)],
+                           metric).dropna(subset=[metric, cost])
         if len(base):
             ax.axvline(base[cost].iloc[0], color="black", ls="--", lw=1.2, label="base student's cost")
             base = base[_within(base[metric], ylim)]
@@ -638,7 +638,7 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
                            zorder=6)
     if method == "group_lasso" and not table.empty:
         exhaustive = search_candidates(table, "exhaustive")
-        exhaustive = exhaustive[exhaustive["target"] == METRIC_TARGET[metric]].dropna(subset=[metric, cost])
+        exhaustive = metric_rows(exhaustive, metric).dropna(subset=[metric, cost])
         if len(exhaustive):
             ex_front = pareto_front(exhaustive, metric, cost)
             ex_front = ex_front[_within(ex_front[metric], ylim)]
@@ -685,8 +685,7 @@ def plot_pareto_figure(table: pd.DataFrame, metric: str, title: str = "") -> plt
         pad = 0.05 * (ylim[1] - ylim[0])
         ylim = (min(ylim[0], value - pad), max(ylim[1], value + pad))
     candidates = search_candidates(table) if not table.empty else table
-    if len(candidates):
-        candidates = candidates[candidates["target"] == METRIC_TARGET[metric]]
+    candidates = metric_rows(candidates, metric)
     letters = iter("abcd")
     for row, cost in enumerate(("flops", "params")):
         xlim = _log_range(candidates[cost].dropna()) if len(candidates) and cost in candidates else None

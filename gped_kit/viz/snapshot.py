@@ -26,7 +26,7 @@ from IPython.display import display
 from matplotlib.figure import Figure
 from PIL import Image as PILImage
 
-from ..experiments.store import atomic_write_bytes
+from ..files import atomic_write_bytes
 from .theme import savefig_metadata
 
 #: Width (in characters) at which the text panel of a static image is wrapped.

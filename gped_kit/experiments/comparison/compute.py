@@ -16,6 +16,7 @@ from ...baselines import hydra
 from ...baselines.endd import heated_label
 from ...core import metrics, uncertainty
 from ...core.estimators import estimator_init
+from ...core.targets import PREDICTIVE_ENTROPY
 from ...data.container import GPEDData
 from ...engine import GPEDResult, StudentConfig, student_updates
 from ...models.build import ModelSpec
@@ -54,7 +55,7 @@ def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
     c = data.num_classes
     x = _eval_inputs(data, eval_set)
     out: dict[str, tuple[torch.Tensor, uncertainty.Uncertainties | None]] = {}
-    t = result.teacher_outputs[eval_set]["predictive+entropy"]
+    t = result.teacher_outputs[eval_set][PREDICTIVE_ENTROPY.name]
     out["Long-chain teacher"] = (t[:, :c], uncertainty.from_moments(t[:, :c], t[:, c]))
     snaps = hydra.snapshot_logits(result.snapshots.to(x.device), arch, data.input_shape, c, x)
     u = uncertainty.from_samples(snaps.softmax(-1).cpu())

@@ -8,9 +8,11 @@ accuracy; :data:`METRICS`), one of the two strictly."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import pandas as pd
 
+from ...core.targets import resolve_target
 from .settings import check_choice
 
 #: Metric columns of the search table: (label, lower is better).
@@ -27,8 +29,24 @@ COSTS: dict[str, str] = {
 }
 #: Search methods: the width-multiplier grid and group l1/l2 + pruning.
 METHODS: dict[str, str] = {"exhaustive": "exhaustive search", "group_lasso": "group l1/l2 + pruning"}
-#: Which target each metric belongs to.
-METRIC_TARGET = {"student_nll": "predictive", "student_accuracy": "predictive", "entropy_mae": "entropy"}
+#: The targets Experiment 3 distils and searches students of (the paper's Figures 2, 6-13).
+SEARCHED_TARGETS = ("predictive", "entropy")
+
+
+def metric_target(metric: str, targets: Iterable[str] = SEARCHED_TARGETS) -> str:
+    """The one target of ``targets`` whose students report ``metric`` (asked of the target,
+    :meth:`~gped_kit.core.targets.Target.reports`): predictive for the NLL and accuracy, entropy for the
+    entropy MAE; ``ValueError`` when none or several do."""
+    found = [t for t in targets if resolve_target(t).reports(metric)]
+    if len(found) != 1:
+        raise ValueError(f"metric={metric!r}: reported by {found or 'none'} of the targets {list(targets)}; "
+                         "give targets of which exactly one reports it")
+    return found[0]
+
+
+def metric_rows(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows of a search table whose student's target reports ``metric`` (:func:`metric_target`)."""
+    return table[table["target"] == metric_target(metric)] if len(table) else table
 
 
 def search_candidates(table: pd.DataFrame, method: str | None = None) -> pd.DataFrame:
@@ -164,7 +182,7 @@ def frontier_table(table: pd.DataFrame, metric: str, cost: str) -> pd.DataFrame:
     cands = search_candidates(table)
     if cands.empty:
         return pd.DataFrame(columns=["model", "front", "student", "architecture", cost, metric])
-    cands = cands[cands["target"] == METRIC_TARGET[metric]]
+    cands = metric_rows(cands, metric)
     parts = []
     for model, rows in cands.groupby("model"):
         for front, sub in (("exhaustive", rows[rows["method"] == "exhaustive"]),

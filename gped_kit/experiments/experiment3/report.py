@@ -13,11 +13,12 @@ from ...core.targets import resolve_target
 from .. import paper_tables
 from .pareto import (
     METHODS,
-    METRIC_TARGET,
     METRICS,
     base_student,
     best_student,
     group_beats_exhaustive,
+    metric_rows,
+    metric_target,
     search_candidates,
 )
 from .search import SearchResult
@@ -42,8 +43,8 @@ def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "stude
         out.append({"figure": paper_fig["figure"] if paper_fig is not None else "", "model": model, "metric": metric,
                     "quantity": quantity, "ours": ours, "paper": paper, "note": note})
 
-    base = base_student(rows_model, METRIC_TARGET[metric]) if len(rows_model) else None
-    best = best_student(rows_model[rows_model["target"] == METRIC_TARGET[metric]], metric) if len(rows_model) else None
+    base = base_student(rows_model, metric_target(metric)) if len(rows_model) else None
+    best = best_student(metric_rows(rows_model, metric), metric) if len(rows_model) else None
     if len(rows_model):
         teacher = rows_model[rows_model["method"] == "teacher"]
         if metric != "entropy_mae" and len(teacher):
@@ -70,8 +71,7 @@ def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "stude
         lower = METRICS[metric][1]
         better = best[metric] < base[metric] if lower else best[metric] > base[metric]
         add("a searched student beats the base student", bool(better), True)
-    cands = (search_candidates(rows_model[rows_model["target"] == METRIC_TARGET[metric]]) if len(rows_model)
-             else rows_model)
+    cands = search_candidates(metric_rows(rows_model, metric)) if len(rows_model) else rows_model
     if len(cands):
         add("group l1/l2 students better than the exhaustive frontier at their FLOPs",
             group_beats_exhaustive(cands, metric, "flops"), "yes (much better NLL at the same cost)"
@@ -93,7 +93,7 @@ def figure_availability(results: Mapping[str, SearchResult], targets: Sequence[s
     :class:`SearchResult`; ``targets`` are the distilled targets (the profile's).
 
     A figure is produced when its model was searched, its search has results, its metric's
-    target (:data:`METRIC_TARGET`: predictive for NLL and accuracy, entropy for the
+    target (:func:`~.pareto.metric_target`: predictive for NLL and accuracy, entropy for the
     entropy MAE) was distilled, and the table holds that metric for some searched student.
     Otherwise ``reason`` says which of these fails: the model is not in the run, its data set
     is absent (status ``missing data``), the search has no results, or the target was not
@@ -103,7 +103,7 @@ def figure_availability(results: Mapping[str, SearchResult], targets: Sequence[s
     models = list(results)
     out = []
     for fig in paper_tables.experiment3_figures().itertuples():
-        target, label = METRIC_TARGET[fig.metric], METRICS[fig.metric][0]
+        target, label = metric_target(fig.metric), METRICS[fig.metric][0]
         res = results.get(fig.model)
         reason = ""
         if res is None:

@@ -15,7 +15,7 @@ import torch
 
 from ...baselines.endd import heated_label
 from ...core import metrics, uncertainty
-from ...core.targets import Target
+from ...core.targets import PREDICTIVE_ENTROPY, Target
 from ...data.container import GPEDData
 from ...data.experiment import DataConfig, ood_set_name
 from ...engine import GPEDResult
@@ -39,7 +39,7 @@ def experiment4_uncertainties(result: GPEDResult, targets: Mapping[str, Target],
     the Dirichlet's closed forms). Every EnD2 student is also read at each evaluation temperature
     of ``endd_temperatures`` (alpha = exp(raw / T),
     :func:`~gped_kit.baselines.endd.endd_output_at_temperature`), under :func:`heated_label`."""
-    t = result.teacher_outputs[eval_set]["predictive+entropy"]
+    t = result.teacher_outputs[eval_set][PREDICTIVE_ENTROPY.name]
     out = {"Ensemble": uncertainty.from_moments(t[:, :num_classes], t[:, num_classes])}
     for label, output in result.student_outputs[eval_set].items():
         out[label] = targets[label].uncertainties(output, num_classes)

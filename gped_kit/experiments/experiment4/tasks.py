@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ...baselines.endd import ENDD
+from ...core.targets import PREDICTIVE_ENTROPY
 from ...data.experiment import DataConfig
 from ...data.ood import OOD_SETS, ood_available
 from ...engine import StudentConfig
@@ -37,7 +38,7 @@ def experiment4_students(model: str, settings: Experiment4Settings) -> tuple[Stu
     for size, (a, b) in zip(STUDENT_SIZES, ((1.0, 1.0), (k1, k2))):
         for estimator, engine_estimator in (("U_s", "U_s+U_o"), ("U_o", "U_o")):
             students.append(StudentConfig(
-                "predictive+entropy", engine_estimator, arch=ArchSpec(model, a, b, dropout=gped_dropout),
+                PREDICTIVE_ENTROPY, engine_estimator, arch=ArchSpec(model, a, b, dropout=gped_dropout),
                 thinning=settings.thinning, lr_halving_epochs=paper.lr_halving_epochs,
                 name=f"GPED-{estimator}-{size}"))
             students.append(StudentConfig(
