@@ -30,7 +30,8 @@ import torch
 
 from gped_kit.experiments.chains import run_chains
 from gped_kit.experiments.executors import connect_ray
-from gped_kit.experiments.experiment12 import PROFILES, distillation_task
+from gped_kit.experiments.experiment2 import PROFILES
+from gped_kit.experiments.paper import distillation_task
 from gped_kit.experiments.store import ResultsStore
 
 NUMBERS = ["teacher_nll", "student_nll", "entropy_mae", "target_mae"]

@@ -12,8 +12,8 @@ from gped_kit.core.sgld import SGLDConfig
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.collapse import ChainCollapsed, CollapseHook, chain_nlls, check_history, collapsed_chains
+from gped_kit.experiments.frame import failed_lines
 from gped_kit.experiments.store import ResultsStore
-from gped_kit.experiments.summaries import failed_lines
 
 LOG10 = math.log(10)
 

@@ -7,10 +7,18 @@ import pandas as pd
 import pytest
 
 from gped_kit.core.sgld import SGLDConfig
-from gped_kit.experiments import experiment12 as e12
+from gped_kit.experiments import experiment1 as E1
+from gped_kit.experiments import experiment2 as E2
 from gped_kit.experiments import quickstart
 from gped_kit.experiments.chains import ChainTask, run_chains
-from gped_kit.experiments.paper import BAOA_SAMPLER, ChainSettings, long_sampler, paper_shaped_lr_scale, teacher_caption
+from gped_kit.experiments.paper import (
+    BAOA_SAMPLER,
+    ChainSettings,
+    distillation_task,
+    long_sampler,
+    paper_shaped_lr_scale,
+    teacher_caption,
+)
 from gped_kit.experiments.settings import resolve_settings
 from gped_kit.experiments.store import ResultsStore
 
@@ -23,7 +31,7 @@ def test_profiles_resolve_from_a_notebook_namespace():
         resolve_settings(quickstart.PROFILES, "gpu", {})
     with pytest.raises(ValueError, match="log_every=0"):
         resolve_settings(quickstart.PROFILES, "default", {"log_every": 0})
-    p = resolve_settings(e12.PROFILES, "default", {"mask_sizes": [0, 25]})
+    p = resolve_settings(E2.PROFILES, "default", {"mask_sizes": [0, 25]})
     assert p.mask_sizes == (0, 25) and p.labelled_sizes == (10_000, 60_000)
 
 
@@ -41,10 +49,10 @@ def _cells_table(gap_peak_at=15, uo_better=True):
 
 
 def test_experiment2_trends_detect_the_papers_trends_and_their_absence():
-    trends = e12.experiment2_trends(_cells_table()).set_index("trend")
+    trends = E2.experiment2_trends(_cells_table()).set_index("trend")
     assert trends["holds"].all(), trends
     assert trends.loc["U_o at least as good as U_s", "count"] == "16 of 16"
-    bad = e12.experiment2_trends(_cells_table(gap_peak_at=25, uo_better=False)).set_index("trend")
+    bad = E2.experiment2_trends(_cells_table(gap_peak_at=25, uo_better=False)).set_index("trend")
     assert not bad.loc["NLL gap peaks at moderate masking", "holds"]
     assert not bad.loc["U_o at least as good as U_s", "holds"]
     assert bad.loc["teacher NLL rises with masking", "holds"]
@@ -72,7 +80,7 @@ def _per_student_rows(bump_seed1: float = 0.0) -> pd.DataFrame:
 
 
 def test_trend_comparison_sets_each_comparison_beside_the_papers_over_seeds():
-    same = e12.experiment2_trend_comparison(_per_student_rows()).set_index("trend")
+    same = E2.experiment2_trend_comparison(_per_student_rows()).set_index("trend")
     # ours = the paper's numbers: every comparison agrees, every seed alike
     assert same.loc["U_o at least as good as U_s", "ours"] == same.loc["U_o at least as good as U_s", "paper"] == \
         "11 of 12"  # Table 6, N = 10k, r = 0.8: U_o's MAE 0.023 > U_s's 0.019
@@ -81,54 +89,54 @@ def test_trend_comparison_sets_each_comparison_beside_the_papers_over_seeds():
     assert same.loc["teacher NLL rises with masking", "seeds"] == "2 of 2 in 2 of 2 seeds"
     # seed 1's U_o gap at (60k, m = 0) far up: on the mean over seeds (+0.25) the gap no longer falls there
     # and no longer peaks at a moderate mask at 60k, U_o is worse than U_s there; each differs between seeds
-    bumped = e12.experiment2_trend_comparison(_per_student_rows(bump_seed1=0.5)).set_index("trend")
+    bumped = E2.experiment2_trend_comparison(_per_student_rows(bump_seed1=0.5)).set_index("trend")
     falls = bumped.loc["NLL gap falls with more labelled data"]
     assert (falls["ours"], falls["paper"], falls["agree"]) == ("5 of 6", "6 of 6", "agree in 5 of 6 cells compared")
     assert falls["seeds"] == "5-6 of 6 over 2 seeds (seed 0: 6, seed 1: 5)" and falls["unstable_cells"] == 1
     assert bumped.loc["NLL gap peaks at moderate masking", "ours"] == "3 of 4"
     assert bumped.loc["U_o at least as good as U_s", "agree"] == "agree in 11 of 12 cells compared"
     assert bumped.loc["U_o at least as good as U_s", "ours"] == "10 of 12"
-    cells = e12.experiment2_trend_cells_compared(_per_student_rows(bump_seed1=0.5))
+    cells = E2.experiment2_trend_cells_compared(_per_student_rows(bump_seed1=0.5))
     flipped = cells[cells["comparison"] == "disagree"]
     assert set(flipped["setting"]) == {"U_o, m=0, N 10000 -> 60000", "U_o, N=60000", "N=60000, m=0, nll_gap"}
     assert set(flipped["holds_by_seed"]) == {"True, False"} and not flipped["seed_stable"].any()
     # a cell the paper did not print is ours only, never agreement
     odd = _per_student_rows()
     odd = odd[odd["seed"] == 0].assign(mask_size=lambda d: d["mask_size"].replace({25: 7}))
-    odd_cells = e12.experiment2_trend_cells_compared(odd)
+    odd_cells = E2.experiment2_trend_cells_compared(odd)
     assert "ours only" in set(odd_cells["comparison"])
     assert set(odd_cells.loc[odd_cells["setting"].str.contains("m=7"), "comparison"]) == {"ours only"}
     # the same counts as experiment2_trends
-    trends = e12.experiment2_trends(e12.experiment2_cells(_per_student_rows(bump_seed1=0.5))).set_index("trend")
+    trends = E2.experiment2_trends(E2.experiment2_cells(_per_student_rows(bump_seed1=0.5))).set_index("trend")
     assert (trends["count"] == bumped["ours"]).all()
-    assert e12.experiment2_trend_comparison(pd.DataFrame()).empty
+    assert E2.experiment2_trend_comparison(pd.DataFrame()).empty
 
 
 def test_experiment2_grid_runs_once_per_seed():
-    p = dataclasses.replace(e12.PROFILES["default"], seeds=(0, 1, 2))
-    tasks = e12.experiment2_tasks(["fcnn"], p, seed=10, device="cpu")
+    p = dataclasses.replace(E2.PROFILES["default"], seeds=(0, 1, 2))
+    tasks = E2.experiment2_tasks(["fcnn"], p, seed=10, device="cpu")
     assert len(tasks) == 3 * 2 * 3 and sorted({t.config.seed for t in tasks}) == [10, 11, 12]
-    assert [t.config.seed for t in e12.experiment2_tasks(["fcnn"], e12.PROFILES["default"], device="cpu")] == [0] * 6
+    assert [t.config.seed for t in E2.experiment2_tasks(["fcnn"], E2.PROFILES["default"], device="cpu")] == [0] * 6
     # every profile keeps one seed, but the one named for three (notebook 02 with profile="seeds")
-    assert all(p.seeds == (0,) for name, p in e12.PROFILES.items() if name != "seeds")
-    assert e12.PROFILES["seeds"].seeds == (0, 1, 2)
+    assert all(p.seeds == (0,) for name, p in E2.PROFILES.items() if name != "seeds")
+    assert E2.PROFILES["seeds"].seeds == (0, 1, 2)
     with pytest.raises(ValueError, match="seeds="):
         dataclasses.replace(p, seeds=(1, 1))
 
 
 def _tiny(settings_kw=None):
-    return dataclasses.replace(e12.PROFILES["default"], num_iterations=30, burn_in=10, eval_thinning=5, log_every=10,
+    return dataclasses.replace(E2.PROFILES["default"], num_iterations=30, burn_in=10, eval_thinning=5, log_every=10,
                                checkpoint_every=10, **(settings_kw or {}))
 
 
 def test_grid_runs_cifar10_cells_on_tiny_data_and_records_missing_and_failing_cells(tmp_path, write_tiny_cifar10):
     write_tiny_cifar10(tmp_path / "data", per_batch=8, n_test=6)
     root = str(tmp_path / "data")
-    cifar = e12.distillation_task("cnn_cifar10", 20, 0, _tiny(), device="cpu", data_root=root, verify_checksums=False)
+    cifar = distillation_task("cnn_cifar10", 20, 0, _tiny(), device="cpu", data_root=root, verify_checksums=False)
     # the paper's eta, scaled in the default profile
     assert cifar.config.sampler.step_size == pytest.approx(2e-6 * 50_000 / 20)
     assert cifar.config.burn_in == 10  # the profile's B
-    missing = e12.distillation_task("cnn_cifar10", 20, 0, _tiny(), device="cpu", data_root=str(tmp_path / "empty"))
+    missing = distillation_task("cnn_cifar10", 20, 0, _tiny(), device="cpu", data_root=str(tmp_path / "empty"))
     diverging = ChainTask(cifar.data, dataclasses.replace(cifar.config, sampler=SGLDConfig(step_size=1e3)),
                           cifar.students, name="diverging")
     store = ResultsStore(tmp_path / "results")
@@ -141,10 +149,10 @@ def test_grid_runs_cifar10_cells_on_tiny_data_and_records_missing_and_failing_ce
     with pytest.raises(RuntimeError, match="1 chain"):
         grid.raise_if_failed()
     assert list(run_chains([cifar], store, progress=False).cells["status"]) == ["reused"]
-    cells = e12.experiment2_cells(grid.table)
+    cells = E2.experiment2_cells(grid.table)
     assert len(cells) == 2 and set(cells["estimator"]) == {"U_o", "U_s"}
     with pytest.raises(ValueError, match="model='resnet'"):
-        e12.distillation_task("resnet", 100, 0, _tiny())
+        distillation_task("resnet", 100, 0, _tiny())
 
 
 def test_grid_batches_compatible_cells_and_matches_one_by_one(tmp_path, write_tiny_cifar10):
@@ -154,9 +162,9 @@ def test_grid_batches_compatible_cells_and_matches_one_by_one(tmp_path, write_ti
     # the paper's eta (not scaled up for N = 20): with eta * N / 2 = 0.05 on 20 random images, round-off in
     # batched products flips max-pool choices and the chains part ways; at the paper's step they agree
     settings = _tiny({"scale_step_size": False})
-    a = e12.distillation_task("cnn_cifar10", 20, 0, settings, **kw)
-    b = e12.distillation_task("cnn_cifar10", 16, 0, settings, seed=1, **kw)
-    missing = e12.distillation_task("cnn_cifar10", 20, 0, settings, device="cpu", data_root=str(tmp_path / "empty"))
+    a = distillation_task("cnn_cifar10", 20, 0, settings, **kw)
+    b = distillation_task("cnn_cifar10", 16, 0, settings, seed=1, **kw)
+    missing = distillation_task("cnn_cifar10", 20, 0, settings, device="cpu", data_root=str(tmp_path / "empty"))
     longer = dataclasses.replace(a, config=dataclasses.replace(a.config, num_iterations=40))  # other T: not with a, b
     tasks = [a, missing, b, longer]
     one_by_one = run_chains(tasks, ResultsStore(tmp_path / "seq"), progress=False)
@@ -172,10 +180,10 @@ def test_grid_batches_compatible_cells_and_matches_one_by_one(tmp_path, write_ti
 
 
 def test_paper_shaped_lr_schedule_tasks_keep_the_papers_number_of_halvings():
-    p = e12.PROFILES["default"]
+    p = E2.PROFILES["default"]
     scale = paper_shaped_lr_scale("fcnn", p)
     assert scale == pytest.approx((5_000 - 3_000) / (1_000_000 - 1_000))
-    tasks = e12.lr_schedule_tasks("fcnn", p, device="cpu")
+    tasks = E2.lr_schedule_tasks("fcnn", p, device="cpu")
     assert [(t.data.labelled_size, t.data.mask_size) for t in tasks] == [(10_000, 15), (60_000, 15)]
     for task in tasks:
         assert {s.resolved_target.name for s in task.students} == {"predictive"}
@@ -184,9 +192,9 @@ def test_paper_shaped_lr_schedule_tasks_keep_the_papers_number_of_halvings():
         halvings = (task.config.num_iterations - task.config.burn_in) / steps_per_halving
         paper = (1_000_000 - 1_000) / (200 * task.data.labelled_size / 100)
         assert halvings == pytest.approx(paper)  # 50 at N = 10k, 8.3 at N = 60k, as over the paper's T
-    assert e12.lr_schedule_tasks("fcnn", e12.PROFILES["paper"]) == []
+    assert E2.lr_schedule_tasks("fcnn", E2.PROFILES["paper"]) == []
     with pytest.raises(ValueError, match="lr_halving_scale"):
-        e12.distillation_task("fcnn", 10_000, 0, p, lr_halving_scale=0.0)
+        distillation_task("fcnn", 10_000, 0, p, lr_halving_scale=0.0)
 
 
 def test_gap_by_schedule_compares_the_smallest_and_largest_labelled_set():
@@ -205,7 +213,7 @@ def test_gap_by_schedule_compares_the_smallest_and_largest_labelled_set():
     constant = rows({(10_000, 0, "U_s"): -0.02, (60_000, 0, "U_s"): 0.03,
                      (10_000, 25, "U_s"): 0.5, (60_000, 25, "U_s"): 0.1}, 200.0)
     shaped = rows({(10_000, 0, "U_s"): 0.30, (60_000, 0, "U_s"): 0.09}, 0.4)
-    out = e12.gap_by_schedule({"constant": constant, "paper-shaped": shaped}).set_index("schedule")
+    out = E2.gap_by_schedule({"constant": constant, "paper-shaped": shaped}).set_index("schedule")
     assert len(out) == 2  # m = 25 is only in one table: not compared
     assert not out.loc["constant", "gap_falls_with_more_data"]
     assert out.loc["paper-shaped", "gap_falls_with_more_data"]
@@ -224,7 +232,7 @@ def test_experiment1_table_averages_seeds_and_says_whether_the_paper_lies_within
                          teacher_accuracy=0.97, student_accuracy=float("nan")))
     rows.append(dict(model="cnn_mnist", seed=0, target="predictive", estimator="U_s", teacher_nll=0.04,
                      student_nll=0.07, teacher_accuracy=0.99, student_accuracy=0.98))
-    t1 = e12.experiment1_table(pd.DataFrame(rows)).set_index("model")
+    t1 = E1.experiment1_table(pd.DataFrame(rows)).set_index("model")
     assert t1.loc["fcnn", "seeds"] == 3 and t1.loc["fcnn", "teacher_nll"] == pytest.approx(0.052)
     assert t1.loc["fcnn", "teacher_nll_std"] == pytest.approx(0.002)
     assert t1.loc["fcnn", "student_nll_paper"] == 0.082 and t1.loc["fcnn", "entropy_mae_paper"] == 0.016
@@ -232,7 +240,7 @@ def test_experiment1_table_averages_seeds_and_says_whether_the_paper_lies_within
     assert t1.loc["fcnn", "student_nll_vs_paper"] == "above" and t1.loc["fcnn", "entropy_mae_vs_paper"] == "above"
     assert t1.loc["cnn_mnist", "teacher_nll_vs_paper"] == "one seed"
     assert pd.isna(t1.loc["cnn_cifar10", "teacher_nll"]) and t1.loc["cnn_cifar10", "teacher_nll_vs_paper"] == "—"
-    tasks = e12.experiment1_tasks(["fcnn", "cnn_mnist"], e12.PROFILES["default"], seed=10)
+    tasks = E1.experiment1_tasks(["fcnn", "cnn_mnist"], E1.PROFILES["default"], seed=10)
     assert [(t.config.model_name, t.config.seed) for t in tasks] == [
         ("fcnn", 10), ("cnn_mnist", 10), ("fcnn", 11), ("cnn_mnist", 11), ("fcnn", 12), ("cnn_mnist", 12)]
 
@@ -245,4 +253,4 @@ def test_teacher_caption_reads_the_sampler_chains_and_length_from_the_settings()
     assert teacher_caption(pooled) == "2 pooled BAOA chains, T = 24,000 each"
     cyclical = dataclasses.replace(base, num_iterations=12_000, sampler=long_sampler(12_000), num_chains=4)
     assert teacher_caption(cyclical) == "4 pooled cyclical BAOA chains, T = 12,000 each"
-    assert teacher_caption(e12.PROFILES["cpu30"]) == "2 pooled BAOA chains, T = 20,000 each"
+    assert teacher_caption(E1.PROFILES["cpu30"]) == "2 pooled BAOA chains, T = 20,000 each"

@@ -1,4 +1,4 @@
-"""The notebooks' sections "Other profiles in the store" (gped_kit.experiments.summaries).
+"""The notebooks' sections "Other profiles in the store" (gped_kit.experiments.frame, each experiment's summary).
 
 Per notebook with such a section (01, 02, 05, 06, 07, 10): a tiny store on MNIST (tiny chains: the
 profiles' settings with a few iterations and a small test set) holds the default profile's results;
@@ -19,10 +19,10 @@ import pytest
 from gped_kit.core.baoa import BAOAConfig
 from gped_kit.data.sources import DatasetNotFoundError, load_split
 from gped_kit.experiments import comparison as C
+from gped_kit.experiments import experiment1 as E1
+from gped_kit.experiments import experiment2 as E2
 from gped_kit.experiments import experiment4 as E4
-from gped_kit.experiments import experiment12 as E12
-from gped_kit.experiments import registry
-from gped_kit.experiments import summaries as S
+from gped_kit.experiments import frame, registry, samplers
 from gped_kit.experiments.settings import changed_settings
 from gped_kit.experiments.store import ResultsStore
 
@@ -50,26 +50,28 @@ def entry_paths(store: ResultsStore) -> set[str]:
         p.relative_to(store.root).as_posix() for p in store.root.glob("*/*") if p.is_dir()}
 
 
-def profiles_read(notebook: str, summarise, overrides: dict, other: str, tmp_path, **parameters):
+def profiles_read(notebook: str, overrides: dict, other: str, tmp_path, **parameters):
     """The test of one notebook's section: the default profile computed; the other profile read from the
     store (not stored: one line, no entry added); the other profile computed; both read side by side."""
     entry = registry.notebook(notebook)
     store = ResultsStore(tmp_path / "results")
-    default = summarise(store, entry.settings("default", overrides), profile="default", progress=False, **parameters)
+    default = entry.summarise(store, entry.settings("default", overrides), profile="default", progress=False,
+                              **parameters)
     assert default.complete and default.missing == []
     before = entry_paths(store)
-    beside = S.stored_profiles(summarise, default, profiles=("default", other), store=store, **parameters)
+    beside = entry.stored_profiles(default, store, profiles=("default", other), **parameters)
     assert list(beside.summaries) == ["default"] and not beside.others
     assert len(beside.lines) == 1
     line = beside.lines[0]
-    assert line.startswith(f"Profile {other!r}: not in the store (") and S.NOT_STORED in line
+    assert line.startswith(f"Profile {other!r}: not in the store (") and frame.NOT_STORED in line
     assert line.endswith(f"make it with `python -m gped_kit.cli.batch --profile {other} {notebook}`.")
     assert entry_paths(store) == before  # nothing was computed
-    computed = summarise(store, entry.settings(other, changed_settings(default.settings, entry.settings("default"))),
-                         profile=other, progress=False, **parameters)
+    computed = entry.summarise(store, entry.settings(other, changed_settings(default.settings,
+                                                                             entry.settings("default"))),
+                               profile=other, progress=False, **parameters)
     assert computed.complete
     after = entry_paths(store)
-    beside = S.stored_profiles(summarise, default, profiles=("default", other), store=store, **parameters)
+    beside = entry.stored_profiles(default, store, profiles=("default", other), **parameters)
     assert list(beside.summaries) == ["default", other] and beside.others and beside.lines == []
     assert entry_paths(store) == after
     read = beside.summaries[other]
@@ -78,7 +80,7 @@ def profiles_read(notebook: str, summarise, overrides: dict, other: str, tmp_pat
         pd.testing.assert_frame_equal(read.tables[name].reset_index(drop=True), table.reset_index(drop=True),
                                       check_dtype=False)
     # the same read from the other profile's side puts the default beside it, in the notebook's order
-    reverse = S.stored_profiles(summarise, computed, profiles=("default", other), store=store, **parameters)
+    reverse = entry.stored_profiles(computed, store, profiles=("default", other), **parameters)
     assert list(reverse.summaries) == ["default", other] and reverse.summaries[other] is computed
     return beside
 
@@ -87,27 +89,27 @@ def profiles_read(notebook: str, summarise, overrides: dict, other: str, tmp_pat
 def test_side_by_side_stacks_or_aligns_with_known_answers():
     a = pd.DataFrame({"claim": ["x", "y"], "ours": ["1 of 2", "2 of 2"], "paper": ["1 of 2", "0 of 2"]})
     b = pd.DataFrame({"claim": ["y", "z"], "ours": ["0 of 2", "1 of 1"], "paper": ["0 of 2", "1 of 1"]})
-    stacked = S.side_by_side({"default": a, "long": b})
+    stacked = frame.side_by_side({"default": a, "long": b})
     assert list(stacked.columns) == ["profile", "claim", "ours", "paper"]
     assert stacked["profile"].tolist() == ["default", "default", "long", "long"]
-    wide = S.side_by_side({"default": a, "long": b}, keys=["claim"], same=("paper",))
+    wide = frame.side_by_side({"default": a, "long": b}, keys=["claim"], same=("paper",))
     assert list(wide.columns) == ["claim", "ours (default)", "ours (long)", "paper"]
     assert wide["claim"].tolist() == ["x", "y", "z"]
     assert wide["ours (default)"].tolist()[:2] == ["1 of 2", "2 of 2"] and pd.isna(wide["ours (default)"].iloc[2])
     assert wide["paper"].tolist() == ["1 of 2", "0 of 2", "1 of 1"]  # equal where both have it: once
     # a "same" column that differs between profiles is split like the others
     c = b.assign(paper=["5 of 9", "1 of 1"])
-    split = S.side_by_side({"default": a, "long": c}, keys=["claim"], same=("paper",))
+    split = frame.side_by_side({"default": a, "long": c}, keys=["claim"], same=("paper",))
     assert list(split.columns) == ["claim", "ours (default)", "ours (long)", "paper (default)", "paper (long)"]
     # several keys; bad input is refused before any work
-    two = S.side_by_side({"p": pd.DataFrame({"m": ["f", "f"], "t": [1, 2], "v": [0.5, 0.25]})}, keys=["m", "t"])
+    two = frame.side_by_side({"p": pd.DataFrame({"m": ["f", "f"], "t": [1, 2], "v": [0.5, 0.25]})}, keys=["m", "t"])
     assert two.to_dict("list") == {"m": ["f", "f"], "t": [1, 2], "v (p)": [0.5, 0.25]}
     with pytest.raises(ValueError, match="lacks the key column"):
-        S.side_by_side({"p": a}, keys=["nope"])
+        frame.side_by_side({"p": a}, keys=["nope"])
     with pytest.raises(ValueError, match="missing values"):
-        S.side_by_side({"p": pd.DataFrame({"claim": [None], "ours": [1]})}, keys=["claim"])
+        frame.side_by_side({"p": pd.DataFrame({"claim": [None], "ours": [1]})}, keys=["claim"])
     with pytest.raises(TypeError, match="must be a DataFrame"):
-        S.side_by_side({"p": [1, 2]})
+        frame.side_by_side({"p": [1, 2]})
 
 
 def test_changed_settings_give_the_run_back_and_the_same_changes_to_another_profile():
@@ -125,27 +127,28 @@ def test_changed_settings_give_the_run_back_and_the_same_changes_to_another_prof
 
 
 def test_seeds_profiles_are_the_default_with_three_seeds():
-    for module in (E12, E4):
+    for module in (E2, E4):
         assert module.PROFILES["seeds"] == dataclasses.replace(module.PROFILES["default"], seeds=(0, 1, 2))
         assert module.PROFILES["default"].seeds == (0,)
     # every profile a notebook shows beside its own is one of its experiment's profiles
-    for notebook, profiles in S.SHOWN_PROFILES.items():
-        assert set(profiles) <= set(registry.notebook(notebook).profiles), notebook
+    for experiment in registry.EXPERIMENTS:
+        profiles = experiment.shown_profiles
+        assert not experiment.profiles or set(profiles) <= set(experiment.profiles), experiment.name
         assert profiles[0] == "default"
 
 
 def test_stored_reads_refuse_to_recompute(tmp_path):
     with pytest.raises(ValueError, match="cannot be combined with recompute=True"):
-        S.experiment1_summary(ResultsStore(tmp_path), E12.PROFILES["default"], ["fcnn"], executor="stored",
-                              recompute=True)
+        E1.EXPERIMENT.summarise(ResultsStore(tmp_path), E1.PROFILES["default"], models=["fcnn"], executor="stored",
+                                recompute=True)
 
 
 def test_a_profile_whose_chains_the_overrides_make_invalid_gets_a_line(tmp_path):
     """Notebook 10's default warm-up candidate needs B >= 1,000; a run of the pooling profile with B = 10
     cannot be carried over to it: one line says so, and nothing is read or computed."""
     entry = registry.notebook("10_samplers")
-    run = S.Summary("10_samplers", "pooling", entry.settings("pooling", {"burn_in": 10}), None)
-    beside = S.stored_profiles(S.sampler_summary, run, store=ResultsStore(tmp_path / "results"))
+    run = frame.Summary(entry, "pooling", entry.settings("pooling", {"burn_in": 10}), None)
+    beside = entry.stored_profiles(run, ResultsStore(tmp_path / "results"))
     assert list(beside.summaries) == ["pooling"]
     assert len(beside.lines) == 1 and beside.lines[0].startswith("Profile 'default': its settings do not take this "
                                                                  "run's overrides (")
@@ -167,7 +170,7 @@ def test_comparison_claims_are_the_notebooks_former_checks():
     kd = pd.DataFrame({"student": ["KD", "KD (noise inputs)"], "student_nll": [0.3, 0.9]})
     spiral = pd.DataFrame({"eval_set": ["grid"] * 3, "method": ["Hydra", "GPED", "EnD2"],
                            "mu_mae_snapshots": [0.2, 0.1, 0.3]})
-    claims = S.comparison_claims(table, kd, spiral).set_index("claim")
+    claims = C.comparison_claims(table, kd, spiral).set_index("claim")
 
     def mae(df, method, eval_set, ref):  # the notebook's former helper, verbatim
         row = df[(df["method"] == method) & (df["eval_set"] == eval_set)]
@@ -178,7 +181,7 @@ def test_comparison_claims_are_the_notebooks_former_checks():
                                                                                  mae(table, "EnD2", s_, "snapshots"))]
     gped_best = [s_ for s_ in sets if mae(table, "GPED", s_, "teacher") < min(mae(table, "Hydra", s_, "teacher"),
                                                                              mae(table, "EnD2", s_, "teacher"))]
-    names = [name for name, _ in S.COMPARISON_CLAIMS]
+    names = [name for name, _ in C.COMPARISON_CLAIMS]
     assert claims.loc[names[0], "ours"] == f"{len(hydra_best)} of 2" == "1 of 2"
     assert claims.loc[names[0], "sets"] == str(hydra_best) == "['test']"
     assert claims.loc[names[1], "ours"] == "1 of 2" and claims.loc[names[1], "sets"] == str(gped_best)
@@ -190,9 +193,9 @@ def test_comparison_claims_are_the_notebooks_former_checks():
 @needs_mnist
 def test_notebook_01_cpu30_beside_the_default(tmp_path):
     overrides = {**TINY, "log_every": 20, "checkpoint_every": 40}
-    beside = profiles_read("01_experiment1", S.experiment1_summary, overrides, "cpu30", tmp_path, models=["fcnn"])
-    table = S.table1_by_profile(beside.summaries)
-    assert table["profile"].tolist() == ["default", "cpu30", S.PAPER_TABLE1] and set(table["model"]) == {"fcnn"}
+    beside = profiles_read("01_experiment1", overrides, "cpu30", tmp_path, models=["fcnn"])
+    table = E1.table1_by_profile(beside.summaries)
+    assert table["profile"].tolist() == ["default", "cpu30", E1.PAPER_TABLE1] and set(table["model"]) == {"fcnn"}
     assert table.loc[2, "teacher_nll"] == 0.052  # the paper's Table 1
     ours = table.iloc[:2]
     assert (ours["seconds"] > 0).all() and ours["seeds"].tolist() == [3, 3]  # cpu30 runs Table 1 on three seeds too
@@ -202,7 +205,7 @@ def test_notebook_01_cpu30_beside_the_default(tmp_path):
     shares = [m["seconds"] / max(int(m.get("batched_with") or 1), 1) for m in metas]
     assert len(metas) == 3 and run_time[["model", "chains"]].to_dict("records") == [{"model": "fcnn", "chains": 3}]
     assert run_time["seconds"].item() == pytest.approx(sum(shares))
-    line = S.run_time_line(beside.summaries)
+    line = E1.run_time_line(beside.summaries)
     assert "default " in line and f"cpu30 {sum(shares) / 60:.1f} min (3 chains)" in line
 
 
@@ -210,7 +213,7 @@ def test_notebook_01_cpu30_beside_the_default(tmp_path):
 def test_notebook_02_seeds_beside_the_default(tmp_path):
     overrides = {**TINY, "log_every": 20, "checkpoint_every": 40, "labelled_sizes": (1_000,),
                  "mask_sizes": (0, 25)}
-    beside = profiles_read("02_experiment2_mnist", S.experiment2_summary, overrides, "seeds", tmp_path,
+    beside = profiles_read("02_experiment2_mnist", overrides, "seeds", tmp_path,
                            models=["fcnn"])
     assert len(beside.summaries["seeds"].run.outcomes) == 3 * len(beside.summaries["default"].run.outcomes)
     trends = beside.table("trends", keys=["model", "trend"], columns=["ours", "paper", "agree", "seeds"])
@@ -224,7 +227,7 @@ def test_notebook_02_seeds_beside_the_default(tmp_path):
 def test_notebook_05_long_beside_the_default(tmp_path):
     overrides = {**TINY, "models": ("fcnn",), "k1_values": (1.0,), "k2_values": (1.0, 2.0), "reg_weights": (1e-3,),
                  "search.finetune_epochs": 0.01, "search.latency_repeats": 1}
-    beside = profiles_read("05_experiment3_search", S.experiment3_summary, overrides, "long", tmp_path)
+    beside = profiles_read("05_experiment3_search", overrides, "long", tmp_path)
     assert beside.summaries["long"].settings.num_chains == 4  # the pooled teacher, read back
     table = beside.table("comparison", keys=["model", "metric", "quantity"], same=("figure", "paper"))
     assert {"ours (default)", "ours (long)", "paper", "figure"} <= set(table.columns)
@@ -237,7 +240,7 @@ def test_notebook_05_long_beside_the_default(tmp_path):
 def test_notebook_06_long_and_seeds_beside_the_default(tmp_path):
     overrides = {**TINY, "log_every": 20, "checkpoint_every": 40, "ood_size": 50, "ndcg_trials": 3,
                  "largest_k": (1.0, 1.5)}
-    beside = profiles_read("06_experiment4_uncertainty", S.experiment4_summary, overrides, "long", tmp_path,
+    beside = profiles_read("06_experiment4_uncertainty", overrides, "long", tmp_path,
                            models=["fcnn"])
     claims = beside.table("claims", keys=["claim"], columns=["ours", "paper", "agree", "seeds"])
     assert {"ours (default)", "ours (long)", "paper", "agree (default)", "agree (long)"} <= set(claims.columns)
@@ -249,11 +252,10 @@ def test_notebook_06_long_and_seeds_beside_the_default(tmp_path):
     store = ResultsStore(tmp_path / "results")
     default = beside.summaries["default"]
     entry = registry.notebook("06_experiment4_uncertainty")
-    seeds = S.experiment4_summary(store, entry.settings("seeds", changed_settings(default.settings,
-                                                                                  entry.settings("default"))),
-                                  ["fcnn"], profile="seeds", progress=False)
+    changes = changed_settings(default.settings, entry.settings("default"))
+    seeds = entry.summarise(store, entry.settings("seeds", changes), models=["fcnn"], profile="seeds", progress=False)
     assert seeds.run.cells["evaluation"].tolist() == ["reused", "ran", "ran"]
-    every = S.stored_profiles(S.experiment4_summary, default, store=store, models=["fcnn"])
+    every = entry.stored_profiles(default, store, models=["fcnn"])
     assert list(every.summaries) == ["default", "long", "seeds"] and every.lines == []
     counts = every.table("claims", keys=["claim"], columns=["seeds"])
     assert counts["seeds (seeds)"].str.contains("3 seeds").all()
@@ -265,13 +267,13 @@ def test_notebook_07_long_beside_the_default(tmp_path):
     overrides = {**TINY, "log_every": 20, "checkpoint_every": 40, "num_snapshots": 4, "hydra.phase1_steps": 3,
                  "hydra.phase2_steps": 3, "spiral.num_iterations": 40, "spiral.burn_in": 10,
                  "spiral.num_snapshots": 3, "spiral.hydra.phase1_steps": 3, "spiral.hydra.phase2_steps": 3}
-    beside = profiles_read("07_hydra_comparison", S.comparison_summary, overrides, "long", tmp_path)
+    beside = profiles_read("07_hydra_comparison", overrides, "long", tmp_path)
     test = beside.table("test", keys=["method"])
     assert {"accuracy (default)", "accuracy (long)", "mu_mae_teacher (default)", "mu_mae_teacher (long)"} <= set(
         test.columns)
     assert {"Long-chain teacher", "Hydra", "GPED", "EnD2", C.ZERO_MU} <= set(test["method"])
     claims = beside.table("claims", keys=["claim"], columns=["ours", "paper"])
-    assert claims["claim"].tolist() == [name for name, _ in S.COMPARISON_CLAIMS] and "paper" in claims
+    assert claims["claim"].tolist() == [name for name, _ in C.COMPARISON_CLAIMS] and "paper" in claims
     assert beside.summaries["long"].run.spiral.entry.key == beside.summaries["default"].run.spiral.entry.key
 
 
@@ -279,9 +281,9 @@ def test_notebook_07_long_beside_the_default(tmp_path):
 def test_notebook_10_pooling_beside_the_default(tmp_path):
     baoa = BAOAConfig(step_size=0.2, alpha=0.5, prior_precision=10.0, batch_size=100)
     overrides = {**TINY, "seeds": (0,), "candidates": (("BAOA", baoa, 1), ("BAOA, 2 pooled", baoa, 2))}
-    beside = profiles_read("10_samplers", S.sampler_summary, overrides, "pooling", tmp_path)
-    table = S.sampler_table_by_profile(beside.summaries)
-    assert table["profile"].tolist() == ["default", "default", "pooling", "pooling", S.PAPER_SAMPLER]
+    beside = profiles_read("10_samplers", overrides, "pooling", tmp_path)
+    table = samplers.sampler_table_by_profile(beside.summaries)
+    assert table["profile"].tolist() == ["default", "default", "pooling", "pooling", samplers.PAPER_SAMPLER]
     assert table["candidate"].tolist()[:2] == ["BAOA", "BAOA, 2 pooled"]
     assert table.loc[4, "teacher NLL"] == 0.052
     winners = beside.table("winners")

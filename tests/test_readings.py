@@ -1,12 +1,11 @@
-"""The notebooks' reading sentences (gped_kit.viz.readings) written from hand-built tables: every number they
-state is the table's, and they say where GPED loses, whether the seeds separate a winner, and which methods
+"""The notebooks' reading sentences (each experiment's ``reading`` module) written from hand-built tables: every
+number they state is the table's, and they say where GPED loses, whether the seeds separate a winner, and which methods
 do worse than predicting no model uncertainty."""
 
 import pandas as pd
 
 from gped_kit.experiments import comparison as C
-from gped_kit.experiments import paper_tables, samplers
-from gped_kit.viz import readings as R
+from gped_kit.experiments import experiment2, experiment4, paper_tables, samplers
 
 SETTINGS = [(e, s) for s in ("base", "largest_width_multiplier") for e in ("U_s", "U_o")]
 
@@ -33,7 +32,7 @@ def _downstream() -> pd.DataFrame:
 
 
 def test_experiment4_reading_states_the_tables_numbers_and_where_gped_loses():
-    text = R.experiment4_reading(_downstream(), "default")
+    text = experiment4.experiment4_reading(_downstream(), "default")
     assert text.startswith("**Reading Experiment 4** ('default' profile")
     assert ("- GPED lower NLL than EnD²: ours 6 of 8 cells; the paper 8 of 8 (MNIST) in its own cells, "
             "agree in 6 of 8 cells compared; over seeds 6 of 8 (one seed); against EnD² (T = 2.5): 8 of 8.") in text
@@ -48,7 +47,7 @@ def test_experiment4_reading_states_the_tables_numbers_and_where_gped_loses():
             "CNN-MNIST knowledge 0.800) is higher than GPED's in 16 of 16 cells (student minus teacher -0.100) and "
             "EnD²'s in 0 of 16 cells (student minus teacher +0.150).") in text
     assert "test NLL 0.491 at T = 1, 1.200–1.400 at T = 2.5" in text
-    assert R.experiment4_reading(pd.DataFrame()).endswith("nothing to read.")
+    assert experiment4.experiment4_reading(pd.DataFrame()).endswith("nothing to read.")
 
 
 def test_experiment2_reading_counts_each_trend_beside_the_paper():
@@ -62,7 +61,7 @@ def test_experiment2_reading_counts_each_trend_beside_the_paper():
         gap = -r.nll_gap if r.labelled_size == 10_000 else r.nll_gap  # the gap rises with data here
         rows += [dict(base, target="predictive", student_nll=r.teacher_nll + gap, nll_gap=gap),
                  dict(base, target="entropy", entropy_mae=r.entropy_mae)]
-    text = R.experiment2_reading(pd.DataFrame(rows), "default")
+    text = experiment2.experiment2_reading(pd.DataFrame(rows), "default")
     assert "*CNN-MNIST*" in text
     assert ("- NLL gap falls with more labelled data: ours 0 of 6, the paper 6 of 6 in the same cells, "
             "agree in 0 of 6 cells compared; over seeds 0 of 6 (one seed).") in text
@@ -89,7 +88,7 @@ def _comparison_table() -> pd.DataFrame:
 
 
 def test_comparison_reading_sets_each_method_beside_the_zero_mu_baseline():
-    text = R.comparison_reading(_comparison_table())
+    text = C.comparison_reading(_comparison_table())
     assert "long-chain teacher, T = 4,000" in text and "snapshot ensemble, S = 20" in text
     assert ("*test*: mean |ΔMU| against the teacher: GPED 0.078, Hydra 0.018; predicting zero MU: 0.039. "
             "Worse than predicting zero: GPED. Closest: Hydra.") in text
@@ -110,8 +109,8 @@ def test_sampler_reading_names_no_winner_when_the_seeds_do_not_separate_it():
                           teacher_recent_nll=value)
             rows += [dict(common, student=samplers.STUDENT_LABELS[0], student_nll=value, entropy_mae=float("nan")),
                      dict(common, student=samplers.STUDENT_LABELS[1], student_nll=float("nan"), entropy_mae=value)]
-    text = R.sampler_reading(pd.DataFrame(rows))
+    text = samplers.sampler_reading(pd.DataFrame(rows))
     assert ("- teacher NLL: lowest BAOA 0.0910 ± 0.0014, next SGNHT 0.0912 ± 0.0001 over 2 seed(s) (lowest per seed: "
             "BAOA 1, SGNHT 1 (of 2 seeds)); the gap is within the seed spread: no winner is established.") in text
-    one = R.sampler_reading(pd.DataFrame(rows)[lambda d: d["seed"] == 0])
+    one = samplers.sampler_reading(pd.DataFrame(rows)[lambda d: d["seed"] == 0])
     assert "one seed, so no spread to judge the gap by: no winner is established" in one

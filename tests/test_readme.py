@@ -8,6 +8,12 @@ import pandas as pd
 import pytest
 
 from gped_kit.cli import readme as R
+from gped_kit.experiments.comparison import notebook as CN
+from gped_kit.experiments.experiment1 import notebook as E1N
+from gped_kit.experiments.experiment2 import notebook as E2N
+from gped_kit.experiments.experiment4 import notebook as E4N
+from gped_kit.experiments.samplers import notebook as SN
+from gped_kit.experiments.verdicts import counts
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -42,26 +48,26 @@ def _table1(tmp_path, profile, rows):
 def test_table1_rules_on_hand_built_tables(tmp_path):
     _table1(tmp_path, "default", [["fcnn", 0.10, 0.0, 0.052, 0.13, 0.0, 0.082, 0.05, 0.0, 0.016, 3],
                                   ["cnn_mnist", 0.04, 0.0, 0.022, 0.10, 0.0, 0.053, 0.03, 0.0, 0.016, 3]])
-    gap = R.table1_gap(tmp_path)
+    gap = E1N.table1_gap(tmp_path)
     # FCNN gap 0.03 <= 2 x 0.030; CNN gap 0.06 < 2 x 0.031 = 0.062: both hold
     assert gap.verdict == "yes" and "FCNN +0.030" in gap.ours and "CNN +0.060" in gap.ours and "3 seeds" in gap.ours
     _table1(tmp_path, "cpu30", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.02, None, 0.016, 1],
                                 ["cnn_mnist", 0.03, None, 0.022, 0.05, None, 0.053, 0.017, None, 0.016, 1]])
-    values = R.table1_values(tmp_path, "cpu30", "cpu30")
+    values = E1N.table1_values(tmp_path, "cpu30", "cpu30")
     # within 10%: FCNN teacher (0.057 <= 0.0572), both students, CNN entropy (0.017 <= 0.0176); not the rest
     assert values.verdict == "partly (4 of 6 within 10%)" and "1 seed)" in values.ours and "±" not in values.ours
-    assert R.table1_values(tmp_path, "long", "long") is None  # no table, no row
+    assert E1N.table1_values(tmp_path, "long", "long") is None  # no table, no row
     _table1(tmp_path, "cpu30", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.02, None, 0.016, 3],
                                 ["cnn_mnist", 0.03, None, 0.022, 0.05, None, 0.053, 0.017, None, 0.016, 2]])
-    assert R.table1_values(tmp_path, "cpu30", "cpu30").ours.endswith("(seeds: FCNN 3, CNN 2)")  # a failed seed
+    assert E1N.table1_values(tmp_path, "cpu30", "cpu30").ours.endswith("(seeds: FCNN 3, CNN 2)")  # a failed seed
     # the measured time of one seed, both models, from notebook 01's per-profile table (all seeds' seconds)
     pd.DataFrame({"profile": ["cpu30", "cpu30", "default"], "model": ["fcnn", "cnn_mnist", "fcnn"],
                   "seeds": [3, 2, 3], "seconds": [1800.0, 2400.0, 60.0]}).to_csv(
         tmp_path / "table1_experiment1_profiles.csv", index=False)
-    assert R.table1_minutes_per_seed(tmp_path, "cpu30", ["fcnn", "cnn_mnist"]) == pytest.approx(30.0)  # 10 + 20
-    assert R.table1_values(tmp_path, "cpu30", "cpu30").ours.endswith(
+    assert E1N.table1_minutes_per_seed(tmp_path, "cpu30", ["fcnn", "cnn_mnist"]) == pytest.approx(30.0)  # 10 + 20
+    assert E1N.table1_values(tmp_path, "cpu30", "cpu30").ours.endswith(
         "(seeds: FCNN 3, CNN 2; 30.0 min a seed for FCNN and CNN)")
-    assert R.table1_minutes_per_seed(tmp_path, "default", ["fcnn", "cnn_mnist"]) is None  # CNN's time missing
+    assert E1N.table1_minutes_per_seed(tmp_path, "default", ["fcnn", "cnn_mnist"]) is None  # CNN's time missing
 
 
 def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu_per_model(tmp_path):
@@ -102,7 +108,7 @@ def test_trend_rows_count_agreeing_cells(tmp_path):
                   "agree": ["agree in 11 of 12 cells compared", "agree in 9 of 12 cells compared"],
                   "paper_statement": ["almost always"] * 2}).to_csv(tmp_path / "experiment2_mnist_trends_default.csv",
                                                                      index=False)
-    (row,) = R.experiment2_trends(tmp_path)
+    (row,) = E2N.readme_rows(tmp_path)
     assert row.verdict == "partly (agree in 20 of 24 cells)" and row.ours == "FCNN 12 of 12, CNN 9 of 12"
 
 
@@ -110,7 +116,7 @@ def test_the_comparison_order_rule(tmp_path):
     def verdict(nlls):
         pd.DataFrame({"eval_set": "test", "method": list(nlls), "nll": list(nlls.values())}).to_csv(
             tmp_path / "comparison_mnist_default.csv", index=False)
-        return R.comparison_order(tmp_path).verdict
+        return CN.order_row(tmp_path)[0].verdict
     assert verdict({"Snapshot ensemble": 0.10, "Hydra": 0.11, "KD": 0.12, "EnD2": 0.13}) == "yes"
     assert verdict({"Snapshot ensemble": 0.12, "Hydra": 0.11, "KD": 0.12, "EnD2": 0.13}) == "partly"
     assert verdict({"Snapshot ensemble": 0.14, "Hydra": 0.13, "KD": 0.12, "EnD2": 0.11}) == "no"
@@ -131,8 +137,8 @@ def test_the_long_profile_column_judges_its_own_tables_by_the_same_rule(tmp_path
 
 
 def test_counts_are_read_from_count_texts():
-    assert R._counts("agree in 9 of 12 cells compared", "agree in ") == (9, 12)
-    assert R._counts("6 of 8") == (6, 8)
+    assert counts("agree in 9 of 12 cells compared", "agree in ") == (9, 12)
+    assert counts("6 of 8") == (6, 8)
 
 
 def test_the_readme_lands():
@@ -153,24 +159,24 @@ def test_the_teachers_row_counts_models_within_ten_percent_per_profile(tmp_path)
                   "teacher / paper (default)": [0.49 / 0.362, None, 0.39 / 0.269, None],
                   "teacher / paper (long)": [0.38 / 0.362, None, 0.31 / 0.269, None]}).to_csv(
         tmp_path / "experiment4_teacher_quality_profiles.csv", index=False)
-    default = R.experiment4_teachers(tmp_path)
+    (default,) = E4N.teacher_row(tmp_path)
     assert default.verdict == "no" and default.ours.startswith("FCNN 0.4900 (1.35× the paper's)")
-    long = R.experiment4_teachers(tmp_path, "long")
+    (long,) = E4N.teacher_row(tmp_path, "long")
     assert long.verdict.startswith("partly") and "CNN 0.3100 (1.15× the paper's)" in long.ours  # 1.15 > 1.1
     assert long.paper == "FCNN 0.362, CNN 0.269 (T = 10^6)"
-    assert R.experiment4_teachers(tmp_path, "cpu30") is None  # no column for that profile
+    assert E4N.teacher_row(tmp_path, "cpu30") == []  # no column for that profile
     assert R._long_cell(long) == f"{long.verdict}: {long.ours}"
 
 
 def test_the_samplers_rows_read_notebook_10s_default_and_pooling_tables(tmp_path):
-    assert R.samplers(tmp_path) is None and R.samplers(tmp_path, "pooling") is None
+    assert SN.study_row(tmp_path) is None and SN.study_row(tmp_path, "pooling") is None
     table = pd.DataFrame({"candidate": ["BAOA, one chain", "BAOA, 4 chains pooled"], "seeds": [2, 2],
                           "T": [48_000, 48_000], "teacher NLL": [0.0645, 0.0624], "student NLL": [0.0713, 0.0942],
                           "entropy MAE": [0.0202, 0.0479]})
     table.to_csv(tmp_path / "10_samplers_pooling_table.csv", index=False)
-    row = R.samplers(tmp_path, "pooling")
+    row = SN.study_row(tmp_path, "pooling")
     assert "48,000 teacher steps in all, 2 seeds" in row.claim
     assert row.ours == "BAOA, 4 chains pooled 0.0624 / 0.0942 / 0.0479; BAOA, one chain 0.0645 / 0.0713 / 0.0202"
     assert row.paper == "Table 1, FCNN, SGLD at T = 10^6: 0.052 / 0.082 / 0.016"
     table.assign(seeds=1).to_csv(tmp_path / "10_samplers_default_table.csv", index=False)
-    assert R.samplers(tmp_path).claim == "(ours) the teacher's sampler at equal work (FCNN, T = 48,000, 1 seed)"
+    assert SN.study_row(tmp_path).claim == "(ours) the teacher's sampler at equal work (FCNN, T = 48,000, 1 seed)"

@@ -6,6 +6,7 @@ notebook builds them, and the store check finds what is missing and nothing else
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from pathlib import Path
 
@@ -14,17 +15,23 @@ import pandas as pd
 import papermill
 import pytest
 
-from gped_kit.baselines.endd import ENDD
 from gped_kit.cli import store as store_cli
-from gped_kit.experiments import experiment4, registry
-from gped_kit.experiments.registry import NOTEBOOKS, chain_gaps, notebook
+from gped_kit.experiments import experiment4, frame
+from gped_kit.experiments.frame import Experiment, chain_gaps
+from gped_kit.experiments.registry import NOTEBOOKS, notebook
 from gped_kit.experiments.store import ResultsStore
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
-WITH_PROFILES = [e for e in NOTEBOOKS.values() if e.module is not None]
+WITH_PROFILES = [e for e in NOTEBOOKS.values() if e.profiles]
 
 
-def declared(entry: registry.Notebook) -> dict[str, str]:
+def package_of(entry: Experiment) -> str:
+    """The experiment package (or module) whose profiles the entry holds: ``"experiment1"``, ``"thesis"``, ..."""
+    module = type(next(iter(entry.profiles.values()))).__module__
+    return module.removeprefix("gped_kit.experiments.").split(".")[0]
+
+
+def declared(entry: Experiment) -> dict[str, str]:
     """The notebook's parameters as papermill reads them: name -> default (source text)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -50,10 +57,11 @@ def test_entry_agrees_with_the_parameters_cell(entry):
     fields = {f for f in entry.settings("default").__dataclass_fields__}
     for name in fields & set(params):
         assert params[name] in ("None", "Overrides()"), f"{entry.name}: {name} = {params[name]}"
-    # and the notebook resolves its settings from this module's profiles
+    # and the notebook resolves its settings from its experiment package's profiles
     code = "\n".join(c.source for c in nbformat.read(str(entry.path(NOTEBOOK_DIR)), as_version=4).cells
                      if c.cell_type == "code")
-    assert entry.module.__name__.rsplit(".", 1)[1] in code and ".PROFILES, profile, globals())" in code
+    assert re.search(rf"from gped_kit\.experiments import [^\n]*\b{package_of(entry)}\b", code)
+    assert ".PROFILES, profile, globals())" in code
 
 
 @pytest.mark.parametrize("entry", WITH_PROFILES, ids=lambda e: e.name)
@@ -104,7 +112,7 @@ def _rows(task, students=None, steps=None) -> list[dict]:
 
 def test_chain_gaps_find_missing_partial_and_unexpected_chains(tmp_path):
     entry = NOTEBOOKS["01_experiment1"]
-    settings = entry.settings("paper", registry.SCALED_CHAIN)
+    settings = entry.settings("paper", frame.SCALED_CHAIN)
     fcnn, cnn, cifar = entry.chain_tasks(settings)
     store = ResultsStore(tmp_path)
     assert len(entry.missing(store, settings, absent={"cifar10"})) == 2  # nothing stored: both MNIST chains
@@ -145,7 +153,7 @@ def test_derived_results_count_only_for_the_chain_they_were_derived_from(tmp_pat
     store = ResultsStore(tmp_path)
     for task in tasks:
         _store_chain(store, task.label, _rows(task))
-    expected = {t.label: len(t.students) + sum(s.target == ENDD for s in t.students)
+    expected = {t.label: len(t.students) + sum(s.resolved_target.has_temperature for s in t.students)
                 * len(experiment4.ENDD_EVAL_TEMPERATURES) for t in tasks}
 
     def evaluate(chain: str, groups: int, code: str | None = None) -> None:
@@ -170,7 +178,7 @@ def test_derived_results_count_only_for_the_chain_they_were_derived_from(tmp_pat
 
 def test_store_missing_cli_names_what_a_profile_lacks_and_how_to_compute_it(tmp_path, capsys):
     entry = NOTEBOOKS["01_experiment1"]
-    absent = registry.absent_datasets()
+    absent = frame.absent_datasets()
     tasks = [t for t in entry.chain_tasks(entry.settings("cpu30")) if t.data.dataset not in absent]
     store = ResultsStore(tmp_path)
     for task in tasks[1:]:

@@ -1,5 +1,5 @@
 """Tests for the explorers (gped_kit.viz.masking_explorer, pareto_explorer), Figure 3 (viz.figure3), their static
-images (viz.snapshot) and the stored Experiment 1-2 rows (experiments.experiment12), driving the controls from Python.
+images (viz.snapshot) and the stored Experiment 1-2 rows (experiments.experiment2), driving the controls from Python.
 
 The results tables below are SYNTHETIC (made-up numbers in the shape of the chain summaries and
 Experiment 3 search tables, for these tests only); stores and figure folders are made in
@@ -25,13 +25,13 @@ from PIL import Image  # noqa: E402
 import gped_kit.viz.pareto_explorer as pareto_module  # noqa: E402
 import gped_kit.viz.snapshot as snapshot_module  # noqa: E402
 from gped_kit.data.transforms import apply_square_mask  # noqa: E402
+from gped_kit.experiments.experiment2 import chain_lengths, experiment2_cells, experiment12_rows  # noqa: E402
 from gped_kit.experiments.experiment3 import (  # noqa: E402
     SEARCH_KIND,
     SEARCH_TABLE,
     frontier_table,
     pareto_front,
 )
-from gped_kit.experiments.experiment12 import chain_lengths, experiment2_cells, experiment12_rows  # noqa: E402
 from gped_kit.experiments.numerics import numerics_code  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
 from gped_kit.viz.figure3 import plot_masked_examples, select_examples, square_mask_region  # noqa: E402

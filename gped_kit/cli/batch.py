@@ -81,8 +81,8 @@ import yaml
 from papermill.translators import papermill_translators
 
 from ..experiments.executors import ExecutorName
+from ..experiments.registry import NOTEBOOKS
 from ..experiments.registry import notebook as registered_notebook
-from ..experiments.summaries import SHOWN_PROFILES
 from .executors import (
     FALLBACK_KERNEL,
     PROJECT_KERNEL,
@@ -97,7 +97,7 @@ logger = logging.getLogger("gped_kit.cli.batch")
 DEFAULT_NOTEBOOK_DIR = Path("notebooks")
 DEFAULT_OUTPUT_ROOT = Path("outputs") / "notebooks"
 DEFAULT_PROFILE = "default"
-#: ``--profile all``: every profile each notebook shows (:data:`~gped_kit.experiments.summaries.SHOWN_PROFILES`).
+#: ``--profile all``: every profile each notebook shows (its experiment's ``shown_profiles``).
 ALL_PROFILES = "all"
 SUMMARY_FILENAME = "batch_summary.csv"
 PARAMETERS_TAG = "parameters"
@@ -352,9 +352,10 @@ def plan_runs(
 
 
 def notebook_profiles(path: Path) -> tuple[str, ...]:
-    """The profiles notebook ``path`` shows (its own run's and those read back beside it,
-    :data:`~gped_kit.experiments.summaries.SHOWN_PROFILES`); ``("default",)`` for the others."""
-    return SHOWN_PROFILES.get(Path(path).stem, (DEFAULT_PROFILE,))
+    """The profiles notebook ``path`` shows (its own run's and those read back beside it: its experiment's
+    :attr:`~gped_kit.experiments.frame.Experiment.shown_profiles`); ``("default",)`` for one not registered."""
+    experiment = NOTEBOOKS.get(Path(path).stem)
+    return experiment.shown_profiles if experiment is not None else (DEFAULT_PROFILE,)
 
 
 def plan_all_profiles(
@@ -401,7 +402,7 @@ def check_runs(runs: Sequence[NotebookRun]) -> dict[str, str]:
             entry = registered_notebook(run.name)
         except ValueError:
             continue
-        if entry.module is None:
+        if not entry.profiles:
             continue
         params = dict(run.parameters)
         profile = params.get("profile", DEFAULT_PROFILE)

@@ -19,9 +19,9 @@ numerics? ::
     python -m gped_kit.cli.store missing                   # every notebook, every profile it shows
     python -m gped_kit.cli.store missing 06 --profile seeds
 
-lists, per notebook and profile (:data:`gped_kit.experiments.summaries.SHOWN_PROFILES`; ``default`` for a
-notebook that shows one), what a completed run would have stored and the store lacks under this checkout's
-numerics (:meth:`gped_kit.experiments.registry.Notebook.missing`: chains, searches, evaluations,
+lists, per notebook and profile (its experiment's ``shown_profiles``), what a completed run would have stored
+and the store lacks under this checkout's numerics (:meth:`gped_kit.experiments.frame.Experiment.missing`:
+chains, searches, evaluations,
 comparisons, toys), with the batch command that computes it; exit status 1 when anything is missing.
 Chains of data sets absent here (CIFAR-10 offline) are not expected.
 
@@ -42,10 +42,10 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
+from ..experiments.frame import absent_datasets, batch_command
 from ..experiments.numerics import KEYED_BY, LEGACY_CODES, numerics_code
-from ..experiments.registry import NOTEBOOKS, absent_datasets, notebook
+from ..experiments.registry import NOTEBOOKS, notebook
 from ..experiments.store import ResultsStore
-from ..experiments.summaries import SHOWN_PROFILES, batch_command
 
 
 def stale_entries(results: Path) -> tuple[list[Path], list[str]]:
@@ -60,9 +60,9 @@ def stale_entries(results: Path) -> tuple[list[Path], list[str]]:
 def missing_results(results: Path, notebooks: Sequence[str] = (), profiles: Sequence[str] = (),
                     absent: Collection[str] = ()) -> dict[tuple[str, str], list[str]]:
     """Per (notebook, profile), what a completed run would have stored and ``results`` lacks under this
-    code (:meth:`~gped_kit.experiments.registry.Notebook.missing`; empty lists included). ``notebooks``:
+    code (:meth:`~gped_kit.experiments.frame.Experiment.missing`; empty lists included). ``notebooks``:
     names or numbers (default: every registered notebook with profiles); ``profiles``: the profiles to
-    check (default: each notebook's :data:`SHOWN_PROFILES`, ``("default",)`` where it shows none); a
+    check (default: each notebook's ``shown_profiles``); a
     profile a notebook does not have is a ``ValueError`` naming the ones it has."""
     entries = [notebook(name) for name in notebooks] if notebooks else [e for e in NOTEBOOKS.values() if e.profiles]
     store = ResultsStore(results)
@@ -70,7 +70,7 @@ def missing_results(results: Path, notebooks: Sequence[str] = (), profiles: Sequ
     for entry in entries:
         if not entry.profiles:
             raise ValueError(f"notebook {entry.name!r} has no profiles and stores nothing of its own")
-        for profile in profiles or SHOWN_PROFILES.get(entry.name, ("default",)):
+        for profile in profiles or entry.shown_profiles:
             if profile not in entry.profiles:
                 raise ValueError(f"--profile {profile!r}: notebook {entry.name} has the profiles "
                                  f"{sorted(entry.profiles)}")

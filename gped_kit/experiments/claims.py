@@ -132,7 +132,7 @@ TREND_CELL_COLUMNS = ("model", "trend", "setting", "estimator", "labelled_size",
 def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
     """Every comparison behind the Experiment 2 trends (:data:`TRENDS`), one row each, on a table
     with one row per (model, labelled_size, mask_size, estimator) and the columns ``teacher_nll``,
-    ``nll_gap`` and ``entropy_mae`` (our :func:`~gped_kit.experiments.experiment12.experiment2_cells`,
+    ``nll_gap`` and ``entropy_mae`` (our :func:`~gped_kit.experiments.experiment2.experiment2_cells`,
     or the paper's :func:`~gped_kit.experiments.paper_tables.experiment2_long`).
 
     Per model, with N the sizes and m the mask sizes present: the teacher NLL falls from the

@@ -17,8 +17,9 @@ keyed by it), so they are recomputed instead of reused; the golden values of the
 recorded by the next run of the golden tests (docs/store.md, "Changing the numerics").
 
 Version 1 of each kind is the numerics of the code fingerprints in :data:`LEGACY_CODES`, which keyed
-the store before versions did (later versions are listed with :data:`NUMERICS`); ``python -m gped_kit.cli.store rekey`` moves entries made by that code
-to their version-1 keys without recomputing them.
+the store before versions did (later versions are listed with :data:`NUMERICS`);
+``python -m gped_kit.cli.store rekey`` moves entries made by that code to their version-1 keys without
+recomputing them.
 """
 
 from __future__ import annotations

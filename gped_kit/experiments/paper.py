@@ -5,12 +5,15 @@ step size eta, the burn-in B, the student dropout and the student learning-rate 
 (in teacher epochs); :data:`PRIOR_PRECISION` is tau = 10. :class:`ChainSettings` is the part of
 every experiment's profile that shapes the chain (T, B, thinning, logging), and
 :func:`teacher_config` turns it into a :class:`~gped_kit.engine.GPEDConfig` with the paper's
-values for the model.
+values for the model; :func:`distillation_task` is the chain of Section 4 (Experiments 1 and 2) for one
+(model, |D|, m) cell, with its U_s and U_o students of the predictive distribution and the expected
+entropy.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..core.baoa import BAOAConfig
@@ -18,7 +21,10 @@ from ..core.options import check_int
 from ..core.sampler import SamplerConfig, StepSchedule
 from ..core.samplers import sampler_config
 from ..core.sgld import SGLDConfig
-from ..engine import GPEDConfig
+from ..data.experiment import DataConfig
+from ..engine import GPEDConfig, StudentConfig
+from ..models.presets import ArchSpec
+from .chains import ChainTask
 
 
 @dataclass(frozen=True)
@@ -183,3 +189,29 @@ def paper_shaped_lr_scale(model: str, chain: ChainSettings) -> float:
     if not (scale > 0 and math.isfinite(scale)):
         raise ValueError(f"the profile's chain (T = {chain.num_iterations}, B = {burn_in}) has no distillation steps")
     return scale
+
+
+def distillation_task(model: str, labelled_size: int, mask_size: int, settings: ChainSettings, seed: int = 0,
+                      device: str = "auto", data_root: str | None = None,
+                      targets: Sequence[str] = ("predictive", "entropy"), estimators: Sequence[str] = ("U_s", "U_o"),
+                      lr_halving_scale: float = 1.0, keep_outputs: tuple[str, ...] = (),
+                      verify_checksums: bool = True) -> ChainTask:
+    """The chain of Section 4 for ``model`` on (|D|, m): one SGLD chain with the paper's settings for that
+    model, feeding one student per (target, estimator), all with the teacher's architecture (and the paper's
+    student dropout). Experiment 1 (Table 1) runs it on the full, unmasked training set; Experiment 2 over a
+    grid of |D| and m, so a cell computed once serves both (the results store keys it by its configuration).
+    ``lr_halving_scale`` multiplies the paper's student lr-halving period (200 or 400 teacher epochs; see
+    :func:`paper_shaped_lr_scale`). ``verify_checksums=False`` reads data files without torchvision's md5
+    check (test fixtures only)."""
+    if not (lr_halving_scale > 0 and math.isfinite(lr_halving_scale)):
+        raise ValueError(f"lr_halving_scale={lr_halving_scale!r}: must be finite and > 0")
+    paper = paper_model(model)
+    data = DataConfig(paper.dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed, root=data_root,
+                      verify_checksums=verify_checksums, test_size=settings.test_size)
+    thinning = {"predictive": settings.predictive_thinning, "entropy": settings.entropy_thinning}
+    students = tuple(
+        StudentConfig(target=target, estimator=estimator, thinning=thinning.get(target, settings.predictive_thinning),
+                      arch=ArchSpec(model, dropout=paper.student_dropout),
+                      lr_halving_epochs=paper.lr_halving_epochs * lr_halving_scale)
+        for target in targets for estimator in estimators)
+    return ChainTask(data, teacher_config(model, labelled_size, settings, seed, device), students, keep_outputs)

@@ -15,6 +15,7 @@ from ..data.experiment import DataConfig
 from ..engine import GPEDConfig, StudentConfig
 from ..models.presets import ArchSpec
 from .chains import ChainTask
+from .frame import SCALED_CHAIN, Experiment
 from .paper import ChainSettings, paper_model
 
 
@@ -66,3 +67,18 @@ def quickstart_task(settings: QuickstartSettings, *, dataset: str = "mnist", mod
     data = DataConfig(dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed, root=data_root,
                       test_size=settings.test_size)
     return ChainTask(data, config, students, keep_outputs=keep_outputs)
+
+
+def _tasks(settings: QuickstartSettings, *, seed: int, device: str, data_root: str | None, dataset: str,
+           model: str, labelled_size: int | None, mask_size: int, step_size: float, prior_precision: float,
+           batch_size: int, student_dropout: float) -> list[ChainTask]:
+    return [quickstart_task(settings, dataset=dataset, model=model, labelled_size=labelled_size, mask_size=mask_size,
+                            step_size=step_size, prior_precision=prior_precision, batch_size=batch_size,
+                            student_dropout=student_dropout, seed=seed, device=device, data_root=data_root)]
+
+
+EXPERIMENT = Experiment(
+    "00_quickstart", PROFILES, _tasks,
+    parameters={"dataset": "mnist", "model": "fcnn", "labelled_size": None, "mask_size": 0, "step_size": 4e-6,
+                "prior_precision": 10.0, "batch_size": 100, "student_dropout": 0.5},
+    scaled_paper=SCALED_CHAIN)

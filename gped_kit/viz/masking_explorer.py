@@ -15,9 +15,9 @@ Its results are the ``summary`` tables of the store's ``"chain"`` entries
 current code made, so that no chain of an older run is mixed in; :meth:`MaskingExplorer.from_store`
 can narrow them further to a notebook's grid, and :attr:`MaskingExplorer.shown_text` says which
 masks, sizes, lengths and seeds are shown), narrowed to the chains of
-Experiments 1-2 (:func:`gped_kit.experiments.experiment12.experiment12_rows`) and to one chain
+Experiments 1-2 (:func:`gped_kit.experiments.experiment2.experiment12_rows`) and to one chain
 length T at a time, and collapsed to one row per cell and estimator by
-:func:`gped_kit.experiments.experiment12.experiment2_cells`. Its static image
+:func:`gped_kit.experiments.experiment2.experiment2_cells`. Its static image
 (:mod:`gped_kit.viz.snapshot`) is ``explorer_masking_<tag>.png``. Nothing here computes or writes
 results. Example (in JupyterLab)::
 
@@ -41,7 +41,7 @@ from IPython.display import display
 
 from ..data.sources import load_split
 from ..data.transforms import apply_square_mask, masking_rate
-from ..experiments.experiment12 import chain_lengths, experiment2_cells, experiment12_rows
+from ..experiments.experiment2 import chain_lengths, experiment2_cells, experiment12_rows
 from ..experiments.numerics import numerics_code
 from ..experiments.store import ResultsStore
 from .figure3 import pixel_max, select_examples, show_masked_image, square_mask_region

@@ -40,7 +40,9 @@ The package, by role:
 * :mod:`.run`: the derived entries (:func:`run_comparison`, :func:`spiral_run`; keyed by the chain's and
   the comparison's numerics versions, :mod:`~gped_kit.experiments.numerics`);
 * :mod:`.analysis`: the stored table read for the notebook (MU error split, teacher lines, reference
-  names, Hydra at another budget); no stored result depends on it.
+  names, Hydra at another budget); no stored result depends on it;
+* :mod:`.reading`: the notebook's reading, written from the stored table (:func:`comparison_reading`);
+* :mod:`.notebook`: the notebook's summary and claims, what a run stores, the README's row (:data:`EXPERIMENT`).
 
 Everything a notebook uses is importable from the package itself.
 """
@@ -69,6 +71,18 @@ from .compute import (
     train_hydra_on_chain,
     zero_mu_row,
 )
+from .notebook import (
+    COMPARISON_CLAIMS,
+    COMPARISON_TEST_COLUMNS,
+    EXPERIMENT,
+    HYDRA_TABLE2_MNIST_NLL,
+    MNIST_TABLE,
+    ComparisonRuns,
+    comparison_claims,
+    comparison_summary,
+    mu_mae,
+)
+from .reading import comparison_reading
 from .run import ComparisonRun, SpiralRun, run_comparison, spiral_run
 from .settings import (
     COMPARISON_OOD_SETS,
@@ -90,4 +104,6 @@ __all__ = [
     "kd_variants", "KD_COLUMNS", "ComparisonRun", "run_comparison", "SpiralRun", "spiral_run",
     "MU_METHODS", "MU_SPLIT_COLUMNS", "mu_error_split", "TEACHER_QUANTITIES",
     "comparison_teacher_lines", "hydra_config_for_steps", "reference_names", "named_references",
+    "EXPERIMENT", "ComparisonRuns", "COMPARISON_CLAIMS", "COMPARISON_TEST_COLUMNS", "HYDRA_TABLE2_MNIST_NLL",
+    "MNIST_TABLE", "comparison_claims", "comparison_summary", "mu_mae", "comparison_reading",
 ]

@@ -22,24 +22,38 @@ The package, by role:
   results store (:func:`run_searches`, :func:`load_search_results`);
 * :mod:`.pareto`: the search outputs, Pareto frontiers, best and base students (:func:`pareto_front`);
 * :mod:`.report`: our search beside the paper's figures (:func:`experiment3_comparison`,
-  :func:`figure_availability`, :func:`trend_sentence`).
+  :func:`figure_availability`, :func:`trend_sentence`);
+* :mod:`.notebook`: the notebook's summary, what a run stores, its checks and README rows (:data:`EXPERIMENT`).
 
 Everything a notebook uses is importable from the package itself.
 """
 
 from ...models.pruning import PRUNE_CRITERIA
 from .finetune import finetune
+from .notebook import (
+    EXPERIMENT,
+    FIGURE2,
+    FRONTIER_TABLE,
+    STUDENTS_TABLE,
+    VS_PAPER_PROFILES,
+    VS_PAPER_TABLE,
+    SearchRun,
+    experiment3_comparisons,
+    experiment3_summary,
+)
 from .pareto import (
     COSTS,
     METHODS,
-    METRIC_TARGET,
     METRICS,
     NO_COMPARABLE,
+    SEARCHED_TARGETS,
     base_student,
     best_student,
     frontier_table,
     group_beats_exhaustive,
     group_vs_exhaustive,
+    metric_rows,
+    metric_target,
     pareto_front,
     search_candidates,
 )
@@ -58,7 +72,10 @@ from .settings import EXPERIMENT3_DATA, PROFILES, Experiment3Settings, SearchSet
 from .tasks import COMPANION, PAPER_ESTIMATORS, experiment3_task, experiment3_tasks, search_students
 
 __all__ = [
-    "METRICS", "COSTS", "METHODS", "METRIC_TARGET", "PRUNE_CRITERIA", "EXPERIMENT3_DATA", "Experiment3Settings",
+    "EXPERIMENT", "SearchRun", "experiment3_comparisons", "experiment3_summary", "VS_PAPER_TABLE",
+    "VS_PAPER_PROFILES", "STUDENTS_TABLE", "FRONTIER_TABLE", "FIGURE2",
+    "METRICS", "COSTS", "METHODS", "SEARCHED_TARGETS", "metric_target", "metric_rows",
+    "PRUNE_CRITERIA", "EXPERIMENT3_DATA", "Experiment3Settings",
     "PROFILES", "SearchSettings", "SearchResult", "model_grid", "search_students", "experiment3_task",
     "experiment3_tasks", "finetune", "evaluate_student", "run_experiment3", "run_searches", "search_table",
     "SEARCH_KIND", "SEARCH_TABLE", "COMPANION", "PAPER_ESTIMATORS",

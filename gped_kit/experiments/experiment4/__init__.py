@@ -50,7 +50,9 @@ The package, by role:
   :mod:`~gped_kit.experiments.numerics`);
 * :mod:`.analysis`: our numbers beside the paper's tables (:func:`experiment4_comparison`), the claims
   cell by cell (:func:`experiment4_claims`), the teacher lines and Figure 15's students; no stored
-  result depends on it.
+  result depends on it;
+* :mod:`.reading`: the notebook's reading, written from the stored table (:func:`experiment4_reading`);
+* :mod:`.notebook`: the notebook's summary, what a run stores, its checks and README rows (:data:`EXPERIMENT`).
 
 Everything a notebook uses is importable from the package itself.
 """
@@ -76,6 +78,16 @@ from .evaluate import (
     experiment4_uncertainties,
     run_experiment4,
 )
+from .notebook import (
+    CLAIMS_PROFILES,
+    CLAIMS_TABLE,
+    EXPERIMENT,
+    TEACHER_QUALITY_PROFILES,
+    experiment4_summary,
+    teacher_quality,
+    teacher_summary,
+)
+from .reading import experiment4_reading
 from .settings import (
     DOWNSTREAM_COLUMNS,
     ENDD_EVAL_TEMPERATURES,
@@ -93,5 +105,7 @@ __all__ = [
     "experiment4_uncertainties", "experiment4_evaluate", "Experiment4Run", "run_experiment4",
     "ENDD_MAIN", "ENDD_HEATED", "CLAIMS", "NOT_OBTAINABLE", "SET_NAMES", "CLAIM_CELL_COLUMNS",
     "TEACHER_METRICS", "experiment4_comparison", "experiment4_claim_cells", "experiment4_claims",
-    "experiment4_claim_groups", "experiment4_teacher_lines", "figure15_students",
+    "experiment4_claim_groups", "experiment4_teacher_lines", "figure15_students", "EXPERIMENT", "experiment4_summary",
+    "teacher_summary", "teacher_quality", "experiment4_reading", "CLAIMS_TABLE", "CLAIMS_PROFILES",
+    "TEACHER_QUALITY_PROFILES",
 ]

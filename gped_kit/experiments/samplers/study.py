@@ -24,17 +24,17 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..core.options import check_int
-from ..core.sampler import SamplerConfig
-from ..core.sghmc import SGHMCConfig
-from ..core.sgld import SGLDConfig
-from ..core.sgnht import SGNHTConfig
-from ..data.experiment import DataConfig
-from ..engine import StudentConfig
-from ..engine.result import GPEDResult
-from ..models.presets import ArchSpec
-from .chains import ChainTask
-from .paper import (
+from ...core.options import check_int
+from ...core.sampler import SamplerConfig
+from ...core.sghmc import SGHMCConfig
+from ...core.sgld import SGLDConfig
+from ...core.sgnht import SGNHTConfig
+from ...data.experiment import DataConfig
+from ...engine import StudentConfig
+from ...engine.result import GPEDResult
+from ...models.presets import ArchSpec
+from ..chains import ChainTask
+from ..paper import (
     BAOA_SAMPLER,
     FULL_TRAINING_SIZE,
     PRIOR_PRECISION,
@@ -44,7 +44,7 @@ from .paper import (
     paper_model,
     teacher_config,
 )
-from .paper_tables import table1
+from ..paper_tables import table1
 
 #: The paper's SGLD for MNIST (Appendix A.2).
 PAPER_SGLD = SGLDConfig(step_size=4e-6, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
@@ -115,17 +115,18 @@ class SamplerStudySettings(ChainSettings):
                                  f"burn_in={self.burn_in}")
 
 
+#: CPU: five candidates x 3,000 iterations each, three seeds (the winner is named over seeds).
+DEFAULT = SamplerStudySettings(num_iterations=3_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
+                               eval_thinning=50, log_every=250, checkpoint_every=1_000, seeds=(0, 1, 2))
+
 PROFILES: dict[str, SamplerStudySettings] = {
-    # CPU: five candidates x 3,000 iterations each, three seeds (the winner is named over seeds).
-    "default": SamplerStudySettings(num_iterations=3_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
-                                    eval_thinning=50, log_every=250, checkpoint_every=1_000, seeds=(0, 1, 2)),
+    "default": DEFAULT,
     # Issue 33: a teacher pooled from many chains or cycles against one chain, at equal work (48,000 teacher
     # steps in all, FCNN on all 60,000 MNIST digits, three seeds): BAOA (epsilon 0.2, alpha 0.5) as one chain
     # and as K = 2, 4, 8 pooled chains of 48,000 / K steps; BAOA with a cyclical step size (epsilon_0 0.6,
     # cycles of 4,000 steps, 70% exploration) as one chain and as 4 pooled chains (paper.long_sampler).
-    "pooling": SamplerStudySettings(num_iterations=48_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2,
-                                    eval_thinning=50, log_every=2_000, checkpoint_every=2_000, seeds=(0, 1, 2),
-                                    candidates=POOLING_CANDIDATES),
+    "pooling": dataclasses.replace(DEFAULT, num_iterations=48_000, log_every=2_000, checkpoint_every=2_000,
+                                   candidates=POOLING_CANDIDATES),
     # The paper's length: T = 10^6 per candidate (a GPU).
     "paper": SamplerStudySettings(num_iterations=1_000_000, burn_in=1_000, predictive_thinning=100,
                                   entropy_thinning=10, eval_thinning=100, log_every=10_000, checkpoint_every=50_000),

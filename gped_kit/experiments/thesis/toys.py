@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.options import check_int
-from ..core.schema import record
-from ..toys import (
+from ...core.options import check_int
+from ...core.schema import record
+from ...toys import (
     INPUT_GENERATORS,
     LOSSES,
     LogRegConfig,
@@ -43,7 +43,7 @@ from ..toys import (
     run_logreg,
     run_mog,
 )
-from .store import Entry, ResultsStore
+from ..store import Entry, ResultsStore
 
 # ----------------------------------------------------------------------------- settings
 

@@ -1,0 +1,62 @@
+"""Notebook 07's reading of the comparison, written from its stored table."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..prose import join_words
+from .analysis import MU_METHODS, mu_error_split, reference_names
+from .settings import SNAPSHOTS, TEACHER, ZERO_MU
+
+
+def comparison_reading(table: pd.DataFrame) -> str:
+    """Notebook 07's reading of the comparison from its stored table: the reference named by its
+    length; per evaluation set, every method's mean |Delta MU| against the teacher beside the
+    zero-MU baseline's (which methods do better than predicting no model uncertainty), the closest
+    method, and GPED's MU error split into its heads (total-entropy bias and E[H] bias, with its E[H]
+    and the teacher's); the training budgets (steps, inputs seen, parameters) of GPED and Hydra."""
+    names = reference_names(table)
+    teacher = names.get(TEACHER, TEACHER)
+    lines = [f"**Reading the comparison** (written from the stored results). The reference for MU is the "
+             f"long-chain {teacher} (its online Monte Carlo means after burn-in)"
+             + (f"; Hydra copies the {names[SNAPSHOTS]}." if SNAPSHOTS in names else ".")]
+    split = mu_error_split(table)
+    students = [m for m in MU_METHODS if m not in (TEACHER, SNAPSHOTS, ZERO_MU)]
+    for eval_set, rows in split.groupby("eval_set", sort=False):
+        rows = rows.set_index("method")
+        if ZERO_MU not in rows.index:
+            continue
+        zero = rows.loc[ZERO_MU, "mu_mae_teacher"]
+        present = [m for m in students if m in rows.index and pd.notna(rows.loc[m, "mu_mae_teacher"])]
+        if not present:
+            continue
+        errors = {m: rows.loc[m, "mu_mae_teacher"] for m in present}
+        worse = [m for m in present if errors[m] > zero]
+        best = min(present, key=errors.get)
+        listed = ", ".join(f"{m} {errors[m]:.3f}" for m in present)
+        lines += ["", f"*{eval_set}*: mean |ΔMU| against the teacher: {listed}; predicting zero MU: {zero:.3f}. "
+                      f"Worse than predicting zero: {join_words(worse)}. Closest: {best}."]
+        if "GPED" in rows.index and pd.notna(rows.loc["GPED", "total_bias_teacher"]):
+            g = rows.loc["GPED"]
+            lines.append(f"GPED's MU bias {g['mu_bias_teacher']:+.3f} = its predictive head's total-entropy bias "
+                         f"{g['total_bias_teacher']:+.3f} (mean H[E p] {g['total_mean']:.3f} against the teacher's "
+                         f"{g['teacher_total_mean']:.3f}) minus its entropy head's bias {g['data_bias_teacher']:+.3f} "
+                         f"(mean E[H] {g['data_mean']:.3f} against {g['teacher_data_mean']:.3f}).")
+    lines += _budget_sentences(table)
+    return "\n".join(lines)
+
+
+def _budget_sentences(table: pd.DataFrame) -> list[str]:
+    if "train_steps" not in table:
+        return []
+    costs = table.drop_duplicates("method").set_index("method")
+    parts = []
+    for method in ("GPED", "GPED (every step)", "Hydra"):
+        if method in costs.index and pd.notna(costs.loc[method, "train_steps"]):
+            row = costs.loc[method]
+            params = f", {int(row['params']):,} parameters" if "params" in row and pd.notna(row["params"]) else ""
+            parts.append(f"{method}: {int(row['train_steps']):,} steps of {int(row['train_batch_size'])} inputs "
+                         f"({int(row['inputs_seen']):,} seen{params}; targets: {row['targets']})")
+    if not parts:
+        return []
+    return ["", "Training budgets: " + "; ".join(parts) + "."]

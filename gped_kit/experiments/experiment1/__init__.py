@@ -1,0 +1,29 @@
+"""Experiment 1 (paper 003, Section 4.2; Table 1): one chain per model on its full, unmasked training set,
+distilling the predictive distribution (U_s, as the paper's Table 1) and the expected entropy (U_o); notebook
+``01_experiment1``.
+
+* :mod:`.settings`: :class:`Experiment1Settings` and :data:`PROFILES` (``default``: a CPU in minutes, three
+  seeds; ``cpu30``: a pooled BAOA teacher, Table 1 on a CPU in 30 minutes; ``paper``: Appendix A.2);
+* :mod:`.tasks`: the chains (:func:`experiment1_tasks`; the chain of a cell is the paper's
+  :func:`~gped_kit.experiments.paper.distillation_task`, shared with Experiment 2);
+* :mod:`.analysis`: Table 1 beside the paper's (:func:`experiment1_table`), per profile
+  (:func:`table1_by_profile`), and the names of the tables the notebook writes;
+* :mod:`.notebook`: the notebook's summary, checks and README rows (:data:`EXPERIMENT`).
+"""
+
+from .analysis import (
+    PAPER_TABLE1,
+    TABLE1,
+    TABLE1_METRICS,
+    TABLE1_PROFILES,
+    experiment1_table,
+    run_time_line,
+    table1_by_profile,
+)
+from .notebook import EXPERIMENT, experiment1_summary
+from .settings import PROFILES, Experiment1Settings
+from .tasks import experiment1_tasks
+
+__all__ = ["EXPERIMENT", "PROFILES", "Experiment1Settings", "experiment1_tasks", "experiment1_table",
+           "experiment1_summary", "table1_by_profile", "run_time_line", "TABLE1_METRICS", "TABLE1", "TABLE1_PROFILES",
+           "PAPER_TABLE1"]

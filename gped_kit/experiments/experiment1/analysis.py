@@ -1,0 +1,96 @@
+"""Table 1 from the chains' student rows, beside the paper's, per profile; the names of the tables it writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from .. import paper_tables
+from ..frame import Summary, side_by_side
+
+#: Table 1's quantities: the teacher ensemble's NLL, the predictive U_s student's NLL, the entropy
+#: U_o student's MAE (the paper's Table 1), and the two accuracies (ours only).
+TABLE1_METRICS = ("teacher_nll", "student_nll", "entropy_mae")
+#: The tables notebook 01 writes to ``figures/`` (``.csv`` and ``.md``): Table 1 of a profile, and every
+#: profile's beside the paper's. The README's rows read them (:mod:`.notebook`).
+TABLE1 = "table1_experiment1_{profile}"
+TABLE1_PROFILES = "table1_experiment1_profiles"
+#: Label of the paper's rows in :func:`table1_by_profile`.
+PAPER_TABLE1 = "paper (T = 10^6)"
+
+
+def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 from a grid's student rows, one row per model: the teacher NLL, the predictive
+    student's NLL (U_s, as in the paper's Table 1), the entropy student's MAE (U_o) and the two
+    accuracies, each the mean over the seeds run, with its standard deviation (``_std``, NaN for one
+    seed) and ``seeds``, beside the paper's numbers (``_paper``). ``<metric>_vs_paper`` says how our
+    mean compares: ``"within seed spread"`` when |ours - paper| <= 2 std over the seeds,
+    ``"above"``/``"below"`` otherwise, or ``"one seed"`` when no spread is known."""
+    paper = paper_tables.table1().set_index("model")[list(TABLE1_METRICS)].add_suffix("_paper")
+    if table.empty:
+        return paper.reset_index()
+    pred = table[(table["target"] == "predictive") & (table["estimator"] == "U_s")]
+    ent = table[(table["target"] == "entropy") & (table["estimator"] == "U_o")]
+    per_seed = pred.set_index(["model", "seed"])[["teacher_nll", "student_nll", "teacher_accuracy",
+                                                   "student_accuracy"]]
+    per_seed = per_seed.join(ent.set_index(["model", "seed"])[["entropy_mae"]], how="outer")
+    grouped = per_seed.groupby(level="model")
+    ours = grouped.mean().join(grouped.std().add_suffix("_std")).join(grouped.size().rename("seeds"))
+    out = ours.join(paper, how="outer")
+    for metric in TABLE1_METRICS:
+        out[f"{metric}_vs_paper"] = [
+            _versus(mean, std, n, ref) for mean, std, n, ref in
+            zip(out[metric], out[f"{metric}_std"], out["seeds"], out[f"{metric}_paper"])]
+    columns = [c for metric in TABLE1_METRICS for c in (metric, f"{metric}_std", f"{metric}_paper",
+                                                         f"{metric}_vs_paper")]
+    columns += ["teacher_accuracy", "teacher_accuracy_std", "student_accuracy", "student_accuracy_std", "seeds"]
+    return out[columns].reset_index()
+
+
+def _versus(mean: float, std: float, n: float, paper: float) -> str:
+    if pd.isna(mean) or pd.isna(paper):
+        return "—"
+    if pd.isna(std) or n < 2:
+        return "one seed"
+    if abs(mean - paper) <= 2 * std:
+        return "within seed spread"
+    return "above" if mean > paper else "below"
+
+
+def table1_by_profile(summaries: Mapping[str, Summary]) -> pd.DataFrame:
+    """Table 1 of every profile stacked (column ``profile``), then the paper's (``profile`` =
+    :data:`PAPER_TABLE1`): per model with a run, the seeds, each quantity's mean and standard deviation
+    over seeds and its ratio to the paper's (``<quantity> / paper``), and the chains' measured
+    computing time (``seconds``, all seeds together)."""
+    metrics = list(TABLE1_METRICS)
+    parts: dict[str, pd.DataFrame] = {}
+    models: list[str] = []
+    for profile, s in summaries.items():
+        t = s.tables["table1"]
+        t = t.dropna(subset=["teacher_nll"]) if "teacher_nll" in t else t.iloc[:0].reindex(columns=["model", "seeds"])
+        rows = t[["model", "seeds"]].copy()
+        for m in metrics:
+            rows[m] = t.get(m)
+            rows[f"{m}_std"] = t.get(f"{m}_std")
+            rows[f"{m} / paper"] = t[m] / t[f"{m}_paper"] if m in t else None
+        run_time = s.tables["run_time"].set_index("model")["seconds"] if len(s.tables["run_time"]) else \
+            pd.Series(dtype=float)
+        rows["seconds"] = rows["model"].map(run_time)
+        parts[profile] = rows.reset_index(drop=True)
+        models += [m for m in rows["model"] if m not in models]
+    paper = paper_tables.table1().set_index("model").reindex(models)[metrics].reset_index()
+    parts[PAPER_TABLE1] = paper
+    return side_by_side(parts)
+
+
+def run_time_line(summaries: Mapping[str, Summary]) -> str:
+    """One line: every profile's chains' measured computing time, all models and seeds together
+    (:func:`~gped_kit.experiments.frame.chain_seconds`)."""
+    parts = []
+    for profile, s in summaries.items():
+        seconds = float(s.tables["run_time"]["seconds"].sum()) if len(s.tables["run_time"]) else float("nan")
+        chains = int(s.tables["run_time"]["chains"].sum()) if len(s.tables["run_time"]) else 0
+        parts.append(f"{profile} {seconds / 60:.1f} min ({chains} chain{'s' if chains != 1 else ''})")
+    return ("The chains' measured computing time, every model and seed together, as their store entries record it: "
+            + "; ".join(parts) + ".")

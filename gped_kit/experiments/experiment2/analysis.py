@@ -1,0 +1,340 @@
+"""Experiment 2's tables from the grid's student rows: the cells (one row per model, |D|, m, estimator), the
+paper's trends counted on ours and on the paper's tables in the same cells, Tables 5-7 beside ours, the
+learning-rate schedule check, and which stored chains are Experiment 1-2 chains; the names of the tables
+notebook 02 writes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import pandas as pd
+
+from .. import paper_tables
+from ..claims import (
+    AGREE,
+    DISAGREE,
+    TRENDS,
+    agreement_text,
+    compare,
+    count_text,
+    seed_counts_text,
+    seed_spread,
+    trend_cells,
+)
+
+#: The trend tables notebook 02 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's rows
+#: read them (:mod:`.notebook`).
+TRENDS_TABLE = "experiment2_mnist_trends_{profile}"
+
+
+def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Student - teacher NLL gap per (schedule, model, m, estimator) at every |D|, and whether it
+    falls from the smallest to the largest |D|. ``tables`` maps a schedule name to per-student
+    Experiment 2 rows (``GridResult.table``); only the (model, m) cells present in *every* table
+    are compared. ``halvings_at_<N>`` is the number of lr halvings the schedule makes over the
+    chain's distillation steps at that |D| (0 for a constant rate; the paper's: 49 at N = 10k and
+    8 at N = 60k)."""
+    cells = {name: experiment2_cells(table) for name, table in tables.items()}
+    common = set.intersection(*(set(zip(c["model"], c["mask_size"])) for c in cells.values()))
+
+    def in_common(df: pd.DataFrame) -> pd.Series:
+        return pd.Series([(mo, m) in common for mo, m in zip(df["model"], df["mask_size"])], index=df.index)
+
+    frames = []
+    for name, table in tables.items():
+        c = cells[name]
+        c = c[in_common(c)]
+        wide = c.pivot_table(index=["model", "mask_size", "estimator"], columns="labelled_size", values="nll_gap")
+        sizes = sorted(wide.columns)
+        wide.columns = [f"gap_at_{n}" for n in sizes]
+        wide["gap_falls_with_more_data"] = wide[f"gap_at_{sizes[-1]}"] < wide[f"gap_at_{sizes[0]}"]
+        pred = table[(table["target"] == "predictive") & in_common(table)]
+        for n in sizes:
+            row = pred[pred["labelled_size"] == n].iloc[0]
+            epochs = row["lr_halving_epochs"]
+            span = row["num_iterations"] - row["burn_in"]
+            wide[f"halvings_at_{n}"] = 0 if pd.isna(epochs) else math.floor(span / (epochs * n / row["batch_size"]))
+        frames.append(wide.reset_index().assign(schedule=name))
+    out = pd.concat(frames, ignore_index=True)
+    return out[["schedule", *[c for c in out.columns if c != "schedule"]]]
+
+
+#: One row of :func:`experiment2_cells` per combination of these columns.
+CELL_COLUMNS = ("model", "labelled_size", "mask_size", "masking_rate", "estimator")
+#: Columns the per-student results table must have (besides at least one metric column).
+REQUIRED_COLUMNS = (*CELL_COLUMNS, "target", "teacher_nll")
+#: Metric columns; a missing one is read as all-NaN, but at least one must be present.
+METRIC_COLUMNS = ("nll_gap", "entropy_mae")
+
+
+def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.DataFrame:
+    """Collapse per-student Experiment 2 rows to one row per (model, N, m, r, estimator).
+
+    ``results`` is a grid's table (:attr:`~gped_kit.experiments.chains.ChainGrid.table`): one row per
+    (chain, student) with the columns of :data:`REQUIRED_COLUMNS` and ``nll_gap`` and/or
+    ``entropy_mae`` (``student_nll`` optional). Within one chain (``run_key``; without that
+    column every cell counts as one chain), ``nll_gap`` and ``student_nll`` are taken from the
+    ``target == "predictive"`` student of the estimator and ``entropy_mae`` from its
+    ``target == "entropy"`` student; ``teacher_nll`` is the chain's. Several students of the same
+    target and estimator in one chain, and several chains of one
+    cell (e.g. seeds), are averaged; ``n_runs`` counts the chains. A metric whose student is
+    absent is NaN. Rows of other targets are ignored.
+
+    Args:
+        results: per-student rows; an empty frame (no stored runs) gives an empty table.
+        dataset: if given and ``results`` has a ``dataset`` column, keep only that data set.
+
+    Returns:
+        Columns ``model, labelled_size, mask_size, masking_rate, estimator, teacher_nll,
+        student_nll, nll_gap, entropy_mae, n_runs``, sorted by model, estimator, N and m.
+
+    Raises:
+        TypeError: ``results`` is not a DataFrame.
+        ValueError: required columns are missing (named in the message).
+    """
+    out_cols = [*CELL_COLUMNS, "teacher_nll", "student_nll", *METRIC_COLUMNS, "n_runs"]
+    if not isinstance(results, pd.DataFrame):
+        raise TypeError(f"results must be a pandas DataFrame, got {type(results).__name__}")
+    if results.empty and len(results.columns) == 0:
+        return pd.DataFrame(columns=out_cols)
+    missing = [c for c in REQUIRED_COLUMNS if c not in results.columns]
+    if not any(c in results.columns for c in METRIC_COLUMNS):
+        missing.append(" or ".join(METRIC_COLUMNS))
+    if missing:
+        raise ValueError(f"results lack the required column(s) {missing}; Experiment 2 results need "
+                         f"{list(REQUIRED_COLUMNS)} and at least one of {list(METRIC_COLUMNS)} "
+                         f"(one row per student, as a ChainGrid's table has them)")
+    df = results.copy()
+    for col in ("student_nll", *METRIC_COLUMNS):
+        if col not in df.columns:
+            df[col] = math.nan
+    if dataset is not None and "dataset" in df.columns:
+        df = df[df["dataset"].astype(str).str.lower() == str(dataset).lower()]
+    if "run_key" not in df.columns:
+        df["run_key"] = "_cell"
+    df = df[df["target"].isin(("predictive", "entropy"))]
+    if df.empty:
+        return pd.DataFrame(columns=out_cols)
+    chain_keys = [*CELL_COLUMNS, "run_key"]
+    teacher = df.groupby(chain_keys, dropna=False)["teacher_nll"].mean()
+    pred = df[df["target"] == "predictive"].groupby(chain_keys, dropna=False)[["student_nll", "nll_gap"]].mean()
+    mae = df[df["target"] == "entropy"].groupby(chain_keys, dropna=False)["entropy_mae"].mean()
+    per_chain = pd.concat([teacher, pred, mae], axis=1).reset_index()
+    table = (per_chain.groupby(list(CELL_COLUMNS), dropna=False)
+             .agg(teacher_nll=("teacher_nll", "mean"), student_nll=("student_nll", "mean"),
+                  nll_gap=("nll_gap", "mean"),
+                  entropy_mae=("entropy_mae", "mean"), n_runs=("run_key", "nunique"))
+             .reset_index())
+    table["labelled_size"] = table["labelled_size"].astype(int)
+    table["mask_size"] = table["mask_size"].astype(int)
+    return table.sort_values(["model", "estimator", "labelled_size", "mask_size"]).reset_index(drop=True)[out_cols]
+
+
+# ----------------------------------------------------------------------------- stored rows
+#: The targets of the students of an Experiment 1-2 chain (Section 4): the predictive
+#: distribution and the expected entropy, each with U_s and U_o (Eqs. 9-10).
+EXPERIMENT12_TARGETS = ("predictive", "entropy")
+#: The estimators every target of an Experiment 1-2 chain is distilled with
+#: (:func:`~gped_kit.experiments.paper.distillation_task`).
+EXPERIMENT12_ESTIMATORS = ("U_o", "U_s")
+#: Columns that may name a student's chain, in order of preference (a grid's table has
+#: ``run_key``; :meth:`~gped_kit.experiments.store.ResultsStore.load` adds the entry key as ``entry``).
+CHAIN_KEY_COLUMNS = ("run_key", "entry")
+
+
+def _chain_key(rows: pd.DataFrame) -> str | None:
+    return next((c for c in CHAIN_KEY_COLUMNS if c in rows.columns), None)
+
+
+def experiment12_rows(summary: pd.DataFrame, dataset: str | None = "mnist") -> pd.DataFrame:
+    """The student rows of Experiment 1-2 chains among stored chain summaries.
+
+    ``summary`` holds one row per (chain, student), e.g. ``ResultsStore(root).load("summary",
+    "chain")`` (every chain of the store: Experiments 1-4, the comparisons, ...). An Experiment 1-2
+    chain (:func:`~gped_kit.experiments.paper.distillation_task`) distils the predictive
+    distribution and the expected entropy into students with the teacher's architecture, so a
+    row is kept when its ``target`` is one of :data:`EXPERIMENT12_TARGETS`, its ``student_arch``
+    is its ``model`` and its width multipliers ``k1``, ``k2`` are 1, and (``dataset`` not None)
+    its ``dataset`` is ``dataset``. When the rows name their chain (a column of
+    :data:`CHAIN_KEY_COLUMNS`), a chain is kept whole or not at all: every one of its students
+    must pass, and it must have students of both targets, each with both estimators U_o and U_s
+    (when the rows have an ``estimator`` column). That leaves out the Experiment 3 searches
+    (students of other widths), Experiment 4 and the comparisons (C+1 and EnD2 students), the
+    learning-rate schedule check (predictive students only) and the quickstart's chain (one
+    estimator per target), whose students would otherwise be averaged into the Experiment 2
+    cells. A test whose column is absent is not applied.
+
+    Raises:
+        TypeError: ``summary`` is not a DataFrame.
+        ValueError: a column :func:`experiment2_cells` needs
+            is missing (named in the message); an empty frame without columns is accepted.
+    """
+    if not isinstance(summary, pd.DataFrame):
+        raise TypeError(f"summary must be a pandas DataFrame, got {type(summary).__name__}")
+    if len(summary.columns) == 0:
+        return summary.copy()
+    missing = [c for c in REQUIRED_COLUMNS if c not in summary.columns]
+    if missing:
+        raise ValueError(f"summary lacks the column(s) {missing}; Experiment 1-2 rows need {list(REQUIRED_COLUMNS)} "
+                         f"(one row per student, as a chain entry's summary table has them)")
+    df = summary
+    if dataset is not None and "dataset" in df.columns:
+        df = df[df["dataset"].astype(str).str.lower() == str(dataset).lower()]
+    passes = df["target"].isin(EXPERIMENT12_TARGETS)
+    if "student_arch" in df.columns:
+        passes &= df["student_arch"].astype(str) == df["model"].astype(str)
+    for col in ("k1", "k2"):
+        if col in df.columns:
+            passes &= pd.to_numeric(df[col], errors="coerce").fillna(1.0) == 1.0
+    key = _chain_key(df)
+    if key is None:
+        return df[passes].copy()
+    needed = ({f"{t} {e}": (df["target"] == t) & (df["estimator"] == e) for t in EXPERIMENT12_TARGETS
+               for e in EXPERIMENT12_ESTIMATORS} if "estimator" in df.columns
+              else {t: df["target"] == t for t in EXPERIMENT12_TARGETS})
+    flags = pd.DataFrame({"passes": passes, **needed})
+    by_chain = flags.groupby(df[key], dropna=False)
+    chains = pd.concat([by_chain["passes"].all(), by_chain[list(needed)].any()], axis=1)
+    kept = chains.index[chains.all(axis=1)]
+    return df[df[key].isin(kept)].copy()
+
+
+def chain_lengths(rows: pd.DataFrame) -> dict[int, int]:
+    """Number of chains per chain length T (``num_iterations``) among ``rows``, by T; chains are
+    counted by their key (:data:`CHAIN_KEY_COLUMNS`), else every row counts. Empty when the
+    column is absent."""
+    if "num_iterations" not in rows.columns or rows.empty:
+        return {}
+    key = _chain_key(rows)
+    lengths = rows.dropna(subset=["num_iterations"])
+    counts = (lengths.groupby("num_iterations")[key].nunique() if key else lengths.groupby("num_iterations").size())
+    return {int(t): int(n) for t, n in sorted(counts.items())}
+
+
+def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:
+    """Check the trends the paper reports for Experiment 2 (Section 4.2) on a table from
+    :func:`experiment2_cells` (one row per model, |D|, m, estimator).
+
+    Returns one row per (model, trend) with ``holds`` (in a majority of the comparisons),
+    ``count`` ("k of n" comparisons that agree) and the paper's statement. Trends:
+    teacher NLL falls with more data (per m) and rises with masking (per |D|); the
+    student-teacher NLL gap falls with more data (per m) and peaks at a moderate masking rate
+    (per |D| and estimator: the largest gap is at neither the smallest nor the largest m);
+    the same peak for the entropy MAE; U_o at least as good as U_s (per cell, NLL and MAE).
+    Comparisons need at least two sizes / three mask sizes; otherwise the trend is NaN. The
+    comparisons themselves, one row each, are :func:`~gped_kit.experiments.claims.trend_cells`;
+    :func:`experiment2_trend_comparison` sets each beside the paper's outcome in the same cell.
+    """
+    per_cell = trend_cells(cells)
+    rows = []
+    for model in sorted(set(cells["model"])) if len(cells) else []:
+        mine = per_cell[per_cell["model"] == model]
+        for trend, paper in TRENDS:
+            outcomes = mine.loc[mine["trend"] == trend, "holds"]
+            k, n = int(outcomes.sum()), len(outcomes)
+            rows.append({"model": model, "trend": trend, "holds": (k > n / 2) if n else math.nan,
+                         "count": f"{k} of {n}", "paper": paper})
+    return pd.DataFrame(rows, columns=["model", "trend", "holds", "count", "paper"])
+
+
+#: Columns of :func:`experiment2_trend_cells_compared`.
+TREND_COMPARISON_KEYS = ("model", "trend", "setting")
+
+
+def _per_seed(results: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """Per-student grid rows split by chain seed (one group, seed 0, without a ``seed`` column)."""
+    if "seed" not in results.columns:
+        return {0: results}
+    return {int(seed): part for seed, part in results.groupby("seed", sort=True)}
+
+
+def experiment2_trend_cells_compared(results: pd.DataFrame) -> pd.DataFrame:
+    """Every comparison behind Experiment 2's trends, ours beside the paper's (Tables 5-7), one row each.
+
+    ``results`` is a grid's per-student table (:attr:`~gped_kit.experiments.chains.ChainGrid.table`,
+    with its ``seed`` column when several seeds ran). Ours (``holds``) is the outcome on the cells
+    averaged over seeds (:func:`experiment2_cells`); ``holds_by_seed`` lists it per seed (seed
+    order) and ``seed_stable`` says whether every seed gives the same. The paper's (``holds_paper``)
+    is the same comparison on its table restricted to our grid (the same smallest and largest size,
+    the same masks: :func:`~gped_kit.experiments.paper_tables.experiment2_trend_outcomes`).
+    ``comparison``: ``agree`` / ``disagree``; ``ours only`` where the paper has no such cell (a
+    size or mask it did not print). Keyed by (model, trend, setting)."""
+    keys = list(TREND_COMPARISON_KEYS)
+    cells = experiment2_cells(results)
+    ours = trend_cells(cells)
+    columns = [*keys, "estimator", "labelled_size", "mask_size", "metric", "holds", "seeds", "holds_by_seed",
+               "seed_stable", "holds_paper", "table", "comparison"]
+    if ours.empty:
+        return pd.DataFrame(columns=columns)
+    per_seed = []
+    for seed, part in _per_seed(results).items():
+        per_seed.append(trend_cells(experiment2_cells(part)).assign(seed=seed))
+    spread = seed_spread(pd.concat(per_seed, ignore_index=True).assign(ours=lambda d: d["holds"].map(str)), keys)
+    spread = spread.rename(columns={"ours_by_seed": "holds_by_seed"})
+    papers = []
+    for model in sorted(set(cells["model"])):
+        if model not in paper_tables.MODELS:
+            continue
+        grid = cells[cells["model"] == model]
+        papers.append(paper_tables.experiment2_trend_outcomes(model, sorted(set(grid["labelled_size"])),
+                                                              sorted(set(grid["mask_size"]))))
+    paper = (pd.concat(papers, ignore_index=True)[[*keys, "holds", "table"]].rename(columns={"holds": "holds_paper"})
+             if papers else pd.DataFrame(columns=[*keys, "holds_paper", "table"]))
+    out = ours.merge(spread, on=keys, how="left").merge(paper, on=keys, how="left")
+    out["holds_paper"] = out["holds_paper"].astype(object)
+    out["comparison"] = [compare(str(bool(a)), str(bool(b)) if pd.notna(b) else None)
+                         for a, b in zip(out["holds"], out["holds_paper"])]
+    return out[columns]
+
+
+def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
+    """The Experiment 2 trends, each counted on ours and on the paper's tables in the same cells.
+
+    One row per (model, trend) of :data:`~gped_kit.experiments.claims.TRENDS`: ``ours`` ("k of n"
+    comparisons that hold, on the cells averaged over seeds), ``paper`` ("j of n": the same
+    comparisons on Tables 5-7 restricted to our grid), ``agree`` ("agree in a of c cells compared"),
+    ``seeds`` (the count per seed: "6 of 8 in 3 of 3 seeds", or its range and the per-seed counts),
+    ``unstable_cells`` (comparisons whose outcome differs between seeds), ``paper_statement`` (the
+    paper's words) and ``holds`` (ours in a majority). ``results``: a grid's per-student table."""
+    cells = experiment2_trend_cells_compared(results)
+    columns = ["model", "trend", "ours", "paper", "agree", "seeds", "unstable_cells", "holds", "paper_statement"]
+    if cells.empty:
+        return pd.DataFrame(columns=columns)
+    per_seed = {seed: trend_cells(experiment2_cells(part)) for seed, part in _per_seed(results).items()}
+    rows = []
+    for model in sorted(set(cells["model"])):
+        for trend, statement in TRENDS:
+            mine = cells[(cells["model"] == model) & (cells["trend"] == trend)]
+            n = len(mine)
+            compared = mine[mine["comparison"].isin([AGREE, DISAGREE])]
+            counts = {seed: int(t.loc[(t["model"] == model) & (t["trend"] == trend), "holds"].sum())
+                      for seed, t in per_seed.items()}
+            rows.append({"model": model, "trend": trend, "ours": count_text(mine["holds"].sum(), n),
+                         "paper": count_text(compared["holds_paper"].astype(bool).sum(), len(compared))
+                         if len(compared) else "no cell in common",
+                         "agree": agreement_text(mine) if n else "no cell in common",
+                         "seeds": seed_counts_text(counts, n),
+                         "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
+                         "holds": (mine["holds"].sum() > n / 2) if n else math.nan, "paper_statement": statement})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def experiment2_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Tables 5-7 for ``model``: our U_o/U_s numbers per (|D|, m) beside the paper's (``_paper``).
+    Joined on (|D|, m); the paper prints rounded masking rates, we keep the exact m^2/(H W)."""
+    columns = ["teacher_nll", "student_nll_U_o", "student_nll_U_s", "entropy_mae_U_o", "entropy_mae_U_s"]
+    paper = paper_tables.experiment2_table(model).set_index(["labelled_size", "mask_size"])[columns]
+    paper = paper.add_suffix("_paper")
+    cells = experiment2_cells(table)
+    cells = cells[cells["model"] == model]
+    wide = cells.pivot_table(index=["labelled_size", "mask_size", "masking_rate"], columns="estimator",
+                             values=["student_nll", "entropy_mae"])
+    wide.columns = [f"{metric}_{est}" for metric, est in wide.columns]
+    wide = wide.join(cells.groupby(["labelled_size", "mask_size", "masking_rate"])["teacher_nll"].first())
+    wide = wide.reset_index("masking_rate")
+    out = wide.join(paper, how="left")
+    ordered = ["masking_rate"] + [c for col in columns for c in (col, f"{col}_paper") if c in out]
+    return out[ordered].reset_index()
+
+

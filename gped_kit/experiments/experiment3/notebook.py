@@ -1,0 +1,165 @@
+"""Notebook 05 (Experiment 3: the student search) as an :class:`~gped_kit.experiments.frame.Experiment`: its
+summary, what a run stores, the lines its checks print and its rows of the README's claims table."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..chains import ChainTask
+from ..frame import (
+    NOT_STORED,
+    SCALED_CHAIN,
+    Experiment,
+    Summary,
+    chain_summaries,
+    check_executor,
+    dataset_of,
+    derived_rows,
+    first_chain_missing,
+    task_chains,
+)
+from ..paper import paper_model
+from ..store import ResultsStore
+from ..verdicts import MODELS, Claim, link, read_table, verdict
+from .pareto import METRICS, metric_rows, search_candidates
+from .report import experiment3_comparison
+from .search import SEARCH_KIND, SEARCH_TABLE, SearchResult, run_searches
+from .settings import PROFILES, Experiment3Settings
+from .tasks import experiment3_task, experiment3_tasks
+
+#: The tables notebook 05 writes to ``figures/`` (``.csv`` and ``.md``): a model's search beside the paper's per
+#: metric and profile (the README's rows read them), the students and the frontier.
+VS_PAPER_TABLE = "experiment3_vs_paper_{model}_{metric}_{profile}"
+VS_PAPER_PROFILES = "experiment3_vs_paper_profiles"
+STUDENTS_TABLE = "experiment3_students_{model}_{profile}"
+FRONTIER_TABLE = "experiment3_frontier_{model}_{profile}"
+#: Figure 2, which the README's rows link to.
+FIGURE2 = "fig2_experiment3_cnn_mnist_student_nll_{profile}"
+
+
+@dataclass
+class SearchRun:
+    """Notebook 05's searches: the :class:`~.search.SearchResult` of each model (by model) and our search
+    beside the paper's statements per (model, metric) (:func:`~.report.experiment3_comparison`)."""
+
+    results: dict[str, SearchResult]
+    comparisons: dict[tuple[str, str], pd.DataFrame]
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The search table of every model with results."""
+        return {model: res.table for model, res in self.results.items() if len(res.table)}
+
+
+def experiment3_comparisons(tables: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], pd.DataFrame]:
+    """:func:`~.report.experiment3_comparison` for every model's search table and every metric of
+    :data:`~.pareto.METRICS` that a searched student of its target has (Figures 2, 6-13), by (model, metric)."""
+    out = {}
+    for model, table in tables.items():
+        for metric in METRICS:
+            cands = search_candidates(table)
+            if metric not in cands or metric_rows(cands, metric)[metric].isna().all():
+                continue
+            out[(model, metric)] = experiment3_comparison(table, model, metric)
+    return out
+
+
+def experiment3_summary(experiment: Experiment, store: ResultsStore, settings: Experiment3Settings, *,
+                        profile: str = "default", seed: int = 0, device: str = "auto", data_root: str | None = None,
+                        executor: str = "local", recompute: bool = False, progress: bool = True) -> Summary:
+    """Experiment 3 (paper Section 3.3; Figures 2, 6-13): every model's chain and search
+    (:func:`~.search.run_searches`); ``run`` is a :class:`SearchRun`. Table ``comparison``: every
+    (model, metric) of :func:`experiment3_comparisons`, stacked."""
+    stored = check_executor(executor, recompute)
+    tasks = {model: experiment3_task(model, settings, seed=seed, device=device, data_root=data_root)
+             for model in settings.models}
+    if stored and (missing := first_chain_missing(list(tasks.values()), store)):
+        return Summary(experiment, profile, settings, None, {}, missing)
+    found = run_searches(list(tasks.values()), settings.search_settings(seed), store, recompute=recompute,
+                         progress=progress, executor=executor)
+    results = dict(zip(tasks, found))
+    missing = [f"{tasks[m].label}: search {NOT_STORED}" for m, r in results.items() if r.status == NOT_STORED]
+    run = SearchRun(results, experiment3_comparisons({m: r.table for m, r in results.items() if len(r.table)}))
+    frames = list(run.comparisons.values())
+    tables = {"comparison": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["figure", "model", "metric", "quantity", "ours", "paper", "note"])}
+    return Summary(experiment, profile, settings, run, tables, missing)
+
+
+def _tasks(settings: Experiment3Settings, *, seed: int, device: str, data_root: str | None) -> list[ChainTask]:
+    return experiment3_tasks(settings, seed=seed, device=device, data_root=data_root)
+
+
+def _search_gaps(store: ResultsStore, settings: Experiment3Settings, tasks: Sequence[ChainTask],
+                 absent: Collection[str], seed: int) -> list[str]:
+    """Every present model's search table (derived from that model's chain of ``settings``): the
+    exhaustive grid and each lambda's distilled, pruned and fine-tuned group l1/l2 student, per target."""
+    summaries, gaps = chain_summaries(store), []
+    for task in tasks:
+        model = task.config.model_name
+        if dataset_of(task) in absent:
+            continue
+        table = derived_rows(store, SEARCH_KIND, SEARCH_TABLE, task_chains(summaries, [task]))
+        k1, k2 = settings.grid(model)
+        for target in settings.targets:
+            rows = table[table["target"] == target] if len(table) else table
+            exhaustive = int((rows["method"] == "exhaustive").sum()) if len(rows) else 0
+            if exhaustive != len(k1) * len(k2):
+                gaps.append(f"search {model} {target}: {exhaustive} exhaustive students, expected {len(k1) * len(k2)}")
+            for stage in ("distilled", "pruned", "fine-tuned"):
+                n = int(((rows["method"] == "group_lasso") & (rows["stage"] == stage)).sum()) if len(rows) else 0
+                if n != len(settings.reg_weights):
+                    gaps.append(f"search {model} {target}: {n} group l1/l2 students {stage}, expected "
+                                f"{len(settings.reg_weights)}")
+    return gaps
+
+
+def _lines(settings: Experiment3Settings, absent: Collection[str]) -> list[str]:
+    """MNIST ships with the kit, so its models must finish; others may report missing data."""
+    return [f"{model}: search finished: True" if paper_model(model).dataset == "mnist"
+            else f"{model}: search finished or reported missing data: True" for model in settings.models]
+
+
+def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
+    """Rule: a searched student has a lower test NLL than the base student (the teacher's architecture);
+    and a pruned student at most half the base's FLOPs loses at most 10% NLL against the base."""
+    beat, small = [], []
+    for model in MODELS:
+        t = read_table(figures, f"{VS_PAPER_TABLE.format(model=model, metric='student_nll', profile=profile)}.csv")
+        if t is None:
+            continue
+        q = t.set_index("quantity")
+        beat.append((model, str(q.loc["a searched student beats the base student", "ours"]) == "True",
+                     f"{MODELS[model]} best {q.loc['best searched student test NLL', 'ours']} vs base "
+                     f"{q.loc['base student test NLL', 'ours']} at {q.loc['best / base FLOPs', 'ours']}× FLOPs "
+                     f"(teacher {q.loc['teacher ensemble test NLL', 'ours']})",
+                     q.loc["best searched student test NLL", "paper"], q.loc["base student test NLL", "paper"],
+                     q.loc["best / base FLOPs", "paper"], q.loc["teacher ensemble test NLL", "paper"]))
+        small_value = q.loc["best group l1/l2 NLL at <= 50% of the base FLOPs", "ours"]
+        base = float(q.loc["base student test NLL", "ours"])
+        ok = small_value not in ("—", None) and not pd.isna(small_value) and float(small_value) <= 1.1 * base
+        small.append((model, ok, f"{MODELS[model]} {small_value if small_value != '—' else 'none that small'} "
+                                 f"vs base {base:.4f}"))
+    if not beat:
+        return []
+    paper = "; ".join(f"{MODELS[m]} ≈{b} vs {base} at {fl}× FLOPs (teacher {te})" for m, _, _, b, base, fl, te in beat
+                      if b != "—")
+    where = link(f"{FIGURE2.format(profile='default')}.png", "Figure 2") + ", notebook 05"
+    return [Claim("Exp. 3: the searched students beat the base student on the Pareto frontier",
+                  verdict(sum(b[1] for b in beat), len(beat)), "; ".join(b[2] for b in beat), paper, where),
+            Claim("Exp. 3: pruned students at ≤ 50% of the base's FLOPs lose little (≤ 10% NLL)",
+                  verdict(sum(s[1] for s in small), len(small)), "; ".join(s[2] for s in small),
+                  "a small loss (Figure 2)", where)]
+
+
+# Experiment 3's fine-tuning: 600 epochs -> 0.3 with the lr halved every 0.1 epochs; latency 50 -> 2 repeats
+EXPERIMENT = Experiment(
+    "05_experiment3_search", PROFILES, _tasks, summary=experiment3_summary, shown_profiles=("default", "long"),
+    after_chains="search",
+    scaled_paper={**SCALED_CHAIN, "search.finetune_epochs": 0.3, "search.finetune_lr_halving_epochs": 0.1,
+                  "search.latency_repeats": 2},
+    stored=_search_gaps, verdicts=_lines, needs_chain_state=True, readme_rows=search_rows, long_rows=search_rows)

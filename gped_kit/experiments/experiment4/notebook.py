@@ -1,0 +1,184 @@
+"""Notebook 06 (Experiment 4: downstream uncertainty) as an :class:`~gped_kit.experiments.frame.Experiment`: its
+summary, what a run stores, the lines its checks print and its rows of the README's claims table."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .. import paper_tables
+from ..chains import ChainTask
+from ..frame import (
+    SCALED_CHAIN,
+    Experiment,
+    Summary,
+    chain_summaries,
+    check_executor,
+    dataset_of,
+    derived_missing,
+    derived_rows,
+    first_chain_missing,
+    task_chains,
+)
+from ..paper import paper_model
+from ..store import ResultsStore
+from ..verdicts import MODELS, Claim, counts, link, number, read_table, verdict
+from .analysis import experiment4_claims, experiment4_teacher_lines
+from .evaluate import run_experiment4
+from .settings import ENDD_EVAL_TEMPERATURES, PROFILES, Experiment4Settings
+from .tasks import experiment4_tasks
+
+#: Notebook 06's models (its parameter ``models``).
+MODELS_RUN = ["fcnn", "cnn_mnist", "cnn_cifar10"]
+#: The tables notebook 06 writes to ``figures/`` (``.csv`` and ``.md``); the README's rows read the claims of a
+#: profile and every profile's teacher quality.
+CLAIMS_TABLE = "experiment4_claims_{profile}"
+CLAIMS_PROFILES = "experiment4_claims_profiles"
+TEACHER_QUALITY_PROFILES = "experiment4_teacher_quality_profiles"
+
+
+def teacher_summary(downstream: pd.DataFrame) -> pd.DataFrame:
+    """The teacher lines per (metric, model, uncertainty, OOD inputs, method) for the test NLL and the OOD
+    AUROC (:func:`~.analysis.experiment4_teacher_lines`): the ensemble's value (mean over seeds and sets), how
+    many student values, the lowest and highest, and the range of student minus teacher."""
+    teacher = experiment4_teacher_lines(downstream)
+    keys = ["metric", "model", "uncertainty", "ood_inputs", "method"]
+    return (teacher[teacher["metric"].isin(["nll", "auroc"])].fillna({"uncertainty": "—", "ood_inputs": "—"})
+            .groupby(keys, sort=False)
+            .agg(teacher=("teacher", "mean"), students=("value", "size"), lowest=("value", "min"),
+                 highest=("value", "max"), minus_teacher_min=("minus_teacher", "min"),
+                 minus_teacher_max=("minus_teacher", "max"))
+            .reset_index())
+
+
+def teacher_quality(downstream: pd.DataFrame) -> pd.DataFrame:
+    """The teacher ensemble's own test NLL and accuracy per model (mean over seeds, with the seeds'
+    range), beside the paper's ensemble NLL (Table 2, same setting) and their ratio."""
+    columns = ["model", "metric", "teacher", "lowest", "highest", "seeds", "paper", "teacher / paper"]
+    if downstream.empty or "metric" not in downstream:
+        return pd.DataFrame(columns=columns)
+    rows = downstream[(downstream["method"] == "Ensemble") & downstream["metric"].isin(["nll", "accuracy"])]
+    if "seed" not in rows:
+        rows = rows.assign(seed=0)
+    per_seed = rows.groupby(["model", "metric", "seed"], sort=False)["value"].mean().reset_index()
+    out = (per_seed.groupby(["model", "metric"], sort=False)
+           .agg(teacher=("value", "mean"), lowest=("value", "min"), highest=("value", "max"), seeds=("seed", "size"))
+           .reset_index())
+    paper = paper_tables.experiment4_in_distribution()
+    paper = paper[paper["method"] == "Ensemble"].groupby(["model", "metric"])["value"].first()
+    out["paper"] = [paper.get((m, k), float("nan")) for m, k in zip(out["model"], out["metric"])]
+    out["teacher / paper"] = out["teacher"] / out["paper"]
+    return out[columns]
+
+
+def experiment4_summary(experiment: Experiment, store: ResultsStore, settings: Experiment4Settings, *,
+                        models: Sequence[str] = tuple(MODELS_RUN), profile: str = "default", seed: int = 0,
+                        device: str = "auto", data_root: str | None = None, executor: str = "local",
+                        recompute: bool = False, progress: bool = True) -> Summary:
+    """Experiment 4 (paper Section 4; Appendices A.3, A.4, B.3): every chain's evaluation
+    (:func:`~.evaluate.run_experiment4`, one chain per seed and model); ``run`` is the
+    :class:`~.evaluate.Experiment4Run`. Tables: ``claims`` (:func:`~.analysis.experiment4_claims`: ours, the
+    paper's, agreement per cell, the count per seed), ``teacher`` (:func:`teacher_summary`) and
+    ``teacher_quality`` (:func:`teacher_quality`)."""
+    stored = check_executor(executor, recompute)
+    tasks = experiment4_tasks(models, settings, seed=seed, device=device, data_root=data_root)
+    if stored and (missing := first_chain_missing(tasks, store)):
+        return Summary(experiment, profile, settings, None, {}, missing)
+    run = run_experiment4(tasks, store, settings, seed=seed, recompute=recompute, progress=progress,
+                          executor=executor)
+    missing = derived_missing(run.evaluations, "evaluation")
+    downstream = run.downstream
+    tables = {"claims": experiment4_claims(downstream), "teacher": teacher_summary(downstream),
+              "teacher_quality": teacher_quality(downstream)}
+    return Summary(experiment, profile, settings, run, tables, missing)
+
+
+def _tasks(settings: Experiment4Settings, *, seed: int, device: str, data_root: str | None,
+           models: Sequence[str]) -> list[ChainTask]:
+    """Notebook 06's chains: one per seed of the settings and model, seeds outermost."""
+    return experiment4_tasks(models, settings, seed=seed, device=device, data_root=data_root)
+
+
+def _evaluation_gaps(store: ResultsStore, settings: Experiment4Settings, tasks: Sequence[ChainTask],
+                     absent: Collection[str], seed: int) -> list[str]:
+    """Every present chain's downstream evaluation, with a row group for each of its students, and one
+    more for each student with a temperature (EnD2) at every further evaluation temperature."""
+    summaries, gaps = chain_summaries(store), []
+    for task in tasks:
+        if dataset_of(task) in absent:
+            continue
+        downstream = derived_rows(store, "experiment4", "downstream", task_chains(summaries, [task]))
+        rows = downstream[downstream["method"] != "Ensemble"] if len(downstream) else downstream
+        n = rows.groupby(["method", "estimator", "student"]).ngroups if len(rows) else 0
+        heated = sum(student.resolved_target.has_temperature for student in task.students)
+        expected = len(task.students) + heated * len(ENDD_EVAL_TEMPERATURES)
+        if n != expected:
+            gaps.append(f"experiment 4 {task.label}: {n} evaluated students, expected {expected} "
+                        f"({len(task.students)} students, {heated} of them EnD2 also at "
+                        f"T = {', '.join(f'{t:g}' for t in ENDD_EVAL_TEMPERATURES)})")
+    return gaps
+
+
+def _lines(settings: Experiment4Settings, absent: Collection[str]) -> list[str]:
+    models = [m for m in MODELS_RUN if paper_model(m).dataset not in absent]
+    return ["every cell ran or reported missing data: True", f"MNIST cells with results: {sorted(models)}"]
+
+
+# ----------------------------------------------------------------------------- the README's rows
+def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
+    """Rule: cell by cell against the paper's MNIST cells (Tables 2-4, 8-16): ``yes`` when every cell
+    compared agrees, ``partly`` when some do, ``no`` when none; the OOD claims have no cell in common
+    with the paper (its OOD sets, KMNIST and notMNIST, are not obtainable here), so they are shown
+    as counts beside the paper's MNIST count, not judged. EnD² at T = 1 decides; T = 2.5 is beside it."""
+    t = read_table(figures, f"{CLAIMS_TABLE.format(profile=profile)}.csv")
+    if t is None:
+        return []
+    seeds = read_table(figures, f"{CLAIMS_TABLE.format(profile='seeds')}.csv") if profile == "default" else None
+    seeds = {} if seeds is None else dict(zip(seeds["claim"], seeds["seeds"]))
+    rows = []
+    for _, r in t.iterrows():
+        if "agree in " in str(r["agree"]):
+            a, c = counts(r["agree"], "agree in ")
+            judged = f"{verdict(a, c)} (agree in {a} of {c} cells)"
+        else:
+            judged = "not comparable: no OOD set in common"
+        ours = f"{r['ours']}; vs {r['beside']}: {r['ours_beside']}"
+        if r["claim"] in seeds:
+            ours += f"; {seeds[r['claim']]}"
+        rows.append(Claim(f"Exp. 4: {r['claim'].replace('nll', 'NLL').replace('entropy_mae', 'entropy MAE')}"
+                          .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20"), judged, ours,
+                          f"{r['paper']}; {r['paper_statement']}",
+                          link(f"{CLAIMS_TABLE.format(profile='default')}.md", "claims") + ", notebook 06"))
+    return rows
+
+
+def teacher_row(figures: Path, profile: str = "default") -> list[Claim]:
+    """Rule: the teacher ensemble's test NLL within 10% of the paper's in Experiment 4's MNIST settings
+    (Table 2: N = 60,000, m = 15); read from the teacher-quality table of every profile."""
+    t = read_table(figures, f"{TEACHER_QUALITY_PROFILES}.csv")
+    column = f"teacher / paper ({profile})"
+    if t is None or column not in t:
+        return []
+    t = t[(t["metric"] == "nll") & t["model"].isin(list(MODELS))].dropna(subset=[column]).set_index("model")
+    if t.empty:
+        return []
+    hits = sum(t[column] <= 1.1)
+    return [Claim("Exp. 4's teachers (MNIST, m = 15): test NLL within 10% of the paper's (every claim of Exp. 4 "
+                  "is judged against them)", verdict(hits, len(t)),
+                  ", ".join(f"{MODELS[m]} {number(t.loc[m, f'teacher ({profile})'], 4)} "
+                            f"({number(t.loc[m, column], 2)}× the paper's)" for m in MODELS if m in t.index),
+                  ", ".join(f"{MODELS[m]} {t.loc[m, 'paper']:g}" for m in MODELS if m in t.index) + " (T = 10^6)",
+                  link(f"{TEACHER_QUALITY_PROFILES}.md", "teachers") + ", notebook 06")]
+
+
+def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
+    """Notebook 06's rows: the teachers' quality, then every claim."""
+    return teacher_row(figures, profile) + claim_rows(figures, profile)
+
+
+EXPERIMENT = Experiment(
+    "06_experiment4_uncertainty", PROFILES, _tasks, parameters={"models": MODELS_RUN}, summary=experiment4_summary,
+    shown_profiles=("default", "long", "seeds"), scaled_paper=SCALED_CHAIN, stored=_evaluation_gaps,
+    verdicts=_lines, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows)

@@ -1,0 +1,49 @@
+"""Notebook 08 (Papamakarios' thesis toys) as an :class:`~gped_kit.experiments.frame.Experiment`: what a run
+stores, and its row of the README's claims table."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+from ..chains import ChainTask
+from ..frame import Experiment
+from ..store import ResultsStore
+from ..verdicts import Claim, link, read_table, verdict
+from .toys import PROFILES, ThesisToysSettings, logreg_config, mog_configs, toy_record
+
+#: The claims table notebook 08 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README reads it.
+CLAIMS_TABLE = "thesis_toys_claims_{profile}"
+
+
+def _toy_gaps(store: ResultsStore, settings: ThesisToysSettings, tasks: Sequence[ChainTask],
+              absent: Collection[str], seed: int) -> list[str]:
+    """A complete toy entry for every mixture-of-Gaussians size and for the logistic regression."""
+    configs = [*mog_configs(settings, seed), logreg_config(settings, seed)]
+    return [f"toy {toy_record(c)}: no complete entry" for c in configs
+            if not store.entry("toy", toy_record(c)).complete]
+
+
+def readme_rows(figures: Path) -> list[Claim]:
+    """Rule: the notebook's ``holds`` column for each of the thesis' claims."""
+    name = CLAIMS_TABLE.format(profile="default")
+    t = read_table(figures, f"{name}.csv")
+    if t is None:
+        return []
+    held = t[t["holds"].astype(bool)]
+    failing = t[~t["holds"].astype(bool)]
+    ours = f"{len(held)} of {len(t)} claims hold" + ("" if failing.empty else "; not: " + "; ".join(
+        f"{r.claim} on {r.metric} ({int(r['count'])} of {int(r['of'])})" for _, r in failing.iterrows()))
+    return [Claim("Papamakarios' thesis (Chapters 2–3): online distillation as good as batch with a fraction of the "
+                  "memory; data-based inputs; derivative matching",
+                  verdict(len(held), len(t)), ours,
+                  "online ≈ batch; noise inputs far worse; derivative matching better",
+                  link(f"{name}.md", "claims") + ", notebook 08")]
+
+
+# S = 10,000 -> 1,000 samples (burn-in 100) for both toys, M = 100, 500 SGD iterations per student
+EXPERIMENT = Experiment(
+    "08_thesis_toys", PROFILES,
+    scaled_paper={"mog.num_samples": 1_000, "mog.burn_in": 100, "mog.num_distill_samples": 100,
+                  "logreg.num_samples": 1_000, "logreg.burn_in": 100, "logreg.num_iterations": 500},
+    stored=_toy_gaps, readme_rows=readme_rows)
