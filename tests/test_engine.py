@@ -1,12 +1,16 @@
-"""Algorithm 1 end to end on real (8x8 digits) data: learning, invariants, resume, errors."""
+"""Algorithm 1 end to end on real (8x8 digits) data: learning, invariants, resume, errors, and the engine's
+steps against an independent plain-PyTorch loop of the paper's equations."""
 
 import dataclasses
+import math
 
 import pytest
 import torch
+from torch.nn import functional as F
 
 from gped_kit.baselines.endd import ENDD
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.data.container import GPEDData
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill, resolve_device, student_lr
 from gped_kit.engine.checkpoint import CheckpointError
 from gped_kit.engine.engine import StepEvents
@@ -303,11 +307,11 @@ def test_engine_applies_the_halving_schedule_to_the_student_state(digits_data):
     assert float(e.students[0].lr[0]) == pytest.approx(1e-3 * 0.5 ** ((138 - 100) // 12))
 
 
-def test_event_schedule_is_public_and_step_is_its_composition(digits_data):
+def test_event_schedule_is_public(digits_data):
     cfg = config(num_iterations=40, burn_in=10, eval_thinning=5, num_snapshots=2, log_every=40)
     students = [StudentConfig("predictive", "U_s", thinning=2), StudentConfig("entropy", "U_o", thinning=3),
                 StudentConfig("predictive", "U_o", thinning=2, batch_size=20, name="small")]
-    a, b = engine(digits_data, cfg, students), engine(digits_data, cfg, students)
+    a = engine(digits_data, cfg, students)
     h2, h3, h2_small = (s.group_key for s in students)
     assert h2 == (2, 100, "data", 0.0, False) and h2.thinning == 2 and h3.batch_size == 100
     assert a.events(10) == StepEvents(t=10, snapshot=None, accumulate=False, groups=())  # t > B only
@@ -315,18 +319,145 @@ def test_event_schedule_is_public_and_step_is_its_composition(digits_data):
     assert a.events(15) == StepEvents(t=15, snapshot=None, accumulate=True, groups=(h3,))
     assert a.events(30).groups == (h2_small, h2, h3) and a.events(30).accumulate
     assert [t for t in range(40) if a.events(t).snapshot is not None] == sorted(a.chains[0].snapshot_at)
-    for t in range(40):
+    for _ in range(40):
         a.step()
-        events = b.events(t)
-        b.teacher_step(t)
-        if events.snapshot is not None:
-            b.take_snapshot(events.snapshot)
-        if events.accumulate:
-            b.accumulate()
-        for key in events.groups:
-            b.distill_group(key, t)
-        b.t = t + 1
-    assert torch.equal(teacher(a), teacher(b)) and torch.equal(a.snapshots, b.snapshots)
-    assert all(torch.equal(student(a, j), student(b, j)) for j in range(3))
-    assert a.ensemble_count == b.ensemble_count == 5  # t = 15, 20, ..., 35
-    assert torch.equal(a.ensemble.sums["entropy"], b.ensemble.sums["entropy"])
+    assert a.ensemble_count == 5 and a.snapshots_taken == 2  # ensemble: t = 15, 20, ..., 35
+    assert a.adam_steps == [len(range(12, 40, 2)), len(range(12, 40, 3)), len(range(12, 40, 2))]
+
+
+# ------------------------------------------------------------------ an independent oracle for GPEDEngine.step
+def fcnn(params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """The ``fcnn`` preset without dropout: flatten, then three linear layers with ReLUs between them."""
+    w1, b1, w2, b2, w3, b3 = params
+    h = F.relu(F.linear(x.flatten(1), w1, b1))
+    return F.linear(F.relu(F.linear(h, w2, b2)), w3, b3)
+
+
+def plain_gped_loop(data: GPEDData, initial_teacher: list[torch.Tensor], initial_student: list[torch.Tensor], *,
+                    seed: int, num_iterations: int, burn_in: int, step_size: float, prior_precision: float,
+                    batch_size: int, thinning: int, distill_batch_size: int,
+                    lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Algorithm 1 for one chain and one predictive U_s student, written from the paper's equations in
+    plain PyTorch; returns the teacher's and the student's parameters after ``num_iterations`` steps,
+    each as one vector.
+
+    Step t: draw a minibatch S of M indices into D (with replacement) and xi ~ N(0, I), then Eq. 7,
+    ``theta <- theta - (eta / 2) (N grad L(theta) + tau theta) + sqrt(eta) xi`` with L the minibatch
+    mean NLL (softmax cross-entropy). After burn-in (t > B), every H steps: draw S' of M' indices into
+    D', take the new sample's class probabilities p on it as the targets (U_s), and one Adam step
+    (Kingma and Ba; betas 0.9 / 0.999, eps 1e-8 added to the bias-corrected sqrt(v)) on the cross-entropy
+    ``-mean_i sum_y p_i(y) log q_phi(y | x'_i)``.
+
+    The random draws are the kit's documented streams (gped_kit.engine.streams), made here with plain
+    ``torch.Generator`` s: minibatches of D from seed ``4 s + 1``, the noise from ``4 s + 2`` (one
+    draw of all P values per step, split in parameter order), the first (here only) distillation group's
+    S' from ``4 s + 3 + 1000``. Where an equation can be rounded in several ways this loop rounds as the
+    kit computes it (SGLD as ``theta + (-eta N / 2)(g + (tau / N) theta) + sqrt(eta) xi``, the targets as
+    exp(log_softmax), Adam's moments as ``torch.add(beta m, g, alpha=1 - beta)``, whose sum is rounded
+    once, and its step as m times the reciprocal of the denominator times ``-lr / (1 - beta1^k)``), so
+    that equal results are bit-identical, not merely close: the rounding order is all that is shared.
+    """
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    x, y, x_distill = data.train_x, data.train_y, data.distill_x
+    n = len(y)
+    minibatches = torch.Generator(x.device).manual_seed(4 * seed + 1)
+    noise = torch.Generator(x.device).manual_seed(4 * seed + 2)
+    distill_inputs = torch.Generator(x.device).manual_seed(4 * seed + 3 + 1000)
+    theta = [p.clone() for p in initial_teacher]
+    phi = [p.clone() for p in initial_student]
+    m = [torch.zeros_like(p) for p in phi]
+    v = [torch.zeros_like(p) for p in phi]
+    neg_half_step, prior, noise_scale = -step_size * n / 2, prior_precision / n, math.sqrt(step_size)
+    lr = torch.tensor(lr, device=x.device)  # a float32 learning rate, as the students' state holds it
+    updates = 0
+    for t in range(num_iterations):
+        index = torch.randint(n, (batch_size,), generator=minibatches, device=x.device)
+        xi = torch.empty(sum(p.numel() for p in theta), device=x.device).normal_(generator=noise)
+        leaves = [p.detach().requires_grad_(True) for p in theta]
+        grads = torch.autograd.grad(F.cross_entropy(fcnn(leaves, x[index]), y[index]), leaves)
+        xis = torch.split(xi, [p.numel() for p in theta])
+        with torch.no_grad():
+            theta = [p + neg_half_step * (g + prior * p) + noise_scale * z.view(p.shape)
+                     for p, g, z in zip(theta, grads, xis)]
+        if t > burn_in and t % thinning == 0:
+            index = torch.randint(len(x_distill), (distill_batch_size,), generator=distill_inputs,
+                                  device=x.device)
+            inputs = x_distill[index]
+            with torch.no_grad():
+                targets = F.log_softmax(fcnn(theta, inputs), dim=-1).exp()
+            leaves = [p.detach().requires_grad_(True) for p in phi]
+            loss = -(targets * F.log_softmax(fcnn(leaves, inputs), dim=-1)).sum(-1).mean()
+            grads = torch.autograd.grad(loss, leaves)
+            updates += 1
+            correction1, correction2 = 1 - beta1 ** updates, math.sqrt(1 - beta2 ** updates)
+            with torch.no_grad():
+                m = [torch.add(beta1 * m_i, g, alpha=1 - beta1) for m_i, g in zip(m, grads)]
+                v = [torch.add(beta2 * v_i, g * g, alpha=1 - beta2) for v_i, g in zip(v, grads)]
+                phi = [p + m_i * (1 / (v_i.sqrt() / correction2 + eps)) * (lr / -correction1)
+                       for p, m_i, v_i in zip(phi, m, v)]
+    return torch.cat([p.reshape(-1) for p in theta]), torch.cat([p.reshape(-1) for p in phi])
+
+
+ORACLE = dict(num_iterations=60, burn_in=15, thinning=3, distill_batch_size=20, lr=1e-3)
+
+
+def engine_and_oracle(data: GPEDData) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The teacher's and the student's parameters (as vectors) initially (``"initial"``) and after
+    ``ORACLE["num_iterations"]`` steps of :meth:`GPEDEngine.step` (``"engine"``) and of
+    :func:`plain_gped_loop` (``"oracle"``), from the same initial values and data."""
+    o = ORACLE
+    cfg = config(num_iterations=o["num_iterations"], burn_in=o["burn_in"], eval_thinning=5,
+                 log_every=o["num_iterations"], seed=3,
+                 sampler=SGLDConfig(step_size=5e-5, batch_size=50, prior_precision=2.0))
+    spec = build_chain(data, cfg, [StudentConfig("predictive", "U_s", thinning=o["thinning"],
+                                                 batch_size=o["distill_batch_size"], lr=o["lr"],
+                                                 lr_halving_epochs=None)])
+    e = GPEDEngine([spec])
+    while e.t < o["num_iterations"]:
+        e.step()
+    oracle = plain_gped_loop(spec.data, list(spec.initial[0][0].values()), list(spec.initial[1][0].values()),
+                             seed=cfg.seed, step_size=cfg.sampler.step_size,
+                             prior_precision=cfg.sampler.prior_precision, batch_size=cfg.sampler.batch_size, **o)
+    initial = tuple(torch.cat([p.reshape(-1) for p in values[0].values()]) for values in spec.initial)
+    return {"initial": initial, "engine": (teacher(e), student(e, 0)), "oracle": oracle}
+
+
+def test_engine_step_equals_a_plain_pytorch_loop_of_the_equations(digits_data):
+    """GPEDEngine.step against :func:`plain_gped_loop`, which shares no code with the engine (its step
+    functions, states, estimators, samplers, Adam or streams): only the initial values and the data
+    come from the chain's spec. Bit-identical, since both round the same equations the same way."""
+    out = engine_and_oracle(digits_data)
+    (theta, phi), (theta_oracle, phi_oracle) = out["engine"], out["oracle"]
+    assert not torch.equal(theta, out["initial"][0]) and not torch.equal(phi, out["initial"][1])  # both moved
+    assert torch.equal(theta, theta_oracle)
+    assert torch.equal(phi, phi_oracle)
+
+
+def noise_of_twice_the_variance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's SGLD noise drawn with variance 2 eta (``posteriors``' convention, lr = eta, misread)."""
+    original = SGLDConfig.coefficients
+
+    def coefficients(self: SGLDConfig, num_data: int) -> tuple[float, float, float]:
+        prior, step, scale = original(self, num_data)
+        return prior, step, scale * math.sqrt(2.0)
+
+    monkeypatch.setattr(SGLDConfig, "coefficients", coefficients)
+
+
+def adam_without_bias_corrections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's students trained by Adam without its bias corrections."""
+    monkeypatch.setattr("gped_kit.engine.engine.bias_corrections", lambda step: (1.0, 1.0))
+
+
+@pytest.mark.parametrize("breaks, teacher_too", [(noise_of_twice_the_variance, True),
+                                                  (adam_without_bias_corrections, False)])
+def test_the_plain_loop_catches_a_wrong_noise_scale_or_bias_correction(digits_data, monkeypatch, breaks, teacher_too):
+    """The oracle has teeth: with the engine broken in one place, its teacher (for the noise) and its
+    student no longer match the plain loop, not even within rtol 1e-5."""
+    breaks(monkeypatch)
+    out = engine_and_oracle(digits_data)
+    (theta, phi), (theta_oracle, phi_oracle) = out["engine"], out["oracle"]
+    assert torch.equal(theta, theta_oracle) != teacher_too
+    assert not torch.allclose(phi, phi_oracle, rtol=1e-5, atol=0.0)
+    if teacher_too:
+        assert not torch.allclose(theta, theta_oracle, rtol=1e-5, atol=0.0)

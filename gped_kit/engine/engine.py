@@ -57,7 +57,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import pandas as pd
 import torch
@@ -78,8 +78,12 @@ from .sets import ChainSets
 from .spec import ChainSpec
 from .state import (
     ChainState,
+    EnsembleRunState,
     EnsembleState,
+    RunState,
+    StudentRunState,
     StudentState,
+    TeacherRunState,
     chain_view,
     flat,
     init_chain_state,
@@ -190,7 +194,10 @@ class GPEDEngine:
 
     ``chains`` are the specs (one per run); ``num_runs`` their number; ``K`` the number of teacher
     chains (the chain axis of the teacher's state and ensemble sums); ``chain_specs[k]`` and
-    ``chain_seeds[k]`` chain k's spec and seed; ``chain_run[k]`` the run chain k feeds."""
+    ``chain_seeds[k]`` chain k's spec and seed; ``chain_run[k]`` the run chain k feeds.
+    :meth:`run_state` gives everything run r needs to continue as one typed value
+    (:class:`~gped_kit.engine.state.RunState`, what a checkpoint stores) and :meth:`load_run_states`
+    continues runs from such values."""
 
     def __init__(self, chains: Sequence[ChainSpec], use_vmap: bool | None = None, pooled: bool | None = None) -> None:
         chains = list(chains)
@@ -488,6 +495,115 @@ class GPEDEngine:
                 self.students[j].lr[k].fill_(lr)
                 self.lr_values[j][k] = lr
 
+    # ------------------------------------------------------------------ a run's state (checkpoints)
+    def _run_chains(self, r: int) -> int | slice:
+        """The index of run ``r``'s teacher chains in the chain axis: its own chain (the axis dropped),
+        or all K of a pooled teacher (the axis kept)."""
+        return slice(None) if self.pooled else r
+
+    def run_state(self, r: int) -> RunState:
+        """Run ``r``'s :class:`~gped_kit.engine.state.RunState` now: its own copies of everything it
+        needs to continue from the current step (chain r's slice of the batch, or a pooled teacher's
+        K chains). The dropout stream's state is the one the loop saved last (at its last checkpoint
+        point or its end), as the loop draws from the global stream while it runs."""
+        def own(values: dict[str, torch.Tensor], index: int | slice) -> dict[str, torch.Tensor]:
+            return {n: _own(v[index]) for n, v in values.items()}
+
+        k = self._run_chains(r)
+        chain = self.chain
+        teacher = TeacherRunState(params=own(chain.params, k), buffers=own(chain.buffers, k),
+                                  sampler=own(chain.sampler, k), train_nll_sum=_own(chain.train_nll_sum[k]),
+                                  steps_in_nll_sum=self.steps_in_nll_sum)
+        students = tuple(StudentRunState(params=own(s.params, r), buffers=own(s.buffers, r),
+                                         exp_avg=own(s.adam.exp_avg, r), exp_avg_sq=own(s.adam.exp_avg_sq, r),
+                                         lr=self.lr_values[j][r], store_sums=_own(s.store.sums[r]),
+                                         store_counts=_own(s.store.counts[r]), loss_sum=_own(s.loss_sum[r]),
+                                         steps_since_log=self.steps_since_log[j], adam_steps=self.adam_steps[j])
+                         for j, s in enumerate(self.students))
+        ensemble = EnsembleRunState(sums=own(self.ensemble.sums, k), count=self.ensemble_count,
+                                    recent=self.recent.state_dict(r))
+        if self.pooled:
+            generators = {"chains": [self.streams.chain_state_dict(i) for i in range(self.K)],
+                          "groups": self.streams.groups_state_dict(r)}
+        else:
+            generators = self.streams.state_dict(r)
+        return RunState(t=self.t, elapsed=self.elapsed, history=list(self.history[r]), teacher=teacher,
+                        students=students, ensemble=ensemble, generators=generators,
+                        dropout_rng={n: v.clone() for n, v in self._dropout_state.items()},
+                        snapshots=_own(self.snapshots[k]), snapshots_taken=self.snapshots_taken)
+
+    def load_run_states(self, states: Mapping[int, RunState]) -> None:
+        """Continue each run r of ``states`` from its :class:`~gped_kit.engine.state.RunState` (runs not
+        in it keep theirs), so that the engine goes on as the runs that made them would have.
+
+        Every run of a batch must be at the same step (runs not given: at the engine's), and each state
+        must come from a run of this kind (pooled or single, the same students); otherwise
+        ``ValueError`` before anything is changed. The host-side counters shared by the batch (the
+        step, the counts since the last log point, Adam's and the ensemble's, the snapshots taken, the
+        dropout stream) are the lowest run's; the elapsed time is the longest. ``resumed_from`` records
+        the step."""
+        if not states:
+            return
+        for r, state in states.items():
+            if not 0 <= r < self.num_runs:
+                raise ValueError(f"load_run_states: run {r} of an engine of {self.num_runs} runs")
+            if state.pooled != self.pooled or len(state.students) != len(self.students):
+                raise ValueError(f"load_run_states: run {r}'s state is of a {'pooled' if state.pooled else 'single'} "
+                                 f"run with {len(state.students)} students, this engine's runs are "
+                                 f"{'pooled' if self.pooled else 'single'} with {len(self.students)}")
+        steps = sorted({s.t for s in states.values()} | ({self.t} if len(states) < self.num_runs else set()))
+        if len(steps) != 1:
+            raise ValueError(f"the chains would resume at different steps {steps}; all chains of a batch must be at "
+                             "the same step (run them separately, or start afresh)")
+        for r, state in states.items():
+            self._load_run(r, state)
+        first = states[min(states)]
+        self.t = first.t
+        self.resumed_from = self.t
+        self.elapsed = max(s.elapsed for s in states.values())
+        self.steps_in_nll_sum = first.teacher.steps_in_nll_sum
+        self.ensemble_count = first.ensemble.count
+        self.snapshots_taken = first.snapshots_taken
+        self.adam_steps = [s.adam_steps for s in first.students]
+        self.steps_since_log = [s.steps_since_log for s in first.students]
+        self._dropout_state = {n: v.cpu() for n, v in first.dropout_rng.items()}
+
+    def load_run_state(self, r: int, state: RunState) -> None:
+        """Continue run ``r`` alone from ``state`` (:meth:`load_run_states` with one run)."""
+        self.load_run_states({r: state})
+
+    def _load_run(self, r: int, state: RunState) -> None:
+        """Copy run ``r``'s per-run parts of ``state`` into the engine's tensors, generators and history."""
+        chain = self.chain
+        k = self._run_chains(r)
+        teacher = state.teacher
+        for values, saved in ((chain.params, teacher.params), (chain.buffers, teacher.buffers),
+                              (chain.sampler, teacher.sampler)):
+            for n, v in values.items():
+                v[k].copy_(saved[n])
+        chain.train_nll_sum[k].copy_(teacher.train_nll_sum)
+        for j, (s, saved) in enumerate(zip(self.students, state.students)):
+            for values, part in ((s.params, saved.params), (s.buffers, saved.buffers),
+                                 (s.adam.exp_avg, saved.exp_avg), (s.adam.exp_avg_sq, saved.exp_avg_sq)):
+                for n, v in values.items():
+                    v[r].copy_(part[n])
+            s.store.sums[r].copy_(saved.store_sums)
+            s.store.counts[r].copy_(saved.store_counts)
+            s.loss_sum[r].copy_(saved.loss_sum)
+            s.lr[r].fill_(saved.lr)
+            self.lr_values[j][r] = saved.lr
+        for n, v in self.ensemble.sums.items():
+            v[k].copy_(state.ensemble.sums[n])
+        self.recent.load_state_dict(r, state.ensemble.recent, self.test_sums())
+        if self.pooled:
+            for i, saved in enumerate(state.generators["chains"]):
+                self.streams.load_chain_state_dict(i, saved)
+            self.streams.load_groups_state_dict(r, state.generators["groups"])
+        else:
+            self.streams.load_state_dict(r, state.generators)
+        self.snapshots[k].copy_(state.snapshots)
+        self.history[r] = list(state.history)
+
     # ------------------------------------------------------------------ the loop
     def run(self, stop: int | None = None, hooks: Sequence[Hook] = ()) -> None:
         """Iterate up to step ``stop`` (default T), logging every ``log_every`` steps and at
@@ -723,6 +839,11 @@ class GPEDEngine:
                         for j, s in enumerate(self.students)],
                 spec=c))
         return results
+
+
+def _own(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's own copy (a view would keep, and a checkpoint would save, the whole stacked storage)."""
+    return t.detach().clone()
 
 
 def _store_estimates(store, k: int) -> tuple[torch.Tensor, torch.Tensor]:

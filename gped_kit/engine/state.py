@@ -12,11 +12,22 @@ one set of tensors; :func:`chain_view` gives one chain's views (no copies). The 
 of :mod:`gped_kit.engine.steps` update these containers in place, for one chain or under
 ``torch.func.vmap`` over the chain axis. Host-side counters (the step t, Adam's step count,
 ensemble sample count) live with the engine, not here: they are the same for every chain.
+
+* :class:`RunState`: everything one *run* needs to continue exactly where it stopped, in one
+  typed, immutable value with no chain axis of the batch (its own copies, not views): the step
+  and the host-side counters, the history, its teacher's part (:class:`TeacherRunState`; every
+  chain of a pooled teacher), each student's part (:class:`StudentRunState`), the ensemble's
+  (:class:`EnsembleRunState`), the random generators' and the dropout stream's states and the
+  snapshots. :meth:`GPEDEngine.run_state <gped_kit.engine.engine.GPEDEngine.run_state>` makes one
+  and :meth:`~gped_kit.engine.engine.GPEDEngine.load_run_states` applies it; a checkpoint
+  (:mod:`gped_kit.engine.checkpoint`) is a run state as a dict of tensors and plain data
+  (:meth:`RunState.to_dict`, :meth:`RunState.from_dict`), so it never reads the engine's fields.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
@@ -117,3 +128,139 @@ def flat(params: dict[str, torch.Tensor], chain_axis: bool = True) -> torch.Tens
         first = next(iter(params.values()))
         return torch.cat([p.reshape(first.shape[0], -1) for p in params.values()], dim=1)
     return torch.cat([p.reshape(-1) for p in params.values()])
+
+
+# ---------------------------------------------------------------------- one run's state, for checkpoints
+Tensors = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class TeacherRunState:
+    """A run's teacher: its chain's parameters theta_t, buffers and sampler state (for a pooled
+    teacher all K chains', chain axis first), the running sum of minibatch NLLs since the last log
+    point (per chain) and the number of steps in that sum (the same for every chain)."""
+
+    params: Tensors
+    buffers: Tensors
+    sampler: Tensors
+    train_nll_sum: torch.Tensor
+    steps_in_nll_sum: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"params": self.params, "buffers": self.buffers, "sampler": self.sampler,
+                "train_nll_sum": self.train_nll_sum, "steps_in_nll_sum": self.steps_in_nll_sum}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TeacherRunState:
+        return cls(params=dict(d["params"]), buffers=dict(d["buffers"]), sampler=dict(d["sampler"]),
+                   train_nll_sum=d["train_nll_sum"], steps_in_nll_sum=int(d["steps_in_nll_sum"]))
+
+
+@dataclass(frozen=True)
+class StudentRunState:
+    """One student of a run: its parameters phi and buffers, Adam's moments, its current learning
+    rate (a host float: the value the halving schedule last set), its U_o store (running sums and
+    visit counts per input of D'; empty for U_s), its running loss sum since the last log point, and
+    its slot's counters: the updates in that loss sum and Adam's step count (the same for every run
+    of a batch)."""
+
+    params: Tensors
+    buffers: Tensors
+    exp_avg: Tensors
+    exp_avg_sq: Tensors
+    lr: float
+    store_sums: torch.Tensor
+    store_counts: torch.Tensor
+    loss_sum: torch.Tensor
+    steps_since_log: int
+    adam_steps: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"params": self.params, "buffers": self.buffers, "exp_avg": self.exp_avg,
+                "exp_avg_sq": self.exp_avg_sq, "lr": self.lr, "store_sums": self.store_sums,
+                "store_counts": self.store_counts, "loss_sum": self.loss_sum,
+                "steps_since_log": self.steps_since_log, "adam_steps": self.adam_steps}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StudentRunState:
+        return cls(params=dict(d["params"]), buffers=dict(d["buffers"]), exp_avg=dict(d["exp_avg"]),
+                   exp_avg_sq=dict(d["exp_avg_sq"]), lr=float(d["lr"]), store_sums=d["store_sums"],
+                   store_counts=d["store_counts"], loss_sum=d["loss_sum"],
+                   steps_since_log=int(d["steps_since_log"]), adam_steps=int(d["adam_steps"]))
+
+
+@dataclass(frozen=True)
+class EnsembleRunState:
+    """A run's teacher ensemble: the running sums of every tracked target on the evaluation inputs
+    (per chain for a pooled teacher), the number of kept samples per chain, and the recent window's
+    saved sums (:meth:`~gped_kit.engine.window.RecentWindow.state_dict`, in the window's own layout)."""
+
+    sums: Tensors
+    count: int
+    recent: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sums": self.sums, "count": self.count, "recent": self.recent}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EnsembleRunState:
+        return cls(sums=dict(d["sums"]), count=int(d["count"]), recent=dict(d["recent"]))
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Everything run r of an engine needs to continue exactly where it stopped (see the module
+    docstring): made by :meth:`GPEDEngine.run_state <gped_kit.engine.engine.GPEDEngine.run_state>`,
+    applied by :meth:`~gped_kit.engine.engine.GPEDEngine.load_run_states`; continuing from it gives
+    the same numbers as never having stopped, bit for bit.
+
+    ``t`` is the next step to run and ``elapsed`` the seconds spent so far; ``history`` the run's
+    history rows; ``teacher``, ``students`` (one per student slot, in order) and ``ensemble`` the
+    parts above; ``generators`` the random generators' states as uint8 tensors: for one chain
+    ``{"data", "noise", "groups": {group name: state}}`` (its minibatches of D, its noise, its
+    distillation groups), for a pooled teacher ``{"chains": [each chain's {"data", "noise"}], "groups":
+    {...}}`` (:class:`~gped_kit.engine.streams.ChainStreams`); ``dropout_rng`` the global random
+    state that draws dropout masks (``{"cpu"[, "cuda"]}``); ``snapshots`` the kept teacher samples
+    (S rows of P values; K x S for a pooled teacher, chain axis first), of which the first
+    ``snapshots_taken`` are filled.
+
+    Frozen, and holding only tensors and plain data: :meth:`to_dict` is a checkpoint's layout
+    (format 2 of :mod:`gped_kit.engine.checkpoint`, readable with ``torch.load(weights_only=True)``)
+    and :meth:`from_dict` reads it back, so older checkpoints of that format load unchanged. The
+    tensors are the state's own copies; applying a state copies them into the engine again.
+    """
+
+    t: int
+    elapsed: float
+    history: list[dict[str, Any]]
+    teacher: TeacherRunState
+    students: tuple[StudentRunState, ...]
+    ensemble: EnsembleRunState
+    generators: dict[str, Any]
+    dropout_rng: Tensors
+    snapshots: torch.Tensor
+    snapshots_taken: int
+
+    @property
+    def pooled(self) -> bool:
+        """Whether a pooled teacher's run made this state (its generators hold every chain's)."""
+        return "chains" in self.generators
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as nested dicts and lists of tensors and plain data (the teacher's part under
+        ``"chain"``), in the order a checkpoint stores them."""
+        return {"t": self.t, "elapsed": self.elapsed, "history": self.history, "chain": self.teacher.to_dict(),
+                "students": [s.to_dict() for s in self.students], "ensemble": self.ensemble.to_dict(),
+                "generators": self.generators, "dropout_rng": self.dropout_rng, "snapshots": self.snapshots,
+                "snapshots_taken": self.snapshots_taken}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunState:
+        """The state :meth:`to_dict` gave (entries it does not know, e.g. a checkpoint's format and
+        fingerprint, are ignored); ``KeyError`` names a missing entry."""
+        return cls(t=int(d["t"]), elapsed=float(d["elapsed"]), history=list(d["history"]),
+                   teacher=TeacherRunState.from_dict(d["chain"]),
+                   students=tuple(StudentRunState.from_dict(s) for s in d["students"]),
+                   ensemble=EnsembleRunState.from_dict(d["ensemble"]), generators=dict(d["generators"]),
+                   dropout_rng=dict(d["dropout_rng"]), snapshots=d["snapshots"],
+                   snapshots_taken=int(d["snapshots_taken"]))
