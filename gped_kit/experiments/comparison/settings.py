@@ -4,6 +4,7 @@ the references and of the zero-MU baseline."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ...baselines.hydra import HydraConfig
@@ -71,35 +72,25 @@ class ComparisonSettings(OneThinningSettings):
                 raise TypeError(f"{name} must be a {kind.__name__}, got {type(config).__name__}")
 
 
+#: The CPU profile: one SGLD chain of T = 4,000 on all of MNIST, S = 20 snapshots, students every 2 steps, Hydra
+#: and the spiral with their defaults.
+DEFAULT = ComparisonSettings(num_iterations=4_000, burn_in=1_000, thinning=2, eval_thinning=50, log_every=500,
+                             checkpoint_every=1_000)
+
 PROFILES: dict[str, ComparisonSettings] = {
-    "default": ComparisonSettings(num_iterations=4_000, burn_in=1_000, thinning=2, eval_thinning=50, log_every=500,
-                                  checkpoint_every=1_000, model="fcnn", labelled_size=60_000, mask_size=0,
-                                  num_snapshots=20, perturb_std=0.3, derivative_weight=1.0,
-                                  hydra=HydraConfig(head_hidden=(100, 100), temperature=2.0, phase1_steps=1_000,
-                                                    phase2_steps=2_000, lr=1e-3),
-                                  spiral=SpiralSettings(data=SpiralConfig(labelled_size=1_000), num_iterations=6_000,
-                                                        burn_in=2_000, step_size=2e-4, num_snapshots=10, thinning=2,
-                                                        hydra=HydraConfig(phase1_steps=1_000, phase2_steps=2_000))),
-    "paper": ComparisonSettings(num_iterations=1_000_000, burn_in=None, thinning=10, eval_thinning=100,
-                                log_every=10_000, checkpoint_every=50_000, model="fcnn", labelled_size=60_000,
-                                mask_size=0, num_snapshots=50, perturb_std=0.3, derivative_weight=1.0,
-                                hydra=HydraConfig(head_hidden=(100, 100), temperature=2.0, phase1_steps=20_000,
-                                                  phase2_steps=60_000, lr=1e-3),
-                                spiral=SpiralSettings(data=SpiralConfig(labelled_size=1_000), num_iterations=100_000,
-                                                      burn_in=10_000, step_size=2e-4, num_snapshots=10, thinning=2,
-                                                      hydra=HydraConfig(phase1_steps=5_000, phase2_steps=20_000))),
+    "default": DEFAULT,
+    # Appendix A.2's chain (T = 10^6, H = 10), S = 50 snapshots, Hydra's paper budget, a long spiral chain.
+    "paper": dataclasses.replace(
+        DEFAULT, num_iterations=1_000_000, burn_in=None, thinning=10, eval_thinning=100, log_every=10_000,
+        checkpoint_every=50_000, num_snapshots=50, hydra=HydraConfig(phase1_steps=20_000, phase2_steps=60_000),
+        spiral=dataclasses.replace(DEFAULT.spiral, num_iterations=100_000, burn_in=10_000,
+                                   hydra=HydraConfig(phase1_steps=5_000, phase2_steps=20_000))),
     # A teacher near the paper's on a CPU (issue 28): four pooled BAOA chains of 16,000 steps with a
     # cyclical step size (paper.long_sampler); S = 5 snapshots per chain (20 in all, as the default's);
     # GPED's students take (16,000 x 0.3) / H = 2,400 updates, and Hydra the same 2,400 steps (800 + 1,600).
-    "long": ComparisonSettings(num_iterations=16_000, burn_in=1_000, thinning=2, eval_thinning=50, log_every=2_000,
-                               checkpoint_every=2_000, sampler=long_sampler(16_000), num_chains=LONG_NUM_CHAINS,
-                               model="fcnn", labelled_size=60_000, mask_size=0, num_snapshots=5, perturb_std=0.3,
-                               derivative_weight=1.0,
-                               hydra=HydraConfig(head_hidden=(100, 100), temperature=2.0, phase1_steps=800,
-                                                 phase2_steps=1_600, lr=1e-3),
-                               spiral=SpiralSettings(data=SpiralConfig(labelled_size=1_000), num_iterations=6_000,
-                                                     burn_in=2_000, step_size=2e-4, num_snapshots=10, thinning=2,
-                                                     hydra=HydraConfig(phase1_steps=1_000, phase2_steps=2_000))),
+    "long": dataclasses.replace(DEFAULT, num_iterations=16_000, log_every=2_000, checkpoint_every=2_000,
+                                sampler=long_sampler(16_000), num_chains=LONG_NUM_CHAINS, num_snapshots=5,
+                                hydra=HydraConfig(phase1_steps=800, phase2_steps=1_600)),
 }
 #: Evaluation sets of the MNIST comparison: the MNIST test set rotated by 60 degrees (labelled; a
 #: rotated set like the Hydra paper's Table 1 row "MNIST (rotated)", not its "MNIST (shifted)"

@@ -171,50 +171,42 @@ class Experiment3Settings(ChainSettings):
 _PAPER_K = {"cnn_mnist": (0.5, 1.0, 2.0, 3.0, 4.0), "fcnn": (0.5, 1.0, 2.0, 3.0, 4.0, 5.0),
             "cnn_cifar10": (0.5, 1.0, 2.0, 3.0, 4.0)}
 
+#: CPU, minutes: CNN-MNIST and FCNN (CIFAR-10 reports missing data here), a short chain (T = 2,200 with the
+#: paper's B = 1,000 and students every H = 2 steps: 600 student steps), a 3 x 3 grid, three lambdas. The lambda
+#: grid is shifted up one decade from the paper's (1e-4 ... 1e-2 instead of ... 1e-3) because 600 steps give the
+#: penalty little time to drive groups to zero. Fine-tuning: one teacher epoch (300 student steps). Figures:
+#: predictive students give Figures 2, 6 (CNN-MNIST) and 8, 9 (FCNN); the expected-entropy Figures 7 and 10 need
+#: targets=("predictive", "entropy"), which the default leaves out to keep the CPU run short (the notebook says
+#: why each missing figure is missing).
+DEFAULT = Experiment3Settings(
+    models=("cnn_mnist", "fcnn", "cnn_cifar10"), targets=("predictive",),
+    num_iterations=2_200, burn_in=1_000, predictive_thinning=2, entropy_thinning=2, eval_thinning=50,
+    log_every=400, checkpoint_every=1_100, scale_step_size=False,
+    k1_values=(0.5, 1.0, 2.0), k2_values=(0.5, 1.0, 2.0), reg_weights=(1e-4, 1e-3, 1e-2),
+    search=SearchSettings(prune_eps=1e-3, prune_criterion="max_abs", finetune_epochs=1.0, finetune_lr=None,
+                          finetune_lr_halving_epochs=None, latency_batch_size=100, latency_repeats=20))
+#: The paper's widths per model and lambda grid (Appendix A.2). The paper does not list its K values. Per model:
+#: CNNs 0.5 ... 4 (K = 4 x 4 is 15.6x (CNN-MNIST) / 15.9x (CIFAR-10) the base student's parameters, beyond the
+#: paper's best CNN students at 6.6x and 4.7-5.4x); FCNN 0.5 ... 5, because the paper's best FCNN student has about
+#: 9.9x the base's parameters and 10x its FLOPs (Figures 8 and 9), beyond K = 4 x 4 (8.0x): K1 x K2 = 5 x 4 is
+#: 10.0x / 10.0x, and the group l1/l2 students start from 5 x 5 (11.7x) and prune back.
+PAPER_GRID = {"k1_values": tuple(_PAPER_K.items()), "k2_values": tuple(_PAPER_K.items()),
+              "reg_weights": (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3)}
+
 PROFILES: dict[str, Experiment3Settings] = {
-    # CPU, minutes: CNN-MNIST and FCNN (CIFAR-10 reports missing data here), a short chain
-    # (T = 2,200 with the paper's B = 1,000 and students every H = 2 steps: 600 student
-    # steps), a 3 x 3 grid, three lambdas. The lambda grid is shifted up one decade from the
-    # paper's (1e-4 ... 1e-2 instead of ... 1e-3) because 600 steps give the penalty little
-    # time to drive groups to zero. Fine-tuning: one teacher epoch (300 student steps).
-    # Figures: predictive students give Figures 2, 6 (CNN-MNIST) and 8, 9 (FCNN); the
-    # expected-entropy Figures 7 and 10 need targets=("predictive", "entropy"), which the
-    # default leaves out to keep the CPU run short (the notebook says why each missing figure
-    # is missing).
-    "default": Experiment3Settings(
-        models=("cnn_mnist", "fcnn", "cnn_cifar10"), targets=("predictive",),
-        num_iterations=2_200, burn_in=1_000, predictive_thinning=2, entropy_thinning=2, eval_thinning=50,
-        log_every=400, checkpoint_every=1_100, scale_step_size=False,
-        k1_values=(0.5, 1.0, 2.0), k2_values=(0.5, 1.0, 2.0), reg_weights=(1e-4, 1e-3, 1e-2),
-        search=SearchSettings(prune_eps=1e-3, prune_criterion="max_abs", finetune_epochs=1.0, finetune_lr=None,
-                              finetune_lr_halving_epochs=None, latency_batch_size=100, latency_repeats=20)),
-    # Appendix A.2 on a GPU: T = 10^6, the paper's B per model, H = 100 (predictive) / 10
-    # (entropy), lambda on the paper's log grid 1e-8 ... 1e-3, epsilon = 1e-3, fine-tuning
-    # 600 (MNIST) / 800 (CIFAR-10) epochs (None = the paper's value per model). The paper does
-    # not list its K values. Per model: CNNs 0.5 ... 4 (K = 4 x 4 is 15.6x (CNN-MNIST) / 15.9x
-    # (CIFAR-10) the base student's parameters, beyond the paper's best CNN students at 6.6x and
-    # 4.7-5.4x); FCNN 0.5 ... 5, because the paper's best FCNN student has about 9.9x the base's
-    # parameters and 10x its FLOPs (Figures 8 and 9), beyond K = 4 x 4 (8.0x): K1 x K2 = 5 x 4
-    # is 10.0x / 10.0x, and the group l1/l2 students start from 5 x 5 (11.7x) and prune back.
-    "paper": Experiment3Settings(
-        models=("cnn_mnist", "fcnn", "cnn_cifar10"), targets=("predictive", "entropy"),
-        num_iterations=1_000_000, burn_in=None, predictive_thinning=100, entropy_thinning=10, eval_thinning=100,
-        log_every=10_000, checkpoint_every=50_000, scale_step_size=False,
-        k1_values=tuple(_PAPER_K.items()), k2_values=tuple(_PAPER_K.items()),
-        reg_weights=(1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3),
-        search=SearchSettings(prune_eps=1e-3, prune_criterion="max_abs", finetune_epochs=None, finetune_lr=None,
-                              finetune_lr_halving_epochs=None, latency_batch_size=100, latency_repeats=50)),
+    "default": DEFAULT,
+    # Appendix A.2 on a GPU: T = 10^6, the paper's B per model, H = 100 (predictive) / 10 (entropy), the paper's
+    # grid, epsilon = 1e-3, fine-tuning 600 (MNIST) / 800 (CIFAR-10) epochs (None = the paper's value per model).
+    "paper": dataclasses.replace(
+        DEFAULT, targets=("predictive", "entropy"), num_iterations=1_000_000, burn_in=None, predictive_thinning=100,
+        entropy_thinning=10, eval_thinning=100, log_every=10_000, checkpoint_every=50_000, **PAPER_GRID,
+        search=dataclasses.replace(DEFAULT.search, finetune_epochs=None, latency_repeats=50)),
     # A teacher near the paper's on a CPU (issue 28): four pooled BAOA chains of 16,000 steps with a
     # cyclical step size (paper.long_sampler), students every H = 2 kept steps (2,400 updates), the
     # paper's widths (CNNs up to 4, FCNN up to 5) and lambda grid 1e-8 ... 1e-3; fine-tuning as the
     # paper's (the lr restarted at 1e-4 FCNN / 1e-3 CNN on the U_o companion's targets, pruning masks
     # kept) for 3 teacher epochs instead of 600.
-    "long": Experiment3Settings(
-        models=("cnn_mnist", "fcnn", "cnn_cifar10"), targets=("predictive",),
-        num_iterations=16_000, burn_in=1_000, predictive_thinning=2, entropy_thinning=2, eval_thinning=50,
-        log_every=2_000, checkpoint_every=2_000, scale_step_size=False, sampler=long_sampler(16_000),
-        num_chains=LONG_NUM_CHAINS, k1_values=tuple(_PAPER_K.items()), k2_values=tuple(_PAPER_K.items()),
-        reg_weights=(1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3),
-        search=SearchSettings(prune_eps=1e-3, prune_criterion="max_abs", finetune_epochs=3.0, finetune_lr=None,
-                              finetune_lr_halving_epochs=None, latency_batch_size=100, latency_repeats=20)),
+    "long": dataclasses.replace(
+        DEFAULT, num_iterations=16_000, log_every=2_000, checkpoint_every=2_000, sampler=long_sampler(16_000),
+        num_chains=LONG_NUM_CHAINS, **PAPER_GRID, search=dataclasses.replace(DEFAULT.search, finetune_epochs=3.0)),
 }
