@@ -262,11 +262,14 @@ def test_memory_report_counts_shared_data_once():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_batched_loop_has_no_host_synchronisation():
-    specs = chains(3, device="cuda")
-    engine = GPEDEngine(specs)
+    assert_steps_without_host_sync(GPEDEngine(chains(3, device="cuda")))
+
+
+def assert_steps_without_host_sync(engine: GPEDEngine) -> None:
+    """The steps between two log points of a CUDA engine synchronise with the host nowhere (torch raises)."""
     torch.cuda.set_sync_debug_mode("error")
     try:
-        for _ in range(engine.config.log_every - 1):  # the steps between two log points
+        for _ in range(engine.config.log_every - 1):
             engine.step()
     finally:
         torch.cuda.set_sync_debug_mode(0)

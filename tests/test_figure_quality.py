@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from figure_checks import figure_defects  # noqa: E402
+from test_plots import synthetic_logreg_result  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
 from gped_kit.core.likelihoods import RegressionMoments  # noqa: E402
@@ -302,34 +303,18 @@ def online_vs_batch():
                                              ylabel="KL(p_MC || student)", title="MoG")
 
 
-def _logreg_result() -> ToyResult:
-    rng = np.random.default_rng(0)
-    students = [(m, loss, g) for m in ("batch", "online") for loss in ("cross_entropy", "derivative_square_error")
-                for g in ("resample", "perturb", "noise")]
-    table = pd.DataFrame(students, columns=["mode", "loss", "generator"]).assign(
-        mean_kl_test=rng.uniform(1e-4, 1e-1, len(students)), memory_bytes=[8e4 if s[0] == "batch" else 2e3
-                                                                          for s in students],
-        num_samples=1000)
-    axis = np.linspace(-6, 6, 7)
-    arrays = {"grid_axis": axis, "mc_grid": rng.uniform(0, 1, (7, 7)),
-              "student_weights": rng.normal(size=(len(students), 10, 2)),
-              "student_grids": rng.uniform(0, 1, (len(students), 7, 7)), "bag_subsample": rng.normal(size=(200, 2)),
-              "data_x": rng.normal(size=(24, 2)), "data_y": np.arange(24) % 2}
-    return ToyResult(table, arrays, {})
-
-
 def online_vs_batch_by_loss():
-    table = _logreg_result().table
+    table = synthetic_logreg_result(("resample", "perturb", "noise")).table
     return thesis_plots.plot_online_vs_batch(table[table["generator"] == "noise"].assign(num_data=100), "mean_kl_test",
                                              "loss", hue=("generator",))
 
 
 def logreg_figure():
-    return thesis_plots.plot_logreg(_logreg_result(), "noise")
+    return thesis_plots.plot_logreg(synthetic_logreg_result(("resample", "perturb", "noise")), "noise")
 
 
 def generators_figure():
-    return thesis_plots.plot_generators(_logreg_result().table, "mean_kl_test")
+    return thesis_plots.plot_generators(synthetic_logreg_result(("resample", "perturb", "noise")).table, "mean_kl_test")
 
 
 #: Every figure function of the library -> the cases that draw it.

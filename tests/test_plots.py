@@ -252,12 +252,15 @@ def test_uncertainty_maps_have_titles_ticks_one_colour_bar_per_column_and_a_lege
     plt.close(fig)
 
 
-def _logreg_result() -> ToyResult:
+def synthetic_logreg_result(generators: tuple[str, ...] = ("resample", "noise")) -> ToyResult:
+    """A made-up logistic-regression toy result in the shape of :func:`gped_kit.toys.run_logreg`'s: batch and
+    online students of both losses and ``generators``, with memory and sample counts, and the figures' arrays."""
     rng = np.random.default_rng(0)
     students = [(m, loss, g) for m in ("batch", "online") for loss in ("cross_entropy", "derivative_square_error")
-                for g in ("resample", "noise")]
+                for g in generators]
     table = pd.DataFrame(students, columns=["mode", "loss", "generator"]).assign(
-        mean_kl_test=rng.uniform(1e-4, 1e-1, len(students)))
+        mean_kl_test=rng.uniform(1e-4, 1e-1, len(students)),
+        memory_bytes=[8e4 if s[0] == "batch" else 2e3 for s in students], num_samples=1000)
     axis = np.linspace(-6, 6, 7)
     arrays = {"grid_axis": axis, "mc_grid": rng.uniform(0, 1, (7, 7)),
               "student_weights": rng.normal(size=(len(students), 10, 2)),
@@ -267,14 +270,14 @@ def _logreg_result() -> ToyResult:
 
 
 def test_thesis_logreg_panels_align_and_the_generator_figure_draws_dots_not_bars():
-    fig = thesis_plots.plot_logreg(_logreg_result(), "noise")
+    fig = thesis_plots.plot_logreg(synthetic_logreg_result(), "noise")
     fig.canvas.draw()
     top, bottom = fig.axes[:5], fig.axes[5:10]
     for a, b in zip(top, bottom):  # the panels of a column share their horizontal extent
         pa, pb = a.get_position(), b.get_position()
         assert abs(pa.x0 - pb.x0) < 0.01 and abs(pa.x1 - pb.x1) < 0.01
     plt.close(fig)
-    fig = thesis_plots.plot_generators(_logreg_result().table)
+    fig = thesis_plots.plot_generators(synthetic_logreg_result().table)
     ax = fig.axes[0]
     assert ax.get_yscale() == "log" and len(ax.patches) == 0  # no bars on a log axis
     assert len([line for line in ax.lines if line.get_marker() in ("o", "s")]) == 4

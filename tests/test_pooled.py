@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 import torch
-from test_batching import STUDENTS, assert_steps_read_nothing_back, make_data
+from test_batching import STUDENTS, assert_steps_read_nothing_back, assert_steps_without_host_sync, make_data
 from test_regression import MomentsStudent, linear_regression_data
 from torch import nn
 from torch.func import functional_call
@@ -376,13 +376,7 @@ def test_pooled_step_reads_nothing_back_from_the_device(monkeypatch):
 def test_cuda_pooled_loop_has_no_host_synchronisation():
     students = STUDENTS + (StudentConfig("predictive", "U_s", thinning=2, batch_size=20, derivative_weight=0.5,
                                          name="dm"),)
-    engine = GPEDEngine([pooled_spec(3, students, device="cuda")])
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(engine.config.log_every - 1):  # the steps between two log points
-            engine.step()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
+    assert_steps_without_host_sync(GPEDEngine([pooled_spec(3, students, device="cuda")]))
 
 
 def test_distill_runs_a_pooled_teacher_like_a_single_chain():
