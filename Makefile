@@ -24,6 +24,9 @@ PROFILE            ?= default
 OUTPUT_DIR         ?= outputs/notebooks/$(PROFILE)
 BATCH_ARGS         ?=
 PYTEST_ARGS        ?=
+# make test runs pytest in this many worker processes (pytest-xdist; "auto": one per core), each with one
+# torch thread: most tests are short and Python-bound, so two workers on two cores take about half the time.
+PYTEST_WORKERS     ?= auto
 NBVAL_ARGS         ?=
 NBVAL_CELL_TIMEOUT ?= 2700
 # make figures PROFILE=all: every profile each notebook shows (cpu30, seeds, long, pooling; default last), hours
@@ -117,7 +120,8 @@ $(SLOW_STAMP): pyproject.toml $(STAMP)
 # the test leaves the working tree as it found it: what the notebooks write (figures, tables, store
 # entries recomputed after a change to the numerics) lands in the scratch tree, which is removed.
 test: venv
-	$(HEADLESS) $(VENV_PY) -m pytest -m "not paper_profile and not slow" $(PYTEST_ARGS)
+	$(HEADLESS) OMP_NUM_THREADS=1 $(VENV_PY) -m pytest -m "not paper_profile and not slow" -n $(PYTEST_WORKERS) \
+	  $(PYTEST_ARGS)
 ifneq ($(strip $(NOTEBOOKS)),)
 	@scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/gped-nbval.XXXXXX") && \
 	mkdir -p results figures && cp -r notebooks results figures "$$scratch/" && \

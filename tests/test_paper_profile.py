@@ -54,7 +54,8 @@ from pathlib import Path
 import pytest
 
 from gped_kit.cli.executors import LocalPapermillExecutor, NotebookRun, default_kernel_name
-from gped_kit.experiments.registry import NOTEBOOKS, Notebook, absent_datasets
+from gped_kit.experiments.frame import Experiment, absent_datasets
+from gped_kit.experiments.registry import NOTEBOOKS
 from gped_kit.experiments.store import ResultsStore
 
 pytestmark = pytest.mark.paper_profile
@@ -74,7 +75,7 @@ def scratch(tmp_path_factory) -> Path:
     return root
 
 
-def run_paper(scratch: Path, entry: Notebook) -> str:
+def run_paper(scratch: Path, entry: Experiment) -> str:
     """Execute the notebook with profile="paper" and its scaled counts; the text of its outputs."""
     parameters = {"profile": "paper", "results_dir": str(scratch / "results"),
                   "figures_dir": str(scratch / "figures"), **entry.scaled_paper}
@@ -94,7 +95,7 @@ def run_paper(scratch: Path, entry: Notebook) -> str:
 
 
 @pytest.mark.parametrize("entry", PAPER, ids=lambda entry: entry.name)
-def test_paper_profile(scratch: Path, entry: Notebook) -> None:
+def test_paper_profile(scratch: Path, entry: Experiment) -> None:
     text = run_paper(scratch, entry)
     absent = absent_datasets()
     settings = entry.settings("paper", entry.scaled_paper)
