@@ -15,7 +15,6 @@ from gped_kit.core.samplers import SAMPLERS
 from gped_kit.core.sghmc import SGHMCConfig
 from gped_kit.core.sgld import SGLDConfig, sgld_update_, stationary_variance
 from gped_kit.engine import GPEDConfig, GPEDEngine
-from gped_kit.engine import steps as engine_steps
 from gped_kit.engine.config import kept_phases, snapshot_steps, student_updates
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
@@ -168,13 +167,13 @@ def test_only_sampling_phase_steps_accumulate_distil_and_snapshot(monkeypatch):
     assert set(snapshot_steps(config)) <= set(kept)
     # the teacher's step gets the schedule's factors at every t
     seen = []
-    original = engine_steps.teacher_step
+    original = type(config.sampler).update_
 
-    def recording(*args, scales, **kwargs):
+    def recording(self, params, state, grads, noise, coefficients, scales):
         seen.append(scales)
-        return original(*args, scales=scales, **kwargs)
+        return original(self, params, state, grads, noise, coefficients, scales)
 
-    monkeypatch.setattr(engine_steps, "teacher_step", recording)
+    monkeypatch.setattr(type(config.sampler), "update_", recording)
     run_engine(engine)
     assert seen == [config.sampler.scales(t) for t in range(60)]
     assert engine.ensemble_count == len([t for t in kept if t % 3 == 0])

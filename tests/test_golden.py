@@ -38,7 +38,7 @@ from golden_probes import PROBES, run_probe
 
 from gped_kit.core import sgld
 from gped_kit.data import experiment
-from gped_kit.engine import steps
+from gped_kit.engine import engine
 from gped_kit.experiments import numerics
 
 #: numpy ``isclose`` tolerances of the golden values, for the values on no discrete grid (``value``) and on one
@@ -160,8 +160,8 @@ def test_a_changed_numeric_is_caught(change, tmp_path, monkeypatch):
         monkeypatch.setattr(sgld.SGLDConfig, "coefficients",
                             lambda self, n: (*coefficients(self, n)[:2], coefficients(self, n)[2] * 1.01))
     elif change == "adam_eps":
-        update = steps.adam_update_
-        monkeypatch.setattr(steps, "adam_update_", lambda *args, **kwargs: update(*args, **kwargs, eps=1e-6))
+        update = engine.adam_update_
+        monkeypatch.setattr(engine, "adam_update_", lambda *args, **kwargs: update(*args, **kwargs, eps=1e-6))
     else:
         mask = experiment.apply_square_mask
         monkeypatch.setattr(experiment, "apply_square_mask", lambda images, size, seed: mask(images, size - 1, seed))

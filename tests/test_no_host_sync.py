@@ -274,8 +274,9 @@ def test_step_path_has_no_host_synchronisation():
     functions, findings = step_path_findings(index)
     names = {q for _, q in functions}
     # the walk reaches what a step runs (a check that it follows the calls at all)
-    assert START in functions and {"teacher_step", "distill_step", "ensemble_step", "estimator_update_",
-                                   "adam_update_", "ChainStreams.sgld_noise", "ChainSets.gather"} <= names, names
+    assert START in functions and {"teacher_gradients", "distill_gradients", "ensemble_step",
+                                   "estimator_update_", "adam_update_", "units", "FlatLayout.gather_",
+                                   "ChainStreams.sgld_noise", "ChainSets.gather"} <= names, names
     assert any(q.endswith(".update_") for q in names) and any(q.endswith(".forward") for q in names)
     assert "GPEDEngine.log" not in names and "GPEDEngine.results" not in names  # log points are not on it
     known = {k: [f for f in findings if (f.file, f.function, f.kind) == k] for k in KNOWN}
@@ -365,7 +366,7 @@ def test_checker_reads_typed_attributes_of_self():
 
 def test_checker_catches_an_item_inserted_deep_in_the_real_step_path():
     """The real kit with one line inserted in the SGLD update (reached from GPEDEngine.step through
-    teacher_step -> SamplerConfig.update_ -> sgld_update_): the test would fail, naming it."""
+    GPEDEngine.teacher_step -> SamplerConfig.update_ -> sgld_update_): the test would fail, naming it."""
     path = "gped_kit/core/sgld.py"
     source = (ROOT / path).read_text()
     node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "sgld_update_")

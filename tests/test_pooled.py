@@ -174,7 +174,7 @@ def test_students_learn_from_every_chain_at_each_distillation_step(monkeypatch):
     spec = pooled_spec(3)
     engine = GPEDEngine([spec])
     calls = []
-    distill, update = engine_steps.pooled_distill_step, engine_steps.student_update
+    distill, update = engine_steps.pooled_distill_gradients, engine_steps.student_gradients
 
     def recording_distill(state, x, index, stats, *args, fns, **kwargs):
         calls.append(dict(x=x.clone(), index=index.clone(), stats=stats.clone(), fns=fns,
@@ -185,8 +185,8 @@ def test_students_learn_from_every_chain_at_each_distillation_step(monkeypatch):
         calls[-1]["target_hat"] = target_hat.clone()
         return update(state, x, target_hat, *args, **kwargs)
 
-    monkeypatch.setattr(engine_steps, "pooled_distill_step", recording_distill)
-    monkeypatch.setattr(engine_steps, "student_update", recording_update)
+    monkeypatch.setattr(engine_steps, "pooled_distill_gradients", recording_distill)
+    monkeypatch.setattr(engine_steps, "student_gradients", recording_update)
     run_engine(engine)
     assert len(calls) == sum(engine.adam_steps)
     sums = [torch.zeros_like(s.store.sums) for s in engine.students]

@@ -20,6 +20,8 @@ from typing import NamedTuple
 
 import torch
 
+from .flat import units
+
 BETAS = (0.9, 0.999)
 EPS = 1e-8
 
@@ -52,13 +54,13 @@ def adam_update_(params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor]
     ``lr`` is a 0-d tensor (per chain under vmap); ``correction1``/``correction2_sqrt`` come from
     :func:`bias_corrections` for this update's step number. ``grads`` are used as scratch space
     (overwritten), so the update allocates nothing and uses only operations that ``vmap``
-    batches natively.
+    batches natively. The mappings may instead be :class:`~gped_kit.core.flat.FlatTensors` of K
+    chains (``lr`` then of shape (K, 1)): the same operations, once over each whole buffer.
     """
     beta1, beta2 = betas
     neg_step = lr / (-correction1)
     with torch.no_grad():
-        for name, theta in params.items():
-            grad, m, v = grads[name], state.exp_avg[name], state.exp_avg_sq[name]
+        for theta, grad, m, v in units(params, grads, state.exp_avg, state.exp_avg_sq):
             m.mul_(beta1).add_(grad, alpha=1 - beta1)
             v.mul_(beta2).add_(grad.mul_(grad), alpha=1 - beta2)
             step = grad.copy_(v).sqrt_().div_(correction2_sqrt).add_(eps)  # the denominator, in grad's memory

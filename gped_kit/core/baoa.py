@@ -20,7 +20,8 @@ from typing import ClassVar
 
 import torch
 
-from .sampler import MomentumSamplerConfig, SamplerName, momentum_key
+from .flat import units
+from .sampler import MomentumSamplerConfig, SamplerName, momenta
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,7 @@ class BAOAConfig(MomentumSamplerConfig):
         noise_scale = (temperature * -math.expm1(-2.0 * gamma * epsilon)).sqrt() * self.sigma
         drift = 0.5 * epsilon * self.sigma ** -2
         with torch.no_grad():
-            for name, theta in params.items():
-                grad, m, xi = nll_grads[name], state[momentum_key(name)], noise[name]
+            for theta, grad, m, xi in units(params, nll_grads, momenta(params, state), noise):
                 grad.add_(theta * prior)
                 m.add_(grad, alpha=-epsilon)
                 theta.add_(m, alpha=drift)

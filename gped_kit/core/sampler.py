@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import torch
 
@@ -265,3 +265,15 @@ class MomentumSamplerConfig(SamplerConfig):
 def momentum_key(name: str) -> str:
     """The sampler-state key of the momentum of parameter ``name``."""
     return f"m:{name}"
+
+
+#: The sampler-state key of the momenta as one :class:`~gped_kit.core.flat.FlatTensors` (the
+#: engine's flat buffers; the per-parameter keys then hold views into it).
+FLAT_MOMENTA = "m:*"
+
+
+def momenta(params: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+    """The momenta of ``params`` in ``state``: its flat buffer when it holds one (``FLAT_MOMENTA``),
+    otherwise ``name -> state["m:<name>"]``."""
+    flat = state.get(FLAT_MOMENTA)
+    return flat if flat is not None else {k: state[momentum_key(k)] for k in params}

@@ -20,7 +20,8 @@ from typing import ClassVar
 
 import torch
 
-from .sampler import MomentumSamplerConfig, SamplerName, momentum_key
+from .flat import units
+from .sampler import MomentumSamplerConfig, SamplerName, momenta
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,7 @@ def sghmc_update_(params: dict[str, torch.Tensor], state: dict[str, torch.Tensor
     noise_scale = (temperature * epsilon * (2.0 * alpha - temperature * (epsilon * beta))).sqrt()
     decay = 1.0 - epsilon * precision * (alpha if friction is None else friction)
     with torch.no_grad():
-        for name, theta in params.items():
-            grad, m, xi = nll_grads[name], state[momentum_key(name)], noise[name]
+        for theta, grad, m, xi in units(params, nll_grads, momenta(params, state), noise):
             grad.add_(theta * prior)  # -grad log_post = g + (tau / N) theta
             theta.add_(m, alpha=epsilon * precision)
             m.mul_(decay).add_(grad, alpha=-epsilon).add_(xi.mul_(noise_scale))

@@ -35,6 +35,7 @@ from typing import ClassVar
 
 import torch
 
+from .flat import units
 from .sampler import SamplerConfig, SamplerName
 
 #: Number of per-chain coefficients :func:`sgld_update_` takes: (tau / N, -eta N / 2, sqrt(eta)).
@@ -80,8 +81,11 @@ class SGLDConfig(SamplerConfig):
     def update_(self, params: dict[str, torch.Tensor], state: dict[str, torch.Tensor],
                 nll_grads: dict[str, torch.Tensor], noise: dict[str, torch.Tensor], coefficients: torch.Tensor,
                 scales: tuple[float, ...]) -> None:
-        """One step of Eq. 7 in place (:func:`sgld_update_`); ``state`` is unused."""
-        sgld_update_(params.values(), (nll_grads[k] for k in params), (noise[k] for k in params), coefficients,
+        """One step of Eq. 7 in place (:func:`sgld_update_`); ``state`` is unused. The mappings are
+        per-parameter tensors, or :class:`~gped_kit.core.flat.FlatTensors` of K chains (one update
+        over each whole buffer; ``coefficients`` then of shape (3, K, 1))."""
+        operands = units(params, nll_grads, noise)
+        sgld_update_([o[0] for o in operands], [o[1] for o in operands], [o[2] for o in operands], coefficients,
                      scales)
 
 

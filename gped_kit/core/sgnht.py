@@ -20,7 +20,8 @@ from typing import ClassVar
 
 import torch
 
-from .sampler import MomentumSamplerConfig, SamplerName, momentum_key
+from .flat import FlatTensors, sum_per_chain
+from .sampler import MomentumSamplerConfig, SamplerName, momenta
 from .sghmc import sghmc_update_
 
 #: The sampler-state key of the thermostat xi.
@@ -48,8 +49,10 @@ class SGNHTConfig(MomentumSamplerConfig):
         epsilon = scales[0]
         xi = state[THERMOSTAT_KEY]
         with torch.no_grad():
-            momenta = [state[momentum_key(k)] for k in params]
-            kinetic = sum((m * m).sum() for m in momenta) / sum(m.numel() for m in momenta)
+            moms = momenta(params, state)
+            chain_axis = isinstance(moms, FlatTensors)  # (K, 1) sums, one per chain, from the per-parameter views
+            kinetic = (sum(sum_per_chain(m * m, chain_axis) for m in moms.values())
+                       / sum(m[0].numel() if chain_axis else m.numel() for m in moms.values()))
             xi_next = xi + epsilon * (kinetic * self.sigma ** -2 - coefficients[1])
         sghmc_update_(params, state, nll_grads, noise, coefficients, epsilon, self.alpha, self.beta, self.sigma,
                       friction=xi)

@@ -63,7 +63,7 @@ import pandas as pd
 import torch
 from torch.func import functional_call, vmap
 
-from ..core.adam import bias_corrections
+from ..core.adam import adam_update_, bias_corrections
 from ..core.autodiff import Autodiff
 from ..core.estimators import estimates, estimator_init
 from ..core.options import InputGenerator, StepSchedule
@@ -86,8 +86,11 @@ from .state import (
     TeacherRunState,
     chain_view,
     flat,
+    flatten_chain_,
+    flatten_student_,
     init_chain_state,
     init_student_state,
+    noise_into_layout_,
     stack_trees,
     tree_leaves,
 )
@@ -270,6 +273,8 @@ class GPEDEngine:
                 store = estimator_init(sc.estimator, c.num_distill, sc.out_dim, self.device)
                 states.append(init_student_state(*c.initial[1 + j], sc.config.lr, store))
             self.students.append(stack_trees(states))
+        # each slot's parameters and Adam moments as flat (R, P) buffers: an Adam step is a few kernels
+        self._student_buffers = [flatten_student_(s) for s in self.students]
         self.lr_values = [[c.students[j].config.lr for c in chains] for j in range(len(ref.students))]
         self.adam_steps = [0] * len(ref.students)
         self.steps_since_log = [0] * len(ref.students)
@@ -293,6 +298,8 @@ class GPEDEngine:
             n = p[0].numel()
             self._noise[name] = self._noise_flat[:, offset:offset + n].view(p.shape)
             offset += n
+        # the chains' parameters and momenta as flat (K, P) buffers: a sampler step is a few kernels
+        self._teacher_buffers = flatten_chain_(self.chain, self._noise_flat)
         self._group_idx = {key: torch.empty(self.num_runs, key.batch_size, dtype=torch.long, device=self.device)
                            for key in ref.groups}
         self.streams = ChainStreams(self.chain_seeds, list(ref.groups), self.device,
@@ -368,15 +375,19 @@ class GPEDEngine:
         self.streams.teacher_indices(self._idx, self.train_sets.sizes)
         self.streams.sgld_noise(self._noise_flat)
         x, y = self.train_sets.gather(self._idx)
-        noise = {k: self._one(v) for k, v in self._noise.items()}
-        step = functools.partial(steps.teacher_step, fns=self.teacher_fns, scales=self.config.sampler.scales(t),
-                                 autodiff=self.autodiff)
-        self._map(step, (0, 0, 0, 0))(chain, self._one(x), self._one(y), noise)
+        fn = functools.partial(steps.teacher_gradients, fns=self.teacher_fns, autodiff=self.autodiff)
+        grads = self._map(fn, (0, 0, 0))(chain, self._one(x), self._one(y))
+        buffers = self._teacher_buffers
+        buffers.params.layout.gather_(buffers.grads, grads, chain_axis=self.batched)
+        noise_into_layout_(buffers, self._noise_flat)
+        self.config.sampler.update_(buffers.params, buffers.sampler, buffers.grads, buffers.noise,
+                                    buffers.coefficients, self.config.sampler.scales(t))
         self.steps_in_nll_sum += 1
 
     def take_snapshot(self, index: int) -> None:
         """Keep every chain's current sample as snapshot ``index`` (``GPEDConfig.num_snapshots``)."""
-        self.snapshots[:, index] = flat(self.chain.params)
+        theta = self._teacher_buffers.params
+        self.snapshots[:, index] = theta.flat if theta.layout.logical else flat(self.chain.params)
         self.snapshots_taken = index + 1
 
     def accumulate(self) -> None:
@@ -439,16 +450,14 @@ class GPEDEngine:
             stats = self._map(fn, (0, 0, 0))(chain.params, chain.buffers, self._one(x))
         for j in self.chains[0].groups[key]:
             self._set_lr(j, t)
-            self.adam_steps[j] += 1
-            step = functools.partial(steps.distill_step, fns=self.student_fns[j],
-                                     corrections=bias_corrections(self.adam_steps[j]), autodiff=self.autodiff)
+            step = functools.partial(steps.distill_gradients, fns=self.student_fns[j], autodiff=self.autodiff)
             if projection is None:
                 fn = functools.partial(step, projection=None, teacher_grad=None)
-                self._map(fn, (0, 0, 0, 0))(students[j], self._one(x), self._one(idx), stats)
+                grads = self._map(fn, (0, 0, 0, 0))(students[j], self._one(x), self._one(idx), stats)
             else:
-                self._map(step, (0, 0, 0, 0, 0, 0))(students[j], self._one(x), self._one(idx), stats,
-                                                     self._one(projection), teacher_grad)
-            self.steps_since_log[j] += 1
+                grads = self._map(step, (0, 0, 0, 0, 0, 0))(students[j], self._one(x), self._one(idx), stats,
+                                                             self._one(projection), teacher_grad)
+            self._adam_step(j, grads, chain_axis=self.students_batched)
 
     def _teacher_on_inputs(self, fn: Callable, *shared: torch.Tensor) -> Any:
         """``fn(params, buffers, *shared)`` for every teacher chain on the same inputs, with a leading
@@ -480,11 +489,18 @@ class GPEDEngine:
             stats = self._teacher_on_inputs(functools.partial(steps.teacher_statistics, fns=self.teacher_fns), x)
         for j in self.chains[0].groups[key]:
             self._set_lr(j, t)
-            self.adam_steps[j] += 1
-            steps.pooled_distill_step(students[j], x, idx, stats, projection, teacher_grad, fns=self.student_fns[j],
-                                      corrections=bias_corrections(self.adam_steps[j]),
-                                      autodiff=self.student_autodiff)
-            self.steps_since_log[j] += 1
+            grads = steps.pooled_distill_gradients(students[j], x, idx, stats, projection, teacher_grad,
+                                                   fns=self.student_fns[j], autodiff=self.student_autodiff)
+            self._adam_step(j, grads, chain_axis=False)
+
+    def _adam_step(self, j: int, grads: dict[str, torch.Tensor], chain_axis: bool) -> None:
+        """Student slot ``j``'s Adam step for every run, once over its flat buffers, from the
+        gradients ``grads`` (with a leading run axis when ``chain_axis``; one run's otherwise)."""
+        buffers = self._student_buffers[j]
+        buffers.params.layout.gather_(buffers.grads, grads, chain_axis=chain_axis)
+        self.adam_steps[j] += 1
+        adam_update_(buffers.params, buffers.grads, buffers.adam, buffers.lr, *bias_corrections(self.adam_steps[j]))
+        self.steps_since_log[j] += 1
 
     def _set_lr(self, j: int, t: int) -> None:
         """Each chain's learning rate of student slot ``j`` at step t (Appendix A.2's halving), written
@@ -797,8 +813,12 @@ class GPEDEngine:
         def size(tree: Any) -> int:
             return sum(t.numel() * t.element_size() for t in tree_leaves(tree))
 
-        out = {"teacher": size(self.chain) + size(self._noise_flat) + size(self.snapshots),
-               "students": sum(size((s.params, s.buffers, s.adam, s.lr, s.loss_sum)) for s in self.students),
+        teacher_scratch = self._teacher_buffers.grads.flat
+        noise = self._teacher_buffers.noise.flat
+        out = {"teacher": (size(self.chain) + size(self._noise_flat) + size(self.snapshots) + size(teacher_scratch)
+                           + (0 if noise is self._noise_flat else size(noise))),
+               "students": sum(size((s.params, s.buffers, s.adam, s.lr, s.loss_sum, b.grads.flat))
+                               for s, b in zip(self.students, self._student_buffers)),
                "u_o_stores": sum(size(s.store) for s in self.students),
                "ensemble": size(self.ensemble),
                "data": self.train_sets.nbytes + self.distill_sets.nbytes + self.eval_sets.nbytes}

@@ -33,6 +33,8 @@ import torch
 
 from ..core.adam import AdamState
 from ..core.estimators import EstimatorState
+from ..core.flat import FlatLayout, FlatTensors
+from ..core.sampler import FLAT_MOMENTA, momentum_key
 
 
 class ChainState(NamedTuple):
@@ -128,6 +130,78 @@ def flat(params: dict[str, torch.Tensor], chain_axis: bool = True) -> torch.Tens
         first = next(iter(params.values()))
         return torch.cat([p.reshape(first.shape[0], -1) for p in params.values()], dim=1)
     return torch.cat([p.reshape(-1) for p in params.values()])
+
+
+# ---------------------------------------------------------------------- flat buffers for the updates
+class TeacherBuffers(NamedTuple):
+    """The teacher chains' flat ``(K, P)`` buffers (:mod:`gped_kit.core.flat`), in the parameters'
+    layout: theta (whose views *are* the :class:`ChainState`'s parameters), the sampler's state
+    for its update (momenta as one buffer under ``FLAT_MOMENTA`` and per parameter; other per-chain
+    values, e.g. SGNHT's thermostat, as ``(K, 1)`` views), the gradient (scratch, written each
+    step), the noise in the parameters' layout, and the coefficients as ``(C, K, 1)``."""
+
+    params: FlatTensors
+    sampler: dict[str, Any]
+    grads: FlatTensors
+    noise: FlatTensors
+    coefficients: torch.Tensor
+
+
+class StudentBuffers(NamedTuple):
+    """One student slot's flat ``(R, P)`` buffers: phi and Adam's moments (whose views *are* the
+    :class:`StudentState`'s), the gradient (scratch), and the learning rates as ``(R, 1)``."""
+
+    params: FlatTensors
+    adam: AdamState
+    grads: FlatTensors
+    lr: torch.Tensor
+
+
+def flatten_chain_(chain: ChainState, noise: torch.Tensor) -> TeacherBuffers:
+    """Move the stacked teacher state ``chain`` into flat buffers: its parameters and momenta become
+    views of one buffer each (the dicts are updated in place, values unchanged). ``noise`` is the
+    engine's ``(K, P)`` buffer of standard normal draws, in the parameters' logical order: the
+    update reads it as it is when the layout is logical, otherwise a copy in the parameters' layout
+    (:func:`noise_into_layout_`, each step)."""
+    layout = FlatLayout.of(chain.params)
+    params = layout.flatten(chain.params)
+    chain.params.update(params)
+    state: dict[str, Any] = {}
+    keys = {momentum_key(n): n for n in layout.names}
+    if all(k in chain.sampler for k in keys):
+        momenta = layout.flatten({n: chain.sampler[k] for k, n in keys.items()})
+        chain.sampler.update({k: momenta[n] for k, n in keys.items()})
+        state[FLAT_MOMENTA] = momenta
+    for key, value in chain.sampler.items():  # momenta per parameter; per-chain values as (K, 1)
+        state[key] = value if key in keys else value.reshape(value.shape[0], -1)
+    k, device = int(params.flat.shape[0]), params.flat.device
+    drawn = FlatTensors(noise, layout) if layout.logical else layout.zeros(k, device)
+    return TeacherBuffers(params, state, layout.zeros(k, device), drawn, chain.coefficients.T.unsqueeze(-1))
+
+
+def noise_into_layout_(buffers: TeacherBuffers, noise: torch.Tensor) -> None:
+    """Copy the draws ``noise`` (K, P, logical order) into ``buffers.noise`` when the parameters'
+    layout is not logical (channels-last weights), pairing each draw with the parameter element it
+    paired with tensor by tensor; nothing to do otherwise (the buffer is ``noise`` itself)."""
+    layout = buffers.noise.layout
+    if layout.logical:
+        return
+    for name, view in layout.contiguous().views(noise).items():
+        buffers.noise[name].copy_(view)
+
+
+def flatten_student_(state: StudentState) -> StudentBuffers:
+    """Move the stacked student state ``state`` into flat buffers: its parameters and Adam's moments
+    become views of one buffer each (the dicts are updated in place, values unchanged)."""
+    layout = FlatLayout.of(state.params)
+    params = layout.flatten(state.params)
+    exp_avg, exp_avg_sq = layout.flatten(state.adam.exp_avg), layout.flatten(state.adam.exp_avg_sq)
+    state.params.update(params)
+    state.adam.exp_avg.update(exp_avg)
+    state.adam.exp_avg_sq.update(exp_avg_sq)
+    runs = int(params.flat.shape[0])
+    return StudentBuffers(params, AdamState(exp_avg, exp_avg_sq), layout.zeros(runs, params.flat.device),
+                          state.lr.reshape(runs, 1))
 
 
 # ---------------------------------------------------------------------- one run's state, for checkpoints

@@ -2,23 +2,28 @@
 
 Each function takes a state from :mod:`gped_kit.engine.state` and the step's inputs (the
 minibatch, the random draws, made outside by :mod:`gped_kit.engine.streams`), updates the
-state in place and returns it. The same functions run one chain (with
+state in place and returns it (or the gradients the update needs). The same functions run one chain (with
 ``Autodiff.AUTOGRAD``) and, wrapped in ``torch.func.vmap``, a batch of chains whose tensors
 carry a leading chain axis (with ``Autodiff.FUNCTORCH``). The network-specific parts come in
 small frozen bundles (:class:`TeacherFns`, :class:`StudentFns`) built once per batch.
 
-* :func:`teacher_step` -- Eq. 7: one SGLD step of the teacher on a minibatch of D.
+* :func:`teacher_gradients` -- the gradient of the minibatch NLL on D that Eq. 7's step takes
+  (:func:`teacher_step`: with the sampler's update, tensor by tensor).
 * :func:`teacher_statistics` -- the current sample's output statistics (log-probabilities) on
   distillation or evaluation inputs, optionally with the projected input-gradients that
   derivative matching needs.
 * :func:`ensemble_step` -- adds g(x, theta_t) for every tracked target to the ensemble's
   running sums on a chunk of the evaluation inputs.
-* :func:`distill_step` -- Algorithm 1's inner update: the target estimates g_hat (Eq. 9 or 10)
-  for the minibatch S' of D', then one Adam step on
+* :func:`distill_gradients` -- Algorithm 1's inner update up to the gradient: the target
+  estimates g_hat (Eq. 9 or 10) for the minibatch S' of D', then the gradient of
   ``mean_i l(g_hat_i, f(x_i | phi)) + lambda R(phi)`` (Eq. 8) (+ gamma times the derivative
-  square error, thesis Eq. 2.18).
-* :func:`pooled_distill_step` -- the same update for the students of a pooled teacher, whose
+  square error, thesis Eq. 2.18); :func:`distill_step` adds the Adam step, tensor by tensor.
+* :func:`pooled_distill_gradients` -- the same for the students of a pooled teacher, whose
   targets pool the K chains' current samples (Eqs. 9 and 10 over the pooled samples).
+
+The updates (the sampler's, Adam's) run outside ``vmap``, once over each flat ``(K, P)`` buffer
+of the engine (:mod:`gped_kit.core.flat`): a handful of kernels per step, not a handful per
+parameter tensor.
 """
 
 from __future__ import annotations
@@ -71,14 +76,23 @@ def teacher_loss(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tenso
     return fns.likelihood.mean_nll(functional_call(fns.train, (params, buffers), (x,)), y)
 
 
+def teacher_gradients(state: ChainState, x: torch.Tensor, y: torch.Tensor, *, fns: TeacherFns,
+                      autodiff: Autodiff) -> dict[str, torch.Tensor]:
+    """The gradient of the minibatch mean NLL L(theta_t) on ``(x, y)`` (Eq. 7's data term, before
+    the prior and the noise: the sampler's update adds them); adds the NLL to ``train_nll_sum``."""
+    loss, grads = value_and_grad(teacher_loss, state.params, state.buffers, x, y, fns, mode=autodiff)
+    state.train_nll_sum.add_(loss)
+    return grads
+
+
 def teacher_step(state: ChainState, x: torch.Tensor, y: torch.Tensor, noise: dict[str, torch.Tensor], *,
                  fns: TeacherFns, scales: tuple[float, ...], autodiff: Autodiff) -> ChainState:
     """One step of the teacher's sampler (SGLD: Eq. 7; :mod:`gped_kit.core.sampler`) on the
     minibatch ``(x, y)`` of D with standard normal ``noise`` (one tensor per parameter) and the
-    sampler's host factors ``scales`` at this step; adds the minibatch NLL to ``train_nll_sum``."""
-    loss, grads = value_and_grad(teacher_loss, state.params, state.buffers, x, y, fns, mode=autodiff)
+    sampler's host factors ``scales`` at this step, tensor by tensor (the engine instead applies
+    the update to its flat buffers: :meth:`~gped_kit.engine.engine.GPEDEngine.teacher_step`)."""
+    grads = teacher_gradients(state, x, y, fns=fns, autodiff=autodiff)
     fns.sampler.update_(state.params, state.sampler, grads, noise, state.coefficients, scales)
-    state.train_nll_sum.add_(loss)
     return state
 
 
@@ -139,42 +153,53 @@ def student_loss(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tenso
     return loss
 
 
+def distill_gradients(state: StudentState, x: torch.Tensor, index: torch.Tensor, stats: torch.Tensor,
+                      projection: torch.Tensor | None, teacher_grad: torch.Tensor | None, *, fns: StudentFns,
+                      autodiff: Autodiff) -> dict[str, torch.Tensor]:
+    """Algorithm 1's inner step up to the student's gradient: g(x'_i, theta_t) from the teacher's
+    ``stats`` on the distillation inputs ``x`` (indices ``index`` into D'), the estimator's targets
+    g_hat (Eqs. 9-10; U_o's store updated in place), and the gradient of Eq. 8's loss at phi
+    (:func:`student_gradients`). The Adam step follows (:func:`distill_step`; the engine applies it
+    to its flat buffers)."""
+    with torch.no_grad():
+        target_hat = estimator_update_(fns.estimator, state.store, index, fns.target.g(stats))
+    return student_gradients(state, x, target_hat, projection, teacher_grad, fns=fns, autodiff=autodiff)
+
+
 def distill_step(state: StudentState, x: torch.Tensor, index: torch.Tensor, stats: torch.Tensor,
                  projection: torch.Tensor | None, teacher_grad: torch.Tensor | None, *, fns: StudentFns,
                  corrections: tuple[float, float], autodiff: Autodiff) -> StudentState:
-    """One student update of Algorithm 1: g(x'_i, theta_t) from the teacher's ``stats`` on the
-    distillation inputs ``x`` (indices ``index`` into D'), the estimator's targets g_hat (Eqs. 9-10;
-    U_o's store updated in place), then one Adam step (``corrections``: Adam's bias corrections
-    for this update, :func:`gped_kit.core.adam.bias_corrections`)."""
-    with torch.no_grad():
-        target_hat = estimator_update_(fns.estimator, state.store, index, fns.target.g(stats))
-    return student_update(state, x, target_hat, projection, teacher_grad, fns=fns, corrections=corrections,
-                          autodiff=autodiff)
+    """One student update of Algorithm 1, tensor by tensor: :func:`distill_gradients`, then one Adam
+    step (``corrections``: Adam's bias corrections for this update,
+    :func:`gped_kit.core.adam.bias_corrections`)."""
+    grads = distill_gradients(state, x, index, stats, projection, teacher_grad, fns=fns, autodiff=autodiff)
+    adam_update_(state.params, grads, state.adam, state.lr, *corrections)
+    return state
 
 
-def pooled_distill_step(state: StudentState, x: torch.Tensor, index: torch.Tensor, stats: torch.Tensor,
-                        projection: torch.Tensor | None, teacher_grad: torch.Tensor | None, *, fns: StudentFns,
-                        corrections: tuple[float, float], autodiff: Autodiff) -> StudentState:
-    """:func:`distill_step` for one student of a pooled teacher: ``stats`` (K, M', ...) are the K
-    chains' current samples' statistics on the same inputs ``x``; g is computed for each (g is per
+def pooled_distill_gradients(state: StudentState, x: torch.Tensor, index: torch.Tensor, stats: torch.Tensor,
+                             projection: torch.Tensor | None, teacher_grad: torch.Tensor | None, *, fns: StudentFns,
+                             autodiff: Autodiff) -> dict[str, torch.Tensor]:
+    """:func:`distill_gradients` for one student of a pooled teacher: ``stats`` (K, M', ...) are the
+    K chains' current samples' statistics on the same inputs ``x``; g is computed for each (g is per
     example: the K x M' rows go through it at once), the targets g_hat pool them
     (:func:`~gped_kit.core.estimators.pooled_estimator_update_`: U_s their mean, U_o all K samples
-    into the running means), then one Adam step. ``teacher_grad`` (derivative matching) is already
-    the chains' mean. With K = 1 it computes exactly what :func:`distill_step` does."""
+    into the running means), then the gradient of the student's loss. ``teacher_grad`` (derivative
+    matching) is already the chains' mean. With K = 1 it computes exactly what
+    :func:`distill_gradients` does."""
     with torch.no_grad():
         chains, rows = stats.shape[:2]
         values = fns.target.g(stats.reshape(chains * rows, *stats.shape[2:])).reshape(chains, rows, -1)
         target_hat = pooled_estimator_update_(fns.estimator, state.store, index, values)
-    return student_update(state, x, target_hat, projection, teacher_grad, fns=fns, corrections=corrections,
-                          autodiff=autodiff)
+    return student_gradients(state, x, target_hat, projection, teacher_grad, fns=fns, autodiff=autodiff)
 
 
-def student_update(state: StudentState, x: torch.Tensor, target_hat: torch.Tensor, projection: torch.Tensor | None,
-                   teacher_grad: torch.Tensor | None, *, fns: StudentFns, corrections: tuple[float, float],
-                   autodiff: Autodiff) -> StudentState:
-    """One Adam step of a student on Eq. 8's loss towards the targets ``target_hat`` (M', D)."""
+def student_gradients(state: StudentState, x: torch.Tensor, target_hat: torch.Tensor,
+                      projection: torch.Tensor | None, teacher_grad: torch.Tensor | None, *, fns: StudentFns,
+                      autodiff: Autodiff) -> dict[str, torch.Tensor]:
+    """The gradient of Eq. 8's loss towards the targets ``target_hat`` (M', D) at the student's
+    phi; adds the loss to ``loss_sum``."""
     loss, grads = value_and_grad(student_loss, state.params, state.buffers, x, target_hat, projection, teacher_grad,
                                  fns, autodiff, mode=autodiff)
-    adam_update_(state.params, grads, state.adam, state.lr, *corrections)
     state.loss_sum.add_(loss)
-    return state
+    return grads
