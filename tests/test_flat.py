@@ -26,6 +26,7 @@ from gped_kit.engine import GPEDConfig, GPEDEngine, steps
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import tree_leaves
+from gped_kit.engine.values import ValueTable
 
 
 class PerTensorEngine(GPEDEngine):
@@ -102,6 +103,35 @@ def test_momentum_samplers_equal_the_per_tensor_updates(sampler):
 
     assert_bit_identical(specs)
     assert_bit_identical(lambda: specs()[:1])
+
+
+@pytest.mark.parametrize("schedule", [dict(schedule="polynomial", decay_steps=7.0, warmup_steps=5, warmup_factor=3.0),
+                                      dict(schedule="cyclical", cycles=3, explore_fraction=0.3)],
+                         ids=["polynomial+warmup", "cyclical"])
+def test_step_sizes_read_from_the_device_equal_host_floats(schedule):
+    """A varying SGLD schedule's factors (and every Adam bias correction) come from device-side tables
+    (gped_kit.engine.values); the oracle passes the host floats: the same numbers, bit for bit."""
+    def specs():
+        return [build_chain(make_data(n), GPEDConfig(
+            model="fcnn", sampler=sampler_config("sgld", step_size=5e-5, batch_size=25, prior_precision=tau,
+                                                 **schedule),
+            num_iterations=60, burn_in=10, eval_thinning=3, log_every=10, progress=False, device="cpu", seed=k,
+            eval_batch_size=32), STUDENTS) for k, (n, tau) in enumerate(((300, 10.0), (500, 1.0)))]
+
+    engine = GPEDEngine(specs())
+    assert engine._scales is not None and engine.period == 6
+    assert_bit_identical(specs)
+    assert_bit_identical(lambda: specs()[:1])
+
+
+def test_value_table_rows_are_the_host_values_rounded_to_float32():
+    table = ValueTable(bias_corrections, 2, 4, torch.device("cpu"))
+    for k in (1, 2, 3, 4, 5, 9, 1000, 3):  # refills when k leaves the block, backwards too
+        row = table.row(k)
+        assert row.tolist() == torch.tensor(bias_corrections(k), dtype=torch.float32).tolist()
+        assert table.covers(k) and row.data_ptr() == table.table[k - table.start].data_ptr()
+    with pytest.raises(ValueError, match="size"):
+        ValueTable(bias_corrections, 2, 0, torch.device("cpu"))
 
 
 def test_pooled_teacher_equals_the_per_tensor_updates():

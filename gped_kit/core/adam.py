@@ -47,12 +47,13 @@ def bias_corrections(step: int, betas: tuple[float, float] = BETAS) -> tuple[flo
 
 
 def adam_update_(params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], state: AdamState,
-                 lr: torch.Tensor, correction1: float, correction2_sqrt: float,
+                 lr: torch.Tensor, correction1: float | torch.Tensor, correction2_sqrt: float | torch.Tensor,
                  betas: tuple[float, float] = BETAS, eps: float = EPS) -> None:
     """One Adam update of ``params`` in place (see the module docstring).
 
     ``lr`` is a 0-d tensor (per chain under vmap); ``correction1``/``correction2_sqrt`` come from
-    :func:`bias_corrections` for this update's step number. ``grads`` are used as scratch space
+    :func:`bias_corrections` for this update's step number (host floats, or the same values as
+    0-d float32 tensors on the device: :mod:`gped_kit.engine.values`). ``grads`` are used as scratch space
     (overwritten), so the update allocates nothing and uses only operations that ``vmap``
     batches natively. The mappings may instead be :class:`~gped_kit.core.flat.FlatTensors` of K
     chains (``lr`` then of shape (K, 1)): the same operations, once over each whole buffer.

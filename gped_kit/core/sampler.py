@@ -6,7 +6,9 @@ A sampler is a frozen configuration class (one algorithm per module: :mod:`.sgld
 * ``init_state(params)``: the sampler's state beyond theta (momenta, thermostat), zeros-like;
 * ``coefficients(N)``: per-chain constants that depend on the labelled set's size N (a batch of
   chains may differ in N and in the prior precision tau, so these travel with each chain);
-* ``scales(t)``: host floats for step t, shared by every chain of a batch (no device sync);
+* ``scales(t)``: host floats for step t, shared by every chain of a batch (no device sync); a
+  sampler with ``device_scales`` also takes them as a float32 tensor (a row of the engine's
+  :class:`~gped_kit.engine.values.ValueTable`, what a captured CUDA graph reads);
 * ``update_(params, state, nll_grads, noise, coefficients, scales)``: one step in place, from
   the gradient of the minibatch *mean* NLL and one standard-normal draw per parameter; the
   same code for one chain and, under ``torch.func.vmap``, for many.
@@ -89,6 +91,9 @@ class SamplerConfig:
 
     name: ClassVar[SamplerName]
     num_coefficients: ClassVar[int]
+    #: Whether ``update_`` takes its ``scales`` as a float32 tensor as well as host floats (SGLD:
+    #: they only multiply tensors); the momentum samplers compute with them on the host.
+    device_scales: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         cls = type(self).__name__

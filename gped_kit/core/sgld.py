@@ -54,6 +54,7 @@ class SGLDConfig(SamplerConfig):
 
     name: ClassVar[SamplerName] = SamplerName.SGLD
     num_coefficients: ClassVar[int] = NUM_COEFFICIENTS
+    device_scales: ClassVar[bool] = True
     per_chain_fields: ClassVar[tuple[str, ...]] = ("step_size", "prior_precision")
 
     def coefficients(self, num_data: int) -> tuple[float, float, float]:
@@ -80,7 +81,7 @@ class SGLDConfig(SamplerConfig):
 
     def update_(self, params: dict[str, torch.Tensor], state: dict[str, torch.Tensor],
                 nll_grads: dict[str, torch.Tensor], noise: dict[str, torch.Tensor], coefficients: torch.Tensor,
-                scales: tuple[float, ...]) -> None:
+                scales: tuple[float, ...] | torch.Tensor) -> None:
         """One step of Eq. 7 in place (:func:`sgld_update_`); ``state`` is unused. The mappings are
         per-parameter tensors, or :class:`~gped_kit.core.flat.FlatTensors` of K chains (one update
         over each whole buffer; ``coefficients`` then of shape (3, K, 1))."""
@@ -90,20 +91,21 @@ class SGLDConfig(SamplerConfig):
 
 
 def sgld_update_(params: Iterable[torch.Tensor], nll_grads: Iterable[torch.Tensor], noise: Iterable[torch.Tensor],
-                 coefficients: torch.Tensor, scales: tuple[float, ...] = (1.0, 1.0, 1.0)) -> None:
+                 coefficients: torch.Tensor, scales: tuple[float, ...] | torch.Tensor = (1.0, 1.0, 1.0)) -> None:
     """Eq. 7 in place: ``theta <- theta + (-eta_t N / 2) (g + (tau / N) theta) + sqrt(eta_t) xi``.
 
     ``nll_grads`` are the gradients of the minibatch *mean* NLL and ``noise`` standard normal
     draws of the parameters' shapes (both used as scratch space and overwritten);
     ``coefficients`` the three values of :meth:`SGLDConfig.coefficients` as a tensor of shape
     ``(3,)`` (one chain; under ``torch.func.vmap`` each chain has its own); ``scales`` the
-    schedule's factors at this step (:meth:`SGLDConfig.scales`). Computed as
+    schedule's factors at this step (:meth:`SGLDConfig.scales`; host floats, or the same values as
+    a float32 tensor on the device, :mod:`gped_kit.engine.values`). Computed as
     ``g += prior * theta; theta += step * g; theta += scale * xi`` with operations that ``vmap``
     batches natively (each term rounded on its own, as the equation reads: folding the prior into
     one factor ``1 + step * prior`` would round that factor to float32 and bias tau by up to 0.3%).
     """
     prior, step, scale = coefficients[0], coefficients[1], coefficients[2]
-    if scales[1] != 1.0:
+    if isinstance(scales, torch.Tensor) or scales[1] != 1.0:  # a tensor: a device-side row (no host read)
         step, scale = step * scales[1], scale * scales[2]
     with torch.no_grad():
         for theta, grad, xi in zip(params, nll_grads, noise):

@@ -96,6 +96,7 @@ from .state import (
 )
 from .steps import StudentFns, TeacherFns
 from .streams import ChainStreams
+from .values import ValueTable
 from .window import RecentWindow
 
 
@@ -302,6 +303,15 @@ class GPEDEngine:
         self._teacher_buffers = flatten_chain_(self.chain, self._noise_flat)
         self._group_idx = {key: torch.empty(self.num_runs, key.batch_size, dtype=torch.long, device=self.device)
                            for key in ref.groups}
+        # values that change with t, read from the device (gped_kit.engine.values): the step-size schedule's
+        # factors (SGLD; the momentum samplers compute with host floats) and each slot's Adam bias corrections,
+        # a period of the event schedule at a time
+        self.period = math.lcm(self.config.eval_thinning, *(key.thinning for key in ref.groups))
+        sampler = self.config.sampler
+        self._scales = (ValueTable(sampler.scales, len(sampler.scales(0)), self.period, self.device)
+                        if sampler.varies and sampler.device_scales else None)
+        self._corrections = [ValueTable(bias_corrections, 2, max(1, self.period // s.group.thinning), self.device)
+                             for s in ref.students]
         self.streams = ChainStreams(self.chain_seeds, list(ref.groups), self.device,
                                     group_seeds=[c.config.seed for c in chains])
 
@@ -381,8 +391,14 @@ class GPEDEngine:
         buffers.params.layout.gather_(buffers.grads, grads, chain_axis=self.batched)
         noise_into_layout_(buffers, self._noise_flat)
         self.config.sampler.update_(buffers.params, buffers.sampler, buffers.grads, buffers.noise,
-                                    buffers.coefficients, self.config.sampler.scales(t))
+                                    buffers.coefficients, self.step_scales(t))
         self.steps_in_nll_sum += 1
+
+    def step_scales(self, t: int) -> tuple[float, ...] | torch.Tensor:
+        """The sampler's step-size factors at step t: a row of the device-side table when the schedule
+        varies and the sampler takes them as a tensor, host floats otherwise (constant for a constant
+        schedule)."""
+        return self._scales.row(t) if self._scales is not None else self.config.sampler.scales(t)
 
     def take_snapshot(self, index: int) -> None:
         """Keep every chain's current sample as snapshot ``index`` (``GPEDConfig.num_snapshots``)."""
@@ -499,7 +515,8 @@ class GPEDEngine:
         buffers = self._student_buffers[j]
         buffers.params.layout.gather_(buffers.grads, grads, chain_axis=chain_axis)
         self.adam_steps[j] += 1
-        adam_update_(buffers.params, buffers.grads, buffers.adam, buffers.lr, *bias_corrections(self.adam_steps[j]))
+        corrections = self._corrections[j].row(self.adam_steps[j])
+        adam_update_(buffers.params, buffers.grads, buffers.adam, buffers.lr, corrections[0], corrections[1])
         self.steps_since_log[j] += 1
 
     def _set_lr(self, j: int, t: int) -> None:
