@@ -170,12 +170,12 @@ def test_only_sampling_phase_steps_accumulate_distil_and_snapshot(monkeypatch):
     original = type(config.sampler).update_
 
     def recording(self, params, state, grads, noise, coefficients, scales):
-        seen.append(scales)
+        seen.append(scales.tolist())  # a row of the device-side table (gped_kit.engine.values)
         return original(self, params, state, grads, noise, coefficients, scales)
 
     monkeypatch.setattr(type(config.sampler), "update_", recording)
     run_engine(engine)
-    assert seen == [config.sampler.scales(t) for t in range(60)]
+    assert seen == [torch.tensor(config.sampler.scales(t), dtype=torch.float32).tolist() for t in range(60)]
     assert engine.ensemble_count == len([t for t in kept if t % 3 == 0])
     for j, s in enumerate(spec.students):
         assert engine.adam_steps[j] == len([t for t in kept if t % s.group.thinning == 0])

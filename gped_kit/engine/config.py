@@ -187,10 +187,12 @@ class GPEDConfig:
     nothing; a longer one also drops the kept steps before it (B = T / cycles drops the first
     cycle, still finding the posterior from the initialisation). At least one kept step must remain.
 
-    ``device``, ``progress`` and ``eval_batch_size`` say how the run executes, not what it
-    computes: they are not part of result keys. ``progress`` is True (a bar, or text lines when
+    ``device``, ``progress``, ``eval_batch_size`` and ``graph`` say how the run executes, not what
+    it computes: they are not part of result keys. ``progress`` is True (a bar, or text lines when
     ``$GPED_PROGRESS=lines``), False, or ``"bar"``/``"lines"``/``"off"``
-    (:mod:`gped_kit.progress`).
+    (:mod:`gped_kit.progress`). ``graph`` (CUDA only) replays each period of the event schedule as
+    a captured CUDA graph (:mod:`gped_kit.engine.graphs`): None (the default) on CUDA and off on the
+    CPU, False off, True on (an error without CUDA).
     """
 
     model: ModelSpec = "fcnn"
@@ -207,6 +209,7 @@ class GPEDConfig:
     device: str = field(default="auto", metadata={"key": False})
     progress: bool | str = field(default=True, metadata={"key": False})
     eval_batch_size: int = field(default=EVAL_CHUNK_SIZE, metadata={"key": False})
+    graph: bool | None = field(default=None, metadata={"key": False})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", as_model_spec(self.model, "GPEDConfig.model"))
@@ -229,6 +232,8 @@ class GPEDConfig:
         for name in ("eval_thinning", "log_every", "checkpoint_every", "eval_batch_size"):
             check_int(f"GPEDConfig.{name}", getattr(self, name), 1)
         check_int("GPEDConfig.seed", self.seed, 0)
+        if self.graph not in (None, True, False):
+            raise ValueError(f"GPEDConfig.graph={self.graph!r}: must be None (on for CUDA), True or False")
         check_int("GPEDConfig.num_chains (K)", self.num_chains, 1)
         if self.num_chains > 1 and isinstance(self.model, nn.Module):
             raise ValueError(f"GPEDConfig.num_chains={self.num_chains} needs a model the kit initialises per chain (a "

@@ -48,7 +48,14 @@ device; per-chain learning-rate changes are written with ``fill_`` (no upload); 
 are at log points (:meth:`GPEDEngine.log`: history rows, divergence checks) and checkpoints.
 
 **The run loop** (:meth:`GPEDEngine.run`) calls hooks (:class:`Hook`) at log points and at the
-end; progress display and checkpointing are hooks.
+end; progress display and checkpointing are hooks. On CUDA it replays each period of the event
+schedule it can as a captured CUDA graph (:mod:`gped_kit.engine.graphs`; ``GPEDConfig.graph``).
+
+**The updates run over flat buffers**: each chain's parameters and momenta and each student's
+parameters and Adam moments are views of one ``(K, P)`` buffer per slot (:mod:`gped_kit.core.flat`),
+so the sampler's and Adam's element-wise updates are a handful of kernels per step; the values
+that change with t (a varying step size, Adam's bias corrections) are read from device-side
+tables (:mod:`gped_kit.engine.values`).
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ from ..data.container import describe_counts
 from ..models.presets import ArchSpec
 from . import steps
 from .config import GroupKey, chain_seeds, student_lr
+from .graphs import PeriodGraphs
 from .result import GPEDResult
 from .sets import ChainSets
 from .spec import ChainSpec
@@ -312,6 +320,9 @@ class GPEDEngine:
                         if sampler.varies and sampler.device_scales else None)
         self._corrections = [ValueTable(bias_corrections, 2, max(1, self.period // s.group.thinning), self.device)
                              for s in ref.students]
+        # graph mode (CUDA): periods of the event schedule replayed as captured CUDA graphs
+        use_graphs = self.config.graph if self.config.graph is not None else self.device.type == "cuda"
+        self.graphs = PeriodGraphs(self) if use_graphs else None
         self.streams = ChainStreams(self.chain_seeds, list(ref.groups), self.device,
                                     group_seeds=[c.config.seed for c in chains])
 
@@ -522,11 +533,14 @@ class GPEDEngine:
     def _set_lr(self, j: int, t: int) -> None:
         """Each chain's learning rate of student slot ``j`` at step t (Appendix A.2's halving), written
         into the state only when it changes (``fill_``: no upload, no synchronisation)."""
-        for k, c in enumerate(self.chains):
-            lr = student_lr(c.students[j].config, t, c.config.burn_in, c.steps_per_epoch)
+        for k, lr in enumerate(self.learning_rates(j, t)):
             if lr != self.lr_values[j][k]:
                 self.students[j].lr[k].fill_(lr)
                 self.lr_values[j][k] = lr
+
+    def learning_rates(self, j: int, t: int) -> list[float]:
+        """Each run's learning rate of student slot ``j`` at step t (host floats)."""
+        return [student_lr(c.students[j].config, t, c.config.burn_in, c.steps_per_epoch) for c in self.chains]
 
     # ------------------------------------------------------------------ a run's state (checkpoints)
     def _run_chains(self, r: int) -> int | slice:
@@ -648,7 +662,8 @@ class GPEDEngine:
             _set_global_rng(self._dropout_state, self.device)
             try:
                 while self.t < stop:
-                    self.step()
+                    if self.graphs is None or not self.graphs.run_period(stop):
+                        self.step()
                     if self.t % cfg.log_every == 0 or self.t == stop:
                         now = time.perf_counter()
                         self.elapsed += now - started

@@ -1,0 +1,173 @@
+"""Graph mode: a period of the event schedule captured as a CUDA graph and replayed.
+
+On a GPU one step of the paper's FCNN chain is a few microseconds of arithmetic and dozens of
+kernel launches, each costing the host about 20 us of Python and driver time: eager steps are
+bound by the host. A CUDA graph records the kernels of P steps once and replays them with one
+launch. The engine's events repeat with the period ``P = lcm(eval_thinning, every H)``
+(:attr:`GPEDEngine.period <gped_kit.engine.engine.GPEDEngine.period>`), so :class:`PeriodGraphs`
+captures one graph per *pattern* of events over a period (burn-in: teacher steps only; after
+burn-in: teacher steps, the ensemble and each group's distillation at their steps; a cyclical
+schedule's phases give a few more) and replays it whenever a period starts with that pattern.
+
+**What makes a step replayable.** Everything it reads that changes with t is on the device:
+random numbers come from the chains' generators, registered with the graph so that each replay
+draws new ones (CUDA's Philox generators advance their offset per replay); the step-size factors
+and Adam's bias corrections are rows of :class:`~gped_kit.engine.values.ValueTable` s, refilled
+before each replay with the period's values. What the host decides stays outside the graphs: a
+period is replayed only when it holds no log point, checkpoint point or snapshot before its end,
+no learning-rate change (the halving schedule) and ends before the run's stop; a momentum sampler
+with a varying step size (its factors are host floats) never replays. Such periods run eagerly,
+step by step, as on the CPU. After a replay the host-side counters (t, Adam's step counts, the
+ensemble's count, the steps in the running sums) advance by what the captured period did.
+
+**First sight of a pattern**: the period runs eagerly on a side stream (CUDA's warm-up before a
+capture: libraries initialise their workspaces); the next period with the pattern is captured and
+replayed. Graphs share one memory pool. Graph mode changes how steps are launched, not what they
+compute: a replayed period equals the same period stepped eagerly, bit for bit (tests, on CUDA).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:  # the engine imports this module
+    from .engine import GPEDEngine
+
+#: At most this many patterns are captured per engine; further ones run eagerly (a cyclical
+#: schedule with many distinct phase boundaries would otherwise capture a graph per period).
+MAX_GRAPHS = 8
+
+
+@dataclass(frozen=True)
+class HostCounters:
+    """The engine's host-side counters that a period advances."""
+
+    t: int
+    steps_in_nll_sum: int
+    ensemble_count: int
+    adam_steps: tuple[int, ...]
+    steps_since_log: tuple[int, ...]
+
+    @classmethod
+    def of(cls, engine: GPEDEngine) -> HostCounters:
+        return cls(engine.t, engine.steps_in_nll_sum, engine.ensemble_count, tuple(engine.adam_steps),
+                   tuple(engine.steps_since_log))
+
+    def minus(self, other: HostCounters) -> HostCounters:
+        return HostCounters(self.t - other.t, self.steps_in_nll_sum - other.steps_in_nll_sum,
+                            self.ensemble_count - other.ensemble_count,
+                            tuple(a - b for a, b in zip(self.adam_steps, other.adam_steps)),
+                            tuple(a - b for a, b in zip(self.steps_since_log, other.steps_since_log)))
+
+    def apply(self, engine: GPEDEngine, delta: HostCounters | None = None) -> None:
+        """Set the engine's counters to these (plus ``delta``)."""
+        d = delta or HostCounters(0, 0, 0, (0,) * len(self.adam_steps), (0,) * len(self.steps_since_log))
+        engine.t = self.t + d.t
+        engine.steps_in_nll_sum = self.steps_in_nll_sum + d.steps_in_nll_sum
+        engine.ensemble_count = self.ensemble_count + d.ensemble_count
+        engine.adam_steps = [a + b for a, b in zip(self.adam_steps, d.adam_steps)]
+        engine.steps_since_log = [a + b for a, b in zip(self.steps_since_log, d.steps_since_log)]
+
+
+def period_pattern(engine: GPEDEngine, t0: int, stop: int) -> tuple | None:
+    """The pattern of events of the period starting at ``t0`` (what a graph of it records), or None
+    when the period cannot be replayed (see the module docstring). Host-side only."""
+    cfg, period = engine.config, engine.period
+    if t0 % period or t0 + period > stop:
+        return None
+    sampler = cfg.sampler
+    if sampler.varies and not sampler.device_scales:
+        return None
+    end = t0 + period
+    pattern = []
+    for t in range(t0, end):
+        if 0 < t - t0 and (t % cfg.log_every == 0 or t % cfg.checkpoint_every == 0):
+            return None  # a log or checkpoint point after step t - 1, inside the period
+        events = engine.events(t)
+        if events.snapshot is not None:
+            return None
+        for key in events.groups:
+            for j in engine.chains[0].groups[key]:
+                if engine.learning_rates(j, t) != engine.lr_values[j]:
+                    return None
+        pattern.append((events.accumulate, events.groups))
+    return tuple(pattern)
+
+
+class PeriodGraphs:
+    """The captured periods of one engine (CUDA), keyed by their event pattern (module docstring)."""
+
+    def __init__(self, engine: GPEDEngine) -> None:
+        if engine.device.type != "cuda":
+            raise ValueError(f"GPEDConfig.graph=True needs a CUDA device, the run is on {engine.device}; "
+                             "leave graph at None (on for CUDA only) or set it to False")
+        self.engine = engine
+        self.graphs: dict[tuple, tuple[Any, HostCounters]] = {}
+        self.warmed: set[tuple] = set()
+        self.pool: Any = None
+        self.replays = 0
+
+    def run_period(self, stop: int) -> bool:
+        """Run the period starting at the engine's step when it can be replayed (warming up, capturing
+        or replaying its graph) and return True; return False (nothing done) when it must be stepped
+        eagerly."""
+        engine = self.engine
+        t0 = engine.t
+        pattern = period_pattern(engine, t0, stop)
+        if pattern is None or (pattern not in self.graphs and len(self.graphs) >= MAX_GRAPHS):
+            return False
+        self._fill_values(t0)
+        if pattern not in self.graphs:
+            if pattern not in self.warmed:
+                self._warm_up()
+                self.warmed.add(pattern)
+                return True
+            self.graphs[pattern] = self._capture()
+        graph, delta = self.graphs[pattern]
+        before = HostCounters.of(engine)
+        graph.replay()
+        before.apply(engine, delta)
+        self.replays += 1
+        return True
+
+    def _fill_values(self, t0: int) -> None:
+        """The period's device-side values into the rows its steps read (the capture recorded them)."""
+        engine = self.engine
+        if engine._scales is not None:
+            engine._scales.fill(t0)
+        for j, table in enumerate(engine._corrections):
+            table.fill(engine.adam_steps[j] + 1)
+
+    def _warm_up(self) -> None:
+        engine = self.engine
+        side = torch.cuda.Stream(engine.device)
+        side.wait_stream(torch.cuda.current_stream(engine.device))
+        with torch.cuda.stream(side):
+            for _ in range(engine.period):
+                engine.step()
+        torch.cuda.current_stream(engine.device).wait_stream(side)
+
+    def _capture(self) -> tuple[Any, HostCounters]:
+        """Record one period (the kernels are recorded, not run); the host counters are restored."""
+        engine = self.engine
+        graph = torch.cuda.CUDAGraph()
+        streams = engine.streams
+        for gen in [*streams.data, *streams.noise, *(g for gens in streams.groups.values() for g in gens)]:
+            graph.register_generator_state(gen)
+        before = HostCounters.of(engine)
+        try:
+            with torch.cuda.graph(graph, pool=self.pool):
+                for _ in range(engine.period):
+                    engine.step()
+        except Exception as exc:
+            before.apply(engine)
+            raise RuntimeError(f"capturing the period at step {before.t} as a CUDA graph failed ({exc}); the run is "
+                               "unchanged: run it with GPEDConfig(graph=False)") from exc
+        delta = HostCounters.of(engine).minus(before)
+        before.apply(engine)
+        if self.pool is None:
+            self.pool = graph.pool()
+        return graph, delta

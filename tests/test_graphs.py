@@ -1,0 +1,139 @@
+"""Graph mode (gped_kit.engine.graphs): which periods replay, and, on CUDA, that a replayed period
+equals the same period stepped eagerly, bit for bit.
+
+On the CPU: the host-side rules that decide whether a period may be replayed (log, checkpoint and
+snapshot points, learning-rate changes, the run's stop, a momentum sampler's varying step size)
+and the error for ``graph=True`` without CUDA. On CUDA (skipped without): graph == eager over
+several periods with U_s and U_o students, a dropout student and a learning-rate halving; a run
+checkpointed after replays resumes bit-identically; no host synchronisation inside a period.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from test_batching import STUDENTS, make_data
+
+from gped_kit.core.samplers import sampler_config
+from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
+from gped_kit.engine.graphs import HostCounters, period_pattern
+from gped_kit.engine.run import run_engine
+from gped_kit.engine.spec import build_chain
+from gped_kit.engine.state import tree_leaves
+from gped_kit.models.presets import ArchSpec
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def spec(device="cpu", graph=None, seed=0, sampler=None, students=STUDENTS, **kw):
+    base = dict(model="fcnn", sampler=sampler or sampler_config("sgld", step_size=5e-5, batch_size=25),
+                num_iterations=120, burn_in=12, eval_thinning=3, log_every=60, checkpoint_every=60,
+                progress=False, device=device, seed=seed, eval_batch_size=32, graph=graph)
+    base.update(kw)
+    return build_chain(make_data(300).to(device), GPEDConfig(**base), students)
+
+
+def test_periods_replay_only_between_boundaries():
+    engine = GPEDEngine([spec()])
+    assert engine.graphs is None and engine.period == 6  # lcm(3, 2, 3); no graphs on the CPU by default
+    stop = engine.config.num_iterations
+    burn_in = period_pattern(engine, 0, stop)
+    assert burn_in is not None and not any(acc or groups for acc, groups in burn_in[:2])  # steps 0, 1: nothing kept
+    assert period_pattern(engine, 3, stop) is None  # not at a period's start
+    after = period_pattern(engine, 18, stop)
+    assert after is not None and after == period_pattern(engine, 24, stop)  # the same pattern every period
+    assert period_pattern(engine, 114, 118) is None  # the stop falls inside
+    # a log point strictly inside the period stops it
+    inside = GPEDEngine([spec(log_every=20, checkpoint_every=60)])
+    assert period_pattern(inside, 18, 120) is None and period_pattern(inside, 24, 120) is not None
+    # snapshots are taken eagerly
+    snaps = GPEDEngine([spec(num_snapshots=4)])
+    steps_with = sorted(snaps.chains[0].snapshot_at)
+    first = steps_with[0] - steps_with[0] % snaps.period
+    assert period_pattern(snaps, first, 120) is None
+
+
+def test_period_ending_at_a_log_point_is_replayable():
+    engine = GPEDEngine([spec()])
+    assert period_pattern(engine, 54, 120) is not None  # steps 54..59, logged after step 59 (t = 60)
+
+
+def test_learning_rate_changes_and_host_side_step_sizes_are_stepped_eagerly():
+    halving = [dataclasses.replace(s, lr_halving_epochs=0.25) for s in STUDENTS]  # N = 300, M = 25: every 3 steps
+    engine = GPEDEngine([spec(students=halving)])
+    assert all(period_pattern(engine, t0, 120) is None for t0 in range(18, 114, 6))
+    engine.run()  # eager, with its halvings
+    baoa = sampler_config("baoa", step_size=1e-3, batch_size=25, schedule="polynomial", decay_steps=10.0)
+    assert period_pattern(GPEDEngine([spec(sampler=baoa)]), 18, 120) is None
+    constant_baoa = sampler_config("baoa", step_size=1e-3, batch_size=25)
+    assert period_pattern(GPEDEngine([spec(sampler=constant_baoa)]), 18, 120) is not None
+
+
+def test_host_counters_round_trip():
+    engine = GPEDEngine([spec()])
+    before = HostCounters.of(engine)
+    for _ in range(engine.period * 4):
+        engine.step()
+    delta = HostCounters.of(engine).minus(before)
+    assert delta.t == 24 and delta.steps_in_nll_sum == 24
+    before.apply(engine, delta)
+    assert HostCounters.of(engine) == HostCounters.of(engine)  # applied, unchanged
+    assert engine.t == 24 and engine.adam_steps == [a + d for a, d in zip(before.adam_steps, delta.adam_steps)]
+
+
+def test_graph_true_without_cuda_is_refused_before_any_work():
+    with pytest.raises(ValueError, match="graph=True needs a CUDA device"):
+        GPEDEngine([spec(graph=True)])
+    with pytest.raises(ValueError, match="GPEDConfig.graph"):
+        GPEDConfig(graph="yes")
+
+
+def test_graph_is_not_part_of_the_key():
+    assert spec(graph=False).record() == spec(graph=None).record()
+
+
+# ------------------------------------------------------------------------------ CUDA
+CUDA_STUDENTS = (*STUDENTS, StudentConfig("predictive", "U_s", thinning=2, batch_size=20,
+                                          arch=ArchSpec("fcnn", dropout=0.5), lr_halving_epochs=2.0))
+
+
+def state(engine: GPEDEngine) -> list[torch.Tensor]:
+    return (tree_leaves(engine.chain) + [t for s in engine.students for t in tree_leaves(s)]
+            + tree_leaves(engine.ensemble))
+
+
+@needs_cuda
+def test_replayed_periods_equal_eager_steps_bit_for_bit():
+    graph, eager = GPEDEngine([spec("cuda", graph=True, students=CUDA_STUDENTS)]), GPEDEngine(
+        [spec("cuda", graph=False, students=CUDA_STUDENTS)])
+    results_g, results_e = run_engine(graph)[0], run_engine(eager)[0]
+    assert graph.graphs.replays >= 5, "too few periods replayed for the test to say anything"
+    assert all(torch.equal(a, b) for a, b in zip(state(graph), state(eager)))
+    assert results_g.history.drop(columns="elapsed_s").equals(results_e.history.drop(columns="elapsed_s"))
+
+
+@needs_cuda
+def test_a_run_checkpointed_after_replays_resumes_bit_identically(tmp_path):
+    path = tmp_path / "chain.pt"
+    whole = GPEDEngine([spec("cuda", graph=True)])
+    run_engine(whole)
+    first = GPEDEngine([spec("cuda", graph=True)])
+    run_engine(first, [path], max_steps=60)
+    assert first.graphs.replays > 0 and first.t == 60
+    resumed = GPEDEngine([spec("cuda", graph=True)])
+    run_engine(resumed, [path])
+    assert all(torch.equal(a, b) for a, b in zip(state(whole), state(resumed)))
+
+
+@needs_cuda
+def test_no_host_synchronisation_inside_a_period():
+    engine = GPEDEngine([spec("cuda", graph=True)])
+    engine.run(stop=36)  # warmed up and captured
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        assert engine.graphs.run_period(120)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
