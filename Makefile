@@ -67,7 +67,7 @@ help:
 	@echo "make test-slow set up .venv, run the slow proofs: paper profiles (scaled), GPU dry run, Ray, papermill, browser"
 	@echo "make lint      set up .venv and run ruff over the whole tree (pyproject.toml [tool.ruff])"
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
-	@echo "make bench     set up .venv and run benchmarks/bench_distill.py"
+	@echo "make bench     set up .venv and run benchmarks/bench_engine.py and bench_kernels.py (BENCH_ARGS)"
 	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
 	@echo "make device-bundle  wheels and data for the GPU machine in $(DEVICE_BUNDLE)/ (docs/gpu.md; needs PyPI)"
 	@echo "make venv      only set up .venv (make venv-slow: also Ray, playwright and Chromium, for make test-slow)"
@@ -151,8 +151,11 @@ figures: venv $(if $(filter ray,$(EXECUTOR)),venv-slow)
 lab: venv
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)
 
+# The engine against a plain PyTorch loop doing the same work (it/s, kernels per step, share of the
+# float32 bound; eager and, on CUDA, graph mode), then kernels per step event by event.
 bench: venv
-	$(HEADLESS) $(VENV_PY) benchmarks/bench_distill.py $(BENCH_ARGS)
+	$(HEADLESS) $(VENV_PY) benchmarks/bench_engine.py $(BENCH_ARGS)
+	$(HEADLESS) $(VENV_PY) benchmarks/bench_kernels.py
 
 bench-batched: venv
 	$(HEADLESS) $(VENV_PY) benchmarks/bench_batched.py $(BENCH_ARGS)

@@ -4,7 +4,7 @@ profile runs before anyone spends GPU hours on it (issue 15, item 5).
 
 What is kept from the paper profile: every grid and list (labelled-set sizes, masks, models, the
 width multipliers up to 4 (CNNs) and 5 (FCNN), the lambda grid, the thesis' data-set sizes), the
-batching (``chains_per_batch`` = 24: Experiment 2's grid runs as two batches of 23 chains), the
+batching (``chains_per_batch="auto"``: batches as large as memory and the device's cap allow), the
 students, thinnings H = 100 (predictive) / 10 (entropy, Experiment 4, the comparison), the
 evaluation thinning, the S = 50 snapshots, step sizes, learning rates, dropout, OOD sets, nDCG trials.
 

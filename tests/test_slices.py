@@ -247,10 +247,10 @@ NOTEBOOK01 = {"num_iterations": 201, "burn_in": 100, "log_every": 50, "checkpoin
 def test_notebook_chain_tasks_are_the_notebooks_and_bad_parameters_are_named():
     chains = S.notebook_chain_tasks("01_experiment1", "paper", NOTEBOOK01)
     assert [t.label for t in chains.tasks] == ["fcnn N=60000 m=0 seed=0", "cnn_mnist N=60000 m=0 seed=0"]
-    assert chains.tasks[0].config.num_iterations == 201 and chains.groups[0].chains_per_batch == 24
+    assert chains.tasks[0].config.num_iterations == 201 and chains.groups[0].chains_per_batch == "auto"
     assert not chains.needs_state
     grid = S.notebook_chain_tasks("02_experiment2_mnist", "paper", {})
-    assert len(grid.tasks) == 48 and grid.groups[0].chains_per_batch == 24  # the paper profile has no schedule check
+    assert len(grid.tasks) == 48 and grid.groups[0].chains_per_batch == "auto"  # the paper profile: no schedule check
     assert S.notebook_chain_tasks("05_experiment3_search", "default", {}).needs_state
     with pytest.raises(ValueError, match=r"no parameter\(s\) \['num_iteration'\]"):
         S.notebook_chain_tasks("01_experiment1", "paper", {"num_iteration": 5})

@@ -82,7 +82,7 @@ class ChainGroup:
     """Chain tasks a notebook runs with one :func:`~gped_kit.experiments.chains.run_chains` call."""
 
     tasks: tuple[ChainTask, ...]
-    chains_per_batch: int = 1
+    chains_per_batch: int | str = 1
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from ..engine.checkpoint import load_checkpoints, read_checkpoint
 from ..engine.run import run_engine
 from ..engine.spec import ChainSpec, build_chain
 from ..progress import status_line
+from .batching import AUTO, check_chains_per_batch, plan_batch
 from .budget import Budget, BudgetReached
 from .collapse import ChainCollapsed, CollapseHook, check_history, sampler_text
 from .executors import ChainExecutor, LocalExecutor, StoredOnly, make_executor
@@ -184,16 +185,19 @@ def _has_outputs(entry: Entry, keep_outputs: Sequence[str]) -> bool:
     return set(keep_outputs) <= stored
 
 
-def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool = False, chains_per_batch: int = 1,
+def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool = False,
+               chains_per_batch: int | str = 1,
                progress: bool = True, requires_state: bool = False,
                executor: str | ChainExecutor = "local", address: str | None = None,
                budget: Budget | None = None) -> ChainGrid:
     """Run, resume or reuse every task through ``store`` (see the module docstring).
 
     ``chains_per_batch`` K > 1 computes up to K consecutive tasks that can share one computation
-    (:func:`~gped_kit.engine.check_batchable`, at the same step) as one batch, for a GPU; it
-    changes how chains are computed, not their keys or results (equal up to round-off; dropout
-    masks differ). ``requires_state`` asks for full results (see :class:`ChainOutcome`).
+    (:func:`~gped_kit.engine.check_batchable`, at the same step) as one batch, for a GPU; ``"auto"``
+    picks K from one chain's memory and the device's free memory
+    (:func:`~gped_kit.experiments.batching.plan_batch`, printed with the progress). It changes how
+    chains are computed, not their keys or results (equal up to round-off; dropout masks differ).
+    ``requires_state`` asks for full results (see :class:`ChainOutcome`).
     ``executor`` ``"ray"`` computes each batch as a task on the Ray cluster at ``address``
     (:mod:`~gped_kit.experiments.executors`; the store must be a directory every node sees).
     ``budget`` (local executor only) stops the grid at a checkpoint once it is spent
@@ -208,8 +212,7 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
         raise ValueError("run_chains: a budget stops the chains of this process: it needs executor='local'")
     if requires_state and not isinstance(runner, LocalExecutor) and not stored_only:
         raise ValueError("run_chains: requires_state=True keeps full results in memory: it needs executor='local'")
-    if not (isinstance(chains_per_batch, int) and not isinstance(chains_per_batch, bool) and chains_per_batch >= 1):
-        raise ValueError(f"chains_per_batch={chains_per_batch!r}: must be an integer >= 1")
+    check_chains_per_batch("chains_per_batch", chains_per_batch)
     outcomes: list[ChainOutcome | None] = [None] * len(tasks)
     data_cache: dict[Any, GPEDData] = {}
     pending: list[tuple[int, ChainSpec, Entry, int]] = []  # (task index, spec, entry, resume step)
@@ -256,7 +259,15 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                                        seconds=time.perf_counter() - started)
             report(i)
 
-    batches = _batches(pending, chains_per_batch)
+    size = chains_per_batch
+    if size == AUTO:
+        size = 1
+        if pending and not stored_only:
+            plan = plan_batch(pending[0][1], len(pending))
+            size = plan.chains
+            if progress:
+                status_line(plan.describe())
+    batches = _batches(pending, size)
     if isinstance(runner, LocalExecutor):
         for batch in batches:
             if budget is not None and budget.spent():

@@ -113,9 +113,10 @@ class Experiment:
         return list(self.tasks(settings, seed=seed, device=device, data_root=data_root,
                                **{**self.parameters, **parameters}))
 
-    def chains_per_batch(self, settings: Any) -> int:
-        """How many consecutive compatible chains the notebook runs as one batch."""
-        return int(getattr(settings, "chains_per_batch", 1) or 1)
+    def chains_per_batch(self, settings: Any) -> int | str:
+        """How many consecutive compatible chains the notebook runs as one batch (``"auto"``: as many as
+        the device's memory allows, :mod:`~gped_kit.experiments.batching`)."""
+        return getattr(settings, "chains_per_batch", 1) or 1
 
     def missing(self, store: ResultsStore, settings: Any, absent: Collection[str] = (), *, seed: int = 0,
                 **parameters: Any) -> list[str]:
@@ -231,7 +232,7 @@ def first_chain_missing(tasks: Sequence[Any], store: ResultsStore) -> list[str]:
 
 
 def read_chains(tasks: Sequence[Any], store: ResultsStore, executor: str, recompute: bool, progress: bool,
-                chains_per_batch: int = 1) -> tuple[ChainGrid | None, list[str]]:
+                chains_per_batch: int | str = 1) -> tuple[ChainGrid | None, list[str]]:
     """The tasks' chains run, resumed or reused (:func:`~gped_kit.experiments.chains.run_chains`), or with
     ``executor="stored"`` read back, and the lines of those not stored (no grid when the first is not)."""
     if check_executor(executor, recompute) and (missing := first_chain_missing(tasks, store)):

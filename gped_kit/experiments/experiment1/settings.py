@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ...core.options import check_int
+from ..batching import check_chains_per_batch
 from ..paper import BAOA_SAMPLER, ChainSettings
 
 
@@ -16,7 +17,7 @@ class Experiment1Settings(ChainSettings):
     seed spread) and how many chains run as one batch."""
 
     table1_seeds: tuple[int, ...] = (0, 1, 2)
-    chains_per_batch: int = 1
+    chains_per_batch: int | str = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -24,7 +25,7 @@ class Experiment1Settings(ChainSettings):
         for i, value in enumerate(seeds):
             check_int(f"table1_seeds[{i}]", value, 0)
         object.__setattr__(self, "table1_seeds", seeds)
-        check_int("chains_per_batch", self.chains_per_batch, 1)
+        check_chains_per_batch("chains_per_batch", self.chains_per_batch)
 
 
 #: The CPU profile: short chains (T = 5,000, B = 3,000), students every 2 steps, eta scaled so that eta N is
@@ -37,7 +38,7 @@ PROFILES: dict[str, Experiment1Settings] = {
     # Appendix A.2: T = 10^6, the paper's fixed eta and B, H = 100 (predictive) / 10 (entropy), one seed.
     "paper": Experiment1Settings(num_iterations=1_000_000, burn_in=None, predictive_thinning=100, entropy_thinning=10,
                                  eval_thinning=100, log_every=10_000, checkpoint_every=50_000, table1_seeds=(0,),
-                                 chains_per_batch=24),
+                                 chains_per_batch="auto"),
     # Table 1 on a CPU in at most 30 minutes for both models, three seeds: a teacher pooled from 2 BAOA chains
     # of 20,000 steps (constant epsilon 0.2, alpha 0.5), students every H = 2 steps, as notebook 10's "BAOA, 2
     # chains pooled" (there 2 x 24,000 steps), which at equal work (FCNN, 2 seeds) matched one chain's teacher

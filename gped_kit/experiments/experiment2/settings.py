@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ...core.options import check_int
+from ..batching import check_chains_per_batch
 from ..claims import THREE_SEEDS, check_seeds
 from ..paper import ChainSettings
 
@@ -22,7 +23,7 @@ class Experiment2Settings(ChainSettings):
     mask_sizes: tuple[int, ...] = (0, 15, 25)
     cifar_labelled_sizes: tuple[int, ...] = (10_000, 50_000)
     lr_check_masks: tuple[int, ...] = (15,)
-    chains_per_batch: int = 1
+    chains_per_batch: int | str = 1
     seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
@@ -33,7 +34,7 @@ class Experiment2Settings(ChainSettings):
             for i, value in enumerate(values):
                 check_int(f"{name}[{i}]", value, minimum)
             object.__setattr__(self, name, values)
-        check_int("chains_per_batch", self.chains_per_batch, 1)
+        check_chains_per_batch("chains_per_batch", self.chains_per_batch)
         if isinstance(self.seeds, list):  # a notebook parameter (papermill -y "seeds: [0, 1, 2]") is a list
             object.__setattr__(self, "seeds", tuple(self.seeds))
         check_seeds("seeds", self.seeds)
@@ -53,7 +54,7 @@ PROFILES: dict[str, Experiment2Settings] = {
                                  eval_thinning=100, log_every=10_000, checkpoint_every=50_000,
                                  labelled_sizes=(10_000, 20_000, 30_000, 60_000), mask_sizes=(0, 5, 10, 15, 20, 25),
                                  cifar_labelled_sizes=(10_000, 20_000, 50_000), lr_check_masks=(),
-                                 chains_per_batch=24),
+                                 chains_per_batch="auto"),
     # Every trend count with its spread over three seeds: the default profile's grid once per seed 0, 1, 2
     # (seed 0's chains are the default's, reused from the store); the default keeps one seed so that
     # `make figures` stays short.
