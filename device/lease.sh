@@ -5,10 +5,12 @@
 #   device/lease.sh [BUDGET_S [NOTEBOOK [PARAM ...] [-- NOTEBOOK [PARAM ...]]]]   (on the GPU machine, from the checkout's root)
 #
 #   1. the device bundle installed offline (device/install.sh), the GPU and the software named;
-#   2. the CUDA tests (pytest -k cuda over the engine, batching and pooled-teacher tests);
-#   3. the benchmarks named in LEASE_BENCHES (unset: "batched graph"; empty: none): benchmarks/bench_batched.py on
-#      CUDA (one chain, K = 1, 4, 12, 24, 48 batched, the matmul rate) and benchmarks/bench_cuda_graph.py
-#      (the engine's steps captured as a CUDA graph against eager, K = 1, 4, 24, 48);
+#   2. the CUDA tests (pytest -k cuda over the engine, batching and pooled-teacher tests; the graph mode's tests);
+#   3. the benchmarks named in LEASE_BENCHES (unset: "engine kernels"; empty: none): "engine",
+#      benchmarks/bench_engine.py on CUDA (the engine eager and in graph mode against a plain loop, one chain and
+#      K = 24); "kernels", benchmarks/bench_kernels.py (kernels per step, K = 1 and 24); "batched",
+#      benchmarks/bench_batched.py (K = 1, 4, 12, 24, 48); "graph", benchmarks/bench_cuda_graph.py (a period
+#      captured by hand, the measurement that preceded the engine's graph mode);
 #   4. with the time left (less a minute for packing), a resumable slice of NOTEBOOK's paper profile
 #      (default 01_experiment1) with each PARAM (KEY=VALUE, e.g. 'models=["cnn_mnist"]') as a notebook
 #      parameter, resumed from the pack carried in .device-slices/in, packed into $OUT.
@@ -41,7 +43,7 @@ while :; do
     [ $# -gt 0 ] || break
     shift  # the "--"
 done
-benches="${LEASE_BENCHES-batched graph}"  # set and empty: no benchmarks
+benches="${LEASE_BENCHES-engine kernels}"  # set and empty: no benchmarks
 deterministic=()
 if [ -n "${LEASE_DETERMINISTIC:-}" ]; then deterministic=(--deterministic); fi
 out="${OUT:?OUT must name the folder whose files come back}"
@@ -63,6 +65,19 @@ step "CUDA tests"
 timeout 180 python3 -m pytest -q -rs -p no:cacheprovider tests/test_engine.py tests/test_batching.py \
     tests/test_pooled.py tests/test_no_host_sync.py -k cuda
 echo "pytest exit $?"
+timeout 180 python3 -m pytest -q -rs -p no:cacheprovider tests/test_graphs.py
+echo "pytest (graphs) exit $?"
+
+if [[ " $benches " == *" engine "* ]]; then
+    step "bench_engine on CUDA"
+    timeout 240 python3 benchmarks/bench_engine.py --device cuda --chains 24 --steps 500 --repeats 2
+    echo "bench_engine exit $?"
+fi
+if [[ " $benches " == *" kernels "* ]]; then
+    step "bench_kernels on CUDA"
+    for k in 1 24; do timeout 60 python3 benchmarks/bench_kernels.py --device cuda --chains "$k"; done
+    echo "bench_kernels exit $?"
+fi
 
 if [[ " $benches " == *" batched "* ]]; then
     step "bench_batched on CUDA"
