@@ -28,11 +28,11 @@ def test_the_batch_is_the_smallest_of_cap_budget_and_pending(monkeypatch):
     monkeypatch.setattr(batching, "free_bytes", lambda device: int(each * 2 * 3.5))  # budget: 3.5 chains
     plan = plan_batch(spec, pending=10)
     assert (plan.chains, plan.chain_bytes, plan.cap) == (min(3, MAX_CHAINS["cpu"]), each, MAX_CHAINS["cpu"])
-    assert "memory budget" in plan.describe() or plan.chains == plan.cap
+    assert plan.limited_by == "the memory budget"
     monkeypatch.setattr(batching, "free_bytes", lambda device: 10 ** 15)
-    assert plan_batch(spec, pending=10).chains == MAX_CHAINS["cpu"]
-    assert "the cap" in plan_batch(spec, pending=10).describe()
-    assert plan_batch(spec, pending=2).chains == 2
+    assert plan_batch(spec, pending=100).chains == MAX_CHAINS["cpu"]
+    assert "the cap" in plan_batch(spec, pending=100).describe()
+    assert plan_batch(spec, pending=2).chains == 2 and plan_batch(spec, pending=2).limited_by == "every chain pending"
     monkeypatch.setattr(batching, "free_bytes", lambda device: 0)
     assert plan_batch(spec, pending=10).chains == 1  # never fewer than one
     pooled = build_chain(spec.data, dataclasses.replace(spec.config, num_chains=2), [s.config for s in spec.students])
@@ -41,7 +41,8 @@ def test_the_batch_is_the_smallest_of_cap_budget_and_pending(monkeypatch):
 
 
 def test_describe_says_what_was_measured():
-    text = BatchPlan(chains=3, chain_bytes=3 * 2 ** 20, budget_bytes=10 * 2 ** 20, cap=4, device="cpu").describe()
+    text = BatchPlan(chains=3, chain_bytes=3 * 2 ** 20, budget_bytes=10 * 2 ** 20, cap=4, device="cpu",
+                     pending=8).describe()
     assert text.startswith("batches of up to 3 chains on cpu (the memory budget)") and "3.0 MiB" in text
 
 
