@@ -9,6 +9,8 @@ The public API, for a chain of your own::
                            num_iterations=20_000, burn_in=1_000)
     result = gk.distill(data, config, [gk.StudentConfig("predictive", "U_s", thinning=100),
                                        gk.StudentConfig("entropy", "U_o", thinning=10)])
+    model = result.model(result.labels[0])      # predict(x): probabilities, total / data / knowledge
+    model.save("student.pt"); gk.load_model("student.pt")
 
 Packages by role; dependencies point one way (each imports only from those above it):
 
@@ -41,7 +43,17 @@ from .core.sgnht import SGNHTConfig
 from .core.targets import Target, custom_target
 from .data.container import GPEDData
 from .data.experiment import DataConfig, prepare_data
-from .engine import GPEDConfig, GPEDResult, StudentConfig, distill, distill_many, resolve_device
+from .engine import (
+    DistilledModel,
+    GPEDConfig,
+    GPEDResult,
+    Prediction,
+    StudentConfig,
+    distill,
+    distill_many,
+    load_model,
+    resolve_device,
+)
 from .experiments.store import ResultsStore
 from .models.presets import ArchSpec
 
@@ -51,6 +63,8 @@ __all__ = [
     "__version__",
     # Algorithm 1
     "distill", "distill_many", "GPEDConfig", "StudentConfig", "GPEDResult", "resolve_device",
+    # a distilled student as a model
+    "DistilledModel", "Prediction", "load_model",
     # data and models
     "GPEDData", "DataConfig", "prepare_data", "ArchSpec",
     # the teacher's sampler

@@ -4,7 +4,8 @@ A file of the results store, a checkpoint, a data file or a slice's manifest may
 (or cluster worker) while it is written, and a crash must never leave half of one in its place. Every
 writer therefore writes a uniquely named temporary file in the target's folder and renames it over the
 target (atomic on POSIX): :func:`atomic_path` for any writer (``torch.save``, a stream with a checksum to
-verify first), :func:`atomic_write_bytes` for bytes in memory. :func:`sha256_of` is the checksum the
+verify first), :func:`atomic_write_bytes` for bytes in memory, :func:`new_file_path` for a file that must
+not replace one (saved models). :func:`sha256_of` is the checksum the
 store's data identities, the device bundle and the slices use.
 
 Standard library only, so that ``device/install.py`` can load this file by its path on a machine where the
@@ -50,6 +51,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+@contextmanager
+def new_file_path(path: str | Path) -> Iterator[Path]:
+    """:func:`atomic_path` for a file that must not exist yet: the complete file is hard-linked to
+    ``path``, which fails with ``FileExistsError`` when ``path`` exists, also when another writer made it
+    in the meantime (a check before writing would let the later of two writers replace the earlier's)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_path(path)
+    try:
+        yield tmp
+        os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all (:func:`atomic_path`)."""
     with atomic_path(path) as tmp:
@@ -65,4 +81,4 @@ def sha256_of(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["atomic_path", "atomic_write_bytes", "sha256_of", "temporary_path"]
+__all__ = ["atomic_path", "atomic_write_bytes", "new_file_path", "sha256_of", "temporary_path"]

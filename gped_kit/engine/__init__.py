@@ -3,11 +3,13 @@
 * :mod:`~gped_kit.engine.config` -- :class:`GPEDConfig` (teacher chain, loop) and :class:`StudentConfig`;
 * :mod:`~gped_kit.engine.spec` -- a chain made concrete: networks, initial values, groups;
 * :mod:`~gped_kit.engine.state` -- the typed state containers (chain axis first);
-* :mod:`~gped_kit.engine.steps` -- ``teacher_step``, ``distill_step``, ``ensemble_step``;
+* :mod:`~gped_kit.engine.steps` -- ``teacher_gradients``, ``distill_gradients``, ``ensemble_step``;
 * :mod:`~gped_kit.engine.streams` -- per-chain random generators;
+* :mod:`~gped_kit.engine.values` / :mod:`~gped_kit.engine.graphs` -- device-side per-step values, CUDA graphs;
 * :mod:`~gped_kit.engine.engine` -- :class:`GPEDEngine`: K chains, the loop, evaluation;
 * :mod:`~gped_kit.engine.checkpoint` -- per-chain checkpoints, bit-identical resume;
-* :mod:`~gped_kit.engine.run` -- :func:`distill` / :func:`distill_many`.
+* :mod:`~gped_kit.engine.run` -- :func:`distill` / :func:`distill_many`;
+* :mod:`~gped_kit.engine.distilled` -- a student as a model: predict with uncertainty, save, :func:`load_model`.
 
 Quick use::
 
@@ -25,9 +27,11 @@ from .config import (
            student_lr,
            student_updates,
 )
+from .distilled import DistilledModel, Prediction
+from .distilled import load as load_model
 from .engine import GPEDEngine, check_batchable
 from .result import GPEDResult
 from .run import distill, distill_many
 
-__all__ = ["GPEDConfig", "StudentConfig", "GPEDEngine", "GPEDResult", "check_batchable", "distill", "distill_many",
-           "resolve_device", "snapshot_steps", "student_lr", "student_updates"]
+__all__ = ["GPEDConfig", "StudentConfig", "GPEDEngine", "GPEDResult", "DistilledModel", "Prediction", "check_batchable",
+           "distill", "distill_many", "load_model", "resolve_device", "snapshot_steps", "student_lr", "student_updates"]

@@ -11,7 +11,9 @@ from torch import nn
 
 from ..core.options import Estimator
 from ..core.targets import Target
-from .spec import ChainSpec
+from ..models.presets import ArchSpec
+from .distilled import DistilledModel
+from .spec import ChainSpec, student_model
 
 
 @dataclass
@@ -71,6 +73,16 @@ class GPEDResult:
         net = copy.deepcopy(self.spec.students[j].network.eval).to_empty(device="cpu")
         net.load_state_dict({**self.student_params[j], **self.student_buffers[j]})
         return net.eval()
+
+    def model(self, label: str) -> DistilledModel:
+        """Student ``label`` as a :class:`~gped_kit.engine.distilled.DistilledModel` on the CPU: predict
+        with it (the target's prediction and uncertainty decomposition), save it, move it to a device."""
+        net = self.student_network(label)
+        j = self._slot(label)
+        student = self.spec.students[j]
+        arch = student_model(student.config, self.spec.config.model)
+        return DistilledModel(net, student.target, self.spec.data.num_outputs, self.spec.data.input_shape,
+                              arch if isinstance(arch, ArchSpec) else None, label)
 
     def store(self, label: str) -> tuple[torch.Tensor, torch.Tensor]:
         """The U_o Monte Carlo estimates (Eq. 10) the chain kept for ``label``'s target: (indices of

@@ -140,7 +140,8 @@ def _regularizer(cfg: StudentConfig) -> Regularizer | None:
     return losses.REGULARIZERS[cfg.regularizer] if isinstance(cfg.regularizer, str) else cfg.regularizer
 
 
-def _student_model(cfg: StudentConfig, teacher_model: object):
+def student_model(cfg: StudentConfig, teacher_model: object):
+    """The model a student is built from: its ``arch``, or else the teacher's model."""
     if cfg.arch is not None:
         return cfg.arch
     if isinstance(teacher_model, nn.Module):
@@ -191,7 +192,7 @@ def build_chain(data: GPEDData, config: GPEDConfig, students: Sequence[StudentCo
         for s in students:
             target = s.resolved_target
             out_dim = target.out_dim(num_outputs)
-            net = place(instantiate(_student_model(s, config.model), shape, out_dim, f"student {s.label!r}"))
+            net = place(instantiate(student_model(s, config.model), shape, out_dim, f"student {s.label!r}"))
             initial.append(_values(net))
             student_specs.append(StudentSpec(config=s, target=target, estimator=s.estimator, out_dim=out_dim,
                                              network=NetworkSpec.of(net), regularizer=_regularizer(s),
