@@ -29,6 +29,9 @@ PYTEST_ARGS        ?=
 PYTEST_WORKERS     ?= auto
 NBVAL_ARGS         ?=
 NBVAL_CELL_TIMEOUT ?= 2700
+# Notebooks nbval executes side by side (each notebook whole on one worker, one torch thread each);
+# 1 runs them one after another.
+NBVAL_WORKERS      ?= 2
 # make figures PROFILE=all: every profile each notebook shows (cpu30, seeds, long, pooling; default last), hours
 # make figures RECOMPUTE=1: every notebook recomputes its results (stored ones are set aside, not deleted)
 RECOMPUTE          ?= 0
@@ -126,7 +129,8 @@ ifneq ($(strip $(NOTEBOOKS)),)
 	@scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/gped-nbval.XXXXXX") && \
 	mkdir -p results figures && cp -r notebooks results figures "$$scratch/" && \
 	echo "nbval: executing notebooks in $$scratch (results/ and figures/ copied there)" && \
-	GPED_PROGRESS=lines $(VENV_PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) \
+	GPED_PROGRESS=lines OMP_NUM_THREADS=1 $(VENV_PY) -m pytest --nbval-lax --nbval-current-env \
+	  --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) -n $(NBVAL_WORKERS) --dist loadfile \
 	  --rootdir="$$scratch" -p no:cacheprovider $(NBVAL_ARGS) \
 	  $(patsubst notebooks/%,"$$scratch"/notebooks/%,$(NOTEBOOKS)); \
 	status=$$?; rm -rf "$$scratch"; exit $$status

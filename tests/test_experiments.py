@@ -155,6 +155,7 @@ def test_grid_runs_cifar10_cells_on_tiny_data_and_records_missing_and_failing_ce
         distillation_task("resnet", 100, 0, _tiny())
 
 
+@pytest.mark.slow  # about 25 s: in make test-slow
 def test_grid_batches_compatible_cells_and_matches_one_by_one(tmp_path, write_tiny_cifar10):
     write_tiny_cifar10(tmp_path / "data", per_batch=8, n_test=6)
     root = str(tmp_path / "data")

@@ -231,6 +231,7 @@ def _worker(args):
     return tag, list(grid.cells["status"]), grid.table["teacher_nll"].tolist()
 
 
+@pytest.mark.slow  # about 25 s: in make test-slow
 def test_four_processes_share_one_store_without_losing_or_overwriting_entries(tmp_path):
     """Four processes ask for overlapping chains at once: each chain is computed exactly once, the
     others wait for its lock and reuse it, and every entry is complete and readable."""
