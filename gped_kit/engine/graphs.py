@@ -29,16 +29,43 @@ compute: a replayed period equals the same period stepped eagerly, bit for bit (
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, Sequence
 
 import torch
 
-if TYPE_CHECKING:  # the engine imports this module
-    from .engine import GPEDEngine
+from .config import GPEDConfig
+from .spec import ChainSpec
+from .streams import ChainStreams
+from .values import ValueTable
 
 #: At most this many patterns are captured per engine; further ones run eagerly (a cyclical
 #: schedule with many distinct phase boundaries would otherwise capture a graph per period).
 MAX_GRAPHS = 8
+
+
+class PeriodEngine(Protocol):
+    """What graph mode reads and advances of :class:`gped_kit.engine.engine.GPEDEngine` (which imports
+    this module): its step, events, counters, streams and device-side value tables."""
+
+    t: int
+    period: int
+    config: GPEDConfig
+    chains: Sequence[ChainSpec]
+    device: torch.device
+    streams: ChainStreams
+    steps_in_nll_sum: int
+    ensemble_count: int
+    adam_steps: list[int]
+    steps_since_log: list[int]
+    lr_values: list[list[float]]
+    _scales: ValueTable | None
+    _corrections: list[ValueTable]
+
+    def step(self) -> None: ...
+
+    def events(self, t: int) -> Any: ...
+
+    def learning_rates(self, j: int, t: int) -> list[float]: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +79,7 @@ class HostCounters:
     steps_since_log: tuple[int, ...]
 
     @classmethod
-    def of(cls, engine: GPEDEngine) -> HostCounters:
+    def of(cls, engine: PeriodEngine) -> HostCounters:
         return cls(engine.t, engine.steps_in_nll_sum, engine.ensemble_count, tuple(engine.adam_steps),
                    tuple(engine.steps_since_log))
 
@@ -62,7 +89,7 @@ class HostCounters:
                             tuple(a - b for a, b in zip(self.adam_steps, other.adam_steps)),
                             tuple(a - b for a, b in zip(self.steps_since_log, other.steps_since_log)))
 
-    def apply(self, engine: GPEDEngine, delta: HostCounters | None = None) -> None:
+    def apply(self, engine: PeriodEngine, delta: HostCounters | None = None) -> None:
         """Set the engine's counters to these (plus ``delta``)."""
         d = delta or HostCounters(0, 0, 0, (0,) * len(self.adam_steps), (0,) * len(self.steps_since_log))
         engine.t = self.t + d.t
@@ -72,7 +99,7 @@ class HostCounters:
         engine.steps_since_log = [a + b for a, b in zip(self.steps_since_log, d.steps_since_log)]
 
 
-def period_pattern(engine: GPEDEngine, t0: int, stop: int) -> tuple | None:
+def period_pattern(engine: PeriodEngine, t0: int, stop: int) -> tuple | None:
     """The pattern of events of the period starting at ``t0`` (what a graph of it records), or None
     when the period cannot be replayed (see the module docstring). Host-side only."""
     cfg, period = engine.config, engine.period
@@ -100,7 +127,7 @@ def period_pattern(engine: GPEDEngine, t0: int, stop: int) -> tuple | None:
 class PeriodGraphs:
     """The captured periods of one engine (CUDA), keyed by their event pattern (module docstring)."""
 
-    def __init__(self, engine: GPEDEngine) -> None:
+    def __init__(self, engine: PeriodEngine) -> None:
         if engine.device.type != "cuda":
             raise ValueError(f"GPEDConfig.graph=True needs a CUDA device, the run is on {engine.device}; "
                              "leave graph at None (on for CUDA only) or set it to False")
