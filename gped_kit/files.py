@@ -14,10 +14,11 @@ kit's dependencies are not installed yet.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,7 +34,20 @@ def temporary_path(path: str | Path) -> Path:
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def _staged(path: str | Path, publish: Callable[[Path, Path], None]) -> Iterator[Path]:
+    """A temporary path beside ``path`` (the folder is created); ``publish(tmp, path)`` when the block
+    ends without an error; the temporary file is removed in any case."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_path(path)
+    try:
+        yield tmp
+        publish(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_path(path: str | Path) -> contextlib.AbstractContextManager[Path]:
     """A temporary path beside ``path`` (:func:`temporary_path`; the folder is created) to write to; when
     the block ends without an error it is renamed over ``path``, otherwise removed, so readers see the old
     file or the new one, never a part of one::
@@ -41,29 +55,14 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with atomic_path(target) as tmp:
             torch.save(state, tmp)
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_path(path)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    return _staged(path, os.replace)
 
 
-@contextmanager
-def new_file_path(path: str | Path) -> Iterator[Path]:
+def new_file_path(path: str | Path) -> contextlib.AbstractContextManager[Path]:
     """:func:`atomic_path` for a file that must not exist yet: the complete file is hard-linked to
     ``path``, which fails with ``FileExistsError`` when ``path`` exists, also when another writer made it
     in the meantime (a check before writing would let the later of two writers replace the earlier's)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_path(path)
-    try:
-        yield tmp
-        os.link(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    return _staged(path, os.link)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
