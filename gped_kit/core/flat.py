@@ -22,6 +22,7 @@ one, so the update functions of :mod:`gped_kit.core` run unchanged on either.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping, Sequence
 
 import torch
@@ -68,9 +69,10 @@ class FlatLayout:
             offset += one.numel()
         return cls(tuple(names), tuple(shapes), tuple(strides), tuple(offsets), offset)
 
-    @property
+    @cached_property
     def logical(self) -> bool:
-        """Whether the buffer is the concatenation of the flattened parameters (all contiguous)."""
+        """Whether the buffer is the concatenation of the flattened parameters (all contiguous); computed
+        once (the step reads it)."""
         return all(s == _contiguous_strides(shape) for shape, s in zip(self.shapes, self.strides))
 
     def contiguous(self) -> FlatLayout:
@@ -125,8 +127,8 @@ def units(*mappings: Mapping[str, torch.Tensor]) -> list[tuple[torch.Tensor, ...
     tuple), the tensors name by name (in the first mapping's order) when none is; a mix is an error."""
     flats = [isinstance(m, FlatTensors) for m in mappings]
     if all(flats):
-        layouts = {m.layout for m in mappings}  # type: ignore[attr-defined]
-        if len(layouts) != 1:
+        layout = mappings[0].layout  # type: ignore[attr-defined]
+        if any(m.layout is not layout and m.layout != layout for m in mappings):  # type: ignore[attr-defined]
             raise ValueError("units: flat buffers of different layouts cannot be updated element-wise together")
         return [tuple(m.flat for m in mappings)]  # type: ignore[attr-defined]
     if any(flats):
