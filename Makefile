@@ -124,6 +124,7 @@ $(SLOW_STAMP): pyproject.toml $(STAMP)
 # entries recomputed after a change to the numerics) lands in the scratch tree, which is removed.
 test: venv
 	$(HEADLESS) OMP_NUM_THREADS=1 $(VENV_PY) -m pytest -m "not paper_profile and not slow" -n $(PYTEST_WORKERS) \
+	  --dist worksteal \
 	  $(PYTEST_ARGS)
 ifneq ($(strip $(NOTEBOOKS)),)
 	@scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/gped-nbval.XXXXXX") && \

@@ -241,6 +241,7 @@ def test_record_leaves_fields_at_their_defaults_out_of_keys(digits_data):
         StudentConfig("entropy", "U_s+U_o")
 
 
+@pytest.mark.slow  # about 35 s: in make test-slow
 def test_input_generators_and_derivative_matching_students(digits_data):
     students = [StudentConfig("predictive", "U_s", thinning=2, name="resample"),
                 StudentConfig("predictive", "U_s", thinning=2, name="noise", input_generator="noise"),

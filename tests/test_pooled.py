@@ -264,6 +264,7 @@ def test_sgld_stationary_moments_include_the_minibatch_noise():
     assert (torch.linalg.eigvalsh(cov - full) > 0).all()  # the batch noise only adds variance
 
 
+@pytest.mark.slow  # about 35 s: in make test-slow
 def test_pooled_teacher_and_students_recover_the_bayesian_linear_regression_posterior():
     """Bayesian linear regression (as tests/test_regression.py): K = 64 chains of 4,000 SGLD steps
     pooled into one teacher, against the chain's exact stationary law (:func:`sgld_stationary_moments`,

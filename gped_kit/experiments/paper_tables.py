@@ -44,7 +44,7 @@ Conventions
   (r = m^2/784: m = 0, 5, 10, 15, 20, 25). Our own runs record the exact rate, so join
   paper and measured tables on ``(model, labelled_size, mask_size)``, not on the rate.
 * ``estimator`` is ``"U_s"`` or ``"U_o"`` (Eqs. 9, 10), spelled as in
-  :data:`gped_kit.targets.ESTIMATORS`.
+  :class:`gped_kit.core.options.Estimator`.
 * Experiment 4 (Tables 2-4, 8-16): ``method`` is ``"Ensemble"`` (the full SGLD Monte Carlo
   ensemble, i.e. the teacher), ``"GPED"`` or ``"EnD2"`` (the paper's EnD^2 baseline). The
   table's ``estimator`` applies to distilling the *predictive* distribution only; the GPED
