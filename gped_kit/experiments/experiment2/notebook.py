@@ -54,7 +54,7 @@ def _cifar_tasks(settings: Experiment2Settings, *, seed: int, device: str, data_
 def _mnist_lines(settings: Experiment2Settings, absent: Collection[str]) -> list[str]:
     cells = len(MNIST_MODELS) * len(settings.labelled_sizes) * len(settings.mask_sizes)
     lines = [f"{cells} cells, one SGLD chain each", "every cell completed: True"]
-    return lines + (["one of a batch"] if settings.chains_per_batch > 1 else [])
+    return lines + (["one of a batch"] if settings.chains_per_batch != 1 else [])  # an int > 1, or "auto"
 
 
 def _cifar_lines(settings: Experiment2Settings, absent: Collection[str]) -> list[str]:
