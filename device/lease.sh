@@ -22,6 +22,9 @@
 # docs/device-runs/2026-11-26-nvidia-h200-3). Mind what comes back: 8 files in all, so two lanes of
 # notebook 01 (FCNN: a manifest and two parts; CNN-MNIST: a manifest and one part) and the log.
 #
+# The slices replay CUDA graphs (--graph auto) when the graph mode's tests of step 2 passed, else run eagerly
+# (--graph off); LEASE_GRAPH=auto|on|off decides instead.
+#
 # LEASE_DETERMINISTIC=1 runs the slices with cuDNN's deterministic convolution kernels (slices run
 # --deterministic): CNN chains then repeat run to run on CUDA (without it they do not; FCNN chains do).
 #
@@ -66,7 +69,11 @@ timeout 180 python3 -m pytest -q -rs -p no:cacheprovider tests/test_engine.py te
     tests/test_pooled.py tests/test_no_host_sync.py -k cuda
 echo "pytest exit $?"
 timeout 180 python3 -m pytest -q -rs -p no:cacheprovider tests/test_graphs.py
-echo "pytest (graphs) exit $?"
+graph_tests=$?
+echo "pytest (graphs) exit $graph_tests"
+# the slices replay CUDA graphs only where the graph mode's tests passed on this machine (LEASE_GRAPH overrides)
+slice_graph="${LEASE_GRAPH:-$([ "$graph_tests" -eq 0 ] && echo auto || echo off)}"
+echo "slices run with --graph $slice_graph"
 
 if [[ " $benches " == *" engine "* ]]; then
     step "bench_engine on CUDA"
@@ -104,7 +111,7 @@ if [ "$left" -ge 60 ]; then
         mkdir -p ".device-slices/in$suffix" "$lane_out"
         (set -o pipefail  # the lane's exit status is the slice's, not sed's
          python3 -m gped_kit.cli.slices run "${notebooks[$i]}" --profile paper --minutes "$minutes" "${params[@]}" \
-             "${deterministic[@]}" \
+             "${deterministic[@]}" --graph "$slice_graph" \
              --results ".device-slices/store$suffix" --resume ".device-slices/in$suffix" --out "$lane_out" 2>&1 \
              | sed -u "s/^/[lane $lane] /") &
         pids+=($!)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -408,14 +409,22 @@ def deterministic_convolutions(enabled: bool) -> Iterator[None]:
         cudnn.deterministic, cudnn.benchmark = saved
 
 
+def with_graph(task: ChainTask, graph: bool | None) -> ChainTask:
+    """``task`` with its configuration's ``graph`` set (a field outside the chain's key)."""
+    return dataclasses.replace(task, config=dataclasses.replace(task.config, graph=graph))
+
+
 def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], results: Path, out: Path,
               minutes: float | None = None, max_steps: int | None = None, resume: Sequence[Path] = (),
               keep_final_checkpoints: bool | None = None, notebook_dir: Path = DEFAULT_NOTEBOOK_DIR,
               clock=time.monotonic, progress: bool = True, part_bytes: int = PART_BYTES,
-              max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES, deterministic: bool = False) -> SliceReport:
+              max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES, deterministic: bool = False,
+              graph: bool | None = None) -> SliceReport:
     """One slice (see the module docstring): unpack ``resume``, run the notebook's chains within
     ``minutes`` / ``max_steps`` (with cuDNN's deterministic kernels if ``deterministic``: see
-    :func:`deterministic_convolutions`), pack what changed into ``out``."""
+    :func:`deterministic_convolutions`), pack what changed into ``out``. ``graph`` is every chain's
+    :attr:`GPEDConfig.graph <gped_kit.engine.GPEDConfig>` (None: CUDA graphs on CUDA); it changes how
+    a chain executes, not its key, so a slice may resume another slice's chains with graphs on or off."""
     budget = Budget(seconds=None if minutes is None else 60.0 * minutes, steps=max_steps, clock=clock)
     chains = notebook_chain_tasks(notebook, profile, overrides, notebook_dir)  # bad input fails before any work
     store = ResultsStore(results)
@@ -425,7 +434,7 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
     previous = read_manifests(sources)
     unpacked = unpack(sources, store.root) if sources else []
     with deterministic_convolutions(deterministic):
-        grids = [run_chains(list(g.tasks), store, chains_per_batch=g.chains_per_batch, progress=progress,
+        grids = [run_chains([with_graph(t, graph) for t in g.tasks], store, chains_per_batch=g.chains_per_batch, progress=progress,
                             budget=budget) for g in chains.groups if g.tasks]
     cells = pd.concat([g.cells for g in grids], ignore_index=True) if grids else pd.DataFrame()
     complete = bool(len(cells)) and bool(cells["status"].isin([*DONE, "missing data"]).all())
@@ -447,6 +456,9 @@ def _summary(actions: Sequence[tuple[str, str]]) -> str:
     for _, action in actions:
         counts[action] = counts.get(action, 0) + 1
     return ", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "nothing"
+
+
+GRAPH_CHOICES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -471,6 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
     keep.add_argument("--no-final-checkpoints", dest="keep", action="store_false")
     run.add_argument("--deterministic", action="store_true",
                      help="cuDNN's deterministic convolution kernels (CUDA CNN chains reproducible run to run)")
+    run.add_argument("--graph", choices=sorted(GRAPH_CHOICES), default="auto",
+                     help="CUDA graphs: auto (on for CUDA), on or off (default: %(default)s)")
     run.add_argument("--notebook-dir", type=Path, default=DEFAULT_NOTEBOOK_DIR, help="default: %(default)s")
     run.add_argument("--part-mib", type=float, default=PART_BYTES / MIB, help="largest part (default: %(default)s)")
     run.add_argument("--max-files", type=int, default=MAX_FILES, help="parts + manifest (default: %(default)s)")
@@ -513,7 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = run_slice(args.notebook, args.profile, overrides, args.results, args.out, args.minutes,
                            args.max_steps, args.resume, args.keep, args.notebook_dir,
                            part_bytes=int(args.part_mib * MIB), max_files=args.max_files,
-                           max_bytes=int(args.max_mib * MIB), deterministic=args.deterministic)
+                           max_bytes=int(args.max_mib * MIB), deterministic=args.deterministic,
+                           graph=GRAPH_CHOICES[args.graph])
     except (ValueError, PackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ValueError) else 1
