@@ -260,6 +260,20 @@ def test_notebook_chain_tasks_are_the_notebooks_and_bad_parameters_are_named():
         S.notebook_chain_tasks("01_experiment1", "huge", {})
 
 
+def test_graph_option_sets_how_chains_execute_not_their_key():
+    """``--graph`` reaches every chain's configuration and leaves its record (the store's key) alone, so a
+    slice in graph mode resumes an eager slice's chains and the other way round."""
+    task = S.notebook_chain_tasks("01_experiment1", "paper", NOTEBOOK01).tasks[0]
+    for text, graph in (("auto", None), ("on", True), ("off", False)):
+        assert S.GRAPH_CHOICES[text] is graph
+        changed = S.with_graph(task, graph)
+        assert changed.config.graph is graph and changed.config.record() == task.config.record()
+    args = S.build_parser().parse_args(["run", "01_experiment1", "--out", "x", "--minutes", "1", "--graph", "off"])
+    assert S.GRAPH_CHOICES[args.graph] is False
+    with pytest.raises(SystemExit):
+        S.build_parser().parse_args(["run", "01_experiment1", "--out", "x", "--graph", "yes"])
+
+
 def mnist_available() -> bool:
     try:
         load_split("mnist", "test")

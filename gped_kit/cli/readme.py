@@ -72,7 +72,8 @@ def paper_profile_on_gpu(figures: Path) -> Claim:
         step = int(h["step"].max())
         last = h[h["step"] == step].set_index("student")
         pick = lambda student, column: number(float(last.loc[student, column]), 4)  # noqa: E731
-        ours.append(f"{name} chain to T = {step:,} of 10^6 ({path.parent.name}): teacher "
+        length = "complete (T = 10^6, seed 0)" if step >= 1_000_000 else f"to T = {step:,} of 10^6"
+        ours.append(f"{name} chain {length} ({path.parent.name}): teacher "
                     f"{number(float(last['teacher_nll'].iloc[0]), 4)}, student U_o / U_s "
                     f"{pick('predictive-U_o-K1x1', 'student_nll')} / {pick('predictive-U_s-K1x1', 'student_nll')}, "
                     f"entropy MAE U_o / U_s {pick('entropy-U_o-K1x1', 'entropy_mae')} / "

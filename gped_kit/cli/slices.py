@@ -434,8 +434,8 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
     previous = read_manifests(sources)
     unpacked = unpack(sources, store.root) if sources else []
     with deterministic_convolutions(deterministic):
-        grids = [run_chains([with_graph(t, graph) for t in g.tasks], store, chains_per_batch=g.chains_per_batch, progress=progress,
-                            budget=budget) for g in chains.groups if g.tasks]
+        grids = [run_chains([with_graph(t, graph) for t in g.tasks], store, chains_per_batch=g.chains_per_batch,
+                            progress=progress, budget=budget) for g in chains.groups if g.tasks]
     cells = pd.concat([g.cells for g in grids], ignore_index=True) if grids else pd.DataFrame()
     complete = bool(len(cells)) and bool(cells["status"].isin([*DONE, "missing data"]).all())
     keep = chains.needs_state if keep_final_checkpoints is None else keep_final_checkpoints
