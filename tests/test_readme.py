@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from gped_kit.cli import readme as R
+from gped_kit.experiments import verdicts as V
 from gped_kit.experiments.comparison import notebook as CN
 from gped_kit.experiments.experiment1 import notebook as E1N
 from gped_kit.experiments.experiment2 import notebook as E2N
@@ -57,6 +58,12 @@ def test_table1_rules_on_hand_built_tables(tmp_path):
     # within 10%: FCNN teacher (0.057 <= 0.0572), both students, CNN entropy (0.017 <= 0.0176); not the rest
     assert values.verdict == "partly (4 of 6 within 10%)" and "1 seed)" in values.ours and "±" not in values.ours
     assert E1N.table1_values(tmp_path, "long", "long") is None  # no table, no row
+    # two-sided: a student 15% below the paper's is not within 10%; it is better than the paper's, said apart
+    _table1(tmp_path, "cpu30", [["fcnn", 0.057, None, 0.052, 0.07, None, 0.082, 0.02, None, 0.016, 1],
+                                ["cnn_mnist", 0.03, None, 0.022, 0.05, None, 0.053, 0.017, None, 0.016, 1]])
+    values = E1N.table1_values(tmp_path, "cpu30", "cpu30")
+    assert values.verdict == ("partly (3 of 6 within 10%; 1 better than the paper's: FCNN student; its students "
+                              "are updated every 2 / 2 steps, the paper's every 100 / 10)")
     _table1(tmp_path, "cpu30", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.02, None, 0.016, 3],
                                 ["cnn_mnist", 0.03, None, 0.022, 0.05, None, 0.053, 0.017, None, 0.016, 2]])
     assert E1N.table1_values(tmp_path, "cpu30", "cpu30").ours.endswith("(seeds: FCNN 3, CNN 2)")  # a failed seed
@@ -180,3 +187,11 @@ def test_the_samplers_rows_read_notebook_10s_default_and_pooling_tables(tmp_path
     assert row.paper == "Table 1, FCNN, SGLD at T = 10^6: 0.052 / 0.082 / 0.016"
     table.assign(seeds=1).to_csv(tmp_path / "10_samplers_default_table.csv", index=False)
     assert SN.study_row(tmp_path).claim == "(ours) the teacher's sampler at equal work (FCNN, T = 48,000, 1 seed)"
+
+
+def test_within_10_percent_is_two_sided_and_better_is_its_own_verdict():
+    assert V.within(1.10, 1.0) and V.within(0.90, 1.0) and V.within(0.052, 0.052)
+    assert not V.within(1.11, 1.0) and not V.within(0.89, 1.0)  # 11% either way fails
+    assert not V.within(float("nan"), 1.0) and not V.within(1.0, 0.0)
+    assert [V.compare(x, 1.0) for x in (0.95, 1.05, 0.8, 1.2)] == ["within", "within", "better", "worse"]
+    assert V.compare(float("nan"), 1.0) == "missing"

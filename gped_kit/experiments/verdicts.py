@@ -9,6 +9,11 @@ every experiment's rows into one table.
 Verdicts: ``yes`` (the claim holds in the kit's run by the rule stated), ``partly`` (in some of the settings
 the claim covers), ``no`` (in none), ``not run`` (a setting that cannot run here, with the reason). The
 paper's numbers are always in their own column, labelled as the paper's.
+
+"Within 10%" means one thing everywhere: ``|ours / paper's - 1| <= 0.10`` (:func:`within`), two-sided. A
+value more than 10% below the paper's, where lower is better, is *better than the paper's* (:func:`compare`):
+a verdict of its own, never counted as agreement, and given with its reason. Claims that hold by the
+configuration (what the method stores, say) are reported and not counted.
 """
 
 from __future__ import annotations
@@ -46,6 +51,27 @@ def link(name: str, label: str) -> str:
     return f"[{label}](figures/{name})"
 
 
+#: "Within 10%": the largest relative difference from the paper's value that counts as agreement, either way.
+WITHIN = 0.10
+
+
+def within(ours: float, paper: float, tolerance: float = WITHIN) -> bool:
+    """``|ours / paper - 1| <= tolerance``: two-sided, so 11% above and 11% below both fail."""
+    if not paper or math.isnan(ours) or math.isnan(paper):
+        return False
+    return abs(ours / paper - 1.0) <= tolerance + 1e-12
+
+
+def compare(ours: float, paper: float, tolerance: float = WITHIN) -> str:
+    """For a metric where lower is better: ``"within"`` (:func:`within`), ``"better"`` (more than
+    ``tolerance`` below the paper's), ``"worse"`` (more than ``tolerance`` above) or ``"missing"``."""
+    if not paper or math.isnan(ours) or math.isnan(paper):
+        return "missing"
+    if within(ours, paper, tolerance):
+        return "within"
+    return "better" if ours < paper else "worse"
+
+
 def verdict(hits: int, n: int) -> str:
     """``yes`` when all ``n`` agree, ``partly`` when some do, ``no`` when none."""
     return "yes" if n and hits == n else ("partly" if hits else "no")
@@ -73,4 +99,5 @@ def as_list(out: Claim | list[Claim] | None) -> list[Claim]:
     return out if isinstance(out, list) else [out] if out is not None else []
 
 
-__all__ = ["MODELS", "Claim", "number", "link", "verdict", "counts", "read_table", "seeds_of", "as_list"]
+__all__ = ["MODELS", "Claim", "WITHIN", "within", "compare", "number", "link", "verdict", "counts", "read_table",
+           "seeds_of", "as_list"]
