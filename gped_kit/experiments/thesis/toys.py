@@ -196,6 +196,13 @@ def online_vs_batch(table: pd.DataFrame, metric: str, keys: Sequence[str]) -> pd
     return wide
 
 
+#: The memory findings: they report measured ratios and hold by construction (an online method holds one
+#: minibatch of samples where batch holds them all), so a count of the thesis' claims that hold leaves them out.
+MOG_MEMORY_CLAIM = "MoG: online needs a fraction of the memory"
+LOGREG_MEMORY_CLAIM = "LogReg: online needs a fraction of the memory"
+BY_CONSTRUCTION = frozenset({MOG_MEMORY_CLAIM, LOGREG_MEMORY_CLAIM})
+
+
 def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "mean_kl_test",
                        factor: float = 2.0, slack: float = 0.002) -> pd.DataFrame:
     """The thesis' findings checked on our numbers, one row per claim: ``claim``, what the
@@ -219,7 +226,7 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
             "KL(p_MC||q) online / batch per N: " + ", ".join(
                 f"N={n}: {o:.4f}/{b:.4f}" for n, o, b in zip(w["num_data"], w["kl_mc_to_student_online"],
                                                               w["kl_mc_to_student_batch"])))
-        add("MoG: online needs a fraction of the memory", "100 instead of 10,000 MCMC samples and 1,000 data samples",
+        add(MOG_MEMORY_CLAIM, "100 instead of 10,000 MCMC samples and 1,000 data samples",
             list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
     if len(logreg):
         for loss, label, thesis in (("cross_entropy", "cross-entropy", "equivalent in expectation (Eq. 3.40)"),
@@ -236,7 +243,7 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
                                                               w[f"{metric}_batch"])))
         if logreg["mode"].nunique() == 2:
             w = online_vs_batch(logreg, metric, ["loss", "generator"])
-            add("LogReg: online needs a fraction of the memory", "10 instead of 10,000 MCMC samples",
+            add(LOGREG_MEMORY_CLAIM, "10 instead of 10,000 MCMC samples",
                 list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
         gens = set(logreg["generator"])
         if "noise" in gens and gens & {"resample", "perturb"}:
