@@ -142,7 +142,8 @@ def test_the_long_profile_column_judges_its_own_tables_by_the_same_rule(tmp_path
     write("long", {"Snapshot ensemble": 0.05, "Hydra": 0.06, "KD": 0.07, "EnD2": 0.08})
     row = next(r for r in R.claims_table(tmp_path) if r.claim.startswith("Hydra paper"))
     assert row.verdict == "no" and row.long.startswith("yes: ") and "Hydra 0.060" in row.long
-    assert "ours, `long` profile" in R.render([row]) and "| yes: " in R.render([row])
+    assert "| no; `long`: yes |" in R.render([row])  # the README's short table: both verdicts
+    assert "ours, `long` profile" in R.render_details([row]) and "| yes: " in R.render_details([row])
 
 
 def test_counts_are_read_from_count_texts():
@@ -210,3 +211,34 @@ def test_thesis_claims_that_hold_by_construction_are_reported_not_counted(tmp_pa
     (row,) = TN.readme_rows(tmp_path)
     assert row.verdict == "partly" and row.ours.startswith("1 of 2 claims hold; not: Derivative square error")
     assert row.ours.count(LOGREG_MEMORY_CLAIM) == 1 and "not counted, as they hold by construction" in row.ours
+
+
+def test_short_verdicts_keep_the_counts_and_drop_the_reasons():
+    assert V.short_verdict("yes") == "yes"
+    assert V.short_verdict("partly (agree in 5 of 6 cells)") == "partly (agree in 5 of 6 cells)"
+    assert V.short_verdict("no (0 of 6 within 10%; 2 better than the paper's: FCNN student, CNN student; its "
+                           "students are updated every 2 / 2 steps, the paper's every 100 / 10)") == \
+        "no (0 of 6 within 10%; 2 better than the paper's)"
+
+
+def test_the_verdict_counts_the_judged_rows_and_names_the_paper_length_cells(tmp_path):
+    rows = [V.Claim("a", "yes", "1", "1", "w"), V.Claim("b", "partly (agree in 1 of 2 cells)", "1", "1", "w"),
+            V.Claim("c", "no", "1", "1", "w"), V.Claim("(ours) d", "—", "1", "1", "w"),
+            V.Claim("e", "not comparable (no OOD set in common; on ours GPED leads in 9 of 16 cells)", "9 of 16",
+                    "x", "w"), V.Claim("f", "not run", "—", "x", "w")]
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    text = R.render_verdict(rows, figures)
+    assert "(3), **1 hold, 1 hold partly and 1 do not** on a CPU; 1 cannot be compared and 1 are not run" in text
+    assert "At the paper's length" not in text  # no GPU history: no sentence
+    run = tmp_path / R.DEVICE_RUNS / "2026-01-01-gpu"
+    run.mkdir(parents=True)
+    step = 1_000_000
+    pd.DataFrame({"step": [step] * 4, "teacher_nll": [0.0539] * 4,
+                  "student": ["predictive-U_s-K1x1", "predictive-U_o-K1x1", "entropy-U_s-K1x1", "entropy-U_o-K1x1"],
+                  "student_nll": [0.0636, 0.0630, None, None], "entropy_mae": [None, None, 0.0222, 0.0157]}
+                 ).to_csv(run / R.DEVICE_HISTORY.format(model="fcnn"), index=False)
+    text = R.render_verdict(rows, figures)
+    # the paper's Table 6 (N = 60,000, r = 0): 0.052; 0.054 / 0.082; 0.016 / 0.020 -> within: teacher, entropy U_o
+    assert ("FCNN: teacher NLL 0.0539 (0.052), student NLL U_o 0.0630 (0.054), U_s 0.0636 (0.082), entropy MAE "
+            "U_o 0.0157 (0.016), U_s 0.0222 (0.02); 2 of 5 within 10% (2026-01-01-gpu)") in text

@@ -39,6 +39,17 @@ class Claim:
     paper: str
     where: str
     long: str = "—"  # the verdict and our numbers with profile="long" (notebooks 05-07), where it ran
+    long_verdict: str = "—"  # the verdict alone with profile="long", where it ran
+
+
+def short_verdict(text: str) -> str:
+    """A verdict without its reasons: the word(s) and, in parentheses, each count up to its colon,
+    leaving out the reason clauses ("its students ...")."""
+    word, _, inner = text.partition(" (")
+    if not inner:
+        return word
+    parts = [p.split(": ", 1)[0] for p in inner.rstrip(")").split("; ") if not p.startswith("its ")]
+    return f"{word} ({'; '.join(parts)})"
 
 
 def number(x: float | None, digits: int = 3) -> str:
@@ -100,4 +111,4 @@ def as_list(out: Claim | list[Claim] | None) -> list[Claim]:
 
 
 __all__ = ["MODELS", "Claim", "WITHIN", "within", "compare", "number", "link", "verdict", "counts", "read_table",
-           "seeds_of", "as_list"]
+           "seeds_of", "as_list", "short_verdict"]

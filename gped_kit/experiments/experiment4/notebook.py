@@ -142,8 +142,11 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
         if "agree in " in str(r["agree"]):
             a, c = counts(r["agree"], "agree in ")
             judged = f"{verdict(a, c)} (agree in {a} of {c} cells)"
-        else:
-            judged = "not comparable: no OOD set in common"
+        else:  # GPED higher in k of n cells of ours: say who leads on the OOD sets we have
+            k, n = counts(r["ours"])
+            leader, lead = ("GPED", k) if 2 * k > n else ("EnD²", n - k) if 2 * k < n else ("neither", k)
+            judged = (f"not comparable (no OOD set in common; on ours {leader} leads in {lead} of {n} cells)"
+                      if leader != "neither" else f"not comparable (no OOD set in common; on ours a tie, {k} of {n})")
         ours = f"{r['ours']}; vs {r['beside']}: {r['ours_beside']}"
         if r["claim"] in seeds:
             ours += f"; {seeds[r['claim']]}"
