@@ -11,6 +11,7 @@ from gped_kit.experiments import experiment1 as E1
 from gped_kit.experiments import experiment2 as E2
 from gped_kit.experiments import quickstart
 from gped_kit.experiments.chains import ChainTask, run_chains
+from gped_kit.experiments.experiment1.analysis import table1_display, table1_result
 from gped_kit.experiments.paper import (
     BAOA_SAMPLER,
     ChainSettings,
@@ -255,3 +256,24 @@ def test_teacher_caption_reads_the_sampler_chains_and_length_from_the_settings()
     cyclical = dataclasses.replace(base, num_iterations=12_000, sampler=long_sampler(12_000), num_chains=4)
     assert teacher_caption(cyclical) == "4 pooled cyclical BAOA chains, T = 12,000 each"
     assert teacher_caption(E1.PROFILES["cpu30"]) == "2 pooled BAOA chains, T = 20,000 each"
+
+
+def test_notebook01_result_and_table_read_table1_as_the_readme_does():
+    """The result paragraph counts Table 1's values within 10% (two-sided), better and worse; the display
+    table puts FCNN before CNN-MNIST, seeds as integers, and the models without a run apart."""
+    t = pd.DataFrame({"model": ["cnn_cifar10", "cnn_mnist", "fcnn"], "seeds": [float("nan"), 3.0, 3.0],
+                      "teacher_nll": [float("nan"), 0.023, 0.095], "teacher_nll_std": [float("nan"), 0.001, 0.001],
+                      "teacher_nll_paper": [0.671, 0.022, 0.052], "teacher_nll_vs_paper": ["—", "x", "x"],
+                      "student_nll": [float("nan"), 0.040, 0.121], "student_nll_std": [float("nan"), 0.002, 0.002],
+                      "student_nll_paper": [0.932, 0.053, 0.082], "student_nll_vs_paper": ["—", "x", "x"],
+                      "entropy_mae": [float("nan"), 0.0165, 0.083], "entropy_mae_std": [float("nan"), 0.001, 0.001],
+                      "entropy_mae_paper": [0.245, 0.016, 0.016], "entropy_mae_vs_paper": ["—", "x", "x"]})
+    text = table1_result(t, "default")
+    # CNN teacher 0.023 / 0.022 within, student 0.040 / 0.053 better (-25%), entropy 0.0165 / 0.016 within;
+    # FCNN all three worse
+    assert "Of the 6 Table 1 values, 2 are within 10% of the paper's, 1 better and 3 worse" in text
+    assert "NLL gap FCNN +0.026 (the paper's +0.030), CNN-MNIST +0.017 (the paper's +0.031)" in text
+    ours, paper_only = table1_display(t)
+    assert list(ours["model"]) == ["FCNN", "CNN-MNIST"] and ours["seeds"].dtype.kind == "i"
+    assert ours.loc[0, "teacher NLL"] == "0.0950 ± 0.0010" and list(paper_only["model"]) == ["CNN-CIFAR-10"]
+    assert "no chain of ours" in table1_result(t.assign(teacher_nll=float("nan")), "paper")

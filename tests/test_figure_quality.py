@@ -317,6 +317,19 @@ def generators_figure():
     return thesis_plots.plot_generators(synthetic_logreg_result(("resample", "perturb", "noise")).table, "mean_kl_test")
 
 
+def _table1() -> pd.DataFrame:
+    return pd.DataFrame({"model": ["cnn_cifar10", "cnn_mnist", "fcnn"], "seeds": [None, 3, 1],
+                         "teacher_nll": [None, 0.039, 0.095], "teacher_nll_std": [None, 0.003, None],
+                         "teacher_nll_paper": [0.671, 0.022, 0.052], "student_nll": [None, 0.076, 0.121],
+                         "student_nll_std": [None, 0.004, None], "student_nll_paper": [0.932, 0.053, 0.082],
+                         "entropy_mae": [None, 0.044, 0.083], "entropy_mae_std": [None, 0.001, None],
+                         "entropy_mae_paper": [0.245, 0.016, 0.016]})
+
+
+def table1_figure():
+    return plots.plot_table1(_table1(), "Table 1")
+
+
 #: Every figure function of the library -> the cases that draw it.
 CASES = {
     "plot_learning_curves": [comparison_curves, quickstart_curves],
@@ -330,6 +343,7 @@ CASES = {
     "plot_uncertainty_maps": [uncertainty_maps],
     "plot_comparison": [comparison_bars],
     "plot_sampler_study": [sampler_study],
+    "plot_table1": [table1_figure],
     "plot_regression_uncertainty": [regression_uncertainty],
     "thesis.plot_mog": [mog_figure],
     "thesis.plot_online_vs_batch": [online_vs_batch, online_vs_batch_by_loss],

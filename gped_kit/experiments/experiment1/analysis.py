@@ -8,6 +8,7 @@ import pandas as pd
 
 from .. import paper_tables
 from ..frame import Summary, side_by_side
+from ..verdicts import compare
 
 #: Table 1's quantities: the teacher ensemble's NLL, the predictive U_s student's NLL, the entropy
 #: U_o student's MAE (the paper's Table 1), and the two accuracies (ours only).
@@ -46,6 +47,56 @@ def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
                                                          f"{metric}_vs_paper")]
     columns += ["teacher_accuracy", "teacher_accuracy_std", "student_accuracy", "student_accuracy_std", "seeds"]
     return out[columns].reset_index()
+
+
+#: Table 1's quantities as the notebook's table and figure name them.
+METRIC_NAMES = {"teacher_nll": "teacher NLL", "student_nll": "student NLL (U_s)", "entropy_mae": "entropy MAE (U_o)"}
+#: Table 1's models in the paper's order, with their names in tables and figures.
+MODEL_NAMES = {"fcnn": "FCNN", "cnn_mnist": "CNN-MNIST", "cnn_cifar10": "CNN-CIFAR-10"}
+
+
+def table1_result(table1: pd.DataFrame, profile: str) -> str:
+    """The notebook's result in one paragraph (Markdown), from Table 1 (:func:`experiment1_table`): per
+    MNIST model with a run, the student-teacher NLL gap beside the paper's, then how many of the Table 1
+    values are within 10% of the paper's (two-sided, :func:`~gped_kit.experiments.verdicts.within`),
+    better or worse, and the teacher's NLL beside the paper's (what the others are judged against)."""
+    t = table1.set_index("model")
+    ran = [m for m in MODEL_NAMES if m in t.index and pd.notna(t.loc[m, "teacher_nll"])]
+    if not ran:
+        return f"**Result** ({profile!r} profile): no chain of ours has run; the table shows the paper's numbers."
+    seeds = min(int(t.loc[m, "seeds"]) for m in ran)
+    gaps = ", ".join(f"{MODEL_NAMES[m]} {t.loc[m, 'student_nll'] - t.loc[m, 'teacher_nll']:+.3f} (the paper's "
+                     f"{t.loc[m, 'student_nll_paper'] - t.loc[m, 'teacher_nll_paper']:+.3f})" for m in ran)
+    outcome = [compare(float(t.loc[m, k]), float(t.loc[m, f"{k}_paper"])) for m in ran for k in TABLE1_METRICS]
+    counted = {o: outcome.count(o) for o in ("within", "better", "worse")}
+    teachers = ", ".join(f"{MODEL_NAMES[m]} {t.loc[m, 'teacher_nll']:.4f} (the paper's "
+                         f"{t.loc[m, 'teacher_nll_paper']:g})" for m in ran)
+    return (f"**Result** ({profile!r} profile, {seeds} seed{'s' * (seeds > 1)}): the students stay close to "
+            f"their teachers, NLL gap {gaps}. Of the {len(outcome)} Table 1 values, {counted['within']} are within "
+            f"10% of the paper's, {counted['better']} better and {counted['worse']} worse; the teachers' NLL, "
+            f"against which every student is judged: {teachers}.")
+
+
+def table1_display(table1: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 1 for reading: ``(ours, paper_only)``. ``ours`` has a row per model with a run, FCNN before
+    CNN, an integer ``seeds``, and per quantity ours ("mean ± std" over seeds) beside the paper's and
+    whether they differ beyond the seeds' spread; ``paper_only`` the models without a run (CIFAR-10 where
+    its data are absent), the paper's values alone."""
+    t = table1.set_index("model")
+    order = [m for m in MODEL_NAMES if m in t.index] + [m for m in t.index if m not in MODEL_NAMES]
+    t = t.loc[order]
+    has_run = t["teacher_nll"].notna()
+    ours = pd.DataFrame({"model": [MODEL_NAMES.get(m, m) for m in t.index[has_run]],
+                         "seeds": t.loc[has_run, "seeds"].astype(int).to_numpy()})
+    for k, name in METRIC_NAMES.items():
+        mean, std = t.loc[has_run, k], t.loc[has_run, f"{k}_std"]
+        ours[name] = [f"{m:.4f}" if pd.isna(s) else f"{m:.4f} ± {s:.4f}" for m, s in zip(mean, std)]
+        ours[f"{name}, the paper's"] = t.loc[has_run, f"{k}_paper"].to_numpy()
+        ours[f"{name}: ours vs the paper's"] = t.loc[has_run, f"{k}_vs_paper"].to_numpy()
+    paper = pd.DataFrame({"model": [MODEL_NAMES.get(m, m) for m in t.index[~has_run]]})
+    for k, name in METRIC_NAMES.items():
+        paper[f"{name}, the paper's"] = t.loc[~has_run, f"{k}_paper"].to_numpy()
+    return ours, paper
 
 
 def _versus(mean: float, std: float, n: float, paper: float) -> str:
