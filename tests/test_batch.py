@@ -191,6 +191,67 @@ def test_dry_run_executes_nothing(notebook_dir: Path, tmp_path: Path, capsys: py
     assert not (notebook_dir / "00_params.out.json").exists()
 
 
+def test_undeclared_override_is_an_error_before_anything_runs(
+    notebook_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``-p KEY=VALUE`` whose KEY none of the selected notebooks declares (a typo would otherwise run everything
+    with the default): exit status 2 before any notebook runs, naming the override as given, the selected
+    notebooks and the closest declared names; one line per such override."""
+    out = tmp_path / "out"
+    argv = ["--notebook-dir", str(notebook_dir), "--output-dir", str(out)]
+    executor = FakeExecutor()
+
+    def error(*args: str) -> str:
+        with pytest.raises(SystemExit) as stop:
+            main([*argv, *args], executor=executor)
+        assert stop.value.code == 2
+        return capsys.readouterr().err
+
+    assert ("error: -p step=5: no selected notebook declares 'step' (selected: 00_params, 01_fails, 02_plain); "
+            "did you mean steps?") in error("-p", "step=5")
+    printed = error("--only", "01_fails,02_plain", "-p", "lr=0.5", "-p", "adm.beta1=0.8", "-p", "steps=1")
+    assert "-p lr=0.5: no selected notebook declares 'lr' (selected: 01_fails, 02_plain)\n" in printed
+    assert "-p steps=1: no selected notebook declares 'steps'" in printed  # every bad override, one line each
+    # a NOTEBOOK: override must name a parameter of that notebook (of one of the notebooks a glob matches)
+    assert ("-p 01_fails:lr=1: 01_fails does not declare 'lr' (declared by 00_params)"
+            in error("-p", "01_fails:lr=1"))
+    assert ("-p 0[01]_*:stepz=2: no selected notebook matching '0[01]_*' declares 'stepz' (matching: 00_params, "
+            "01_fails); did you mean steps?") in error("-p", "0[01]_*:stepz=2")
+    # a dotted KEY needs its composed setting declared; the suggestion keeps the field
+    assert "-p adm.beta1=0.8: no selected notebook declares 'adm.beta1'" in error("-p", "adm.beta1=0.8")
+    assert "did you mean adam.beta1?" in error("--only", "00_params", "-p", "adm.beta1=0.8")
+    assert "did you mean steps?" in error("--profile", "all", "--dry-run", "-p", "step=5")
+    assert executor.calls == [] and not out.exists()  # nothing ran, nothing was written
+    assert not (notebook_dir / "00_params.out.json").exists()
+
+    with pytest.raises(batch.UnknownParameterError, match=r"02_plain does not declare 'lr'"):
+        batch.check_overrides(select_notebooks([], notebook_dir), [ParameterOverride("lr", 1, "02_plain")])
+
+    def unreadable(path: Path) -> dict[str, str] | None:
+        raise OSError(f"cannot read {path}")
+
+    with pytest.raises(batch.UnknownParameterError, match=r"could not read the parameters of 00_params"):
+        batch.check_overrides([notebook_dir / "00_params.ipynb"], [ParameterOverride("steps", 1)], inspect=unreadable)
+
+
+def test_override_declared_by_one_selected_notebook_is_accepted(
+    notebook_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A KEY that one of the selected notebooks declares is passed to it and left out, with a warning, for the
+    others; a NOTEBOOK: override matching none of the selected notebooks is only a warning."""
+    out = tmp_path / "out"
+    executor = FakeExecutor()
+    argv = ["--notebook-dir", str(notebook_dir), "--output-dir", str(out), "--only", "00_params,01_fails"]
+    assert main([*argv, "-p", "lr=0.5", "-p", "adam.beta1=0.8", "-p", "02_plain:steps=1"], executor=executor) == 1
+    assert [(run.name, dict(run.parameters)) for run in executor.calls] == [
+        ("00_params", {"profile": "default", "lr": 0.5, "adam.beta1": 0.8}),
+        ("01_fails", {"profile": "default"}),
+    ]
+    assert "01_fails.ipynb does not declare 'lr', 'adam.beta1'; not passed" in caplog.text
+    assert "override 02_plain:steps matches none of the selected notebooks" in caplog.text
+    batch.check_overrides(select_notebooks([], notebook_dir), [parse_override("0*:lr=1"), parse_override("steps=2")])
+
+
 REPO_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
@@ -359,6 +420,8 @@ def test_parse_value(raw: str, expected: object) -> None:
 
 def test_parse_override() -> None:
     assert parse_override("steps=5") == ParameterOverride("steps", 5, None)
+    assert parse_override(" steps = 5").given == " steps = 5"  # as given, for error messages
+    assert ParameterOverride("lr", 0.001, "00_*").given == "00_*:lr=0.001"
     assert parse_override("01_teacher:data=a=b") == ParameterOverride("data", "a=b", "01_teacher")
     with pytest.raises(ValueError):
         parse_override("steps")

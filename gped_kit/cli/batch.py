@@ -6,7 +6,7 @@ Command line, from the repository root (``python -m gped_kit.cli.batch --help`` 
     python -m gped_kit.cli.batch --profile paper      # pass profile="paper" to every notebook
     python -m gped_kit.cli.batch --profile all --inplace  # every profile the notebooks show, default last
     python -m gped_kit.cli.batch --only 00_quickstart # one notebook (name, path or glob)
-    python -m gped_kit.cli.batch -p seed=1 -p 01_teacher:steps=500
+    python -m gped_kit.cli.batch -p seed=1 -p 01_experiment1:num_iterations=5000
     python -m gped_kit.cli.batch -p 07_hydra_comparison:hydra.phase1_steps=500
     python -m gped_kit.cli.batch --dry-run            # show what would run, run nothing
 
@@ -25,10 +25,14 @@ Library use::
 Parameters
     Notebooks declare their parameters in a cell tagged ``parameters`` (papermill's
     convention). The runner inspects that cell and passes only parameters the
-    notebook declares; anything else is dropped with a warning. ``--profile NAME``
-    becomes the parameter ``profile``; ``-p KEY=VALUE`` applies to every notebook
-    that declares KEY and ``-p NOTEBOOK:KEY=VALUE`` to the named notebook(s) only
-    (NOTEBOOK is a notebook's name with or without ``.ipynb``, or a glob on it).
+    notebook declares. ``--profile NAME`` becomes the parameter ``profile`` (left out,
+    with a warning, where a notebook does not declare it); ``-p KEY=VALUE`` applies to
+    every notebook that declares KEY and ``-p NOTEBOOK:KEY=VALUE`` to the named
+    notebook(s) only (NOTEBOOK is a notebook's name with or without ``.ipynb``, or a
+    glob on it). An override whose KEY none of the selected notebooks it applies to
+    declares is a usage error (exit status 2) before anything runs, naming the closest
+    declared names (:func:`check_overrides`); one that some of them declare is passed
+    to those and left out, with a warning, for the others.
     KEY may be dotted, ``hydra.phase1_steps``: a field of a composed setting that the
     notebook declares as ``hydra = Overrides()`` (papermill writes ``hydra.phase1_steps = 500``;
     :func:`gped_kit.experiments.settings.resolve_settings` applies it).
@@ -61,7 +65,9 @@ Execution engines
 from __future__ import annotations
 
 import argparse
+import difflib
 import fnmatch
+import functools
 import json
 import logging
 import math
@@ -70,7 +76,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -124,11 +130,22 @@ class ParameterOverride:
         value: Parsed value.
         notebook: ``None`` for a global override, else a notebook name (with or
             without ``.ipynb``) or a glob matched against the name.
+        text: The override as given on the command line (``""`` when built in code);
+            not part of equality.
     """
 
     key: str
     value: Any
     notebook: str | None = None
+    text: str = field(default="", compare=False)
+
+    @property
+    def given(self) -> str:
+        """The override as given, or ``[NOTEBOOK:]KEY=VALUE`` rebuilt from its parts."""
+        if self.text:
+            return self.text
+        prefix = f"{self.notebook}:" if self.notebook is not None else ""
+        return f"{prefix}{self.key}={json.dumps(self.value, default=str)}"
 
     def applies_to(self, path: Path) -> bool:
         """Whether this override targets the notebook at ``path``."""
@@ -273,7 +290,81 @@ def parse_override(text: str) -> ParameterOverride:
     key = left.strip()
     if not all(part.isidentifier() for part in key.split(".")):
         raise ValueError(f"parameter name {key!r} in {text!r} is not a valid identifier (or dotted identifiers)")
-    return ParameterOverride(key=key, value=parse_value(raw), notebook=notebook)
+    return ParameterOverride(key=key, value=parse_value(raw), notebook=notebook, text=text)
+
+
+class UnknownParameterError(ValueError):
+    """``-p`` overrides that none of the selected notebooks they apply to declares (one line each)."""
+
+
+def check_overrides(
+    notebooks: Sequence[Path],
+    overrides: Sequence[ParameterOverride],
+    *,
+    inspect: Callable[[Path], dict[str, Any] | None] = inspect_parameters,
+) -> None:
+    """Check, before anything runs, that each override names a parameter some notebook it applies to declares.
+
+    A global override must be declared by at least one of ``notebooks``; a ``NOTEBOOK:KEY=VALUE`` one by at
+    least one of the selected notebooks NOTEBOOK matches (one that matches none of them is left to
+    :func:`plan_runs`, which warns). A dotted KEY counts as declared when its first part is
+    (``hydra.phase1_steps`` by ``hydra = Overrides()``; :func:`check_runs` checks the field). A notebook
+    without a ``parameters`` cell, or whose cell cannot be read, declares nothing.
+
+    Raises:
+        UnknownParameterError: one line per undeclared override, naming it as given, the notebooks it
+            applies to and the closest declared names, e.g. ``-p num_iteration=5: no selected notebook
+            declares 'num_iteration' (selected: 01_experiment1, 02_experiment2_mnist); did you mean
+            num_iterations?``.
+    """
+    declared: list[tuple[Path, set[str]]] = []
+    unreadable: set[Path] = set()
+    for nb in notebooks:
+        nb = Path(nb)
+        try:
+            names = inspect(nb)
+        except Exception:  # noqa: BLE001 - plan_runs warns about it; here it declares nothing
+            names = None
+            unreadable.add(nb)
+        declared.append((nb, set(names or {})))
+    problems: list[str] = []
+    for override in overrides:
+        targets = [(nb, names) for nb, names in declared if override.applies_to(nb)]
+        root = override.key.split(".")[0]
+        if not targets or any(root in names for _, names in targets):
+            continue
+        problems.append(_undeclared_message(override, targets, declared, unreadable))
+    if problems:
+        raise UnknownParameterError("\n".join(problems))
+
+
+def _undeclared_message(
+    override: ParameterOverride,
+    targets: Sequence[tuple[Path, set[str]]],
+    declared: Sequence[tuple[Path, set[str]]],
+    unreadable: set[Path],
+) -> str:
+    root, dot, rest = override.key.partition(".")
+    stems = ", ".join(nb.stem for nb, _ in targets)
+    if override.notebook is None:
+        text = f"no selected notebook declares {override.key!r} (selected: {stems})"
+    elif len(targets) == 1:
+        text = f"{targets[0][0].stem} does not declare {override.key!r}"
+    else:
+        text = f"no selected notebook matching {override.notebook!r} declares {override.key!r} (matching: {stems})"
+    known = sorted(set().union(*(names for _, names in targets)))
+    close = [f"{name}{dot}{rest}" for name in difflib.get_close_matches(root, known, n=3)]
+    if close:
+        options = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+        text += f"; did you mean {options}?"
+    target_paths = {nb for nb, _ in targets}
+    elsewhere = [nb.stem for nb, names in declared if nb not in target_paths and root in names]
+    if elsewhere:
+        text += f" (declared by {', '.join(elsewhere)})"
+    missed = [nb.stem for nb in target_paths & unreadable]
+    if missed:
+        text += f" (could not read the parameters of {', '.join(sorted(missed))})"
+    return f"-p {override.given}: {text}"
 
 
 def plan_runs(
@@ -292,6 +383,8 @@ def plan_runs(
     overrides, then the overrides naming it; of these only the parameters the
     notebook declares are kept (the rest are logged as warnings); a dotted
     parameter ``hydra.phase1_steps`` is kept when the notebook declares ``hydra``.
+    Overrides no notebook declares are not rejected here: the command line calls
+    :func:`check_overrides` first.
 
     Raises:
         ValueError: if two notebooks would write the same output file.
@@ -608,7 +701,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="[NOTEBOOK:]KEY=VALUE",
-        help="parameter override; VALUE is a JSON/YAML literal; with NOTEBOOK: only for that notebook",
+        help="parameter override; VALUE is a JSON/YAML literal; with NOTEBOOK: only for that notebook; "
+        "a KEY that no selected notebook (that NOTEBOOK) declares is an error, before anything runs",
     )
     parser.add_argument(
         "--output-dir",
@@ -676,10 +770,12 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
         return 0
 
     output_dir = args.output_dir if args.output_dir is not None else DEFAULT_OUTPUT_ROOT / args.profile
+    inspect = functools.cache(inspect_parameters)  # each parameters cell read once (errors are not cached)
     try:
+        check_overrides(notebooks, overrides, inspect=inspect)
         if args.profile == ALL_PROFILES:
             runs = plan_all_profiles(notebooks, output_dir=output_dir, overrides=overrides, inplace=args.inplace,
-                                     cwd=args.cwd)
+                                     cwd=args.cwd, inspect=inspect)
         else:
             runs = plan_runs(
                 notebooks,
@@ -688,6 +784,7 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
                 overrides=overrides,
                 inplace=args.inplace,
                 cwd=args.cwd,
+                inspect=inspect,
             )
     except ValueError as exc:
         parser.error(str(exc))
