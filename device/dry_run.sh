@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# The GPU procedure of docs/gpu.md, dry-run on the CPU (issue 30, item 3): notebook 01's paper profile
-# with T scaled to 201, on two fresh "machines" (scratch folders), as the device tool's calls would run it.
+# The offline GPU procedure of docs/gpu.md, dry-run on the CPU (issue 30, item 3): notebook 01's paper
+# profile with T scaled to 201, on two fresh "nodes" (scratch folders), as two jobs on nodes without
+# internet and without each other's files would run it.
 #
 #   device/dry_run.sh [SCRATCH]        (from anywhere; needs `make device-bundle` first)
 #
-#   call 1, machine A: install the bundle offline (device/install.sh: Python 3.12 with the stand-in for
-#                      the GPU machine's packages when this machine has both), a slice that stops after
-#                      100 iterations (mid-chain, at a checkpoint), its pack written to machine A's $OUT;
-#   call 2, machine B: a fresh folder, the pack carried in (.device-slices/in), the bundle installed
-#                      again, a slice of at most 8 minutes that resumes and finishes every chain;
-#   here:              the last pack unpacked into a store, notebook 01 executed by papermill from it,
-#                      which must reuse every chain (recompute nothing).
+#   job 1, node A: install the bundle offline (device/install.sh: Python 3.12 with the stand-in for
+#                  the GPU node's packages when this machine has both), a slice that stops after
+#                  100 iterations (mid-chain, at a checkpoint), its pack written to node A's output folder;
+#   job 2, node B: a fresh folder, the pack copied in (.device-slices/in), the bundle installed
+#                  again, a slice of at most 8 minutes that resumes and finishes every chain;
+#   here:          the last pack unpacked into a store, notebook 01 executed by papermill from it,
+#                  which must reuse every chain (recompute nothing).
 #
-# The kit's steps run with $KIT_PYTHON (default: python3; the GPU machine's python3 has torch, this
-# machine's Python 3.12 has not): it stands for the GPU machine's python3, reading the bundle's data
+# The kit's steps run with $KIT_PYTHON (default: python3; a GPU node's python3 has torch, a workstation's
+# Python 3.12 may not): it stands for the GPU node's python3, reading the bundle's data
 # through GPED_DATA_ROOT as it will there. Prints the time each step took; exits non-zero on any failure.
 set -euo pipefail
 
@@ -33,10 +34,10 @@ step() { echo; echo "=== [$(( $(date +%s) - started )) s] $*"; }
 mkdir -p "$scratch"
 echo "dry run in $scratch (kit: $kit_python; bundle Python: ${py312:-none})"
 
-install_bundle() {  # $1: the machine's folder. As the first line of every device call does.
+install_bundle() {  # $1: the node's folder. As the first line of every job on a node does.
     local machine="$1"
     if [ -n "$py312" ] && [ -d "$standin/wheels" ]; then
-        # the GPU machine's own packages (attrs, requests, pyyaml, ...), which this Python 3.12 lacks
+        # the GPU node's own packages (attrs, requests, pyyaml, ...), which this Python 3.12 lacks
         "$py312" -m pip install -q --no-index --no-deps --disable-pip-version-check --target "$machine/gpu-site" \
             "$standin"/wheels/*.whl 2>/dev/null
         ( export GPED_PYTHON="$py312" PYTHONPATH="$machine/gpu-site"
@@ -48,7 +49,7 @@ install_bundle() {  # $1: the machine's folder. As the first line of every devic
     fi
 }
 
-run_slice() {  # $1: machine folder; the rest: budget options. The command of every device call.
+run_slice() {  # $1: the node's folder; the rest: budget options. The command of every job.
     local machine="$1"; shift
     mkdir -p "$machine/OUT" "$machine/in"
     ( cd "$checkout"
@@ -59,24 +60,24 @@ run_slice() {  # $1: machine folder; the rest: budget options. The command of ev
           --results "$machine/store" --resume "$machine/in" --out "$machine/OUT" 2>&1 | tee "$machine/OUT/slice.log" )
     local files; files=$(find "$machine/OUT" -type f | wc -l)
     local largest; largest=$(find "$machine/OUT" -type f -printf '%s\n' | sort -n | tail -1)
-    echo "\$OUT of this call: $files file(s), largest $largest bytes (limits: 8 files, 16 MiB each)"
+    echo "output of this job: $files file(s), largest $largest bytes (expected: the log and a pack within its default limits)"
     [ "$files" -le 8 ] && [ "$largest" -le $((16 * 1024 * 1024)) ]
 }
 
-step "call 1, machine A: install the bundle"
+step "job 1, node A: install the bundle"
 install_bundle "$scratch/a"
-step "call 1, machine A: slice 1 (stops after 100 iterations, at a checkpoint)"
+step "job 1, node A: slice 1 (stops after 100 iterations, at a checkpoint)"
 run_slice "$scratch/a" --max-steps 100
 grep -q "stopped at step 100" "$scratch/a/OUT/slice.log"
 
-step "between the calls: the pack that came back is carried to a fresh machine (.device-slices/in)"
+step "between the jobs: node A's pack is copied to a fresh node (.device-slices/in)"
 mkdir -p "$scratch/b/in"
 cp "$scratch"/a/OUT/slice-* "$scratch/b/in/"
 ls -l "$scratch/b/in"
 
-step "call 2, machine B (fresh): install the bundle"
+step "job 2, node B (fresh): install the bundle"
 install_bundle "$scratch/b"
-step "call 2, machine B: slice 2 (at most 8 minutes: resumes and finishes)"
+step "job 2, node B: slice 2 (at most 8 minutes: resumes and finishes)"
 run_slice "$scratch/b" --minutes 8
 grep -q "every chain of the notebook is done" "$scratch/b/OUT/slice.log"
 

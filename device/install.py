@@ -1,14 +1,14 @@
 """Install the device bundle offline (run by device/install.sh; standard library only, and the kit's
 ``gped_kit/files.py``, loaded by its path because the kit's dependencies are not installed yet).
 
-On the GPU machine (or here, for a dry run) this
+On a GPU node (or on a workstation, for a dry run) this
 
 1. installs the bundle's wheels into ``TARGET/site`` with ``pip install --no-index --no-deps
-   --target`` (skipped when ``TARGET/site`` already holds this bundle's wheels: a warm machine);
+   --target`` (skipped when ``TARGET/site`` already holds this bundle's wheels: a second run on one node);
 2. decompresses each data file of the bundle into ``TARGET/data/<Class>/raw/`` (torchvision's
    layout, which the kit reads with ``GPED_DATA_ROOT=TARGET/data``), checking size and SHA-256
    against the bundle's manifest; a file already there with the right checksum is kept, a data
-   file the manifest lists but that was not carried is reported and skipped;
+   file the manifest lists but that was not copied to the node is reported and skipped;
 3. checks that the notebook machinery imports (papermill, nbclient, nbformat, ipykernel,
    jupyter_client, zmq, ipywidgets) from the target.
 
@@ -49,7 +49,7 @@ def install_wheels(bundle: Path, manifest: dict, site: Path) -> str:
     missing = [w.name for w in wheels if not w.is_file()]
     if missing:
         raise SystemExit(f"install: {len(missing)} wheel(s) of the manifest are not in {bundle / 'wheels'}: "
-                         f"{missing[:5]}... (carry the bundle's wheels/ folder)")
+                         f"{missing[:5]}... (copy the bundle's wheels/ folder with it)")
     for wheel, row in zip(wheels, manifest["wheels"]):
         if wheel.stat().st_size != row["bytes"] or sha256_of(wheel) != row["sha256"]:
             raise SystemExit(f"install: {wheel} does not match the manifest's checksum (rebuild the bundle)")
@@ -76,7 +76,7 @@ def install_data(bundle: Path, manifest: dict, root: Path) -> list[str]:
             lines.append(f"{row['raw']}: present")
             continue
         if not packed.is_file():
-            lines.append(f"{row['raw']}: not carried ({row['file']} absent), skipped")
+            lines.append(f"{row['raw']}: not copied ({row['file']} absent), skipped")
             continue
         with FILES.atomic_path(raw) as tmp:
             with lzma.open(packed, "rb") as src, open(tmp, "wb") as dst:
@@ -106,8 +106,8 @@ def main() -> int:
     args = parser.parse_args()
     manifest_file = args.bundle / "manifest.json"
     if not manifest_file.is_file():
-        raise SystemExit(f"install: {manifest_file} not found (build it with `make device-bundle` and carry "
-                         f"{args.bundle}/manifest.json)")
+        raise SystemExit(f"install: {manifest_file} not found (build it with `make device-bundle` and copy "
+                         f"{args.bundle}/manifest.json with the checkout)")
     manifest = json.loads(manifest_file.read_text())
     if manifest.get("python") != f"{sys.version_info[0]}.{sys.version_info[1]}":
         print(f"install: note: the bundle is for Python {manifest.get('python')}, this is "

@@ -4,7 +4,7 @@
 #
 # BUNDLE: the bundle folder made by `make device-bundle` (default: .device-bundle of this checkout);
 # TARGET: where wheels and data go (default: ${TMPDIR:-/tmp}/gped-device); $GPED_PYTHON picks the
-# Python (default python3: on the GPU machine, the one with torch). It installs the wheels into
+# Python (default python3: on a GPU node, the one with torch). It installs the wheels into
 # TARGET/site (pip --no-index --no-deps --target), decompresses and verifies the data into
 # TARGET/data (device/install.py), then exports
 #   PYTHONPATH      this checkout and TARGET/site (so `import gped_kit` and papermill work)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# One device call that does the GPU checklist of ../shared/GPU.md in order, inside a time budget, and
-# leaves everything it measured under $OUT (one log, plus the slices' packs):
+# One job that checks a GPU node and then runs slices, inside a wall-time budget, and leaves everything
+# it measured under $OUT (one log, plus the slices' packs):
 #
-#   device/lease.sh [BUDGET_S [NOTEBOOK [PARAM ...] [-- NOTEBOOK [PARAM ...]]]]   (on the GPU machine, from the checkout's root)
+#   OUT=FOLDER device/lease.sh [BUDGET_S [NOTEBOOK [PARAM ...] [-- NOTEBOOK [PARAM ...]]]]   (on the GPU node, from the checkout's root)
 #
-#   1. the device bundle installed offline (device/install.sh), the GPU and the software named;
+#   1. the device bundle installed offline (device/install.sh; build it with `make device-bundle`), the GPU
+#      and the software named;
 #   2. the CUDA tests (pytest -k cuda over the engine, batching and pooled-teacher tests; the graph mode's tests);
 #   3. the benchmarks named in LEASE_BENCHES (unset: "engine kernels"; empty: none): "engine",
 #      benchmarks/bench_engine.py on CUDA (the engine eager and in graph mode against a plain loop, one chain and
@@ -13,14 +14,14 @@
 #      captured by hand, the measurement that preceded the engine's graph mode);
 #   4. with the time left (less a minute for packing), a resumable slice of NOTEBOOK's paper profile
 #      (default 01_experiment1) with each PARAM (KEY=VALUE, e.g. 'models=["cnn_mnist"]') as a notebook
-#      parameter, resumed from the pack carried in .device-slices/in, packed into $OUT.
+#      parameter, resumed from the pack in .device-slices/in (copy the previous job's pack there), packed
+#      into $OUT.
 #
 # Each further "-- NOTEBOOK [PARAM ...]" is a second lane: a slice run side by side with the first, with
 # its own store (.device-slices/store-2), resumed from .device-slices/in-2 and packed into $OUT/lane-2
-# (a third lane: -3, and so on). One eager chain leaves an H200 mostly idle (kernel launches bound it), so
-# two lanes advance two chains at about 1.5x the steps per second of one after the other (measured:
-# docs/device-runs/2026-11-26-nvidia-h200-3). Mind what comes back: 8 files in all, so two lanes of
-# notebook 01 (FCNN: a manifest and two parts; CNN-MNIST: a manifest and one part) and the log.
+# (a third lane: -3, and so on). One chain leaves a large GPU partly idle, so two lanes advance two chains
+# further than one after the other (eager on an H200: 1.52x the steps per second; docs/device-runs/
+# 2026-11-26-nvidia-h200-3).
 #
 # The slices replay CUDA graphs (--graph auto) when the graph mode's tests of step 2 passed, else run eagerly
 # (--graph off); LEASE_GRAPH=auto|on|off decides instead.
@@ -28,9 +29,9 @@
 # LEASE_DETERMINISTIC=1 runs the slices with cuDNN's deterministic convolution kernels (slices run
 # --deterministic): CNN chains then repeat run to run on CUDA (without it they do not; FCNN chains do).
 #
-# BUDGET_S (default 540) is the wall time this call may use; keep it under the call's timeout_s.
+# BUDGET_S (default 540) is the wall time this script may use; keep it under the job's wall-time limit.
 # Every step's output goes to $OUT/lease.log with the seconds elapsed (a lane's lines marked [lane N]); a
-# failing step is logged and the next one still runs (the lease is short: one failure must not waste the rest).
+# failing step is logged and the next one still runs (one failure must not waste the rest of the job).
 set -u
 budget="${1:-540}"
 shift 2>/dev/null
@@ -49,7 +50,7 @@ done
 benches="${LEASE_BENCHES-engine kernels}"  # set and empty: no benchmarks
 deterministic=()
 if [ -n "${LEASE_DETERMINISTIC:-}" ]; then deterministic=(--deterministic); fi
-out="${OUT:?OUT must name the folder whose files come back}"
+out="${OUT:?OUT must name an existing folder for the log and the packs}"
 log="$out/lease.log"
 started=$(date +%s)
 elapsed() { echo $(( $(date +%s) - started )); }

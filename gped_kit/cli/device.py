@@ -1,16 +1,16 @@
-"""The device bundle: what the GPU machine lacks, built here, carried there, installed offline.
+"""The device bundle: what a GPU node without internet lacks, built on a machine with internet,
+copied to the node with the checkout, installed there offline.
 
-The GPU machine (docs/gpu.md, ../shared/GPU.md) starts bare: Python 3.12 with torch, numpy,
-pandas and the other packages of :data:`GPU_MACHINE_PACKAGES`, but no Jupyter, papermill or
-ipywidgets, no data and no internet; at most 64 MiB travel there per call. ``make
-device-bundle`` (``python -m gped_kit.cli.device build``) writes, into the git-ignored folder
-``.device-bundle/``:
+A typical GPU compute node (docs/gpu.md) has Python 3.12 with torch, numpy, pandas and the other
+packages of :data:`GPU_MACHINE_PACKAGES`, but no Jupyter, papermill or ipywidgets, no data and no
+internet. ``make device-bundle`` (``python -m gped_kit.cli.device build``) writes, into the
+git-ignored folder ``.device-bundle/``:
 
 * ``wheels/``: the wheels of ``device/requirements.txt`` for CPython 3.12 on manylinux x86-64
   (``pip download --no-deps --only-binary=:all:``), checked to be complete: every requirement a
   bundled wheel declares (for Python 3.12 on Linux x86-64, no extras) is bundled in a version
   that satisfies it, is on the GPU machine already, or is one of :data:`LEFT_OUT` (not needed to
-  run notebooks headlessly; left out to save carry space);
+  run notebooks headlessly; left out to keep the bundle small);
 * ``data/<Class>/raw/<file>.xz``: the raw IDX files of MNIST and Fashion-MNIST in torchvision's
   layout (read here through the kit's loader, :func:`gped_kit.data.sources.load_split`),
   xz-compressed;
@@ -48,7 +48,7 @@ from packaging.version import Version
 from ..data.sources import DATASETS, SPLITS, canonical_name, default_data_root, expected_files, load_split
 from ..files import BLOCK, atomic_path, sha256_of
 
-#: The bundle's size limit: what one call of the device tool carries (the checkout travels too).
+#: The bundle's size limit, which keeps it quick to copy to a node with the checkout.
 BUNDLE_LIMIT_BYTES = 64 * 2**20
 DEFAULT_BUNDLE = Path(".device-bundle")
 DEFAULT_STANDIN = Path(".device-standin")
@@ -59,11 +59,12 @@ FORMAT = 1
 PYTHON_VERSION = (3, 12)
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64", "manylinux_2_24_x86_64",
              "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64")
-#: The data sets the paper profile reads that can be carried (CIFAR-10 is not available here).
+#: The data sets the paper profile reads that the bundle can hold (CIFAR-10, 170 MB, is copied by hand).
 BUNDLE_DATASETS = ("mnist", "fashion_mnist")
 
-#: Python packages on the GPU machine's image ('cuda'; /work/.library/device/KINDS.md, read there
-#: on 2026-11-17): bundled wheels may depend on these without carrying them.
+#: Python packages the bundle expects on the GPU node's Python (a CUDA image with PyTorch and the
+#: scientific stack, as of 2026-11): bundled wheels may depend on these without bundling them.
+#: ``device/install.sh`` checks that the notebook machinery imports, so a missing one shows there.
 GPU_MACHINE_PACKAGES = frozenset(canonicalize_name(n) for n in """
 absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
 charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
@@ -86,7 +87,7 @@ triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkz
 zipp""".split())
 
 #: Declared requirements left out of the bundle on purpose, with the reason each is not needed
-#: to execute notebooks headlessly (together about 13 MB of the 64 MiB a call carries).
+#: to execute notebooks headlessly (together about 13 MB, a fifth of the bundle's 64 MiB limit).
 LEFT_OUT: Mapping[str, str] = {
     "debugpy": "ipykernel runs without its debugger (ipykernel.debugger checks for debugpy)",
     "jedi": "IPython imports it only for tab completion (IPython.core.completer: lazily)",
@@ -236,12 +237,12 @@ def download_wheels(pins: Sequence[Pin], wheel_dir: Path) -> None:
 
 
 def build_standin(out: Path = DEFAULT_STANDIN, requirements: Path = DEFAULT_REQUIREMENTS) -> list[Path]:
-    """A stand-in for the GPU machine's own packages, for dry runs here (not carried): the wheels
+    """A stand-in for the GPU machine's own packages, for dry runs (not needed on the node): the wheels
     that the bundle's requirements reach beyond the bundle (of :data:`GPU_MACHINE_PACKAGES`:
     attrs, requests, pyyaml, aiohttp, ..., and what these need), as pip resolves them for CPython
-    3.12 (the newest releases that fit, which need not be the GPU machine's versions), in
+    3.12 (the newest releases that fit, which need not be the GPU node's versions), in
     ``out/wheels``. Installed beside the bundle into a
-    Python 3.12 without them, they let the bundle be tested here as it will run there."""
+    Python 3.12 without them, they let the bundle be tested on a workstation as it will run on the node."""
     pins = read_requirements(requirements)
     wheel_dir = out / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
@@ -323,8 +324,8 @@ def build_bundle(out: Path = DEFAULT_BUNDLE, requirements: Path = DEFAULT_REQUIR
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     size = bundle_size(out)
     if size > limit:
-        raise BundleError(f"the bundle in {out} is {size / 2**20:.1f} MiB, over the {limit / 2**20:.0f} MiB a call "
-                          "carries; bundle fewer data sets (--data mnist)")
+        raise BundleError(f"the bundle in {out} is {size / 2**20:.1f} MiB, over its {limit / 2**20:.0f} MiB "
+                          "limit; bundle fewer data sets (--data mnist)")
     return manifest
 
 
@@ -333,7 +334,7 @@ def describe(manifest: Mapping, out: Path) -> str:
     mib = 2**20
     wheels = sum(r["bytes"] for r in manifest["wheels"])
     lines = [f"device bundle in {out}: {bundle_size(out) / mib:.1f} MiB "
-             f"(limit {BUNDLE_LIMIT_BYTES / mib:.0f} MiB, which the checkout shares when carried)",
+             f"(limit {BUNDLE_LIMIT_BYTES / mib:.0f} MiB)",
              f"  wheels/: {len(manifest['wheels'])} wheels, {wheels / mib:.1f} MiB "
              f"(left out on purpose: {', '.join(sorted(manifest['left_out']))})"]
     for name in manifest["datasets"]:
@@ -358,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     build.add_argument("--offline", action="store_true",
                        help="do not download: check the wheels already in the bundle")
     standin = sub.add_parser("standin", help="wheels standing in for the GPU machine's own packages, for a dry run "
-                             "here with Python 3.12 (not carried)")
+                             "with Python 3.12 (not needed on the node)")
     standin.add_argument("--out", type=Path, default=DEFAULT_STANDIN, help="default: %(default)s")
     standin.add_argument("--requirements", type=Path, default=DEFAULT_REQUIREMENTS, help="default: %(default)s")
     args = parser.parse_args(argv)

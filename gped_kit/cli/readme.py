@@ -45,7 +45,7 @@ JUDGED = ("yes", "partly", "no")
 #: The longest cell text the README's short table shows whole.
 SHORT = 120
 
-#: Settings of the paper this kit cannot run on its CPU machine, with the reason (``../shared/NOTES.md``).
+#: Settings of the paper this kit cannot run offline, with the reason (docs/data.md).
 NOT_RUN = (
     Claim("CIFAR-10: Table 1's row, Exp. 2 (Figure 5, Table 7), Exp. 3 (Figures 11–13), Exp. 4's CIFAR-10 rows",
           "not run", "—", "in the paper's tables, shown as the paper's only",
@@ -57,9 +57,9 @@ NOT_RUN = (
           "not drawn yet: the search runs on the predictive target only"),
 )
 
-#: Where the logs and tables of runs on a lent GPU are committed, one folder per lease (``docs/device-runs``).
+#: Where the logs and tables of runs on a GPU are committed, one folder per run (``docs/device-runs``).
 DEVICE_RUNS = Path("docs") / "device-runs"
-#: The history a lease wrote of notebook 01's paper-profile chain of one model (``<lease>/<this, formatted>``).
+#: The history a GPU run wrote of notebook 01's paper-profile chain of one model (``<run>/<this, formatted>``).
 DEVICE_HISTORY = "01_experiment1-paper-{model}-history.csv"
 #: The models notebook 01's paper profile runs on MNIST, with their names in the row and their paper table.
 DEVICE_MODELS = {"fcnn": ("FCNN", "Table 6"), "cnn_mnist": ("CNN-MNIST", "Table 5")}
@@ -109,8 +109,8 @@ def paper_length_sentence(root: Path) -> str | None:
 
 
 def paper_profile_on_gpu(figures: Path) -> Claim:
-    """The paper profile (T = 10^6) at full length: ``not run``, or, where leases brought back part of
-    notebook 01's chains (their committed histories under :data:`DEVICE_RUNS`, the newest lease per
+    """The paper profile (T = 10^6) at full length: ``not run``, or, where GPU runs made part of
+    notebook 01's chains (their committed histories under :data:`DEVICE_RUNS`, the newest run per
     model), ``partly run`` with each chain's last logged values beside the paper's Table 6 (FCNN) and
     Table 5 (CNN-MNIST) at N = 60,000, r = 0 (Table 1's setting)."""
     where = "a GPU job: [docs/gpu.md](docs/gpu.md), [docs/paper_profile.md](docs/paper_profile.md)"

@@ -1,9 +1,9 @@
 """Resumable slices of a notebook's chains: run for at most so many minutes, pack what changed,
-unpack it on the next (fresh) machine and go on.
+unpack it on the next (fresh) node and go on.
 
-A GPU machine is lent for 10 minutes a command and 30 minutes a session, starts bare and sends
-back at most 8 files of 16 MiB (docs/gpu.md); a paper-profile chain of 10^6 steps does not fit in
-one command. A *slice* is one command that
+A paper-profile chain of 10^6 steps may not fit in one job: a batch system's wall-time limit ends it,
+a preemptible instance is stopped, and the next job may start on a node without the previous job's
+files (node-local scratch, a fresh instance). A *slice* is one job's share of the work that
 
 1. unpacks the packs given with ``--resume`` (the previous slices' results) into the store;
 2. runs the notebook's chains (:func:`notebook_chain_tasks`: the chain tasks the notebook would
@@ -12,22 +12,23 @@ one command. A *slice* is one command that
    checkpoints every ``checkpoint_every`` steps and the slice stops at a checkpoint before the
    deadline, so the next slice resumes it bit for bit;
 3. packs every store file the slice made or changed (and everything it unpacked, so the newest
-   pack alone holds the whole state) into compressed tar parts of at most 16 MiB and a manifest
-   with SHA-256 checksums (:func:`pack`), at most ``--max-files`` files in all.
+   pack alone holds the whole state) into compressed tar parts and a manifest with SHA-256
+   checksums (:func:`pack`), within configurable limits (``--part-mib``, ``--max-files``,
+   ``--max-mib``) that keep a pack to a few files that are easy to copy.
 
-``unpack`` (:func:`unpack`) verifies and extracts such packs into a store: on the next machine
-before its slice (``run --resume``), or here into ``results/`` when the notebook is to be executed
+``unpack`` (:func:`unpack`) verifies and extracts such packs into a store: on the next node
+before its slice (``run --resume``), or into ``results/`` when the notebook is to be executed
 from them (it then reuses every complete chain and recomputes nothing).
 
 Checkpoints of chains that finished are left out of a pack unless the notebook needs the chains'
 full state (Experiments 3, 4 and the comparison derive their results from it) or
 ``--keep-final-checkpoints`` is given.
 
-Usage (see docs/gpu.md)::
+Usage (see docs/gpu.md, which also has a SLURM job script and a loop for preemptible instances)::
 
-    python -m gped_kit.cli.slices run 01_experiment1 --profile paper --minutes 8 \\
-        --results .device-slices/store --resume .device-slices/in --out $OUT
-    python -m gped_kit.cli.slices unpack .device-slices/in --results results
+    python -m gped_kit.cli.slices run 01_experiment1 --profile paper --minutes 55 \\
+        --results .device-slices/store --resume .device-slices/in --out .device-slices/out
+    python -m gped_kit.cli.slices unpack .device-slices/out --results results
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ from .batch import DEFAULT_NOTEBOOK_DIR, parse_override, select_notebooks
 
 PACK_FORMAT = 1
 MIB = 2**20
-#: What the device tool brings back: 8 files of at most 16 MiB, 64 MiB together. A slice keeps
-#: one file and 4 MiB free for its log.
+#: A pack's default limits (``--part-mib``, ``--max-files``, ``--max-mib``): parts of at most 16 MiB,
+#: 7 files and 60 MiB in all, a few files that are easy to copy between jobs.
 PART_BYTES = 16 * MIB
 MAX_FILES = 7
 MAX_BYTES = 60 * MIB
