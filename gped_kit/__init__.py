@@ -51,6 +51,7 @@ from .engine import (
     StudentConfig,
     distill,
     distill_many,
+    distill_samples,
     load_model,
     resolve_device,
 )
@@ -62,7 +63,7 @@ __version__ = "0.2.0"
 __all__ = [
     "__version__",
     # Algorithm 1
-    "distill", "distill_many", "GPEDConfig", "StudentConfig", "GPEDResult", "resolve_device",
+    "distill", "distill_many", "distill_samples", "GPEDConfig", "StudentConfig", "GPEDResult", "resolve_device",
     # a distilled student as a model
     "DistilledModel", "Prediction", "load_model",
     # data and models

@@ -9,6 +9,7 @@
 * :mod:`~gped_kit.engine.engine` -- :class:`GPEDEngine`: K chains, the loop, evaluation;
 * :mod:`~gped_kit.engine.checkpoint` -- per-chain checkpoints, bit-identical resume;
 * :mod:`~gped_kit.engine.run` -- :func:`distill` / :func:`distill_many`;
+* :mod:`~gped_kit.engine.offline` -- :func:`distill_samples`: a teacher given as samples (an ensemble, a posterior);
 * :mod:`~gped_kit.engine.distilled` -- a student as a model: predict with uncertainty, save, :func:`load_model`.
 
 Quick use::
@@ -30,8 +31,10 @@ from .config import (
 from .distilled import DistilledModel, Prediction
 from .distilled import load as load_model
 from .engine import GPEDEngine, check_batchable
+from .offline import OfflineEngine, distill_samples
 from .result import GPEDResult
 from .run import distill, distill_many
 
 __all__ = ["GPEDConfig", "StudentConfig", "GPEDEngine", "GPEDResult", "DistilledModel", "Prediction", "check_batchable",
-           "distill", "distill_many", "load_model", "resolve_device", "snapshot_steps", "student_lr", "student_updates"]
+           "distill", "distill_many", "distill_samples", "OfflineEngine", "load_model", "resolve_device",
+           "snapshot_steps", "student_lr", "student_updates"]
