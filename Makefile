@@ -5,6 +5,7 @@
 #   make test-slow set up .venv, run the slow proofs (every notebook's paper profile, scaled; the GPU dry run;
 #                real Ray clusters, notebooks under papermill, the browser test)
 #   make lint      set up .venv, run ruff over the whole tree (configured in pyproject.toml)
+#   make report    set up .venv, write figures/report.html (the results page) and figures/README.md (the index)
 #   make device-bundle  wheels and data the GPU machine lacks, in .device-bundle/ (docs/gpu.md)
 #
 # Every target that needs Python first runs `venv`, which is idempotent: it
@@ -62,13 +63,14 @@ SLOW_STAMP     := $(VENV)/.gped-slow-installed
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
 HEADLESS       := MPLBACKEND=Agg
 
-.PHONY: help venv venv-slow test test-slow lint figures lab bench bench-batched device-bundle clean-venv
+.PHONY: help venv venv-slow test test-slow lint figures report lab bench bench-batched device-bundle clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
 	@echo "make test      set up .venv, run pytest over tests/ (not the slow proofs) and nbval over notebooks/*.ipynb"
 	@echo "make test-slow set up .venv, run the slow proofs: paper profiles (scaled), GPU dry run, Ray, papermill, browser"
 	@echo "make lint      set up .venv and run ruff over the whole tree (pyproject.toml [tool.ruff])"
+	@echo "make report    set up .venv, write figures/report.html (verdict, claims, every figure by notebook) and figures/README.md"
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
 	@echo "make bench     set up .venv and run benchmarks/bench_engine.py and bench_kernels.py (BENCH_ARGS)"
 	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
@@ -152,6 +154,12 @@ figures: venv $(if $(filter ray,$(EXECUTOR)),venv-slow)
 	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.batch --profile $(PROFILE) --output-dir $(OUTPUT_DIR) \
 	  $(if $(filter-out 0,$(RECOMPUTE)),-p recompute=true) $(if $(filter-out local,$(EXECUTOR)),-p executor=$(EXECUTOR)) \
 	  $(BATCH_ARGS)
+
+# One HTML page of the results (the README's verdict and claims table, every figure with its caption by
+# notebook, links to the notebooks; git-ignored) and the folder's index figures/README.md (committed;
+# tests/test_report.py fails when it is stale), from the committed figures/ and the notebooks' code.
+report: venv
+	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.report
 
 lab: venv
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)
