@@ -11,6 +11,8 @@ from gped_kit.core import targets as T
 from gped_kit.core.adam import adam_init, adam_update_, bias_corrections
 from gped_kit.core.estimators import estimates, estimator_init, estimator_update_
 from gped_kit.core.options import Estimator, parse_option
+from gped_kit.core.sgld import SGLDConfig
+from gped_kit.engine import GPEDConfig, StudentConfig, distill
 
 
 def dirichlet_draws(alpha, n, seed=0):
@@ -126,7 +128,8 @@ def test_split_estimator_is_u_s_on_predictive_columns_and_u_o_on_the_last():
 def test_custom_target_and_resolution_errors():
     tgt = T.custom_target("max_prob", lambda lp: lp.exp().max(-1, keepdim=True).values, out_dim=1)
     assert tgt.out_dim(10) == 1
-    assert torch.allclose(tgt.loss(torch.ones(2, 1), torch.zeros(2, 1)), torch.ones(2))
+    # the default loss is the squared error (it fits E[g]; the absolute error would fit g's median)
+    assert torch.allclose(tgt.loss(2 * torch.ones(2, 1), torch.zeros(2, 1)), 4 * torch.ones(2))
     assert T.resolve_target(tgt) is tgt and T.resolve_target("entropy") is T.ENTROPY
     with pytest.raises(ValueError, match="target='varience'.*allowed"):
         T.resolve_target("varience")
@@ -307,3 +310,32 @@ def test_adam_update_equals_torch_adam_for_one_and_many_chains():
     for i in range(K):
         for k in shapes:
             torch.testing.assert_close(stacked[k][i], separate[i][k])
+
+
+def test_skill_over_the_best_constant_is_exact_on_known_inputs():
+    reference = torch.tensor([[0.0, 1.0], [0.0, 3.0], [1.0, 2.0]])  # per-column medians 0 and 2
+    assert metrics.constant_mae(reference) == pytest.approx((0 + 0 + 1 + 1 + 1 + 0) / 6)
+    assert metrics.skill(0.25, 0.5) == pytest.approx(0.5) and metrics.skill(0.5, 0.5) == 0.0
+    assert metrics.skill(0.6, 0.5) < 0 and metrics.skill(0.1, 0.0) != metrics.skill(0.1, 0.0)  # NaN: nothing to learn
+    probs = T.custom_target("probs", T.predictive_g, out_dim=lambda c: c)
+    assert probs.metric_names == ("target_mae", "constant_mae", "skill")
+    got = probs.evaluate(reference + 0.1, torch.zeros(3, dtype=torch.long), 2, reference)
+    assert got["target_mae"] == pytest.approx(0.1) and got["skill"] == pytest.approx(1 - 0.1 / 0.5)
+    assert T.check_skill("s", got) is None
+    flagged = T.check_skill("s", {"target_mae": 0.5, "constant_mae": 0.5, "skill": 0.0})
+    assert flagged is not None and "no better than a constant" in flagged and "(the squared error" in flagged
+    assert "skill" not in T.PREDICTIVE.metric_names  # the built-in targets' summaries are unchanged
+
+
+def test_a_custom_target_learns_with_its_defaults_and_a_student_that_cannot_is_flagged(digits_data):
+    """A sparse expectation (class probabilities, most near 0) with custom_target's defaults beats the best
+    constant by far; a student that cannot learn (a learning rate of 1e-12) is no better than a constant,
+    and the run says so with a SkillWarning."""
+    probs = T.custom_target("probs", T.predictive_g, out_dim=lambda c: c)
+    config = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=200,
+                        burn_in=60, eval_thinning=10, log_every=200, progress=False, device="cpu")
+    with pytest.warns(T.SkillWarning, match="'frozen' is no better than a constant"):
+        result = distill(digits_data, config, [StudentConfig(probs, "U_o", thinning=2),
+                                               StudentConfig(probs, "U_o", thinning=2, lr=1e-12, name="frozen")])
+    skill = result.summary.set_index("student")["skill"]
+    assert skill["probs-U_o"] > 0.5 and skill["frozen"] < T.SKILL_FLOOR

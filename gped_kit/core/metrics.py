@@ -69,6 +69,20 @@ def mae(estimate: torch.Tensor, reference: torch.Tensor) -> float:
     return float((estimate - reference).abs().mean())
 
 
+def constant_mae(reference: torch.Tensor) -> float:
+    """The mean absolute error of the best constant prediction of ``reference`` (N, ...): per output, its
+    median over the N examples (the constant that minimises the absolute error), chosen with hindsight on
+    the examples themselves. A student whose error is not below it has learned nothing per input."""
+    flat = reference.reshape(len(reference), -1)
+    return float((flat - flat.median(dim=0).values).abs().mean())
+
+
+def skill(error: float, constant_error: float) -> float:
+    """``1 - error / constant_error``: 1 for a perfect student, 0 for one no better than the best constant,
+    negative for a worse one; NaN when the constant is already exact (nothing to learn)."""
+    return 1.0 - error / constant_error if constant_error > 0 else float("nan")
+
+
 def predictive_entropy(probs: torch.Tensor) -> torch.Tensor:
     """Entropy H[p] = -sum_y p log p of each row (total uncertainty when p is the predictive)."""
     return torch.special.entr(probs).sum(dim=-1)

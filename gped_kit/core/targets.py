@@ -49,7 +49,8 @@ from torch.nn import functional as F
 
 from . import losses, uncertainty
 from .likelihoods import regression_moments
-from .metrics import accuracy, gaussian_nll, mae, nll, rmse
+from .metrics import accuracy, constant_mae, gaussian_nll, mae, nll, rmse
+from .metrics import skill as skill_score
 
 TensorFn = Callable[[torch.Tensor], torch.Tensor]
 #: A decomposition of a student's linked outputs (N, D) for C classes into total, data and knowledge
@@ -91,17 +92,22 @@ class ClassificationMetrics:
     ``student_nll``, ``student_accuracy`` and ``nll_gap`` = student NLL - teacher ensemble NLL.
     ``target_mae``: the linked outputs estimate E[g]; reports ``target_mae``, the mean absolute
     error against the ensemble's estimate. ``entropy_mae`` (with ``target_mae``): the last column is
-    the expected entropy E[H]; reports its MAE (the paper's "MAE (Entropy)").
+    the expected entropy E[H]; reports its MAE (the paper's "MAE (Entropy)"). ``skill`` (with
+    ``target_mae``): also ``constant_mae``, the error of the best constant prediction
+    (:func:`~gped_kit.core.metrics.constant_mae`), and ``skill`` = 1 - target_mae / constant_mae (0: the
+    student is no better than a constant; :data:`SKILL_FLOOR`).
     """
 
     predictive: bool = False
     target_mae: bool = True
     entropy_mae: bool = False
+    skill: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
         wanted = (("student_nll", self.predictive), ("student_accuracy", self.predictive),
                   ("target_mae", self.target_mae), ("entropy_mae", self.target_mae and self.entropy_mae),
+                  ("constant_mae", self.target_mae and self.skill), ("skill", self.target_mae and self.skill),
                   ("nll_gap", self.predictive))
         return tuple(name for name, on in wanted if on)
 
@@ -116,6 +122,9 @@ class ClassificationMetrics:
             out["target_mae"] = mae(output, reference)
             if self.entropy_mae:
                 out["entropy_mae"] = mae(output[:, -1], reference[:, -1])
+            if self.skill:
+                out["constant_mae"] = constant_mae(reference)
+                out["skill"] = skill_score(out["target_mae"], out["constant_mae"])
         if self.predictive and teacher_nll is not None:
             out["nll_gap"] = out["student_nll"] - teacher_nll
         return out
@@ -128,15 +137,17 @@ class RegressionMetrics:
     With ``moments`` False the linked outputs are the predictive mean: ``student_rmse`` and
     ``mean_mae`` against the ensemble's E[mu]. With ``moments`` True they are (E[mu], E[mu^2],
     E[sigma^2]) (:func:`regression_moments`): also the Gaussian ``student_nll`` of the predictive
-    (variance aleatoric + epistemic), ``epistemic_mae``, ``aleatoric_mae`` and ``nll_gap``.
+    (variance aleatoric + epistemic), ``epistemic_mae``, ``aleatoric_mae`` and ``nll_gap``. ``skill``
+    (without moments): also ``constant_mae`` and ``skill`` for ``mean_mae``, as :class:`ClassificationMetrics`.
     """
 
     moments: bool = False
+    skill: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
         if not self.moments:
-            return ("student_rmse", "mean_mae")
+            return ("student_rmse", "mean_mae") + (("constant_mae", "skill") if self.skill else ())
         return ("student_rmse", "student_nll", "mean_mae", "epistemic_mae", "aleatoric_mae", "nll_gap")
 
     def __call__(self, inputs: MetricInputs) -> dict[str, float]:
@@ -150,6 +161,9 @@ class RegressionMetrics:
         if reference is not None:
             if student is None:
                 out["mean_mae"] = mae(mean, reference)
+                if self.skill:
+                    out["constant_mae"] = constant_mae(reference)
+                    out["skill"] = skill_score(out["mean_mae"], out["constant_mae"])
             else:
                 teacher = regression_moments(reference)
                 out["mean_mae"] = mae(mean, teacher.mean)
@@ -178,12 +192,38 @@ class CustomMetrics:
         return self.fn(inputs)
 
 
+#: A student whose ``skill`` over the best constant is below this has learned next to nothing per input:
+#: the run warns (:func:`check_skill`).
+SKILL_FLOOR = 0.05
+
+
+class SkillWarning(UserWarning):
+    """A student that is no better than the best constant prediction (:func:`check_skill`)."""
+
+
+def check_skill(label: str, metrics: dict[str, float]) -> str | None:
+    """A warning's text when a student's ``skill`` (where reported) is below :data:`SKILL_FLOOR`, else None."""
+    value = metrics.get("skill")
+    if value is None or value != value or value >= SKILL_FLOOR:
+        return None
+    error = metrics.get("target_mae", metrics.get("mean_mae", float("nan")))
+    return (f"student {label!r} is no better than a constant: its error {error:.4g}"
+            f" against the best constant's {metrics['constant_mae']:.4g} (skill {value:.3f} < {SKILL_FLOOR}); "
+            "it has learned next to nothing per input: too few student updates, too low a learning rate, or a "
+            "loss that fits the targets' median (the absolute error) rather than their mean (the squared error, "
+            "custom_target's default)")
+
+
 #: Per likelihood, the metrics of a target that names none, from its flags (see :class:`Target`).
 DEFAULT_METRICS: dict[str, Callable[[Target], TargetMetrics]] = {
     "categorical": lambda t: ClassificationMetrics(predictive=t.predictive_classes, target_mae=t.estimates_g,
                                                    entropy_mae=t.entropy_last),
     "gaussian": lambda t: RegressionMetrics(),
 }
+#: Per likelihood, the metrics :func:`custom_target` gives a user's target by default: the likelihood's,
+#: with the skill over the best constant.
+SKILL_METRICS: dict[str, TargetMetrics] = {"categorical": ClassificationMetrics(skill=True),
+                                          "gaussian": RegressionMetrics(skill=True)}
 
 
 # ------------------------------------------------------------------------------ targets
@@ -420,17 +460,27 @@ def custom_target(name: str, g: TensorFn, out_dim: int | Callable[[int], int], l
                   loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
                   likelihood: str = "categorical", metrics: TargetMetrics | None = None,
                   decomposition: Decomposition | None = None) -> Target:
-    """Wrap a user-defined ``g(statistics) -> (B, D)``; defaults: identity link, absolute error, the
-    likelihood's default metrics (``target_mae`` for a categorical likelihood; ``student_rmse`` and
-    ``mean_mae`` for a Gaussian one: the linked output is then the predictive mean), no uncertainty
-    decomposition. ``metrics`` replaces them (e.g. :class:`CustomMetrics`)."""
+    """Wrap a user-defined ``g(statistics) -> (B, D)``; defaults: identity link, the squared error, the
+    likelihood's default metrics with the student's skill over the best constant (``target_mae``,
+    ``constant_mae`` and ``skill`` for a categorical likelihood; ``student_rmse``, ``mean_mae``,
+    ``constant_mae`` and ``skill`` for a Gaussian one: the linked output is then the predictive mean), no
+    uncertainty decomposition. ``metrics`` replaces them (e.g. :class:`CustomMetrics`).
+
+    **Why the squared error.** A student trained on the squared error estimates the conditional *mean*
+    of its targets, the posterior expectation E[g] itself; on the absolute error it estimates their
+    *median*, which for a sparse expectation (class-probability-like values, most near 0) is a constant
+    near 0: such a student learns nothing (its ``skill`` is about 0, and the run warns). The paper's
+    absolute error stays the loss of the built-in expected-entropy target, where it works; pass
+    ``loss=`` to choose another."""
     if not callable(g):
         raise TypeError(f"custom_target g={g!r} must be callable: statistics (B, S) -> (B, D)")
     if name in TARGETS:
         raise ValueError(f"custom_target name={name!r} is a built-in target's name; choose another")
     dim = out_dim if callable(out_dim) else (lambda c, d=int(out_dim): d)
     link = link or identity_head
-    loss = loss or (lambda target, raw, _link=link: losses.absolute_error(target, _link(raw)))
+    loss = loss or (lambda target, raw, _link=link: losses.squared_error(target, _link(raw)))
+    if metrics is None and likelihood in SKILL_METRICS:
+        metrics = SKILL_METRICS[likelihood]
     return Target(name, g, dim, link, loss, likelihood=likelihood, metrics=metrics, decomposition=decomposition)
 
 

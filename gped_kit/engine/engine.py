@@ -63,6 +63,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -75,7 +76,7 @@ from ..core.autodiff import Autodiff
 from ..core.estimators import estimates, estimator_init
 from ..core.options import InputGenerator, StepSchedule
 from ..core.schema import record
-from ..core.targets import Target
+from ..core.targets import SkillWarning, Target, check_skill
 from ..data.container import describe_counts
 from ..models.presets import ArchSpec
 from . import steps
@@ -874,6 +875,8 @@ class GPEDEngine:
                     row.update({key: v for key, v in match.iloc[-1].items() if key not in ("student", "step")})
                 row["steps_done"] = self.t
                 row["iterations_per_s"] = self.t / self.elapsed if self.elapsed else float("nan")
+                if self.finished and (text := check_skill(s.label, row)) is not None:
+                    warnings.warn(text, SkillWarning, stacklevel=2)
                 rows.append(row)
             teacher = {name: {n: v.cpu() for n, v in self.ensemble_means(r, name).items()} for name in self.eval_slices}
             students = {name: {label: v.cpu() for label, v in outputs[r][name].items()} for name in self.eval_slices}
