@@ -242,3 +242,12 @@ def test_the_verdict_counts_the_judged_rows_and_names_the_paper_length_cells(tmp
     # the paper's Table 6 (N = 60,000, r = 0): 0.052; 0.054 / 0.082; 0.016 / 0.020 -> within: teacher, entropy U_o
     assert ("FCNN: teacher NLL 0.0539 (0.052), student NLL U_o 0.0630 (0.054), U_s 0.0636 (0.082), entropy MAE "
             "U_o 0.0157 (0.016), U_s 0.0222 (0.02); 2 of 5 within 10% (2026-01-01-gpu)") in text
+
+
+def test_ood_rows_count_students_above_their_own_teachers_auroc(tmp_path):
+    pd.DataFrame({"metric": ["auroc", "auroc", "auroc", "nll"], "ood_inputs": ["whole", "whole", "masked", None],
+                  "minus_teacher": [0.1, -0.2, 0.05, 0.3]}).to_csv(
+        tmp_path / f"{E4N.TEACHER_LINES.format(profile='default')}.csv", index=False)
+    assert E4N.students_above_teacher(tmp_path, "default", "whole") == (1, 2)
+    assert E4N.students_above_teacher(tmp_path, "default", "masked") == (1, 1)
+    assert E4N.students_above_teacher(tmp_path, "long", "whole") is None

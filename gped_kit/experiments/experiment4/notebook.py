@@ -37,6 +37,20 @@ MODELS_RUN = ["fcnn", "cnn_mnist", "cnn_cifar10"]
 CLAIMS_TABLE = "experiment4_claims_{profile}"
 CLAIMS_PROFILES = "experiment4_claims_profiles"
 TEACHER_QUALITY_PROFILES = "experiment4_teacher_quality_profiles"
+#: Every student's value beside its own teacher ensemble's (:func:`~.analysis.experiment4_teacher_lines`).
+TEACHER_LINES = "experiment4_teacher_lines_{profile}"
+
+
+def students_above_teacher(figures: Path, profile: str, ood_inputs: str) -> tuple[int, int] | None:
+    """How many students' OOD AUROC (every method, estimator, size, uncertainty and seed; OOD inputs
+    ``ood_inputs``, "whole" or "masked") exceeds their own teacher ensemble's, of how many: a student above
+    its teacher separates the OOD set better than what it distils, so its AUROC does not measure how
+    faithfully it distilled the ensemble. None without the notebook's table."""
+    t = read_table(figures, f"{TEACHER_LINES.format(profile=profile)}.csv")
+    if t is None:
+        return None
+    rows = t[(t["metric"] == "auroc") & (t["ood_inputs"] == ood_inputs)].dropna(subset=["minus_teacher"])
+    return int((rows["minus_teacher"] > 0).sum()), len(rows)
 
 
 def teacher_summary(downstream: pd.DataFrame) -> pd.DataFrame:
@@ -145,11 +159,17 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
         else:  # GPED higher in k of n cells of ours: say who leads on the OOD sets we have
             k, n = counts(r["ours"])
             leader, lead = ("GPED", k) if 2 * k > n else ("EnD²", n - k) if 2 * k < n else ("neither", k)
-            judged = (f"not comparable (no OOD set in common; on ours {leader} leads in {lead} of {n} cells)"
-                      if leader != "neither" else f"not comparable (no OOD set in common; on ours a tie, {k} of {n})")
+            judged = (f"not comparable (no OOD set in common; on ours {leader} leads in {lead} of {n} cells"
+                      if leader != "neither" else f"not comparable (no OOD set in common; on ours a tie, {k} of {n}")
+            inputs = "masked" if "masked" in str(r["claim"]) else "whole"
+            above = students_above_teacher(figures, profile, inputs)
+            judged += f"; students above their teacher's AUROC in {above[0]} of {above[1]})" if above else ")"
         ours = f"{r['ours']}; vs {r['beside']}: {r['ours_beside']}"
         if r["claim"] in seeds:
             ours += f"; {seeds[r['claim']]}"
+        if "students above their teacher's AUROC" in judged:
+            ours += ("; a student above its own teacher ensemble's AUROC separates the OOD set better than what it "
+                     "distils, so these AUROCs do not measure how faithfully the ensemble was distilled")
         rows.append(Claim(f"Exp. 4: {r['claim'].replace('nll', 'NLL').replace('entropy_mae', 'entropy MAE')}"
                           .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20"), judged, ours,
                           f"{r['paper']}; {r['paper_statement']}",
