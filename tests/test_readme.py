@@ -251,3 +251,14 @@ def test_ood_rows_count_students_above_their_own_teachers_auroc(tmp_path):
     assert E4N.students_above_teacher(tmp_path, "default", "whole") == (1, 2)
     assert E4N.students_above_teacher(tmp_path, "default", "masked") == (1, 1)
     assert E4N.students_above_teacher(tmp_path, "long", "whole") is None
+
+
+def test_the_model_uncertainty_row_names_students_no_better_than_predicting_zero(tmp_path):
+    pd.DataFrame({"eval_set": ["test"] * 4 + ["mnist_rotated60"],
+                  "method": ["GPED", "EnD2", "Hydra", "Zero MU (baseline)", "GPED"],
+                  "mu_mae_teacher": [0.08, 0.03, 0.039, 0.039, 0.5]}).to_csv(
+        tmp_path / f"{CN.MU_SPLIT_TABLE.format(profile='default')}.csv", index=False)
+    (row,) = CN.mu_row(tmp_path)
+    assert row.verdict == "— (GPED, Hydra no better than predicting zero)"  # a tie is no better
+    assert row.ours == "GPED 0.080, EnD2 0.030, Hydra 0.039, predicting zero 0.039"
+    assert CN.mu_row(tmp_path, "long") == []

@@ -31,6 +31,8 @@ from .tasks import comparison_task, spiral_task
 #: The tables notebook 07 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's row reads the
 #: MNIST comparison.
 MNIST_TABLE = "comparison_mnist_{profile}"
+#: Each method's model uncertainty (MU) against the long-chain teacher's, and the zero-MU baseline.
+MU_SPLIT_TABLE = "comparison_mu_error_split_{profile}"
 #: The Hydra paper's Table 2 (MNIST, test NLL, mean of n = 3 runs), the reference of notebook 07.
 HYDRA_TABLE2_MNIST_NLL = {"ensemble (M = 50)": 0.0439, "Hydra": 0.0465, "KD": 0.0497, "prior networks": 0.0521}
 
@@ -166,6 +168,33 @@ def order_row(figures: Path, profile: str = "default") -> list[Claim]:
                   link(f"{MNIST_TABLE.format(profile='default')}.md", "comparison") + ", notebook 07")]
 
 
+def mu_row(figures: Path, profile: str = "default") -> list[Claim]:
+    """Not a claim of the paper: each student's model uncertainty (MU) error against the long-chain teacher's
+    on the MNIST test set (mean absolute error), beside the baseline that predicts zero MU; the verdict
+    names the methods no better than predicting zero."""
+    t = read_table(figures, f"{MU_SPLIT_TABLE.format(profile=profile)}.csv")
+    if t is None:
+        return []
+    t = t[t["eval_set"] == "test"].set_index("method")["mu_mae_teacher"]
+    zero = t.get("Zero MU (baseline)")
+    shown = [m for m in ("GPED", "EnD2", "Hydra", "Snapshot ensemble") if m in t.index]
+    if zero is None or not shown:
+        return []
+    worse = [m for m in shown if t[m] >= zero]
+    judged = (f"— ({', '.join(worse)} no better than predicting zero)" if worse
+              else "— (every student better than predicting zero)")
+    return [Claim("(ours) model uncertainty on MNIST test inputs: MAE against the long-chain teacher's, beside "
+                  "predicting zero", judged,
+                  ", ".join(f"{m} {number(t[m])}" for m in shown) + f", predicting zero {number(zero)}",
+                  "not in the papers", link(f"{MU_SPLIT_TABLE.format(profile='default')}.md", "MU errors")
+                  + ", notebook 07")]
+
+
+def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
+    """Notebook 07's rows: the Hydra paper's order, then the model uncertainty against predicting zero."""
+    return order_row(figures, profile) + mu_row(figures, profile)
+
+
 # Hydra 20,000 + 60,000 -> 200 + 600 steps; the spiral's chain 100,000 -> 1,000 (B 100), its Hydra 50 + 200
 EXPERIMENT = Experiment(
     "07_hydra_comparison", PROFILES, _tasks, summary=comparison_summary, shown_profiles=("default", "long"),
@@ -173,4 +202,4 @@ EXPERIMENT = Experiment(
     scaled_paper={**SCALED_CHAIN, "hydra.phase1_steps": 200, "hydra.phase2_steps": 600,
                   "spiral.num_iterations": 1_000, "spiral.burn_in": 100, "spiral.hydra.phase1_steps": 50,
                   "spiral.hydra.phase2_steps": 200},
-    stored=_comparison_gaps, needs_chain_state=True, readme_rows=order_row, long_rows=order_row)
+    stored=_comparison_gaps, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows)
