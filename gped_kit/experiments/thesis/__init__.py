@@ -5,7 +5,7 @@
 * :mod:`.notebook`: what a run stores and the README's row (:data:`EXPERIMENT`).
 """
 
-from .notebook import CLAIMS_TABLE, EXPERIMENT
+from .notebook import CLAIMS_TABLE, EXPERIMENT, claims_text, count_claims
 from .toys import (
     FLOAT32_ARRAYS,
     LIST_COLUMNS,
@@ -24,6 +24,7 @@ from .toys import (
     toy_record,
 )
 
-__all__ = ["EXPERIMENT", "CLAIMS_TABLE", "PROFILES", "ThesisToysSettings", "mog_configs", "logreg_config",
+__all__ = ["EXPERIMENT", "CLAIMS_TABLE", "claims_text", "count_claims",
+           "PROFILES", "ThesisToysSettings", "mog_configs", "logreg_config",
            "toy_record", "compact_arrays", "store_toy", "load_toy", "run_toy", "online_vs_batch", "thesis_toys_claims",
            "mog_agreement", "logreg_agreement", "FLOAT32_ARRAYS", "LIST_COLUMNS"]

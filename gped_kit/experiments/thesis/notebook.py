@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
+import pandas as pd
+
 from ..chains import ChainTask
 from ..frame import Experiment
 from ..store import ResultsStore
@@ -24,26 +26,38 @@ def _toy_gaps(store: ResultsStore, settings: ThesisToysSettings, tasks: Sequence
             if not store.entry("toy", toy_record(c)).complete]
 
 
+def count_claims(claims: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The thesis' findings (notebook 08's claims table, both metrics stacked) split into ``(held, failing,
+    by_construction)``: the counted findings that hold and those that do not (each claim and metric once),
+    and the memory findings, which hold by construction (:data:`~.toys.BY_CONSTRUCTION`), each once."""
+    by_construction = claims[claims["claim"].isin(BY_CONSTRUCTION)].drop_duplicates("claim")
+    counted = claims[~claims["claim"].isin(BY_CONSTRUCTION)]
+    holds = counted["holds"].astype(bool)
+    return counted[holds], counted[~holds], by_construction
+
+
+def claims_text(claims: pd.DataFrame) -> str:
+    """``k of n claims hold; not: ...; not counted, as they hold by construction: ...`` (:func:`count_claims`)."""
+    held, failing, by_construction = count_claims(claims)
+    text = f"{len(held)} of {len(held) + len(failing)} claims hold" + ("" if failing.empty else "; not: " + "; ".join(
+        f"{r.claim} on {r.metric} ({int(r['count'])} of {int(r['of'])})" for _, r in failing.iterrows()))
+    if len(by_construction):
+        text += ("; not counted, as they hold by construction: " +
+                 "; ".join(f"{r.claim} ({r.ours})" for _, r in by_construction.iterrows()))
+    return text
+
+
 def readme_rows(figures: Path) -> list[Claim]:
     """Rule: the notebook's ``holds`` column for each of the thesis' claims, each claim and metric once;
-    the memory findings hold by construction (:data:`~gped_kit.experiments.thesis.toys.BY_CONSTRUCTION`)
-    and are reported, not counted."""
+    the memory findings hold by construction and are reported, not counted (:func:`count_claims`)."""
     name = CLAIMS_TABLE.format(profile="default")
     t = read_table(figures, f"{name}.csv")
     if t is None:
         return []
-    by_construction = t[t["claim"].isin(BY_CONSTRUCTION)].drop_duplicates("claim")
-    t = t[~t["claim"].isin(BY_CONSTRUCTION)]
-    held = t[t["holds"].astype(bool)]
-    failing = t[~t["holds"].astype(bool)]
-    ours = f"{len(held)} of {len(t)} claims hold" + ("" if failing.empty else "; not: " + "; ".join(
-        f"{r.claim} on {r.metric} ({int(r['count'])} of {int(r['of'])})" for _, r in failing.iterrows()))
-    if len(by_construction):
-        ours += ("; not counted, as they hold by construction: " +
-                 "; ".join(f"{r.claim} ({r.ours})" for _, r in by_construction.iterrows()))
+    held, failing, _ = count_claims(t)
     return [Claim("Papamakarios' thesis (Chapters 2–3): online distillation as good as batch with a fraction of the "
                   "memory; data-based inputs; derivative matching",
-                  verdict(len(held), len(t)), ours,
+                  verdict(len(held), len(held) + len(failing)), claims_text(t),
                   "online ≈ batch; noise inputs far worse; derivative matching better",
                   link(f"{name}.md", "claims") + ", notebook 08")]
 
