@@ -8,7 +8,19 @@
 - an axis whose tick labels show numbers or names but that has no label (x and y), a colour bar
   without a label, a colour scale (an image, hexbins, filled contours) without a colour bar;
 - an axis label that is a raw variable name (``num_data``, ``mean_kl_test``);
-- a legend drawn over data (a data point or a stretch of a line under the legend's box).
+- a legend drawn over data (a data point or a stretch of a line under the legend's box);
+- two bars of one bar series whose bars are coloured each its own (a colour per method) in one
+  colour (the snapshot ensemble and the zero-MU baseline in one grey);
+- two series in one axes drawn exactly alike (the same colour, marker, fill and line style) over
+  overlapping x ranges, whatever their labels: a reader cannot tell whose point is whose (Figure 14's
+  three series of the paper's values, all black crosses);
+- texts that overlap: two texts inside one axes (value labels, notes: "0.8030.803"), a text inside
+  an axes over one of its tick labels (an off-scale note over "0.35"), two tick labels of one axis
+  ("1000012000");
+- a data series in a colour of too little contrast to its axes' background (a light yellow line on
+  white);
+- a squashed panel: a few points (a curve's first point at NLL 2.3) stretch the y range so far that
+  all the others lie in a thin band of it.
 
 :func:`figure_defects` returns one sentence per defect found (empty: none). It draws the figure
 first (Agg), so limits and layout are final; it reads the artists matplotlib holds, so it checks
@@ -24,6 +36,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.collections import Collection, PathCollection
 from matplotlib.colors import to_rgba
+from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
@@ -34,6 +47,26 @@ from gped_kit.viz.theme import SIMILAR_COLOR_DELTA_E, color_difference
 
 #: Pixels a point may lie past an axes' edge and still count as inside (markers drawn on the edge).
 EDGE_TOLERANCE_PX = 1.5
+
+#: Two bars of a bar series coloured per bar share a colour when their colours are closer than this
+#: (Delta E*ab): bars are named on their axis, so only a near-identical colour misleads.
+SAME_BAR_COLOUR_DELTA_E = 10.0
+
+#: Two texts overlap when their boxes share more than this many pixels in both directions.
+TEXT_OVERLAP_PX = 1.0
+#: Two tick labels of one axis collide when they are closer than this many pixels ("10000" touching
+#: "12000" reads as one number).
+TICK_GAP_PX = 2.0
+
+#: A panel is squashed when a few points (at most this fraction of its data points) stretch its y
+#: range so that all the others lie within :data:`SQUASHED_BAND` of it (a curve's first point at NLL
+#: 2.3 above the others at 0.06-0.16).
+SQUASHED_OUTLIERS = 0.1
+SQUASHED_BAND = 0.1
+
+#: The contrast ratio (WCAG 2) of a series' colour to its axes' background below which the series is
+#: hard to see (the palette's old yellow #ece133 on white: 1.37; its lightest colours in use: 1.7).
+MIN_CONTRAST = 1.5
 
 #: An axis label token that is a variable name: lower case words joined by underscores, outside $...$.
 RAW_NAME = re.compile(r"(?<![\w$\\])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w$])")
@@ -136,40 +169,119 @@ def _style(artist) -> tuple | None:
         ls = artist.get_linestyle()
         ls = "" if ls in ("None", "none", " ", "") else ls
         colour = artist.get_color()
-        if not ls and marker:  # markers only: their colour is the face's, or the edge's of an open (white) marker
+        if marker:  # an open (white or unfilled) marker and a filled one of the same shape look different
             face, edge = to_rgba(artist.get_markerfacecolor()), to_rgba(artist.get_markeredgecolor())
-            open_face = face[3] == 0 or color_difference(face[:3], "white") < color_difference(edge[:3], "white")
-            colour = edge if open_face else face
+            open_face = (artist.get_fillstyle() == "none" or face[3] == 0
+                         or color_difference(face[:3], "white") < color_difference(edge[:3], "white"))
+            if not ls:  # markers only: their colour is the face's, or the edge's of an open marker
+                colour = edge if open_face else face
+            if open_face and marker in _FILLED_MARKERS:
+                marker = f"{marker} (open)"
         return (to_rgba(colour), marker, ls)
     if isinstance(artist, Patch):
         return (to_rgba(artist.get_facecolor()), "patch", artist.get_linestyle())
     return None
 
 
+#: Markers with an inside that can be filled or left open ("x", "+", "|" have none).
+_FILLED_MARKERS = set(Line2D.filled_markers)
+
+
 def _alike(a: tuple, b: tuple) -> bool:
     return a[1:] == b[1:] and color_difference(a[0][:3], b[0][:3]) < SIMILAR_COLOR_DELTA_E
 
 
+def _data_lines(ax: Axes, min_points: int = 1) -> list[Line2D]:
+    """The visible data series of ``ax`` drawn as lines or markers (no reference lines, no caps of error
+    bars), each with at least ``min_points`` points."""
+    caps = {id(cap) for c in ax.containers if isinstance(c, ErrorbarContainer) for cap in c.lines[1]}
+    return [line for line in ax.lines if line.get_visible() and not _is_reference(line, ax)
+            and id(line) not in caps and len(line.get_xydata()) >= min_points]
+
+
+def _x_range(line: Line2D) -> tuple[float, float] | None:
+    xy = np.ma.filled(np.ma.asarray(line.get_xydata(), dtype=float), np.nan)  # categories as their positions
+    x = xy.reshape(-1, 2)[:, 0]
+    x = x[np.isfinite(x)]
+    return (float(x.min()), float(x.max())) if len(x) else None
+
+
+def _same_style(a: tuple, b: tuple) -> bool:
+    return a[1:] == b[1:] and np.allclose(a[0], b[0], atol=1 / 255)
+
+
+def _overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
+    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+
+
+def same_style_series(ax: Axes) -> list[str]:
+    """Pairs of data series in ``ax`` drawn exactly alike (colour, marker and its fill, line style) whose x
+    ranges overlap, whatever their labels (one series drawn in pieces side by side is fine)."""
+    lines = [(line, _style(line), _x_range(line)) for line in _data_lines(ax)]
+    found = []
+    for i, (a, style_a, range_a) in enumerate(lines):
+        for b, style_b, range_b in lines[i + 1:]:
+            if _same_style(style_a, style_b) and _overlap(range_a, range_b):
+                found.append(f"{_line_name(a)} and {_line_name(b)} are drawn the same (colour, marker "
+                             f"{style_a[1] or 'none'!r}, line {style_a[2] or 'none'!r}) over the same x range: "
+                             "whose point is whose cannot be told")
+    return found
+
+
 def look_alike_series(ax: Axes) -> list[str]:
-    """Pairs of data series in ``ax`` with the same marker and line style in similar colours."""
+    """Pairs of data series in ``ax`` with the same marker and line style in similar colours (pairs drawn
+    exactly the same over one x range are :func:`same_style_series`'s)."""
     series: list[tuple[str, tuple]] = []
-    for line in ax.lines:
-        if not line.get_visible() or _is_reference(line, ax) or len(line.get_xydata()) < 2:
-            continue
+    ranges: list[tuple[float, float] | None] = []
+    for line in _data_lines(ax, min_points=2):
         series.append((line.get_label(), _style(line)))
+        ranges.append(_x_range(line))
     for container in ax.containers:
         patches = [p for p in container if isinstance(p, Patch)]
         if patches:
             series.append((container.get_label(), _style(patches[0])))
+            ranges.append(None)
     found = []
     for i, (name_a, style_a) in enumerate(series):
-        for name_b, style_b in series[i + 1:]:
+        for j, (name_b, style_b) in enumerate(series[i + 1:], start=i + 1):
             if name_a == name_b and not name_a.startswith("_"):
                 continue  # one series drawn in pieces
+            if _same_style(style_a, style_b) and _overlap(ranges[i], ranges[j]):
+                continue  # same_style_series says so
             if _alike(style_a, style_b):
                 found.append(f"series {name_a!r} and {name_b!r} look alike (marker {style_a[1] or 'none'!r}, "
                              f"line {style_a[2] or 'none'!r}, colours Delta E "
                              f"{color_difference(style_a[0][:3], style_b[0][:3]):.0f})")
+    return found
+
+
+def _bar_name(ax: Axes, bar: Patch, horizontal: bool, k: int) -> str:
+    centre = bar.get_y() + bar.get_height() / 2 if horizontal else bar.get_x() + bar.get_width() / 2
+    axis = ax.yaxis if horizontal else ax.xaxis
+    for loc, label in zip(axis.get_ticklocs(), axis.get_ticklabels()):
+        if abs(loc - centre) < 1e-6 and label.get_text().strip():
+            return repr(label.get_text())
+    return f"bar {k + 1}"
+
+
+def look_alike_bars(ax: Axes) -> list[str]:
+    """Pairs of bars of one bar series of ``ax`` in one colour (Delta E below
+    :data:`SAME_BAR_COLOUR_DELTA_E`) where the series colours its bars each its own (a colour per method)."""
+    found = []
+    for container in ax.containers:
+        if not isinstance(container, BarContainer):
+            continue
+        bars = [b for b in container.patches if b.get_visible()]
+        colours = [to_rgba(b.get_facecolor()) for b in bars]
+        if len({tuple(np.round(c, 3)) for c in colours}) < 2:
+            continue  # one colour for the whole series
+        horizontal = getattr(container, "orientation", None) == "horizontal"
+        for i in range(len(bars)):
+            for j in range(i + 1, len(bars)):
+                difference = color_difference(colours[i][:3], colours[j][:3])
+                if difference < SAME_BAR_COLOUR_DELTA_E:
+                    found.append(f"{ax.get_title()!r}: bars {_bar_name(ax, bars[i], horizontal, i)} and "
+                                 f"{_bar_name(ax, bars[j], horizontal, j)} share one colour (Delta E {difference:.0f})")
     return found
 
 
@@ -267,18 +379,134 @@ def legends_over_data(fig: Figure) -> list[str]:
     return found
 
 
+def _shown_text(text) -> bool:
+    return text.get_visible() and bool(text.get_text().strip())
+
+
+def _boxes_overlap(a, b) -> bool:
+    return (min(a.x1, b.x1) - max(a.x0, b.x0) > TEXT_OVERLAP_PX
+            and min(a.y1, b.y1) - max(a.y0, b.y0) > TEXT_OVERLAP_PX)
+
+
+def _closer_than(a, b, px: float) -> bool:
+    """Whether boxes ``a`` and ``b`` overlap or lie closer than ``px`` pixels apart."""
+    return max(b.x0 - a.x1, a.x0 - b.x1) < px and max(b.y0 - a.y1, a.y0 - b.y1) < px
+
+
+def _tick_labels(axis) -> list:
+    """The tick labels of ``axis`` that are drawn (major and minor, inside the view limits)."""
+    low, high = sorted(axis.get_view_interval())
+    labels = []
+    for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+        loc = tick.get_loc()
+        if loc is None or not np.isfinite(loc) or not (low - 1e-9 * max(1.0, abs(high - low)) <= loc
+                                                      <= high + 1e-9 * max(1.0, abs(high - low))):
+            continue
+        for label in (tick.label1, tick.label2):
+            if label.get_visible() and _shown_text(label):
+                labels.append(label)
+    return labels
+
+
+def overlapping_texts(ax: Axes, renderer) -> list[str]:
+    """Texts of ``ax`` whose drawn boxes overlap: two texts inside the axes (annotations, notes), a text
+    inside it over one of its tick labels, two tick labels of one axis."""
+    found = []
+    texts = [(t, t.get_window_extent(renderer)) for t in ax.texts if _shown_text(t)]
+    title = ax.get_title() or "an axes"
+    for i, (a, box_a) in enumerate(texts):
+        for b, box_b in texts[i + 1:]:
+            if _boxes_overlap(box_a, box_b):
+                found.append(f"{title!r}: texts {a.get_text()!r} and {b.get_text()!r} overlap")
+    for which, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+        ticks = [(t, t.get_window_extent(renderer)) for t in _tick_labels(axis)]
+        for i, (a, box_a) in enumerate(ticks):
+            for b, box_b in ticks[i + 1:]:
+                if _closer_than(box_a, box_b, TICK_GAP_PX):
+                    found.append(f"{title!r}: {which} tick labels {a.get_text()!r} and {b.get_text()!r} collide")
+        for text, box in texts:
+            for tick, tick_box in ticks:
+                if _boxes_overlap(box, tick_box):
+                    found.append(f"{title!r}: text {text.get_text()!r} covers {which} tick label "
+                                 f"{tick.get_text()!r}")
+    return found
+
+
+def squashed_panel(ax: Axes) -> list[str]:
+    """``ax`` when a few of its data points (lines and markers; at most :data:`SQUASHED_OUTLIERS` of them)
+    stretch its y range so far that all the others lie within :data:`SQUASHED_BAND` of it: the
+    differences between those others are squashed into a line (leave the few off the scale instead)."""
+    if ax.get_yscale() != "linear":
+        return []
+    ys = [np.ma.filled(np.ma.asarray(line.get_xydata(), dtype=float), np.nan).reshape(-1, 2)[:, 1]
+          for line in _data_lines(ax)]
+    y = np.concatenate(ys) if ys else np.empty(0)
+    y = np.sort(y[np.isfinite(y)])
+    low, high = ax.get_ylim()
+    span = abs(high - low)
+    if len(y) < 10 or span == 0:
+        return []
+    counts = np.searchsorted(y, y + SQUASHED_BAND * span, side="right") - np.arange(len(y))
+    k = int(np.argmax(counts))  # the band of the y range that holds the most points
+    most = int(counts[k])
+    if (1 - SQUASHED_OUTLIERS) * len(y) <= most < len(y) and (y[-1] - y[0]) > 3 * SQUASHED_BAND * span:
+        width = (y[k + most - 1] - y[k]) / span
+        return [f"{ax.get_title() or 'an axes'!r}: {most} of {len(y)} points lie within {width:.0%} of the y "
+                "range; the rest stretch it (leave them off the scale)"]
+    return []
+
+
+def _relative_luminance(rgb) -> float:
+    c = np.asarray(rgb, dtype=float)
+    c = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return float(0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2])
+
+
+def contrast_ratio(colour, background) -> float:
+    """The WCAG 2 contrast ratio of ``colour`` (RGBA: drawn over ``background`` with its alpha) to ``background``."""
+    back = np.asarray(to_rgba(background)[:3])
+    rgba = to_rgba(colour)
+    shown = rgba[3] * np.asarray(rgba[:3]) + (1 - rgba[3]) * back
+    light, dark = sorted((_relative_luminance(shown), _relative_luminance(back)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def low_contrast_series(ax: Axes) -> list[str]:
+    """Data series of ``ax`` (lines, markers) in a colour whose contrast to the axes' background is below
+    :data:`MIN_CONTRAST` (not checked over images, whose background is the image)."""
+    if ax.images:
+        return []
+    background = ax.get_facecolor()
+    found = []
+    for line in _data_lines(ax):
+        colour = _style(line)[0]
+        alpha = line.get_alpha()
+        colour = (*colour[:3], colour[3] * (1.0 if alpha is None else alpha))
+        ratio = contrast_ratio(colour, background)
+        if ratio < MIN_CONTRAST:
+            found.append(f"{_line_name(line)} is drawn in a colour of little contrast to the background "
+                         f"({ratio:.2f}:1)")
+    return found
+
+
 def figure_defects(fig: Figure) -> list[str]:
     """Every defect of ``fig`` that this module knows (see the module docstring); [] for none."""
     fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
     found: list[str] = []
     for ax in _all_axes(fig):
         if not ax.get_visible():
             continue
         found += missing_labels(ax)
+        found += overlapping_texts(ax, renderer)
         if _is_colorbar(ax):
             continue
         found += out_of_range(ax)
+        found += same_style_series(ax)
         found += look_alike_series(ax)
+        found += look_alike_bars(ax)
+        found += low_contrast_series(ax)
+        found += squashed_panel(ax)
     for legend in _all_legends(fig):
         found += look_alike_legend_entries(legend)
     found += colour_scales_without_bar(fig)

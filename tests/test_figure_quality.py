@@ -3,8 +3,13 @@ small SYNTHETIC tables (made-up numbers shaped like the cases that went wrong in
 off-scale group l1/l2 student, eight students of which three are shades of KD's purple and one
 fails at NLL 2.3, two students no method names, five samplers, four thesis students), passes the
 checker of tests/figure_checks.py: no line or marker outside its axes, no two series or legend
-entries alike, every axis and colour bar labelled (no raw variable names), every colour scale
-with a colour bar, no legend over data. The checker itself is tested on deliberately bad figures.
+entries alike (nor two series drawn the same over one x range, whatever their labels), every axis and
+colour bar labelled (no raw variable names), every colour scale with a colour bar, no legend over
+data, no texts over each other (value labels, notes, tick labels), no series in a colour too pale for
+its background. The cases of issue 45 are among them: Figure 14's equal values side by side with the
+paper's values of three methods, every student's first log step at NLL 2.3, a cyclical sampler's first
+point at 2.3, the Pareto figures with the paper's values, Experiment 2 over three seeds, the snapshot
+ensemble beside the zero-MU baseline. The checker itself is tested on deliberately bad figures.
 Fast: no chains, nothing read from the results store."""
 
 import inspect
@@ -130,6 +135,103 @@ def test_checker_finds_a_legend_over_data():
     assert any("a legend covers data" in d for d in _defects_of(draw))
 
 
+def test_checker_finds_overlapping_value_labels():
+    def draw(fig, ax):  # Figure 14 before: two methods of equal accuracy side by side, "0.8030.803"
+        ax.plot([0.0, 0.12], [0.803, 0.803], ls="none", marker="s", color="C1", label="EnD2")
+        for x in (0.0, 0.12):
+            ax.annotate("0.803", (x, 0.803), xytext=(0, 7), textcoords="offset points", ha="center", fontsize=6.5)
+        ax.set_xlim(-1, 3)
+        _labelled(ax)
+    assert any("texts '0.803' and '0.803' overlap" in d for d in _defects_of(draw))
+
+    def draw_apart(fig, ax):  # the second label below its dot: fine
+        ax.plot([0.0, 0.12], [0.803, 0.803], ls="none", marker="s", color="C1", label="EnD2")
+        for x, dy, va in ((0.0, 7, "bottom"), (0.12, -7, "top")):
+            ax.annotate("0.803", (x, 0.803), xytext=(0, dy), textcoords="offset points", ha="center", va=va,
+                        fontsize=6.5)
+        ax.set_xlim(-1, 3)
+        _labelled(ax)
+    assert _defects_of(draw_apart) == []
+
+
+def test_checker_finds_a_note_over_a_tick_label_and_colliding_tick_labels():
+    def draw(fig, ax):  # the learning curves before: an off-scale note wider than its panel
+        fig.set_size_inches(3.0, 2.5)
+        ax.plot([1500, 4000], [0.1, 0.35], label="student")
+        ax.text(0.98, 0.98, "↑ student KD (noise inputs): 1.54–2.27, off the scale", transform=ax.transAxes,
+                ha="right", va="top", fontsize=8)
+        _labelled(ax)
+    assert any("covers y tick label" in d for d in _defects_of(draw))
+
+    def draw_ticks(fig, ax):  # the long profile's curves before: 8000 10000 12000 ... run into each other
+        fig.set_size_inches(3.0, 2.5)
+        ax.plot(range(2000, 16001, 2000), np.linspace(0.1, 0.3, 8), label="student")
+        ax.set_xticks(range(2000, 16001, 2000))
+        _labelled(ax)
+    assert any("x tick labels" in d and "collide" in d for d in _defects_of(draw_ticks))
+
+
+def test_checker_finds_series_drawn_the_same_whatever_their_labels():
+    def draw(fig, ax):  # Figure 14 before: the paper's values of three methods, all black crosses, one label
+        for j in range(3):
+            ax.plot(np.arange(4) + 0.15 * j, [0.3 + 0.05 * j] * 4, ls="none", marker="x", color="k",
+                    label="paper (Tables 2, 8-10)")
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 3 and all("are drawn the same" in d for d in defects)
+
+    def draw_unlabelled(fig, ax):  # two lines, same colour, marker and line style, no labels
+        ax.plot([0, 1, 2], [1, 2, 3], "o-", color="C0")
+        ax.plot([0, 1, 2], [2, 3, 1], "o-", color="C0")
+        _labelled(ax)
+    assert len(_defects_of(draw_unlabelled)) == 1
+
+    def draw_apart(fig, ax):  # one series in pieces side by side; an open and a filled marker of one shape
+        ax.plot([0, 1], [1, 2], "s", color="k", label="the paper's")
+        ax.plot([2, 3], [1, 2], "s", color="k", label="the paper's")
+        ax.plot([0, 3], [1.5, 1.5], ls="none", marker="D", color="0.25", label="ours")
+        ax.plot([0, 3], [1.6, 1.6], ls="none", marker="D", mfc="none", mec="k", label="the paper's (open)")
+        _labelled(ax)
+    assert _defects_of(draw_apart) == []
+
+
+def test_checker_finds_two_bars_of_different_methods_in_one_colour():
+    def draw(fig, ax):  # notebook 07 before: the snapshot ensemble and the zero-MU baseline in one grey
+        methods = ["GPED", "snapshot ensemble, S = 20", "Zero MU (baseline)"]
+        ax.barh(range(3), [0.08, 0.0, 0.04], color=["#0173b2", "#9a9a9a", "#949494"])
+        ax.set_yticks(range(3), methods)
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 1
+    assert "bars 'snapshot ensemble, S = 20' and 'Zero MU (baseline)' share one colour" in defects[0]
+
+    def draw_one_colour(fig, ax):  # one series in one colour: fine
+        ax.bar(range(3), [1, 2, 3], color="C0")
+        _labelled(ax)
+    assert _defects_of(draw_one_colour) == []
+
+
+def test_checker_finds_a_panel_squashed_by_a_few_points():
+    def draw(fig, ax):  # notebook 10 before: two curves' first points at NLL 2.3, the rest at 0.06-0.16
+        x = np.arange(10.0)
+        for k, marker in enumerate("os^D"):
+            y = 0.16 - 0.01 * x - 0.002 * k
+            y[0] = 2.3 if k >= 2 else y[0]
+            ax.plot(x, y, marker=marker, color=f"C{k}", label=f"sampler {k}")
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "38 of 40 points lie within" in defects[0]
+
+
+def test_checker_finds_a_series_too_pale_for_its_background():
+    def draw(fig, ax):  # notebook 10 before: the palette's yellow on white
+        ax.plot([0, 1, 2], [1, 2, 3], "o-", color="#0173b2", label="one chain")
+        ax.plot([0, 1, 2], [2, 3, 1], "s-", color="#ece133", label="cyclical, 4 chains")
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "'cyclical, 4 chains' is drawn in a colour of little contrast" in defects[0]
+
+
 # ----------------------------------------------------------------------------- synthetic inputs
 
 COMPARISON_STUDENTS = ["KD", "GPED", "EnD2", "GPED (squared error)", "GPED (every step)", "KD (perturbed inputs)",
@@ -159,6 +261,17 @@ def comparison_curves():
     return plots.plot_learning_curves(_learning_history(students))
 
 
+def comparison_curves_long():
+    """Notebook 07's curves in the long profile: eight log steps up to 16,000, every student at NLL 2.3 and
+    accuracy 0.1 at the first step (before it has learned anything), 'KD (noise inputs)' far off after it."""
+    students = {name: (1.6, 0.6) if name == "KD (noise inputs)" else (0.05, 0.01) for name in COMPARISON_STUDENTS}
+    history = _learning_history(students, steps=tuple(range(2000, 16001, 2000)))
+    first = history["step"] == 2000
+    history.loc[first, "student_nll"] = 2.3 + 0.001 * np.arange(int(first.sum()))
+    history.loc[first, "student_accuracy"] = 0.1
+    return plots.plot_learning_curves(history)
+
+
 def quickstart_curves():
     """Notebook 00's curves: two students no method names, one in the NLL/accuracy panels, one in the MAE panel."""
     history = _learning_history({"predictive (U_s)": (0.05, 0.01), "expected entropy (U_o)": (0.0, 0.0)})
@@ -178,6 +291,15 @@ def _experiment2(with_ours: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     return (pd.DataFrame(rows) if with_ours else pd.DataFrame(rows).iloc[:0]), paper
 
 
+def experiment2_seeds():
+    """Figure 1 of the seeds profile: one row per cell, estimator and seed (three seeds): error bars."""
+    ours, paper = _experiment2()
+    rng = np.random.default_rng(0)
+    per_seed = pd.concat([ours.assign(seed=s, nll_gap=ours["nll_gap"] * (1 + 0.1 * rng.standard_normal(len(ours))))
+                          for s in range(3)], ignore_index=True)
+    return plots.plot_experiment2_vs_paper(per_seed, paper, title="Figure 1, three seeds")
+
+
 def uncertainty_grid():
     ours, _ = _experiment2()
     return plots.plot_uncertainty_grid(ours, style="estimator",
@@ -194,10 +316,14 @@ def experiment2_paper_only():
 
 
 def experiment4_in_distribution():
+    """Figure 14 as in the default profile: EnD2 at T = 2.5 has EnD2's accuracy (the same argmax), so two
+    equal values side by side; the paper's NLL for the ensemble, GPED and EnD2 (not for T = 2.5)."""
+    shift = {"Ensemble": 0.0, "GPED": 0.02, "EnD2": 0.03, "EnD2 (T = 2.5)": 0.03}
     rows = [dict(model=model, method=m, estimator=e, student=s, metric=k,
-                 value=base + {"Ensemble": 0.0, "GPED": 0.02, "EnD2": 0.03}[m] * (1 if k == "nll" else -1)
-                 + 0.01 * i, value_paper=(base - 0.1) if k == "nll" else None)
-            for model in ("cnn_mnist", "fcnn") for m in ("Ensemble", "GPED", "EnD2")
+                 value=base + (shift[m] + (0.3 if m == "EnD2 (T = 2.5)" and k == "nll" else 0.0))
+                 * (1 if k == "nll" else -1) + 0.01 * i,
+                 value_paper=(base - 0.1 - 0.03 * j) if k == "nll" and m != "EnD2 (T = 2.5)" else None)
+            for model in ("cnn_mnist", "fcnn") for j, m in enumerate(shift)
             for i, (e, s) in enumerate((e, s) for s in ("base", "largest_width_multiplier") for e in ("U_o", "U_s"))
             for k, base in (("nll", 0.5), ("accuracy", 0.83))]
     return plots.plot_experiment4_in_distribution(pd.DataFrame(rows), title="Figure 14")
@@ -233,6 +359,19 @@ def pareto_figure_accuracy():
     return plots.plot_pareto_figure(_fcnn_search_off_scale(), "student_accuracy", title="Figure 8")
 
 
+def pareto_figure_with_the_papers_values():
+    """Figure 2 with the paper's teacher, base and best student (the CNN's synthetic search)."""
+    table = synthetic_search()
+    return plots.plot_pareto_figure(table[table["model"] == "cnn_mnist"], "student_nll", title="Figure 2",
+                                    paper=plots.pareto_paper_reference("cnn_mnist", "student_nll"))
+
+
+def pareto_figure_with_the_papers_cost():
+    """Figure 8 with the paper's best student's cost only (its caption gives no value), and an off-scale student."""
+    return plots.plot_pareto_figure(_fcnn_search_off_scale(), "student_accuracy", title="Figure 8",
+                                    paper=plots.pareto_paper_reference("fcnn", "student_accuracy"))
+
+
 def uncertainty_maps():
     gen = torch.Generator().manual_seed(0)
     maps = {m: from_samples(torch.rand(3, 16, 2, generator=gen).softmax(-1)) for m in ("Long-chain teacher", "Hydra")}
@@ -248,6 +387,15 @@ def comparison_bars():
     return plots.plot_comparison(table)
 
 
+def comparison_bars_with_references():
+    """Notebook 07's bars: the teacher, the snapshot ensemble and the zero-MU baseline beside the students."""
+    methods = ["teacher, T = 4,000", "snapshot ensemble, S = 20", "GPED", "Hydra", "Zero MU (baseline)"]
+    table = pd.DataFrame({"method": methods, "eval_set": "test", "nll": [0.10, 0.10, 0.12, 0.10, None],
+                          "mu_mae_snapshots": [0.009, 0.0, 0.078, 0.018, 0.038],
+                          "mu_mae_teacher": [0.0, 0.009, 0.078, 0.018, 0.039]})
+    return plots.plot_comparison(table)
+
+
 SAMPLERS = ["SGLD (paper)", "SGLD, warm-up 4x", "SGHMC", "SGNHT", "BAOA"]
 
 
@@ -259,6 +407,24 @@ def sampler_study():
                           teacher_nll=0.15 - 0.01 * i - 0.003 * c, teacher_recent_nll=0.14 - 0.01 * i - 0.003 * c)
             rows.append({**common, "student": "predictive (U_s)", "student_nll": 0.28 - 0.02 * i - 0.002 * c})
             rows.append({**common, "student": "expected entropy (U_o)", "entropy_mae": 0.17 - 0.01 * i - 0.004 * c})
+    return plots.plot_sampler_study(pd.DataFrame(rows), {"teacher NLL": 0.052, "student NLL": 0.082,
+                                                          "entropy MAE": 0.016})
+
+
+POOLING = ["BAOA, one chain", "BAOA, 2 chains pooled", "BAOA, 4 chains pooled", "BAOA, 8 chains pooled",
+           "BAOA cyclical, one chain", "BAOA cyclical, 4 chains pooled"]
+
+
+def sampler_pooling():
+    """Notebook 10's pooling profile: six candidates; the cyclical ones' students at NLL 2.3 at their first point."""
+    rows = []
+    for c, candidate in enumerate(POOLING):
+        for i, step in enumerate(range(500, 5500, 500)):
+            common = dict(candidate=candidate, seed=0, step=step, elapsed_s=step / 20 * (1 + 0.3 * c),
+                          teacher_nll=0.1 - 0.003 * i - 0.002 * c, teacher_recent_nll=0.098 - 0.003 * i - 0.002 * c)
+            nll = 2.3 if "cyclical" in candidate and i == 0 else 0.16 - 0.008 * i - 0.002 * c
+            rows.append({**common, "student": "predictive (U_s)", "student_nll": nll})
+            rows.append({**common, "student": "expected entropy (U_o)", "entropy_mae": 0.09 - 0.006 * i - 0.004 * c})
     return plots.plot_sampler_study(pd.DataFrame(rows), {"teacher NLL": 0.052, "student NLL": 0.082,
                                                           "entropy MAE": 0.016})
 
@@ -332,17 +498,18 @@ def table1_figure():
 
 #: Every figure function of the library -> the cases that draw it.
 CASES = {
-    "plot_learning_curves": [comparison_curves, quickstart_curves],
+    "plot_learning_curves": [comparison_curves, comparison_curves_long, quickstart_curves],
     "plot_entropy_agreement": [entropy_agreement],
     "plot_uncertainty_grid": [uncertainty_grid],
-    "plot_experiment2_vs_paper": [experiment2_vs_paper, experiment2_paper_only],
+    "plot_experiment2_vs_paper": [experiment2_vs_paper, experiment2_seeds, experiment2_paper_only],
     "plot_experiment4_in_distribution": [experiment4_in_distribution],
     "plot_data_uncertainty_joint": [data_uncertainty_joint],
     "plot_pareto": [pareto_panel],
-    "plot_pareto_figure": [pareto_figure, pareto_figure_accuracy],
+    "plot_pareto_figure": [pareto_figure, pareto_figure_accuracy, pareto_figure_with_the_papers_values,
+                           pareto_figure_with_the_papers_cost],
     "plot_uncertainty_maps": [uncertainty_maps],
-    "plot_comparison": [comparison_bars],
-    "plot_sampler_study": [sampler_study],
+    "plot_comparison": [comparison_bars, comparison_bars_with_references],
+    "plot_sampler_study": [sampler_study, sampler_pooling],
     "plot_table1": [table1_figure],
     "plot_regression_uncertainty": [regression_uncertainty],
     "thesis.plot_mog": [mog_figure],

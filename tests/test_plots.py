@@ -21,6 +21,7 @@ from gped_kit.viz import thesis as thesis_plots  # noqa: E402
 from gped_kit.viz.plots import (  # noqa: E402
     PAPER_ONLY_SUFFIX,
     is_paper_only,
+    pareto_paper_reference,
     plot_comparison,
     plot_data_uncertainty_joint,
     plot_entropy_agreement,
@@ -41,6 +42,7 @@ from gped_kit.viz.tables import full_table, integer_columns, markdown_table, pap
 from gped_kit.viz.theme import (  # noqa: E402
     KIT_RC,
     METHOD_COLORS,
+    PALETTE,
     color_difference,
     kit_theme,
     method_color,
@@ -396,7 +398,8 @@ def test_learning_curves_leave_an_isolated_student_off_the_scale_and_keep_studen
     nll = fig.axes[0]
     assert "student KD (noise inputs)" not in [line.get_label() for line in nll.lines]
     assert nll.get_ylim()[1] < 1.0  # the others are not squashed against the axis
-    assert any("KD (noise inputs): 2–2.2, off the scale" in t.get_text() for t in nll.texts)
+    note = [t.get_text() for t in nll.texts if t.get_text().startswith("off the scale:")]
+    assert len(note) == 1 and "↑ student KD (noise inputs): 2–2.2" in note[0]
     styles = {(line.get_color(), line.get_marker(), line.get_linestyle()) for line in nll.lines}
     assert len(styles) == len(nll.lines)  # every student its own look
     kd_lines = [line for line in nll.lines if "KD" in line.get_label()]
@@ -453,4 +456,130 @@ def test_thesis_figures_label_axes_with_what_the_columns_measure():
     fig = thesis_plots.plot_online_vs_batch(table, "kl_mc_to_student", "num_data")
     assert [fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()] == [
         "data-set size N", "KL(p_MC || student) on the grid", "memory held (bytes)"]
+    plt.close(fig)
+
+
+def test_learning_curves_leave_every_students_first_step_off_the_scale_and_keep_ticks_apart():
+    """The long profile's curves: every student at NLL 2.3 at the first log step (before it has learned
+    anything) is left off the scale, in one line of the note; step ticks have thousands separators."""
+    rows = []
+    students = ["KD", "GPED", "EnD2", "KD (noise inputs)"]
+    for i, step in enumerate(range(2000, 16001, 2000)):
+        for j, name in enumerate(students):
+            nll = 2.3 if i == 0 else (1.7 if name == "KD (noise inputs)" else 0.3 - 0.01 * i + 0.01 * j)
+            rows.append(dict(step=step, student=name, teacher_nll=0.1 - 0.002 * i, teacher_accuracy=0.97,
+                             student_nll=nll, student_accuracy=0.1 if i == 0 else 0.95))
+    fig = plot_learning_curves(pd.DataFrame(rows))
+    nll = fig.axes[0]
+    assert nll.get_ylim()[1] < 0.6  # neither the first step nor KD on noise inputs squashes the others
+    gped = [line for line in nll.lines if line.get_label() == "student GPED"][0]
+    assert list(gped.get_xdata()) == list(range(4000, 16001, 2000))  # its first step is left out
+    note = [t.get_text() for t in nll.texts if t.get_text().startswith("off the scale:")][0]
+    assert "↑ t = 2,000, every student: 2.3" in note and "↑ student KD (noise inputs): 1.7–2.3" in note
+    fig.canvas.draw()
+    ticks = [t.get_text() for t in nll.get_xticklabels() if t.get_text()]
+    assert "10,000" in ticks and len(ticks) <= 6
+    plt.close(fig)
+
+
+def test_figure14_places_value_labels_apart_and_draws_the_papers_values_per_method():
+    rows = [dict(model="fcnn", method=m, estimator=e, student=s, metric=k,
+                 value=0.803 if k == "accuracy" and m.startswith("EnD2") else v + d,
+                 value_paper=(0.4 - d) if k == "nll" and m != "EnD2 (T = 2.5)" else None)
+            for m, d in (("Ensemble", 0.0), ("GPED", 0.02), ("EnD2", 0.03), ("EnD2 (T = 2.5)", 0.3))
+            for e in ("U_s", "U_o") for s in ("base", "largest_width_multiplier")
+            for k, v in (("nll", 0.5), ("accuracy", 0.83))]
+    fig = plot_experiment4_in_distribution(pd.DataFrame(rows))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    accuracy, nll = fig.axes[0], fig.axes[1]
+    boxes = [t.get_window_extent(renderer) for t in accuracy.texts]
+    assert len(boxes) == 16 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    equal = [t for t in accuracy.texts if t.get_text() == "0.803"]
+    assert len(equal) == 8 and {t.get_va() for t in equal} == {"bottom", "top"}  # one above, one below
+    paper = [line for line in nll.lines if line.get_label().endswith("(the paper's)")]
+    assert [line.get_label() for line in paper] == ["Ensemble (the paper's)", "GPED (the paper's)",
+                                                    "EnD2 (the paper's)"]
+    assert len({line.get_marker() for line in paper}) == 3  # a marker per method, as ours
+    assert all(line.get_markerfacecolor() == "none" for line in paper)  # open, ours filled
+    plt.close(fig)
+
+
+def test_figure15_is_at_most_two_students_wide_with_a_readable_legend():
+    ens = torch.rand(300)
+    students = {f"{m}-{e} (largest)": ens * f for m, f in (("EnD2", 1.1), ("GPED", 0.8)) for e in ("U_o", "U_s")}
+    fig = plot_data_uncertainty_joint(ens, students, title="Figure 15")
+    width, height = fig.get_size_inches() * 150
+    assert width <= 2000 and height <= 2000  # a 2 x 2 grid at the kit's 150 dpi, not 3,284 pixels in a row
+    legend = fig.legends[0]
+    assert all(t.get_fontsize() >= 10 for t in legend.get_texts()) and legend._ncols == 2
+    plt.close(fig)
+
+
+def test_pareto_figure_draws_the_papers_values_when_given():
+    table = synthetic_search()
+    cnn = table[table["model"] == "cnn_mnist"]
+    paper = pareto_paper_reference("cnn_mnist", "student_nll")
+    assert paper == {"best_flops_ratio": 6.4, "best_params_ratio": 6.6, "teacher": 0.267, "base_student": 0.469,
+                     "best_student": 0.30}
+    fig = plot_pareto_figure(cnn, "student_nll", paper=paper)
+    a, b, c, d = fig.axes[:4]
+    base_flops = float(cnn[(cnn["method"] == "exhaustive") & cnn["is_base"].astype(bool)]["flops"].iloc[0])
+    for ax in (a, b, c, d):
+        labels = [line.get_label() for line in ax.lines]
+        assert "the paper's teacher ensemble (0.267)" in labels
+        assert any(lab.startswith("the paper's base student (0.469") for lab in labels)
+        assert ax.get_ylim()[0] < 0.267  # the paper's values are on the scale
+    star = [line for line in b.lines if line.get_label().startswith("the paper's best student")][0]
+    assert star.get_xdata()[0] == pytest.approx(6.4 * base_flops) and star.get_ydata()[0] == 0.30
+    assert not any(line.get_label().startswith("the paper's best") for line in a.lines)  # found by group l1/l2
+    assert b.get_xlim()[1] > 6.4 * base_flops
+    plt.close(fig)
+    fig = plot_pareto_figure(table[table["model"] == "fcnn"], "student_accuracy",
+                             paper=pareto_paper_reference("fcnn", "student_accuracy"))  # a cost, no value
+    assert any(line.get_label().startswith("the paper's best student's cost (10× the base's FLOPs")
+               for line in fig.axes[1].lines)
+    plt.close(fig)
+    assert pareto_paper_reference("cnn_mnist", "no such metric") == {}
+    with pytest.raises(ValueError, match="unknown entries"):
+        plot_pareto_figure(cnn, "student_nll", paper={"teacher_nll": 0.267})
+
+
+def test_experiment2_figure_shows_the_spread_of_several_seeds():
+    ours, paper = _experiment2()
+    per_seed = pd.concat([ours.assign(seed=s, nll_gap=ours["nll_gap"] + 0.01 * s) for s in range(3)])
+    fig = plot_experiment2_vs_paper(per_seed, paper)
+    gap = fig.subfigs[0].axes[1]
+    bars = [c for c in gap.collections if c.get_segments()]
+    assert len(bars) == 4 and all(len(c.get_segments()) == 3 for c in bars)  # a bar per point of each line
+    low, high = bars[0].get_segments()[0][:, 1]
+    assert high - low == pytest.approx(2 * 0.01)  # +-1 std of 0, 0.01, 0.02
+    assert fig.subfigs[0]._suptitle.get_text() == "ours (mean ± std over 3 seeds)"
+    assert [t.get_text() for t in fig.legends[0].get_texts()][-1] == "ours: ± 1 std over 3 seeds"
+    assert not fig.subfigs[1].axes[1].collections  # the paper's row: one value per cell, no bars
+    plt.close(fig)
+
+
+def test_comparison_bars_of_the_snapshot_ensemble_and_the_zero_mu_baseline_differ_in_colour():
+    table = pd.DataFrame({"method": ["snapshot ensemble, S = 20", "Zero MU (baseline)"], "eval_set": "test",
+                          "mu_mae_snapshots": [0.0, 0.04], "mu_mae_teacher": [0.01, 0.04]})
+    fig = plot_comparison(table)
+    snap, zero = fig.axes[0].patches[:2]
+    assert color_difference(snap.get_facecolor()[:3], zero.get_facecolor()[:3]) > 40
+    plt.close(fig)
+
+
+def test_sampler_study_leaves_a_curves_first_point_off_the_scale_and_has_no_pale_colour():
+    rows = [dict(candidate=c, step=s, elapsed_s=s / 10 * (1 + 0.2 * k), teacher_nll=0.1 - s / 1e5,
+                 teacher_recent_nll=0.09 - s / 1e5, student=st,
+                 student_nll=2.3 if c.startswith("cyclical") and s == 100 else 0.2 - s / 1e5, entropy_mae=0.1)
+            for k, c in enumerate(("one chain", "2 pooled", "4 pooled", "8 pooled", "cyclical", "cyclical, 4 pooled"))
+            for s in range(100, 900, 100) for st in ("predictive (U_s)", "expected entropy (U_o)")]
+    fig = plot_sampler_study(pd.DataFrame(rows), {"teacher NLL": 0.05, "student NLL": 0.08, "entropy MAE": 0.02})
+    student = fig.axes[1]
+    assert student.get_ylim()[1] < 0.5
+    note = [t.get_text() for t in student.texts][0]
+    assert "↑ cyclical, first point: 2.3" in note and "↑ cyclical, 4 pooled, first point: 2.3" in note
+    colours = {line.get_color() for line in fig.axes[0].lines}
+    assert "#ece133" not in colours and "#ece133" not in PALETTE  # the palette's pale yellow is gone
     plt.close(fig)

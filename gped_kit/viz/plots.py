@@ -17,7 +17,7 @@ that no file of the paper's numbers is named like a result; likewise a table mad
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -27,11 +27,11 @@ import pandas as pd
 import torch
 from matplotlib.lines import Line2D
 from matplotlib.patches import Circle, Patch
-from matplotlib.patheffects import withStroke
 from matplotlib.transforms import blended_transform_factory
 
 from ..core.likelihoods import RegressionMoments
 from ..core.uncertainty import Uncertainties
+from ..experiments import paper_tables
 from ..experiments.experiment3 import COSTS, METHODS, METRICS, metric_rows, pareto_front, search_candidates
 from .tables import PAPER_ONLY_ATTR, integer_columns, markdown_table
 from .theme import (
@@ -55,8 +55,8 @@ from .theme import (
 __all__ = [
     "EXPERIMENT2_METRICS", "METHOD_COLORS", "PAPER_ONLY_SUFFIX", "is_paper_only", "mark_paper_only", "plot_comparison",
     "plot_data_uncertainty_joint", "plot_entropy_agreement", "plot_experiment2_vs_paper",
-    "plot_experiment4_in_distribution", "plot_learning_curves", "plot_pareto", "plot_pareto_figure",
-    "plot_regression_uncertainty", "plot_sampler_study", "plot_table1", "plot_uncertainty_grid",
+    "pareto_paper_reference", "plot_experiment4_in_distribution", "plot_learning_curves", "plot_pareto",
+    "plot_pareto_figure", "plot_regression_uncertainty", "plot_sampler_study", "plot_table1", "plot_uncertainty_grid",
     "plot_uncertainty_maps",
     "save_figure", "save_table",
 ]
@@ -147,56 +147,147 @@ def _series_styles(names: Sequence[str], taken: Sequence[str] = ()) -> dict[str,
             for i, n in enumerate(names)}
 
 
-def _off_scale_series(series: dict[str, np.ndarray], keep: Sequence[str] = (),
-                      factor: float = 1.0) -> tuple[list[str], list[str]]:
-    """The series to leave off the scale, (above, below): a series all of whose values lie beyond
-    the span of the others by more than ``factor`` times that span (e.g. a failed student at NLL
-    2.3 beside the others at 0.1-0.3, which it would squash into a line); at most a quarter of the
-    series, never those in ``keep``, the most isolated first."""
-    ranges = {k: (float(np.nanmin(v)), float(np.nanmax(v))) for k, v in series.items()
-              if np.isfinite(np.asarray(v, dtype=float)).any()}
-    above: list[str] = []
-    below: list[str] = []
-    for _ in range(len(ranges) // 4):
-        kept = {k: r for k, r in ranges.items() if k not in above and k not in below}
-        movable = [k for k in kept if k not in keep]
-        if not movable:
+def _off_scale_points(series: dict[str, np.ndarray], keep: Sequence[str] = (),
+                      factor: float = 1.0) -> dict[str, np.ndarray]:
+    """Per series (its values in the order they are drawn, e.g. by step), which points to leave off
+    the scale: +1 above, -1 below, 0 drawn.
+
+    Points leave the scale together, beyond a gap in all the values drawn that is wider than
+    ``factor`` times the span of the values kept, and only as whole series or as the first points
+    of series: a whole series (e.g. a failed student at NLL 2.3 beside the others at 0.1-0.3, which
+    it would squash into a line; at most a quarter of the series, never those in ``keep``), or the
+    first points of series of four or more points (at most a quarter of each: e.g. every student's
+    first log point at NLL 2.3, before it has learned anything). The gap widest for the span it
+    leaves goes first, above before below, until none is left."""
+    values = {k: np.asarray(v, dtype=float).reshape(-1) for k, v in series.items()}
+    side = {k: np.zeros(len(v), dtype=int) for k, v in values.items()}
+    budget = sum(bool(np.isfinite(v).any()) for v in values.values()) // 4
+
+    def admissible(chosen: list[tuple[str, int]]) -> bool:
+        by_series: dict[str, set[int]] = {}
+        for k, i in chosen:
+            by_series.setdefault(k, set()).add(i)
+        whole = sum(1 for k, v in values.items() if np.isfinite(v).any() and (side[k][np.isfinite(v)] != 0).all())
+        for k, idx in by_series.items():
+            finite = np.flatnonzero(np.isfinite(values[k]))
+            drawn = {int(i) for i in finite if side[k][i] == 0}
+            if idx == drawn:  # the whole series
+                whole += 1
+                if k in keep or whole > budget:
+                    return False
+                continue
+            before = {int(i) for i in finite if i <= max(idx)}
+            leading = {int(i) for i in finite if side[k][i] != 0} | idx
+            if not before <= leading or len(leading) > len(finite) // 4:
+                return False
+        return True
+
+    def split(top: bool) -> bool:
+        points = [(k, int(i)) for k, v in values.items() for i in np.flatnonzero(np.isfinite(v) & (side[k] == 0))]
+        if len(points) < 4:
+            return False
+        w = np.array([values[k][i] for k, i in points]) * (1.0 if top else -1.0)
+        order = np.argsort(w, kind="stable")
+        w = w[order]
+        best: tuple[float, list[tuple[str, int]]] | None = None
+        for i in range(1, len(w)):
+            gap, span = w[i] - w[i - 1], max(w[i - 1] - w[0], 1e-12)
+            if gap <= factor * span or (best is not None and gap / span <= best[0]):
+                continue
+            chosen = [points[j] for j in order[i:]]
+            if admissible(chosen):
+                best = (gap / span, chosen)
+        if best is None:
+            return False
+        for k, i in best[1]:
+            side[k][i] = 1 if top else -1
+        return True
+
+    for _ in range(4):
+        moved = split(True)
+        moved = split(False) or moved
+        if not moved:
             break
+    return side
 
-        def others(name: str) -> tuple[float, float]:
-            rest = [r for k, r in kept.items() if k != name]
-            return min(r[0] for r in rest), max(r[1] for r in rest)
 
-        top = max(movable, key=lambda k: kept[k][0])
-        low, high = others(top)
-        if kept[top][0] - high > factor * max(high - low, 1e-12):
-            above.append(top)
+def _value_range(values: np.ndarray) -> str:
+    low, high = f"{float(np.nanmin(values)):.3g}", f"{float(np.nanmax(values)):.3g}"
+    return low if low == high else f"{low}–{high}"
+
+
+def _off_scale_notes(series: dict[str, tuple[np.ndarray, np.ndarray]], side: dict[str, np.ndarray],
+                     where: str = "", keep: Sequence[str] = (), group: str = "curve") -> tuple[list[str], list[str]]:
+    """The lines of the notes on the points :func:`_off_scale_points` left off the scale, (above, below):
+    a whole series by its name and the range of its values; the first points of series by the
+    series' names, or, where three or more series lost their points at the same x (e.g. the first
+    log step), in one line by that x (``where``: its name, e.g. ``"t"``): "every <group>" when
+    they are all the series with a point there (but those in ``keep``), else how many."""
+    notes: tuple[list[str], list[str]] = ([], [])
+    for lines, s in zip(notes, (1, -1)):
+        partial: dict[str, np.ndarray] = {}
+        for name, (x, y) in series.items():
+            off = side[name] == s
+            if not off.any():
+                continue
+            if (side[name][np.isfinite(y)] != 0).all() and (side[name][np.isfinite(y)] == s).all():
+                lines.append(f"{name}: {_value_range(y[off])}")
+            else:
+                partial[name] = off
+        if not partial:
             continue
-        bottom = min(movable, key=lambda k: kept[k][1])
-        low, high = others(bottom)
-        if low - kept[bottom][1] > factor * max(high - low, 1e-12):
-            below.append(bottom)
-            continue
-        break
-    return above, below
+        steps = {tuple(series[n][0][off]) for n, off in partial.items()}
+        there = [n for n, (x, y) in series.items() if n in partial or (
+            (side[n][np.isfinite(y)] == 0).any() and np.isin(x[np.isfinite(y)], list(next(iter(steps)))).any())]
+        if where and len(steps) == 1 and len(partial) >= 3:
+            xs = ", ".join(f"{float(x):,.0f}" for x in next(iter(steps)))
+            who = (f"every {group}" if set(partial) >= {n for n in there if n not in keep}
+                   else f"{len(partial)} {group}s")
+            lines.append(f"{where} = {xs}, {who}: "
+                         f"{_value_range(np.concatenate([series[n][1][off] for n, off in partial.items()]))}")
+        else:
+            for name, off in partial.items():
+                count = int(off.sum())
+                lines.append(f"{name}, first {'point' if count == 1 else f'{count} points'}: "
+                             f"{_value_range(series[name][1][off])}")
+    return notes
 
 
-def _note_off_scale(ax: plt.Axes, above: Sequence[str], below: Sequence[str],
-                    ranges: dict[str, tuple[float, float]]) -> None:
-    """Room at the top (bottom) of ``ax`` and a note there naming each series left off the scale above
-    (below), with the range of its values."""
+def _note_off_scale(ax: plt.Axes, above: Sequence[str], below: Sequence[str], fontsize: float = 8.0,
+                    wrap: int = 44) -> None:
+    """Room at the top (bottom) of ``ax`` and a note there, "off the scale:" and a line per entry of
+    ``above`` (``below``), each marked by an arrow; a line longer than ``wrap`` characters is broken
+    after its name. The room is sized for the note's lines at the axes' height."""
+    notes = []
+    for entries, arrow in ((above, "↑"), (below, "↓")):
+        lines = []
+        for entry in entries:
+            text = f"{arrow} {entry}"
+            if len(text) > wrap and ": " in text:
+                head, tail = text.rsplit(": ", 1)
+                text = f"{head}:\n     {tail}"
+            lines.append(text)
+        notes.append(["off the scale:", *lines] if lines else [])
+    fig = ax.get_figure(root=True)
+    height_pt = max(ax.get_position().height * fig.get_figheight() * 72 * 0.85, 40.0)
+    line_pt = fontsize * 1.3
+    fractions = [min(sum(t.count("\n") + 1 for t in lines) * line_pt / height_pt + 0.04, 0.45) if lines else 0.0
+                 for lines in notes]
     low, high = ax.get_ylim()
-    span = high - low
-    for names, top in ((above, True), (below, False)):
-        if not names:
-            continue
-        room = span * (0.06 + 0.09 * len(names))
-        low, high = (low, high + room) if top else (low - room, high)
-        text = "\n".join(f"{'↑' if top else '↓'} {n}: {ranges[n][0]:.3g}–{ranges[n][1]:.3g}, off the scale"
-                         for n in names)
-        ax.text(0.98, 0.98 if top else 0.02, text, transform=ax.transAxes, ha="right", va="top" if top else "bottom",
-                fontsize=8, color="0.25")
-    ax.set_ylim(low, high)
+    total = (high - low) / max(1.0 - sum(fractions), 0.1)
+    ax.set_ylim(low - fractions[1] * total, high + fractions[0] * total)
+    for lines, top in zip(notes, (True, False)):
+        if lines:
+            ax.text(0.98, 0.985 if top else 0.015, "\n".join(lines), transform=ax.transAxes, ha="right",
+                    va="top" if top else "bottom", multialignment="left", fontsize=fontsize, color="0.25",
+                    linespacing=1.15)
+
+
+def _thousands_axis(axis) -> None:
+    """Whole-number ticks, at most six, written with thousands separators (2,000 ... 16,000): the
+    labels of step counts stay apart."""
+    axis.set_major_locator(mticker.MaxNLocator(nbins=5, integer=True, steps=[1, 2, 2.5, 5, 10]))
+    axis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
 
 
 @themed
@@ -204,8 +295,10 @@ def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
     """Teacher-ensemble vs student test NLL and accuracy, and entropy MAE, against SGLD iterations;
     each student its own colour (its method's; a variant a shade of it, dashed) and marker, one
     legend for the figure. A student far from all others in a panel (e.g. a KD student on noise
-    inputs at NLL 2.3 beside the others at 0.1-0.3) is left off that panel's scale, named with its
-    range at the panel's edge, so the differences between the others stay visible."""
+    inputs at NLL 2.3 beside the others at 0.1-0.3), and first log steps far from all later ones
+    (e.g. every student at NLL 2.3 at the first step, before it has learned anything), are left off
+    that panel's scale (:func:`_off_scale_points`), named with their values in a note at the panel's
+    edge, so the differences between the others stay visible."""
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), layout="constrained")
     teacher = (history.drop_duplicates("step").dropna(subset=["teacher_nll"]) if "teacher_nll" in history
                else history.iloc[:0])
@@ -222,20 +315,22 @@ def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
             curves[teacher_name] = teacher[["step", teacher_column]].rename(columns={teacher_column: column})
         if column in history:
             for name, rows in history.dropna(subset=[column]).groupby("student", sort=False):
-                curves[f"student {name}"] = rows
-        above, below = _off_scale_series({k: v[column].to_numpy(dtype=float) for k, v in curves.items()},
-                                         keep=[teacher_name])
+                curves[f"student {name}"] = rows.sort_values("step", kind="stable")
+        series = {k: (v["step"].to_numpy(dtype=float), v[column].to_numpy(dtype=float)) for k, v in curves.items()}
+        side = _off_scale_points({k: y for k, (_, y) in series.items()}, keep=[teacher_name])
         for name, rows in curves.items():
-            if name in above or name in below:
+            rows = rows[side[name] == 0]
+            if rows[column].isna().all():
                 continue
             drawn.add(name)
             if name == teacher_name:
                 ax.plot(rows["step"], rows[column], "-", color=TEACHER_COLOR, lw=2.5, label=name)
             else:
                 ax.plot(rows["step"], rows[column], ms=4, label=name, **styles[name.removeprefix("student ")])
+        above, below = _off_scale_notes(series, side, where="t", keep=[teacher_name], group="student")
         if above or below:
-            _note_off_scale(ax, above, below, {k: (float(v[column].min()), float(v[column].max()))
-                                               for k, v in curves.items()})
+            _note_off_scale(ax, above, below)
+        _thousands_axis(ax.xaxis)
         ax.set(xlabel="SGLD iteration t", ylabel=label, title=label.removesuffix(" (nats)"))
     handles = [Line2D([], [], color=TEACHER_COLOR, lw=2.5)] if len(teacher) else []
     labels = [teacher_name] if len(teacher) else []
@@ -301,18 +396,31 @@ def _grid_legend(hue: str | None, style: str | None, colours: dict, dashes: dict
 
 
 def _draw_grid(axes: Sequence[plt.Axes], table: pd.DataFrame, x: str, hue: str | None, style: str | None,
-               metrics: dict[str, str], colours: dict, dashes: dict, highlight: dict | None) -> None:
+               metrics: dict[str, str], colours: dict, dashes: dict, highlight: dict | None) -> int:
+    """Draw one line per (``hue``, ``style``) level in each panel: the mean of the rows at each ``x``.
+    Several rows at one point (one per seed) add an error bar of +-1 standard deviation, in the line's
+    colour, shifted a little sideways per line so that the bars of lines at the same point stay apart.
+    Returns the most rows averaged at one point (1: no error bars)."""
     keys = [c for c in (hue, style) if c]
+    most = 1
+    span = table[x].max() - table[x].min() if x in table and len(table) else 0
     for ax, (metric, label) in zip(axes, metrics.items()):
         rows = table.dropna(subset=[metric]) if metric in table else table.iloc[:0]
-        groups = rows.groupby(keys, sort=True) if keys and len(rows) else ([((), rows)] if len(rows) else [])
-        for key, part in groups:
+        groups = list(rows.groupby(keys, sort=True)) if keys and len(rows) else ([((), rows)] if len(rows) else [])
+        for k, (key, part) in enumerate(groups):
             key = key if isinstance(key, tuple) else (key,)
             level = dict(zip(keys, key))
-            curve = part.groupby(x)[metric].mean()
-            ax.plot(curve.index, curve.to_numpy(), marker="o", ms=4,
-                    color=colours.get(level.get(hue), PALETTE[0]) if hue else PALETTE[0],
+            stats = part.groupby(x)[metric].agg(["mean", "std", "count"])
+            colour = colours.get(level.get(hue), PALETTE[0]) if hue else PALETTE[0]
+            ax.plot(stats.index, stats["mean"].to_numpy(), marker="o", ms=4, color=colour,
                     ls=dashes.get(level.get(style), "-") if style else "-")
+            spread = stats[stats["count"] > 1]
+            if len(spread) and span:
+                most = max(most, int(spread["count"].max()))
+                shift = (k - (len(groups) - 1) / 2) * 0.006 * float(span)
+                ax.errorbar(spread.index.to_numpy(dtype=float) + shift, spread["mean"].to_numpy(),
+                            yerr=spread["std"].to_numpy(), fmt="none", ecolor=colour, elinewidth=1.3, capsize=0,
+                            alpha=0.85, zorder=3)
         if highlight is not None and len(rows):
             sel = rows
             for key, value in highlight.items():
@@ -322,6 +430,7 @@ def _draw_grid(axes: Sequence[plt.Axes], table: pd.DataFrame, x: str, hue: str |
             levels = sorted(rows[x].unique())
             ax.set_xticks(levels, [f"{int(v / 1000)}k" if v % 1000 == 0 else f"{int(v):,}" for v in levels])
         ax.set(xlabel=_AXIS_NAMES.get(x, x.replace("_", " ")), ylabel=label)
+    return most
 
 
 @themed
@@ -366,7 +475,11 @@ def plot_experiment2_vs_paper(ours: pd.DataFrame, paper: pd.DataFrame, x: str = 
     row), same metrics and axes (shared y range per metric); one line per labelled-set size, line
     style per estimator, one legend for the figure. Without any result of ours (e.g. CIFAR-10
     absent) only the paper's row is drawn, labelled as the paper's, and the figure is marked as the
-    paper's numbers only (:func:`mark_paper_only`: :func:`save_figure` names it ``<name>_paper_only``)."""
+    paper's numbers only (:func:`mark_paper_only`: :func:`save_figure` names it ``<name>_paper_only``).
+
+    ``ours`` may hold one row per seed of each cell and estimator (e.g. a ``seed`` column): its lines
+    are then the mean over the seeds, with error bars of +-1 standard deviation (the seeds' spread),
+    said in the row's title and the legend."""
     metrics = EXPERIMENT2_METRICS
     hue = None if x == "labelled_size" else "labelled_size"
     have_ours = len(ours) > 0 and any(m in ours and ours[m].notna().any() for m in metrics)
@@ -379,9 +492,13 @@ def plot_experiment2_vs_paper(ours: pd.DataFrame, paper: pd.DataFrame, x: str = 
     rows = fig.subfigures(len(tables), 1, squeeze=False)[:, 0]
     axes = []
     labels = ["ours", paper_label] if have_ours else [f"{paper_label} (no results of ours to show)"]
+    seeds = 1
     for subfig, table, label in zip(rows, tables, labels):
         row_axes = subfig.subplots(1, ncols, sharex=True)
-        _draw_grid(row_axes, table, x, hue, "estimator", metrics, colours, dashes, None)
+        most = _draw_grid(row_axes, table, x, hue, "estimator", metrics, colours, dashes, None)
+        if table is ours and most > 1:
+            seeds = int(ours["seed"].nunique()) if "seed" in ours else most
+            label = f"{label} (mean ± std over {seeds} seeds)"
         subfig.suptitle(label, fontsize=12, x=0.02, ha="left", fontweight="bold")
         axes.append(row_axes)
     if have_ours:
@@ -390,7 +507,11 @@ def plot_experiment2_vs_paper(ours: pd.DataFrame, paper: pd.DataFrame, x: str = 
             high = max(ax_ours.get_ylim()[1], ax_paper.get_ylim()[1])
             ax_ours.set_ylim(low, high)
             ax_paper.set_ylim(low, high)
-    _outside_legend(fig, *_grid_legend(hue, "estimator", colours, dashes))
+    handles, legend_labels = _grid_legend(hue, "estimator", colours, dashes)
+    if seeds > 1:
+        handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=12, mew=1.3))
+        legend_labels.append(f"ours: ± 1 std over {seeds} seeds")
+    _outside_legend(fig, handles, legend_labels)
     if title:
         fig.suptitle(title)
     return fig if have_ours else mark_paper_only(fig)
@@ -432,26 +553,71 @@ def plot_table1(table1: pd.DataFrame, title: str = "") -> plt.Figure:
     return fig
 
 
-#: Markers of the methods in Figure 14 (ours), each method also in its colour; the paper's values are black crosses.
+#: Markers of the methods in Figure 14, ours filled in the method's colour, the paper's open in black.
 _METHOD_MARKERS = {"Ensemble": "D", "GPED": "o", "EnD2": "s", "Hydra": "^", "KD": "v"}
+
+
+def _place_value_labels(ax: plt.Axes, points: Sequence[tuple[float, float, str]],
+                        markers: Sequence[tuple[float, float]] = (), fontsize: float = 6.5,
+                        marker_size: float = 9.0) -> int:
+    """Print each text of ``points`` (x, y, text) beside its point, where it overlaps no label placed
+    before it and no marker (``markers``, (x, y) in data coordinates, each a square of
+    ``marker_size`` points) and stays inside the axes: above the point, else below it, else further
+    above or below; a label with no such place is left out. Placed on the figure's final layout
+    (drawn once without rendering); returns how many labels were left out."""
+    fig = ax.get_figure(root=True)
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    half = marker_size / 2 * fig.dpi / 72
+    pad = 1.0
+
+    def box_of(x: float, y: float) -> tuple[float, float, float, float]:
+        cx, cy = ax.transData.transform((x, y))
+        return cx - half, cy - half, cx + half, cy + half
+
+    taken = [box_of(x, y) for x, y in markers if np.isfinite(x) and np.isfinite(y)]
+    frame = ax.bbox
+    left_out = 0
+    for x, y, text in points:
+        if not (np.isfinite(x) and np.isfinite(y)):
+            continue
+        for dy, va in ((6, "bottom"), (-6, "top"), (15, "bottom"), (-15, "top")):
+            label = ax.annotate(text, (x, y), xytext=(0, dy), textcoords="offset points", ha="center", va=va,
+                                fontsize=fontsize, color="0.25")
+            label.set_in_layout(False)
+            b = label.get_window_extent(renderer)
+            box = (b.x0 - pad, b.y0 - pad, b.x1 + pad, b.y1 + pad)
+            inside = frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
+            free = all(box[2] <= o[0] or o[2] <= box[0] or box[3] <= o[1] or o[3] <= box[1] for o in taken)
+            if inside and free:
+                taken.append(box)
+                break
+            label.remove()
+        else:
+            left_out += 1
+    return left_out
 
 
 @themed
 def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") -> plt.Figure:
     """Figure 14: test accuracy and NLL of the ensemble, GPED and EnD2 students per
-    (estimator, student size), one row per model; the paper's NLL (Tables 2, 8-10) as black
-    crosses. ``comparison`` is Experiment 4's in-distribution comparison table (one row per model,
-    method, estimator, student size and metric, with ``value`` and ``value_paper``; with several
-    seeds, one row per seed: the figure shows their mean).
+    (estimator, student size), one row per model; the paper's values (Tables 2, 8-10: the NLL) as
+    open black markers of each method's shape, at the same place as ours. ``comparison`` is
+    Experiment 4's in-distribution comparison table (one row per model, method, estimator, student
+    size and metric, with ``value`` and ``value_paper``; with several seeds, one row per seed: the
+    figure shows their mean).
 
-    Drawn as dots (a marker per method in its colour, its value printed above it) on an axis that
-    spans the values: bars would have to start at zero, where accuracies of 0.80-0.87 look alike."""
+    Drawn as dots (a filled marker per method in its colour) on an axis that spans the values: bars
+    would have to start at zero, where accuracies of 0.80-0.87 look alike. Each of our values is
+    printed beside its dot, above it or, where that would overlap another label or a marker (two
+    methods of equal accuracy side by side), below it (:func:`_place_value_labels`)."""
     models = list(dict.fromkeys(comparison["model"]))
     fig, axes = plt.subplots(len(models), 2, figsize=(13, 3.6 * len(models) + 0.6), squeeze=False,
                              layout="constrained")
     methods = [m for m in ("Ensemble", "GPED", "EnD2") if m in set(comparison["method"])]
     methods += [m for m in dict.fromkeys(comparison["method"]) if m not in methods]
     markers = {m: _METHOD_MARKERS.get(m, MARKERS[(i + 5) % len(MARKERS)]) for i, m in enumerate(methods)}
+    labels_to_place = []
     for row, model in zip(axes, models):
         df = comparison[comparison["model"] == model].copy()
         df["setting"] = df["estimator"] + ", " + df["student"].str.replace("largest_width_multiplier", "largest")
@@ -461,6 +627,7 @@ def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") 
             ax.grid(axis="x", visible=False)
             for i in range(len(settings) - 1):
                 ax.axvline(i + 0.5, color="0.85", lw=0.8)
+            points, spots = [], []
             for j, method in enumerate(methods):
                 sel = df[(df["metric"] == metric) & (df["method"] == method)]  # several seeds: their mean
                 sel = sel.groupby("setting")[[c for c in ("value", "value_paper") if c in sel]].mean()
@@ -468,21 +635,31 @@ def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") 
                 values = [sel["value"].get(s, float("nan")) for s in settings]
                 ax.plot(xs, values, ls="none", marker=markers[method], ms=7, color=method_color(method),
                         label=f"{method} (ours)", zorder=3)
-                for x, v in zip(xs, values):
-                    if pd.notna(v):
-                        ax.annotate(f"{v:.3f}", (x, v), xytext=(0, 7), textcoords="offset points", ha="center",
-                                    fontsize=6.5, color="0.25")
+                points += [(x, v, f"{v:.3f}") for x, v in zip(xs, values)]
+                spots += list(zip(xs, values))
                 paper = [sel["value_paper"].get(s, float("nan")) for s in settings] if "value_paper" in sel else []
-                if metric == "nll" and any(pd.notna(paper)):
-                    ax.plot(xs, paper, "x", color=PAPER_COLOR, ms=8, mew=2, label="paper (Tables 2, 8-10)",
-                            path_effects=[withStroke(linewidth=4, foreground="white")], zorder=4)
+                if any(pd.notna(paper)):
+                    ax.plot(xs, paper, ls="none", marker=markers[method], ms=9, mew=1.6, mfc="none",
+                            mec=PAPER_COLOR, label=f"{method} (the paper's)", zorder=4)
+                    spots += list(zip(xs, paper))
             ax.set_xticks(range(len(settings)), settings, fontsize=9)
             ax.set_xlim(-0.5, len(settings) - 0.5)
-            ax.margins(y=0.18)
+            ax.margins(y=0.22)
             ax.set(xlabel="estimator, student size", ylabel=label, title=f"{model}: {label}")
-    _outside_legend(fig, *_unique_handles(axes.flat), where="lower")
+            labels_to_place.append((ax, points, spots))
+    handles, names = _unique_handles(axes.flat)
+    order = sorted(range(len(names)), key=lambda k: (methods.index(names[k].rsplit(" (", 1)[0])
+                                                     if names[k].rsplit(" (", 1)[0] in methods else len(methods),
+                                                     "paper" in names[k]))
+    _outside_legend(fig, [handles[k] for k in order], [names[k] for k in order], where="lower",
+                    ncol=len(methods))
     if title:
         fig.suptitle(title)
+    for ax, points, spots in labels_to_place:
+        left_out = _place_value_labels(ax, points, spots)
+        if left_out:
+            ax.text(0.99, 0.01, f"{left_out} value label(s) left out: no room beside the dot", transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=7, color="0.4")
     return fig
 
 
@@ -496,15 +673,23 @@ def plot_data_uncertainty_joint(ensemble: torch.Tensor, students: dict[str, torc
     ensemble's (joint density as hexbins in the shades of the student's method, with a colour bar
     of the inputs per hexagon; diagonal = perfect distillation), with the marginal histograms of
     the ensemble (top, grey) and of the student (right: its outline in its method's colour over the
-    ensemble's in light grey). A legend under the panels says which colour is which."""
+    ensemble's in light grey). At most two students per row (four make a 2 x 2 grid, about 1,700
+    pixels wide at the kit's 150 dpi); a legend under the panels, in two columns at the legend's
+    size, says which colour is which."""
     t = ensemble.flatten().double().numpy()
     top = float(max([t.max(), *[s.max().item() for s in students.values()]])) * 1.02
-    fig = plt.figure(figsize=(5.6 * len(students), 5.7))
-    outer = fig.add_gridspec(1, len(students), wspace=0.42, left=0.05, right=0.97, bottom=0.17, top=0.87)
+    ncols = min(len(students), 2)
+    nrows = -(-len(students) // ncols)
+    legend_in, title_in, panel_w, panel_h = 0.9, 0.8 if title else 0.3, 5.6, 5.0
+    width, height = panel_w * ncols + 0.4, panel_h * nrows + legend_in + title_in
+    fig = plt.figure(figsize=(width, height))
+    outer = fig.add_gridspec(nrows, ncols, wspace=0.42, hspace=0.24, left=0.6 / width, right=1 - 0.3 / width,
+                             bottom=(legend_in + 0.45) / height, top=1 - title_in / height)
     bins = 40
     for k, (name, values) in enumerate(students.items()):
         s = values.flatten().double().numpy()
-        grid = outer[k].subgridspec(2, 3, width_ratios=(4, 1, 0.14), height_ratios=(1, 4), wspace=0.06, hspace=0.05)
+        grid = outer[k // ncols, k % ncols].subgridspec(2, 3, width_ratios=(4, 1, 0.14), height_ratios=(1, 4),
+                                                        wspace=0.06, hspace=0.05)
         ax = fig.add_subplot(grid[1, 0])
         ax_top = fig.add_subplot(grid[0, 0], sharex=ax)
         ax_right = fig.add_subplot(grid[1, 1], sharey=ax)
@@ -529,11 +714,12 @@ def plot_data_uncertainty_joint(ensemble: torch.Tensor, students: dict[str, torc
     handles = [Patch(color="0.55"), Line2D([], [], color="black", ls="--", lw=1)]
     labels = ["ensemble's E[H] (top; right in light grey)", "diagonal: student = ensemble"]
     for family in families:
-        handles.append(Line2D([], [], color=method_color(family), lw=1.5))
+        handles.append(Line2D([], [], color=method_color(family), lw=2))
         labels.append(f"{family} student's E[H] (right, outline; hexbins in its shades)")
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), bbox_to_anchor=(0.5, 0.0))
+    fig.legend(handles, labels, loc="lower center", ncol=2, bbox_to_anchor=(0.5, 0.15 / height), fontsize=10,
+               handlelength=2.5)
     if title:
-        fig.suptitle(title, y=0.98)
+        fig.suptitle(title, y=1 - 0.15 / height, fontsize=13)
     return fig
 
 
@@ -610,10 +796,93 @@ def _log_range(values: Sequence[float], pad: float = 0.06) -> tuple[float, float
     return 10 ** (low - margin), 10 ** (high + margin)
 
 
+#: The entries a paper reference of :func:`plot_pareto` may hold (each optional): the paper's teacher
+#: ensemble's metric, its base student's, its best searched student's, and the best student's cost
+#: as a multiple of the base student's (FLOPs, parameters).
+PARETO_PAPER_KEYS = ("teacher", "base_student", "best_student", "best_flops_ratio", "best_params_ratio")
+_RATIO_KEYS = {"flops": "best_flops_ratio", "params": "best_params_ratio"}
+
+
+def pareto_paper_reference(model: str, metric: str) -> dict[str, float]:
+    """The paper's reference values of the Pareto figure of ``model`` and ``metric`` (Figures 2, 6-13), for
+    the ``paper`` argument of :func:`plot_pareto_figure` (keys of :data:`PARETO_PAPER_KEYS`): the optimal
+    student's parameters and FLOPs as multiples of the base student's, which every caption gives
+    (:func:`~gped_kit.experiments.paper_tables.experiment3_figures`), and for Figure 2 (CNN-MNIST, test NLL)
+    the values its text gives (:func:`~gped_kit.experiments.paper_tables.experiment3_figure2`): the teacher
+    ensemble 0.267 (Table 5 at that cell), the base student 0.469, the best searched student 0.30. Empty
+    where the paper has no such figure."""
+    figures = paper_tables.experiment3_figures()
+    row = figures[(figures["model"] == model) & (figures["metric"] == metric)]
+    if row.empty:
+        return {}
+    out = {"best_flops_ratio": float(row["flops_ratio"].iloc[0]),
+           "best_params_ratio": float(row["params_ratio"].iloc[0])}
+    if (model, metric) == ("cnn_mnist", "student_nll"):
+        stated = paper_tables.experiment3_figure2()
+        out.update(teacher=stated["teacher_nll"], base_student=stated["base_student_nll"],
+                   best_student=stated["searched_nll"])
+    return out
+
+
+def _check_paper_reference(paper: Mapping[str, float] | None) -> dict[str, float]:
+    paper = dict(paper or {})
+    unknown = sorted(set(paper) - set(PARETO_PAPER_KEYS))
+    if unknown:
+        raise ValueError(f"paper has unknown entries {unknown}; allowed: {list(PARETO_PAPER_KEYS)} "
+                         "(e.g. pareto_paper_reference(model, metric))")
+    return {k: float(v) for k, v in paper.items() if v is not None and np.isfinite(float(v))}
+
+
+def _base_cost(table: pd.DataFrame, metric: str, cost: str) -> float | None:
+    """Our base student's ``cost`` (the exhaustive search's student of the teacher's architecture)."""
+    if table.empty or cost not in table:
+        return None
+    base = metric_rows(table[(table["method"] == "exhaustive") & table["is_base"].astype(bool)], metric)
+    base = base.dropna(subset=[cost])
+    return float(base[cost].iloc[0]) if len(base) else None
+
+
+def _paper_best_cost(table: pd.DataFrame, metric: str, cost: str, paper: Mapping[str, float]) -> float | None:
+    """Where the paper's best student goes on our ``cost`` axis: its ratio to the base student times our base's."""
+    ratio, base = paper.get(_RATIO_KEYS[cost]), _base_cost(table, metric, cost)
+    return ratio * base if ratio is not None and base is not None else None
+
+
+def _ratio_text(paper: Mapping[str, float]) -> str:
+    parts = [f"{paper[k]:g}× the base's {what}" for k, what in (("best_flops_ratio", "FLOPs"),
+                                                                ("best_params_ratio", "parameters")) if k in paper]
+    return ", ".join(parts)
+
+
+def _draw_paper_reference(ax: plt.Axes, table: pd.DataFrame, metric: str, cost: str, method: str | None,
+                          paper: Mapping[str, float]) -> None:
+    """The paper's values (:func:`pareto_paper_reference`) in the paper's colour: its teacher ensemble as a
+    dash-dotted horizontal line, its base student as an open square at our base student's cost, and (in
+    a group l1/l2 panel, the search that found it) its best student as an open star at its cost ratio
+    times our base's, or, where the paper gives no value for it, a dash-dotted vertical line there."""
+    if "teacher" in paper:
+        ax.axhline(paper["teacher"], color=PAPER_COLOR, ls="-.", lw=1.4,
+                   label=f"the paper's teacher ensemble ({paper['teacher']:.3g})")
+    base = _base_cost(table, metric, cost)
+    if "base_student" in paper and base is not None:
+        ax.plot([base], [paper["base_student"]], ls="none", marker="s", ms=10, mew=1.8, mfc="none", mec=PAPER_COLOR,
+                label=f"the paper's base student ({paper['base_student']:.3g}; at our base student's cost)", zorder=6)
+    best = _paper_best_cost(table, metric, cost, paper)
+    if method == "group_lasso" and best is not None:
+        if "best_student" in paper:
+            ax.plot([best], [paper["best_student"]], ls="none", marker="*", ms=14, mew=1.6, mfc="none",
+                    mec=PAPER_COLOR, zorder=6,
+                    label=f"the paper's best student ({paper['best_student']:.3g}; {_ratio_text(paper)})")
+        else:
+            ax.axvline(best, color=PAPER_COLOR, ls="-.", lw=1.4,
+                       label=f"the paper's best student's cost ({_ratio_text(paper)})")
+
+
 @themed
 def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None = None, ax: plt.Axes | None = None,
                 highlight: str | None = None, title: str | None = None, teacher: bool = True,
-                ylim: tuple[float, float] | None = None, xlim: tuple[float, float] | None = None) -> plt.Axes:
+                ylim: tuple[float, float] | None = None, xlim: tuple[float, float] | None = None,
+                paper: Mapping[str, float] | None = None) -> plt.Axes:
     """One panel of Figures 2 and 6-13 (Experiment 3): ``metric`` of the searched students against
     ``cost`` for one search ``method`` (``"exhaustive"``, ``"group_lasso"``, or None for both).
 
@@ -628,11 +897,18 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
     ``ylim`` fixes the metric axis: a student outside it is not drawn (nor the frontier's step to
     it) but marked by an arrow at the edge with its value. ``xlim`` fixes the cost axis (e.g. the
     same for the panels of one figure).
+
+    ``paper`` (optional; :func:`pareto_paper_reference`, keys :data:`PARETO_PAPER_KEYS`) adds the paper's
+    values in the paper's colour, labelled "the paper's": its teacher ensemble (dash-dotted line), its
+    base student (an open square at our base student's cost) and, in a group l1/l2 panel, its best
+    student (an open star at its cost ratio to the base student times our base's cost; without a
+    value, a dash-dotted vertical line at that cost).
     """
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r} is not known; allowed: {sorted(METRICS)}")
     if cost not in COSTS:
         raise ValueError(f"cost={cost!r} is not known; allowed: {sorted(COSTS)}")
+    paper = _check_paper_reference(paper)
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4), layout="constrained")
     else:
@@ -681,6 +957,8 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
             ex_front = ex_front[_within(ex_front[metric], ylim)]
             ax.step(ex_front[cost], ex_front[metric], where="post", color="0.6", lw=1, ls="--",
                     label="exhaustive frontier (for comparison)", zorder=2)
+    if paper:
+        _draw_paper_reference(ax, table, metric, cost, method, paper)
     if len(rows) or not table.empty:
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -703,7 +981,8 @@ def plot_pareto(table: pd.DataFrame, metric: str, cost: str, method: str | None 
 
 
 @themed
-def plot_pareto_figure(table: pd.DataFrame, metric: str, title: str = "") -> plt.Figure:
+def plot_pareto_figure(table: pd.DataFrame, metric: str, title: str = "",
+                       paper: Mapping[str, float] | None = None) -> plt.Figure:
     """Figures 2 and 6-13 laid out as in the paper: (a) ``metric`` vs FLOPs, exhaustive search;
     (b) vs FLOPs, group l1/l2 with pruning; (c) vs parameters, exhaustive; (d) vs parameters,
     group l1/l2; shared metric axis, and one cost range per row (the panels of a row compare the
@@ -713,23 +992,32 @@ def plot_pareto_figure(table: pd.DataFrame, metric: str, title: str = "") -> plt
     from all others (e.g. a group l1/l2 student with a large lambda, pruned to a few units) would
     stretch it to where the differences between the others vanish, so it is left off the scale
     (neither it nor the frontier's step to it is drawn) and marked by an arrow at the panel's edge
-    with its value."""
+    with its value.
+
+    ``paper`` (optional; :func:`pareto_paper_reference`) adds the paper's values to every panel
+    (:func:`plot_pareto`); the axes are widened to show them."""
+    paper = _check_paper_reference(paper)
     fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), sharey=True, layout="constrained")
     ylim = _focus_range(_pareto_values(table, metric))
     teach = table[table["method"] == "teacher"] if not table.empty else table
-    if ylim is not None and metric != "entropy_mae" and len(teach) and teach[metric].notna().any():
-        value = float(teach[metric].dropna().iloc[0])  # the teacher's line stays on the scale
+    kept = [float(teach[metric].dropna().iloc[0])] if (  # the teacher's line stays on the scale
+        metric != "entropy_mae" and len(teach) and teach[metric].notna().any()) else []
+    kept += [paper[k] for k in ("teacher", "base_student", "best_student") if k in paper]
+    if ylim is not None and kept:
         pad = 0.05 * (ylim[1] - ylim[0])
-        ylim = (min(ylim[0], value - pad), max(ylim[1], value + pad))
+        ylim = (min(ylim[0], min(kept) - pad), max(ylim[1], max(kept) + pad))
     candidates = search_candidates(table) if not table.empty else table
     candidates = metric_rows(candidates, metric)
     letters = iter("abcd")
     for row, cost in enumerate(("flops", "params")):
-        xlim = _log_range(candidates[cost].dropna()) if len(candidates) and cost in candidates else None
+        costs = list(candidates[cost].dropna()) if len(candidates) and cost in candidates else []
+        best = _paper_best_cost(table, metric, cost, paper) if paper else None
+        xlim = _log_range(costs + ([best] if best is not None and costs else []))
         for col, method in enumerate(("exhaustive", "group_lasso")):
             ax = axes[row][col]
             name = "exhaustive search" if method == "exhaustive" else "group l1/l2 with pruning"
-            plot_pareto(table, metric, cost, method, ax=ax, title=f"({next(letters)}) {name}", ylim=ylim, xlim=xlim)
+            plot_pareto(table, metric, cost, method, ax=ax, title=f"({next(letters)}) {name}", ylim=ylim, xlim=xlim,
+                        paper=paper)
     _outside_legend(fig, *_unique_handles(axes.flat), where="lower", ncol=3)
     if title:
         fig.suptitle(title)
@@ -863,7 +1151,10 @@ def plot_sampler_study(history: pd.DataFrame, paper: dict[str, float]) -> plt.Fi
     """Notebook 10: teacher-ensemble NLL (solid: all kept samples; dotted: the recent window),
     student NLL and entropy MAE against wall-clock seconds, one colour and marker per candidate
     sampler (mean over seeds at each log point; colours far apart, so curves that cross stay
-    apart), with the paper's Table 1 values at T = 10^6 as dashed lines; one legend for the figure."""
+    apart), with the paper's Table 1 values at T = 10^6 as dashed lines; one legend for the figure.
+    A curve far from all others in a panel, or the first points of a curve far from everything
+    after them (e.g. a cyclical schedule's student at NLL 2.3 at its first log point), are left off
+    that panel's scale (:func:`_off_scale_points`) and named with their values at its edge."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharex=True, layout="constrained")
     candidates = list(dict.fromkeys(history["candidate"]))
     colours = dict(zip(candidates, distinct_colors(len(candidates), taken=[PAPER_COLOR])))
@@ -873,15 +1164,31 @@ def plot_sampler_study(history: pd.DataFrame, paper: dict[str, float]) -> plt.Fi
     for ax, (title, column, student) in zip(axes, panels):
         rows = history if student is None else history[history["student"] == student]
         rows = rows.dropna(subset=[column])
+        curves: dict[str, tuple[str, str, pd.DataFrame]] = {}  # name -> candidate, column, curve
         for candidate, part in rows.groupby("candidate", sort=False):
             curve = part.groupby("step")[[column, "elapsed_s"] + (["teacher_recent_nll"] if student is None
                                                                    else [])].mean()
-            ax.plot(curve["elapsed_s"], curve[column], "-", color=colours[candidate], marker=markers[candidate], ms=4,
-                    lw=2, label=candidate)
+            curves[candidate] = (candidate, column, curve)
             if student is None:
-                ax.plot(curve["elapsed_s"], curve["teacher_recent_nll"], ":", color=colours[candidate], lw=1.5,
-                        label=f"{candidate}, recent window")
-        ax.axhline(paper[title], color=PAPER_COLOR, ls="--", lw=1, label="paper, T = 10^6")
+                curves[f"{candidate}, recent window"] = (candidate, "teacher_recent_nll", curve)
+        series = {k: (c["elapsed_s"].to_numpy(dtype=float), c[col].to_numpy(dtype=float))
+                  for k, (_, col, c) in curves.items()}
+        paper_name = "paper, T = 10^6"
+        side = _off_scale_points({**{k: y for k, (_, y) in series.items()}, paper_name: np.array([paper[title]])},
+                                 keep=[paper_name])
+        for name, (candidate, col, curve) in curves.items():
+            curve = curve[side[name] == 0]
+            if curve[col].isna().all():
+                continue
+            if col == "teacher_recent_nll":
+                ax.plot(curve["elapsed_s"], curve[col], ":", color=colours[candidate], lw=1.5, label=name)
+            else:
+                ax.plot(curve["elapsed_s"], curve[col], "-", color=colours[candidate], marker=markers[candidate],
+                        ms=4, lw=2, label=candidate)
+        ax.axhline(paper[title], color=PAPER_COLOR, ls="--", lw=1, label=paper_name)
+        above, below = _off_scale_notes(series, side)
+        if above or below:
+            _note_off_scale(ax, above, below)
         ax.set(xlabel="wall-clock seconds (2-core CPU)", ylabel=title, title=title)
     handles = [Line2D([], [], color=colours[c], marker=markers[c], ms=4, lw=2) for c in candidates]
     labels = list(candidates)
