@@ -11,7 +11,7 @@ def sampler_reading(history: pd.DataFrame) -> str:
     """Notebook 10's reading: per quantity, the candidate with the lowest mean over seeds, the next one,
     both with their spread, and whether the gap exceeds it (:func:`~.analysis.study_winners`)."""
     winners = study_winners(history)
-    lines = ["**Reading the sampler study** (written from the stored results).", ""]
+    lines = ["**Result of the sampler study** (written from the stored results).", ""]
     for w in winners.itertuples():
         if w.runner_up is None:
             lines.append(f"- {w.quantity}: only {w.winner} ran ({w.winner_mean:.4f}).")
