@@ -304,6 +304,23 @@ def test_teacher_lines_put_the_ensemble_beside_each_student_in_its_own_chain():
     assert E4.experiment4_teacher_lines(pd.DataFrame()).empty
 
 
+def test_above_teacher_counts_students_above_their_own_ensembles_ood_auroc():
+    from gped_kit.experiments.experiment4.notebook import _lines, above_teacher
+
+    down = _claims_downstream(seeds=(0,))
+    lines = E4.experiment4_teacher_lines(down)
+    auroc = (lines["metric"] == "auroc") & (lines["ood_inputs"] == "whole")
+    lines.loc[auroc & (lines["method"] == "GPED"), "minus_teacher"] = 0.05  # GPED above its teacher, EnD2 below
+    n = int(auroc.sum())
+    assert above_teacher(lines, "whole") == (int((auroc & (lines["method"] == "GPED")).sum()), n) and n > 0
+    masked = (lines["metric"] == "auroc") & (lines["ood_inputs"] == "masked")
+    lines.loc[masked, "minus_teacher"] = -0.01
+    assert above_teacher(lines, "masked") == (0, int(masked.sum()))
+    assert above_teacher(pd.DataFrame(), "whole") == (0, 0)
+    # the checks print the models as plain text, not a list repr
+    assert _lines(E4.PROFILES["default"], {"cifar10"})[1] == "MNIST cells with results: cnn_mnist, fcnn"
+
+
 def test_tasks_one_chain_per_seed_and_model(tmp_path):
     s = dataclasses.replace(E4.PROFILES["default"], seeds=(0, 1, 2))
     tasks = E4.experiment4_tasks(["fcnn", "cnn_mnist"], s, device="cpu", data_root=str(tmp_path))

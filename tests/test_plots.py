@@ -38,7 +38,7 @@ from gped_kit.viz.plots import (  # noqa: E402
     save_table,
 )
 from gped_kit.viz.report import missing_data_line  # noqa: E402
-from gped_kit.viz.tables import full_table, integer_columns, markdown_table, paper_table  # noqa: E402
+from gped_kit.viz.tables import flat_table, full_table, integer_columns, markdown_table, paper_table  # noqa: E402
 from gped_kit.viz.theme import (  # noqa: E402
     KIT_RC,
     METHOD_COLORS,
@@ -296,6 +296,9 @@ def test_tables_show_every_row_and_missing_values_as_a_dash(tmp_path):
     assert "| —" in markdown_table(table.tail(1)) and "nan" not in markdown_table(table)
     paths = save_table(table, "t", tmp_path)
     assert "nan" not in paths[1].read_text() and "—" in paths[1].read_text()
+    flat = flat_table(table.head(2), title="Flat")  # one row per record: no index column
+    assert repr(flat).splitlines()[1].split() == ["model", "value"] and "<th>0</th>" not in flat._repr_html_()
+    assert "<th>0</th>" in shown._repr_html_()
     labelled = paper_table(pd.DataFrame({"labelled_size": [10_000], "teacher_nll": [0.9]}), ["teacher_nll"])
     assert list(labelled.columns) == ["labelled_size", "teacher_nll_paper"]
 

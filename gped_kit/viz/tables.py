@@ -60,19 +60,20 @@ def _integer(value: float) -> str:
 class FullTable:
     """A table shown complete: every row and column, numbers to ``digits`` decimals (None: six
     significant digits, for tables of the paper's numbers), missing values as "—", with an
-    optional ``title`` above it. Displayed by Jupyter as HTML (and as text where
-    there is no HTML); ``frame`` is the table itself."""
+    optional ``title`` above it, and its index column unless ``index`` is False. Displayed by Jupyter
+    as HTML (and as text where there is no HTML); ``frame`` is the table itself."""
 
     def __init__(self, frame: pd.DataFrame, title: str | None = None, digits: int | None = 3,
-                 missing: str = MISSING):
+                 missing: str = MISSING, index: bool = True):
         self.frame = frame
         self.title = title
         self.digits = digits
         self.missing = missing
+        self.index = index
 
     def _kwargs(self) -> dict:
         return dict(na_rep=self.missing, float_format=_formatter(self.digits), max_rows=None, max_cols=None,
-                    formatters={name: _integer for name in integer_columns(self.frame)})
+                    formatters={name: _integer for name in integer_columns(self.frame)}, index=self.index)
 
     def _repr_html_(self) -> str:
         body = self.frame.to_html(**self._kwargs(), border=0)
@@ -88,11 +89,19 @@ class FullTable:
 
 
 def full_table(table: pd.DataFrame, title: str | None = None, digits: int | None = 3,
-               missing: str = MISSING) -> FullTable:
+               missing: str = MISSING, index: bool = True) -> FullTable:
     """``table`` for display in a notebook, complete (see :class:`FullTable`)."""
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"table must be a pandas DataFrame, got {type(table).__name__}")
-    return FullTable(table, title=title, digits=digits, missing=missing)
+    return FullTable(table, title=title, digits=digits, missing=missing, index=index)
+
+
+def flat_table(table: pd.DataFrame, title: str | None = None, digits: int | None = 3,
+               missing: str = MISSING) -> FullTable:
+    """A flat ``table`` (one row per record, its index a mere row number) for display without the index
+    column: :func:`full_table` with ``index=False``. Pivot tables keep :func:`full_table`: their index
+    names the rows."""
+    return full_table(table, title=title, digits=digits, missing=missing, index=False)
 
 
 def paper_table(table: pd.DataFrame, values: Sequence[str], suffix: str = "_paper") -> pd.DataFrame:

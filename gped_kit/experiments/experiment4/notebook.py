@@ -47,9 +47,16 @@ def students_above_teacher(figures: Path, profile: str, ood_inputs: str) -> tupl
     its teacher separates the OOD set better than what it distils, so its AUROC does not measure how
     faithfully it distilled the ensemble. None without the notebook's table."""
     t = read_table(figures, f"{TEACHER_LINES.format(profile=profile)}.csv")
-    if t is None:
-        return None
-    rows = t[(t["metric"] == "auroc") & (t["ood_inputs"] == ood_inputs)].dropna(subset=["minus_teacher"])
+    return None if t is None else above_teacher(t, ood_inputs)
+
+
+def above_teacher(teacher_lines: pd.DataFrame, ood_inputs: str) -> tuple[int, int]:
+    """How many rows of ``teacher_lines`` (:func:`~.analysis.experiment4_teacher_lines`, in memory or read
+    back) have an OOD AUROC with OOD inputs ``ood_inputs`` above their own teacher ensemble's, of how many."""
+    if teacher_lines.empty:
+        return 0, 0
+    rows = teacher_lines[(teacher_lines["metric"] == "auroc") & (teacher_lines["ood_inputs"] == ood_inputs)]
+    rows = rows.dropna(subset=["minus_teacher"])
     return int((rows["minus_teacher"] > 0).sum()), len(rows)
 
 
@@ -137,7 +144,7 @@ def _evaluation_gaps(store: ResultsStore, settings: Experiment4Settings, tasks: 
 
 def _lines(settings: Experiment4Settings, absent: Collection[str]) -> list[str]:
     models = [m for m in MODELS_RUN if paper_model(m).dataset not in absent]
-    return ["every cell ran or reported missing data: True", f"MNIST cells with results: {sorted(models)}"]
+    return ["every cell ran or reported missing data: True", f"MNIST cells with results: {', '.join(sorted(models))}"]
 
 
 # ----------------------------------------------------------------------------- the README's rows
