@@ -26,6 +26,7 @@ from figure_checks import figure_defects  # noqa: E402
 from test_plots import synthetic_logreg_result  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
+from gped_kit.core.calibration import calibration  # noqa: E402
 from gped_kit.core.likelihoods import RegressionMoments  # noqa: E402
 from gped_kit.core.uncertainty import from_samples  # noqa: E402
 from gped_kit.toys import ToyResult  # noqa: E402
@@ -496,6 +497,16 @@ def table1_figure():
     return plots.plot_table1(_table1(), "Table 1")
 
 
+def reliability_figure():
+    g = torch.Generator().manual_seed(1)
+    probs = torch.softmax(3 * torch.randn(600, 10, generator=g), dim=1)
+    labels = torch.randint(0, 10, (600,), generator=g)
+    labels[:300] = probs[:300].argmax(1)
+    sharper = torch.softmax(3 * probs.log(), dim=1)
+    return plots.plot_reliability({"Ensemble": calibration(probs, labels), "GPED": calibration(sharper, labels)},
+                                  "Reliability")
+
+
 #: Every figure function of the library -> the cases that draw it.
 CASES = {
     "plot_learning_curves": [comparison_curves, comparison_curves_long, quickstart_curves],
@@ -511,6 +522,7 @@ CASES = {
     "plot_comparison": [comparison_bars, comparison_bars_with_references],
     "plot_sampler_study": [sampler_study, sampler_pooling],
     "plot_table1": [table1_figure],
+    "plot_reliability": [reliability_figure],
     "plot_regression_uncertainty": [regression_uncertainty],
     "thesis.plot_mog": [mog_figure],
     "thesis.plot_online_vs_batch": [online_vs_batch, online_vs_batch_by_loss],

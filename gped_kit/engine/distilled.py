@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..core.calibration import NUM_BINS, Calibration, calibration
 from ..core.likelihoods import regression_moments
 from ..core.metrics import predictive_entropy
 from ..core.targets import TARGETS, Target
@@ -79,6 +80,14 @@ class Prediction:
             for d in range(self.output.shape[-1]):
                 columns[f"output_{d}"] = self.output[:, d].cpu().numpy()
         return pd.DataFrame(columns)
+
+    def calibration(self, labels: torch.Tensor, num_bins: int = NUM_BINS) -> Calibration:
+        """The predictive's calibration against ``labels`` (:func:`~gped_kit.core.calibration.calibration`:
+        the ECE and a reliability diagram's bins); ``ValueError`` for a target without class probabilities."""
+        if self.probabilities is None:
+            raise ValueError("calibration needs class probabilities; this prediction has none (its target does not "
+                             "predict classes)")
+        return calibration(self.probabilities, labels, num_bins)
 
 
 class DistilledModel:

@@ -29,6 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle, Patch
 from matplotlib.transforms import blended_transform_factory
 
+from ..core.calibration import Calibration
 from ..core.likelihoods import RegressionMoments
 from ..core.uncertainty import Uncertainties
 from ..experiments import paper_tables
@@ -56,7 +57,8 @@ __all__ = [
     "EXPERIMENT2_METRICS", "METHOD_COLORS", "PAPER_ONLY_SUFFIX", "is_paper_only", "mark_paper_only", "plot_comparison",
     "plot_data_uncertainty_joint", "plot_entropy_agreement", "plot_experiment2_vs_paper",
     "pareto_paper_reference", "plot_experiment4_in_distribution", "plot_learning_curves", "plot_pareto",
-    "plot_pareto_figure", "plot_regression_uncertainty", "plot_sampler_study", "plot_table1", "plot_uncertainty_grid",
+    "plot_pareto_figure", "plot_regression_uncertainty", "plot_reliability", "plot_sampler_study", "plot_table1",
+    "plot_uncertainty_grid",
     "plot_uncertainty_maps",
     "save_figure", "save_table",
 ]
@@ -548,6 +550,42 @@ def plot_table1(table1: pd.DataFrame, title: str = "") -> plt.Figure:
         ax.margins(y=0.15)
         ax.set(xlabel="model", ylabel=label, title=label)
     _outside_legend(fig, *_unique_handles(axes.flat), where="lower")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+#: The reliability diagram's gap between the share correct and the mean confidence (a red apart from every method's).
+GAP_COLOR = "#b2182b"
+
+
+@themed
+def plot_reliability(calibrations: dict[str, Calibration], title: str = "") -> plt.Figure:
+    """Reliability diagrams, one panel per predictive (``calibrations``: name -> :class:`~gped_kit.core.
+    calibration.Calibration`, e.g. the teacher ensemble and each student): per confidence bin the share
+    correct against the mean confidence (bars of the bin's width; the diagonal is perfect calibration),
+    the gap to the mean confidence hatched, the ECE in the title; the inputs per bin below each."""
+    names = list(calibrations)
+    fig, axes = plt.subplots(2, len(names), figsize=(3.4 * len(names), 4.6 + (0.4 if title else 0)), squeeze=False,
+                             layout="constrained", gridspec_kw={"height_ratios": [3, 1]}, sharex=True)
+    for j, name in enumerate(names):
+        c = calibrations[name]
+        ax, counts = axes[0, j], axes[1, j]
+        point = c.bins["upper"] <= c.bins["lower"]  # the slot of confidences of exactly 1: drawn as the last bin
+        width = (c.bins["upper"] - c.bins["lower"]).where(~point, 1.0 / c.num_bins)
+        left = c.bins["lower"].where(~point, 1.0 - 1.0 / c.num_bins)
+        colour = method_color(name)
+        ax.bar(left, c.bins["accuracy"], width=width, align="edge", color=colour, alpha=0.85, edgecolor="white",
+               label="share correct")
+        gap_low = c.bins[["confidence", "accuracy"]].min(axis=1)
+        ax.bar(left, (c.bins["confidence"] - c.bins["accuracy"]).abs(), bottom=gap_low, width=width,
+               align="edge", color=GAP_COLOR, alpha=0.35, edgecolor=GAP_COLOR, hatch="//", lw=0.6,
+               label="gap to the mean confidence")
+        ax.plot([0, 1], [0, 1], ls="--", color="0.4", lw=1, label="perfect calibration")
+        ax.set(xlim=(0, 1), ylim=(0, 1), ylabel="share correct", title=f"{name}: ECE {c.ece:.4f}")
+        counts.bar(left, c.bins["count"], width=width, align="edge", color=colour, alpha=0.6)
+        counts.set(xlabel="top-label confidence", ylabel="inputs")
+    _outside_legend(fig, *_unique_handles(axes[0]), where="lower")
     if title:
         fig.suptitle(title)
     return fig

@@ -1,0 +1,74 @@
+"""Calibration (gped_kit.core.calibration): the ECE is torchmetrics', its bins give the same number, known
+answers on hand-built predictives, a distilled model's prediction calibrates, and the reliability figure."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from figure_checks import figure_defects  # noqa: E402
+from torchmetrics.classification import MulticlassCalibrationError  # noqa: E402
+
+from gped_kit.core.calibration import calibration  # noqa: E402
+from gped_kit.engine.distilled import Prediction  # noqa: E402
+from gped_kit.viz.plots import plot_reliability  # noqa: E402
+
+
+def _random_predictive(n: int = 2000, c: int = 10, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    probs = torch.softmax(3 * torch.randn(n, c, generator=g), dim=1)
+    labels = torch.randint(0, c, (n,), generator=g)
+    labels[: n // 2] = probs[: n // 2].argmax(1)  # half of them right
+    return probs, labels
+
+
+def test_the_ece_is_torchmetrics_and_its_bins_give_the_same_number():
+    probs, labels = _random_predictive()
+    for bins in (1, 5, 15, 40):
+        c = calibration(probs, labels, bins)
+        expected = MulticlassCalibrationError(num_classes=10, n_bins=bins, norm="l1")(probs, labels).item()
+        assert c.ece == pytest.approx(expected, abs=1e-6) and c.binned_ece == pytest.approx(c.ece, abs=1e-6)
+        assert int(c.bins["count"].sum()) == len(labels) and (c.bins["count"] > 0).all()
+
+
+def test_known_answers():
+    # always right with confidence 1: perfectly calibrated, one slot (confidence exactly 1)
+    labels = torch.arange(4) % 2
+    sure = torch.nn.functional.one_hot(labels, 2).double()
+    c = calibration(sure, labels)
+    assert c.ece == pytest.approx(0.0) and c.bins[["lower", "upper", "count"]].values.tolist() == [[1.0, 1.0, 4]]
+    # confidence 0.9 on every input, right on half: ECE = |0.5 - 0.9| = 0.4, in the bin [0.8667, 0.9333)
+    probs = torch.tensor([[0.9, 0.1]] * 4, dtype=torch.float64)
+    c = calibration(probs, torch.tensor([0, 0, 1, 1]))
+    assert c.ece == pytest.approx(0.4) and c.bins["accuracy"].tolist() == [0.5]
+    assert c.bins["lower"].iloc[0] == pytest.approx(13 / 15) and c.bins["confidence"].iloc[0] == pytest.approx(0.9)
+
+
+def test_bad_input_is_named():
+    probs, labels = _random_predictive(10, 3)
+    with pytest.raises(ValueError, match="probs must be \\(N, C\\)"):
+        calibration(probs[0], labels)
+    with pytest.raises(ValueError, match="summing to 1"):
+        calibration(probs * 2, labels)
+    with pytest.raises(ValueError, match="labels must lie in 0 .. 2"):
+        calibration(probs, labels + 3)
+    with pytest.raises(ValueError, match="num_bins=0"):
+        calibration(probs, labels, 0)
+    with pytest.raises(ValueError, match="needs class probabilities; this prediction has none"):
+        Prediction(output=torch.zeros(3, 1)).calibration(labels[:3])
+
+
+def test_a_prediction_calibrates_and_the_reliability_figure_is_clean():
+    probs, labels = _random_predictive(600, 10, seed=1)
+    from_prediction = Prediction(output=probs.log(), probabilities=probs).calibration(labels)
+    assert from_prediction.ece == calibration(probs, labels).ece
+    sharper = torch.softmax(3 * probs.log(), dim=1)
+    fig = plot_reliability({"Ensemble": from_prediction, "GPED": calibration(sharper, labels)}, "Reliability")
+    try:
+        assert figure_defects(fig) == []
+    finally:
+        plt.close(fig)
