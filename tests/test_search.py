@@ -33,11 +33,14 @@ from gped_kit.experiments.experiment3 import (
     group_beats_exhaustive,
     group_vs_exhaustive,
     load_search_results,
+    merged_search,
     model_grid,
     pareto_front,
+    result_lines,
     run_experiment3,
     search_candidates,
     search_students,
+    task_targets,
     trend_sentence,
 )
 from gped_kit.experiments.settings import Overrides, resolve_settings
@@ -314,7 +317,8 @@ def test_profiles_keep_the_old_values():
     default, paper = PROFILES["default"], PROFILES["paper"]
     assert isinstance(default, Experiment3Settings) and isinstance(paper, Experiment3Settings)
     assert default.models == paper.models == ("cnn_mnist", "fcnn", "cnn_cifar10")
-    assert (default.targets, paper.targets) == (("predictive",), ("predictive", "entropy"))
+    assert default.targets == paper.targets == ("predictive", "entropy")
+    assert PROFILES["long"].targets == ("predictive",)
     assert (default.num_iterations, default.burn_in, default.predictive_thinning, default.entropy_thinning,
             default.eval_thinning, default.log_every, default.checkpoint_every) == (2_200, 1_000, 2, 2, 50, 400, 1_100)
     assert (paper.num_iterations, paper.burn_in, paper.predictive_thinning, paper.entropy_thinning,
@@ -334,17 +338,32 @@ def test_profiles_keep_the_old_values():
 
 def test_experiment3_task_uses_the_paper_setting_and_profiles():
     p = resolve_settings(PROFILES, "default", {})
-    task = experiment3_task("cnn_mnist", p)
-    assert isinstance(task, ChainTask)
+    with pytest.raises(ValueError, match=r"target=None: the profile searches the targets \['predictive', 'entropy'\]"):
+        experiment3_task("cnn_mnist", p)
+    with pytest.raises(ValueError, match=r"target='variance' is not known; allowed"):
+        experiment3_task("cnn_mnist", p, target="variance")
+    task = experiment3_task("cnn_mnist", p, target="predictive")
+    assert isinstance(task, ChainTask) and task_targets(task) == ("predictive",)
     assert (task.data.dataset, task.data.labelled_size, task.data.mask_size) == ("mnist", 60_000, 15)
     assert task.config.model_name == "cnn_mnist" and task.config.sampler.step_size == 4e-6
     assert len(task.students) == len(p.k1_values) * len(p.k2_values) + len(p.reg_weights) + 1  # + U_o companion
     assert task.config.num_iterations == p.num_iterations and task.config.burn_in == 1_000
-    cifar = experiment3_task("cnn_cifar10", resolve_settings(PROFILES, "paper", {}))
+    cifar = experiment3_task("cnn_cifar10", resolve_settings(PROFILES, "paper", {}), target="entropy")
     assert (cifar.data.dataset, cifar.data.labelled_size, cifar.data.mask_size, cifar.config.burn_in) == (
         "cifar10", 20_000, 0, 10_000)
-    assert {s.thinning for s in cifar.students if s.resolved_target.name == "entropy"} == {10}
-    assert len(experiment3.experiment3_tasks(p)) == 3
+    assert {s.thinning for s in cifar.students} == {10} and task_targets(cifar) == ("entropy",)
+    # one chain per model and target; the entropy chain's students use U_o and need no companion; the two
+    # chains of a model share the teacher chain's configuration (the same posterior samples)
+    tasks = experiment3.experiment3_tasks(p)
+    assert [(t.config.model_name, *task_targets(t)) for t in tasks] == [
+        (m, target) for m in ("cnn_mnist", "fcnn", "cnn_cifar10") for target in ("predictive", "entropy")]
+    entropy = tasks[1]
+    assert len(entropy.students) == len(p.k1_values) * len(p.k2_values) + len(p.reg_weights)
+    assert {s.estimator.value for s in entropy.students} == {"U_o"}
+    assert entropy.config == tasks[0].config and entropy.data == tasks[0].data
+    # a profile with one target needs no target=; the predictive chain is the one a predictive-only profile had
+    only = resolve_settings(PROFILES, "default", {"targets": ["predictive"]})
+    assert experiment3_task("cnn_mnist", only).students == task.students
 
 
 def test_settings_validation_and_notebook_overrides():
@@ -395,7 +414,7 @@ def test_k_grids_per_model_and_the_paper_fcnn_ratios_are_reachable():
         net = build_network(arch, shape, 10)
         return count_parameters(net) / base_params, count_flops(net, shape) / base_flops
 
-    task = experiment3_task("fcnn", paper)
+    task = experiment3_task("fcnn", paper, target="predictive")
     grid = {(s.arch.k1, s.arch.k2) for s in task.students if s.regularizer is None}
     assert len(grid) == len(model_grid(paper, "k1_values", "fcnn")) * len(model_grid(paper, "k2_values", "fcnn"))
     assert paper.grid("fcnn") == ([0.5, 1.0, 2.0, 3.0, 4.0, 5.0], [0.5, 1.0, 2.0, 3.0, 4.0, 5.0])
@@ -411,7 +430,7 @@ def test_k_grids_per_model_and_the_paper_fcnn_ratios_are_reachable():
         assert max(model_grid(paper, "k1_values", model)) == max(model_grid(paper, "k2_values", model)) == 4.0
     # an override with one list applies to every model
     one = resolve_settings(PROFILES, "paper", {"k1_values": [1.0], "k2_values": [1.0, 2.0]})
-    grid = {(s.arch.k1, s.arch.k2) for s in experiment3_task("cnn_mnist", one).students}
+    grid = {(s.arch.k1, s.arch.k2) for s in experiment3_task("cnn_mnist", one, target="entropy").students}
     assert grid == {(1, 1), (1, 2)}
 
 
@@ -584,7 +603,7 @@ def test_comparison_and_frontiers_on_the_search(searched):
 def test_missing_data_and_bad_arguments(tmp_path):
     store = ResultsStore(tmp_path / "results")
     p = resolve_settings(PROFILES, "default", {})
-    task = experiment3_task("cnn_cifar10", p, device="cpu", data_root=str(tmp_path / "no-data"))
+    task = experiment3_task("cnn_cifar10", p, device="cpu", data_root=str(tmp_path / "no-data"), target="predictive")
     res = run_experiment3(task, p.search_settings(), store, progress=False)
     assert (res.status, res.entry, res.run_dir) == ("missing data", None, None) and res.table.empty
     assert "cifar10" in res.error and not (tmp_path / "results").exists()
@@ -596,8 +615,8 @@ def test_missing_data_and_bad_arguments(tmp_path):
 
 @pytest.fixture(scope="module")
 def searched_two_targets(digits_data, tmp_path_factory):
-    """A small FCNN search with predictive AND expected-entropy students on one chain (what the
-    default profile's proposed `targets=("predictive", "entropy")` switch turns on)."""
+    """A small FCNN search with predictive AND expected-entropy students on one chain (search_students
+    allows it; the notebook's profiles run one chain per target, experiment3_tasks)."""
     store = ResultsStore(tmp_path_factory.mktemp("exp3_targets"))
     students = search_students("fcnn", [0.05, 1], [1], [1e-2], targets=("predictive", "entropy"),
                                thinning={"predictive": 2, "entropy": 2})
@@ -644,3 +663,35 @@ def test_figure_availability_says_why_each_figure_is_missing(searched_two_target
     failed = figure_availability({"fcnn": SearchResult("fcnn", pd.DataFrame(), "failed", "boom\nmore")},
                                  ["predictive"]).set_index("figure")
     assert failed.loc["Figure 9", "reason"] == "not produced: the fcnn search has no results (status 'failed': boom)"
+
+
+def test_merged_search_stacks_one_models_targets(searched_two_targets):
+    t = searched_two_targets.table
+    pred = SearchResult("fcnn", t[t["target"] != "entropy"], "reused", entry=searched_two_targets.entry,
+                        seconds=1.0, chain_status="", target="predictive")
+    ent = SearchResult("fcnn", t[t["target"] == "entropy"], "ran", seconds=2.0, chain_status="ran", target="entropy")
+    both = merged_search([pred, ent])
+    assert (both.status, both.seconds, both.chain_status, both.target) == ("ran", 3.0, "ran", "predictive+entropy")
+    assert len(both.table) == len(t) and both.entry is pred.entry
+    assert merged_search([pred]) is pred
+    missing = SearchResult("fcnn", pd.DataFrame(), "missing data", "no data", target="entropy")
+    assert (merged_search([pred, missing]).status, merged_search([pred, missing]).error) == ("missing data", "no data")
+    with pytest.raises(ValueError, match="one model"):
+        merged_search([pred, SearchResult("cnn_mnist", pd.DataFrame(), "ran")])
+    with pytest.raises(ValueError, match="one model"):
+        merged_search([])
+
+
+def test_result_lines_lead_with_both_targets_beside_the_papers_ratios(searched_two_targets):
+    t = searched_two_targets.table
+    lines = result_lines({"fcnn": t})
+    nll = next(line for line in lines if line.startswith("- fcnn, test NLL"))
+    mae = next(line for line in lines if line.startswith("- fcnn, expected-entropy MAE"))
+    assert "(Figure 9; the paper's best: 9.9x / 10x)" in nll and "(Figure 10; the paper's best: 4.2x / 4.2x)" in mae
+    base, best = base_student(t, "entropy"), best_student(t[t["target"] == "entropy"], "entropy_mae")
+    assert f"base student {base['entropy_mae']:.4f}" in mae and f"{best['entropy_mae']:.4f}, with" in mae
+    assert f"{best['params'] / base['params']:.1f}x the base student's parameters" in mae
+    assert any(line.startswith("  Pruned students at <= 50%") for line in lines)
+    assert result_lines({"fcnn": t[t["target"] != "entropy"]}, ["entropy_mae"]) == []
+    with pytest.raises(ValueError, match="metric='mse' is not known"):
+        result_lines({"fcnn": t}, ["mse"])

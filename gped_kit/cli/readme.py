@@ -53,8 +53,6 @@ NOT_RUN = (
     Claim("Exp. 4 OOD sets KMNIST and notMNIST (paper: GPED better in 20 of 32 MNIST cells)", "not run",
           "Fashion-MNIST and masked / rotated MNIST instead (rows above)", "20 of 32 on MNIST",
           "not obtainable offline here"),
-    Claim("Exp. 3: Figures 7, 10, 13 (the entropy students' search)", "not run", "—", "Figures 7, 10, 13",
-          "not drawn yet: the search runs on the predictive target only"),
 )
 
 #: Where the logs and tables of runs on a GPU are committed, one folder per run (``docs/device-runs``).

@@ -2,7 +2,7 @@
 Section 3.3; Section 4, Experiment 3; Appendix A.2; Figures 2 and 6-13).
 
 Two ways of choosing a student architecture, both distilled from ONE teacher chain per data
-setting (Algorithm 1 with many students attached; the chain does not depend on them):
+setting and searched target (Algorithm 1 with many students attached; the chain does not depend on them):
 
 * **exhaustive search** (Section 3.3, first approach): one student per pair of width multipliers
   (K1, K2) on a grid around the teacher (:class:`~gped_kit.models.presets.ArchSpec`; K1 = K2 = 1
@@ -16,7 +16,7 @@ setting (Algorithm 1 with many students attached; the chain does not depend on t
 The package, by role:
 
 * :mod:`.settings`: :class:`Experiment3Settings`, :data:`PROFILES`, the K grids, :class:`SearchSettings`;
-* :mod:`.tasks`: the students and the chain of one data setting (:func:`experiment3_task`);
+* :mod:`.tasks`: the students and the chain of one data setting and target (:func:`experiment3_task`);
 * :mod:`.finetune`: fine-tuning a pruned student on the chain's U_o estimates (:func:`finetune`);
 * :mod:`.search`: costs, pruning, fine-tuning and evaluation of one chain's students, through the
   results store (:func:`run_searches`, :func:`load_search_results`);
@@ -57,19 +57,20 @@ from .pareto import (
     pareto_front,
     search_candidates,
 )
-from .report import experiment3_comparison, figure_availability, trend_sentence
+from .report import experiment3_comparison, figure_availability, result_lines, trend_sentence
 from .search import (
     SEARCH_KIND,
     SEARCH_TABLE,
     SearchResult,
     evaluate_student,
     load_search_results,
+    merged_search,
     run_experiment3,
     run_searches,
     search_table,
 )
 from .settings import EXPERIMENT3_DATA, PROFILES, Experiment3Settings, SearchSettings, model_grid
-from .tasks import COMPANION, PAPER_ESTIMATORS, experiment3_task, experiment3_tasks, search_students
+from .tasks import COMPANION, PAPER_ESTIMATORS, experiment3_task, experiment3_tasks, search_students, task_targets
 
 __all__ = [
     "EXPERIMENT", "SearchRun", "experiment3_comparisons", "experiment3_summary", "VS_PAPER_TABLE",
@@ -77,7 +78,8 @@ __all__ = [
     "METRICS", "COSTS", "METHODS", "SEARCHED_TARGETS", "metric_target", "metric_rows",
     "PRUNE_CRITERIA", "EXPERIMENT3_DATA", "Experiment3Settings",
     "PROFILES", "SearchSettings", "SearchResult", "model_grid", "search_students", "experiment3_task",
-    "experiment3_tasks", "finetune", "evaluate_student", "run_experiment3", "run_searches", "search_table",
+    "experiment3_tasks", "task_targets", "merged_search", "result_lines",
+    "finetune", "evaluate_student", "run_experiment3", "run_searches", "search_table",
     "SEARCH_KIND", "SEARCH_TABLE", "COMPANION", "PAPER_ESTIMATORS",
     "load_search_results", "search_candidates", "pareto_front", "best_student", "base_student",
     "experiment3_comparison", "group_beats_exhaustive", "group_vs_exhaustive", "NO_COMPARABLE", "frontier_table",

@@ -84,6 +84,49 @@ def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "stude
     return pd.DataFrame(out)
 
 
+def result_lines(tables: Mapping[str, pd.DataFrame], metrics: Sequence[str] = ("student_nll", "entropy_mae")
+                 ) -> list[str]:
+    """Markdown bullet lines leading notebook 05: per model's search table (``tables``, by model) and each
+    of ``metrics`` its students report (:func:`~.pareto.metric_target`), the base student, the widest grid
+    student and the best searched student with its parameter and FLOP ratios to the base, beside the paper's
+    ratios for the same figure (:func:`gped_kit.experiments.paper_tables.experiment3_figures`); the best
+    group l1/l2 student's metric before pruning and fine-tuning; and (test NLL) how many pruned students
+    cost <= 50% of the base's FLOPs and the best of them. A model or metric without searched students
+    gives no line."""
+    figures = paper_tables.experiment3_figures()
+    lines = []
+    for model, table in tables.items():
+        for metric in metrics:
+            check_choice("metric", metric, METRICS)
+            target, label = metric_target(metric), METRICS[metric][0]
+            rows = table[table["target"] == target] if len(table) else table
+            cands, base = search_candidates(rows), base_student(table, target)
+            if base is None or cands.empty or cands[metric].isna().all():
+                continue
+            best = best_student(rows, metric)
+            grid = cands[cands["method"] == "exhaustive"]
+            widest = grid.loc[grid["params"].idxmax()]
+            fig = figures[(figures["model"] == model) & (figures["metric"] == metric)]
+            paper = (f" ({fig['figure'].iloc[0]}; the paper's best: {fig['params_ratio'].iloc[0]:g}x / "
+                     f"{fig['flops_ratio'].iloc[0]:g}x)") if len(fig) else ""
+            lines.append(f"- {model}, {label}: base student {base[metric]:.4f}; the widest grid student "
+                         f"({widest['architecture']}) {widest[metric]:.4f}; the best searched student "
+                         f"({METHODS[best['method']]}, {best['architecture']}) {best[metric]:.4f}, with "
+                         f"{best['params'] / base['params']:.1f}x the base student's parameters and "
+                         f"{best['flops'] / base['flops']:.1f}x its FLOPs{paper}.")
+            group = rows[rows["method"] == "group_lasso"]
+            if best["method"] == "group_lasso":
+                before = group.loc[(group["student"] == best["student"]) & (group["stage"] == "distilled"), metric]
+                lines.append(f"  Before pruning and fine-tuning it had {before.iloc[0]:.4f}: fine-tuning on the "
+                             f"chain's stored estimates changed it by {best[metric] - before.iloc[0]:+.4f}.")
+            if metric == "student_nll":
+                small = group[(group["stage"] == "fine-tuned") & (group["flops"] <= 0.5 * base["flops"])]
+                lines.append(f"  Pruned students at <= 50% of the base student's FLOPs: {len(small)}"
+                             + (f", the best at NLL {small[metric].min():.4f} against the base student's "
+                                f"{base[metric]:.4f}." if len(small) else "."))
+    return lines
+
+
 def figure_availability(results: Mapping[str, SearchResult], targets: Sequence[str],
                         profile: str = "") -> pd.DataFrame:
     """Which of the paper's Experiment 3 figures (2 and 6-13,

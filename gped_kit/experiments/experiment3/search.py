@@ -44,7 +44,7 @@ from ..store import Entry, ResultsStore
 from .finetune import finetune
 from .pareto import search_candidates
 from .settings import SearchSettings
-from .tasks import COMPANION
+from .tasks import COMPANION, task_targets
 
 #: The store's entry kind and table name of a search.
 SEARCH_KIND = "search"
@@ -71,7 +71,7 @@ def evaluate_student(net: nn.Module, spec: ChainSpec, target: str | Target, ense
 
 @dataclass
 class SearchResult:
-    """One data setting's search: ``table`` (one row per network, see :func:`run_experiment3`),
+    """One data setting's search of one ``target``: ``table`` (one row per network, see :func:`run_experiment3`),
     ``status`` (``ran``: the search was computed now, ``reused``: read from the store, ``missing
     data``, ``failed``), ``error`` (the message, e.g. the loader's), ``chain_status`` (what
     :func:`~gped_kit.experiments.chains.run_chains` did with the chain when the search was
@@ -85,6 +85,7 @@ class SearchResult:
     entry: Entry | None = None
     seconds: float = 0.0
     chain_status: str = ""
+    target: str = ""
 
     @property
     def run_dir(self) -> Path | None:
@@ -95,6 +96,31 @@ class SearchResult:
     def candidates(self) -> pd.DataFrame:
         """The search's outputs: exhaustive students and fine-tuned pruned students."""
         return search_candidates(self.table)
+
+
+#: Search statuses, the most telling first: a merged search (:func:`merged_search`) takes the first one present.
+_STATUS_ORDER = ("failed", "missing data", "not stored", "ran", "resumed", "reused")
+
+
+def merged_search(searches: Sequence[SearchResult]) -> SearchResult:
+    """One data setting's searches of several targets (one chain each, :func:`experiment3_tasks`) as one
+    :class:`SearchResult`: the tables stacked (a ``target`` column tells them apart), the most telling
+    status (failed, missing data, not stored, ran, resumed, reused: the first present), the errors and
+    chain statuses joined, the times summed; ``entry`` is the first search's, ``target`` the targets
+    joined by ``+``. ValueError for no searches or searches of different models."""
+    searches = list(searches)
+    if not searches or len({s.model for s in searches}) != 1:
+        raise ValueError(f"merged_search: give the searches of one model, got {[s.model for s in searches]}")
+    if len(searches) == 1:
+        return searches[0]
+    tables = [s.table for s in searches if len(s.table)]
+    statuses = [s.status for s in searches]
+    status = next((st for st in _STATUS_ORDER if st in statuses), statuses[0])
+    return SearchResult(searches[0].model, pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(), status,
+                        "\n".join(dict.fromkeys(s.error for s in searches if s.error)), searches[0].entry,
+                        sum(s.seconds for s in searches), "+".join(dict.fromkeys(s.chain_status for s in searches
+                                                                                  if s.chain_status)),
+                        "+".join(s.target for s in searches))
 
 
 def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsStore, recompute: bool = False,
@@ -161,7 +187,7 @@ def run_searches(tasks: Sequence[ChainTask], settings: SearchSettings, store: Re
     for task, outcome in zip(tasks, run_derived(items, store, recompute, progress, executor, address)):
         table = outcome.entry.table(SEARCH_TABLE) if outcome.entry is not None else pd.DataFrame()
         results.append(SearchResult(task.config.model_name, table, outcome.status, outcome.error, outcome.entry,
-                                    outcome.seconds, outcome.chain.status))
+                                    outcome.seconds, outcome.chain.status, "+".join(task_targets(task))))
     return results
 
 

@@ -1,7 +1,13 @@
-"""Experiment 3's chains (paper 003, Section 3.3; Appendix A.2): one teacher chain per data setting
-with every search student attached: the exhaustive grid of width multipliers (K1, K2) and the
-group l1/l2 students at the largest architecture, one per lambda (Eq. 8), plus a U_o companion
-whose running estimates (Eq. 10) the pruned students are fine-tuned on."""
+"""Experiment 3's chains (paper 003, Section 3.3; Appendix A.2): one teacher chain per data setting and
+searched target with every search student of that target attached: the exhaustive grid of width
+multipliers (K1, K2) and the group l1/l2 students at the largest architecture, one per lambda (Eq. 8),
+plus a U_o companion whose running estimates (Eq. 10) the pruned students are fine-tuned on.
+
+**One chain per target.** The teacher chain does not depend on its students, so the chains of the
+predictive and the expected-entropy search of one data setting draw the same posterior samples (same
+seed); each is its own store entry, keyed by its students. Adding a target to a profile therefore
+computes only that target's chain and leaves every stored one as it is; the price is the teacher's
+work once per target, small beside the dozens of students each chain feeds."""
 
 from __future__ import annotations
 
@@ -79,22 +85,30 @@ def search_students(model: str, k1_values: Sequence[float], k2_values: Sequence[
 
 def experiment3_task(model: str, settings: Experiment3Settings, seed: int = 0, device: str = "auto",
                      data_root: str | None = None, labelled_size: int | None = None, mask_size: int | None = None,
-                     verify_checksums: bool = True) -> ChainTask:
-    """One Experiment 3 data setting as a chain task: the paper's teacher chain for ``model``
-    (:func:`~gped_kit.experiments.paper.teacher_config`; chain length and thinning from
-    ``settings``) with the students of :func:`search_students` (the K grids may be per model,
+                     verify_checksums: bool = True, target: str | None = None) -> ChainTask:
+    """One Experiment 3 data setting and target as a chain task: the paper's teacher chain for
+    ``model`` (:func:`~gped_kit.experiments.paper.teacher_config`; chain length and thinning from
+    ``settings``) with the students of :func:`search_students` for ``target`` (one of
+    ``settings.targets``; None when the profile has only one; the K grids may be per model,
     :func:`model_grid`). ``labelled_size`` and ``mask_size`` default to the paper's Experiment 3
-    setting (:data:`EXPERIMENT3_DATA`: MNIST N = 60,000, m = 15; CIFAR-10 N = 20,000, m = 0)."""
+    setting (:data:`EXPERIMENT3_DATA`: MNIST N = 60,000, m = 15; CIFAR-10 N = 20,000, m = 0).
+    ValueError when ``target`` is None and the profile has several targets, or is not among them."""
     if not isinstance(settings, Experiment3Settings):
         raise TypeError(f"settings must be an Experiment3Settings, got {type(settings).__name__}")
     check_choice("model", model, EXPERIMENT3_DATA)
+    if target is None:
+        if len(settings.targets) != 1:
+            raise ValueError(f"target=None: the profile searches the targets {list(settings.targets)}, one chain "
+                             "each; name one of them (experiment3_tasks gives every chain)")
+        target = settings.targets[0]
+    check_choice("target", target, settings.targets)
     n_default, m_default = EXPERIMENT3_DATA[model]
     labelled_size = n_default if labelled_size is None else labelled_size
     mask_size = m_default if mask_size is None else mask_size
     data = DataConfig(paper_model(model).dataset, labelled_size=labelled_size, mask_size=mask_size, seed=seed,
                       root=data_root, verify_checksums=verify_checksums, test_size=settings.test_size)
     k1_values, k2_values = settings.grid(model)
-    students = search_students(model, k1_values, k2_values, settings.reg_weights, targets=settings.targets,
+    students = search_students(model, k1_values, k2_values, settings.reg_weights, targets=(target,),
                                thinning={"predictive": settings.predictive_thinning,
                                          "entropy": settings.entropy_thinning},
                                estimators={"predictive": settings.predictive_estimator})
@@ -103,5 +117,13 @@ def experiment3_task(model: str, settings: Experiment3Settings, seed: int = 0, d
 
 def experiment3_tasks(settings: Experiment3Settings, seed: int = 0, device: str = "auto",
                       data_root: str | None = None) -> list[ChainTask]:
-    """:func:`experiment3_task` for every model of ``settings``, in order."""
-    return [experiment3_task(model, settings, seed, device, data_root) for model in settings.models]
+    """:func:`experiment3_task` for every model and target of ``settings``, models in order and each
+    model's targets in order (one chain each)."""
+    return [experiment3_task(model, settings, seed, device, data_root, target=target)
+            for model in settings.models for target in settings.targets]
+
+
+def task_targets(task: ChainTask) -> tuple[str, ...]:
+    """The targets an Experiment 3 chain searches: its students' targets in order of first appearance
+    (one for the chains of :func:`experiment3_tasks`; several when :func:`search_students` was given them)."""
+    return tuple(dict.fromkeys(s.resolved_target.name for s in task.students))
