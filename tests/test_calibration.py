@@ -7,13 +7,17 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import math  # noqa: E402
+
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from figure_checks import figure_defects  # noqa: E402
 from torchmetrics.classification import MulticlassCalibrationError  # noqa: E402
 
-from gped_kit.core.calibration import calibration  # noqa: E402
+from gped_kit.core.calibration import calibration, calibrations_from_table  # noqa: E402
+from gped_kit.core.metrics import ece  # noqa: E402
 from gped_kit.engine.distilled import Prediction  # noqa: E402
 from gped_kit.viz.plots import plot_reliability  # noqa: E402
 
@@ -72,3 +76,20 @@ def test_a_prediction_calibrates_and_the_reliability_figure_is_clean():
         assert figure_defects(fig) == []
     finally:
         plt.close(fig)
+
+
+def test_a_diverged_student_gets_nan_not_an_error():
+    probs, labels = _random_predictive(100)
+    assert math.isnan(ece(torch.full_like(probs, float("nan")), labels))
+    assert ece(probs, labels) == pytest.approx(calibration(probs, labels).ece, abs=1e-9)
+
+
+def test_a_stored_table_reads_back_as_calibrations():
+    probs, labels = _random_predictive()
+    first, second = calibration(probs, labels, 10), calibration(probs.roll(1, 1), labels, 10)
+    table = pd.concat([first.bins.assign(network="a", ece=first.ece), second.bins.assign(network="b", ece=second.ece)])
+    back = calibrations_from_table(table)
+    assert list(back) == ["a", "b"] and back["a"].num_bins == 10 and back["b"].ece == second.ece
+    pd.testing.assert_frame_equal(back["a"].bins, first.bins)
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['ece'\]"):
+        calibrations_from_table(first.bins.assign(network="a"))

@@ -4,11 +4,13 @@ steps against an independent plain-PyTorch loop of the paper's equations."""
 import dataclasses
 import math
 
+import pandas as pd
 import pytest
 import torch
 from torch.nn import functional as F
 
 from gped_kit.baselines.endd import ENDD
+from gped_kit.core.calibration import calibration, calibrations_from_table
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.data.container import GPEDData
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill, resolve_device, student_lr
@@ -66,6 +68,22 @@ def test_teacher_and_students_learn_on_real_digits(trained):
     assert len(result.history) == 4 * 3 and result.history["step"].max() == 2000
     assert result.teacher_outputs["test"]["predictive"].shape == (len(e.chains[0].data.test_y), 10)
     assert result.teacher_outputs["test"]["entropy"].shape == (len(e.chains[0].data.test_y), 1)
+    # every predictive student's summary and history carry its expected calibration error, and the teacher's:
+    # torchmetrics' number on the same test outputs (core.calibration); entropy-only students have none
+    labels = e.chains[0].data.test_y
+    assert s.loc["predictive-U_s", "student_ece"] == pytest.approx(
+        calibration(result.student_outputs["test"]["predictive-U_s"], labels).ece, abs=1e-6)
+    assert s.loc["predictive-U_s", "teacher_ece"] == pytest.approx(
+        calibration(result.teacher_outputs["test"]["predictive"], labels).ece, abs=1e-6)
+    assert 0 < s.loc["predictive-U_s", "student_ece"] < 0.2 and pd.isna(s.loc["entropy-U_o", "student_ece"])
+    assert result.history["student_ece"].notna().any()
+    # and the reliability diagrams' bins of the teacher and every classifying student, stored with each chain
+    table = result.calibration_table()
+    assert list(dict.fromkeys(table["network"])) == ["teacher", "predictive-U_s", "predictive+entropy-U_o-K0.5x0.5"]
+    back = calibrations_from_table(table)
+    assert back["predictive-U_s"].ece == pytest.approx(s.loc["predictive-U_s", "student_ece"], abs=1e-9)
+    assert back["teacher"].binned_ece == pytest.approx(back["teacher"].ece, abs=1e-6)
+    assert back["teacher"].num_bins == 15 and int(back["teacher"].bins["count"].sum()) == len(labels)
 
 
 def test_u_o_store_counts_every_distillation_visit(trained):

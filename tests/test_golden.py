@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from golden_probes import PROBES, run_probe
@@ -73,6 +74,27 @@ def what_to_bump(kind: str) -> str:
     return line
 
 
+def added_numbers(recorded: Path, obtained: pd.DataFrame) -> list[str] | None:
+    """The ``table/column`` names of the numbers ``obtained`` holds beyond the golden file ``recorded``, when
+    every recorded number is still there (same table, row and column) within :data:`TOLERANCES`; None when a
+    recorded number moved or is gone (or there is no file). A new metric adds numbers without moving any: the
+    stored results of the version simply lack it, so no bump is due, only a new recording."""
+    if not recorded.exists():
+        return None
+    old = pd.read_csv(recorded, index_col=0)
+    keys = ["table", "row", "column"]
+    both = old.merge(obtained, on=keys, how="left", suffixes=("", "_now"), indicator=True)
+    if (both["_merge"] != "both").any():
+        return None
+    for column, tolerance in TOLERANCES.items():
+        was, now = both[column].to_numpy(dtype=float), both[f"{column}_now"].to_numpy(dtype=float)
+        if not np.isclose(now, was, equal_nan=True, **tolerance).all():
+            return None
+    new = obtained.merge(old[keys], on=keys, how="left", indicator=True)
+    new = new[new["_merge"] == "left_only"]
+    return sorted(set(new["table"] + "/" + new["column"]))
+
+
 @pytest.fixture(scope="module")
 def computed(tmp_path_factory):
     """Each probe's numbers, computed once per test session (on demand)."""
@@ -87,7 +109,7 @@ def computed(tmp_path_factory):
 
 @pytest.mark.parametrize("probe", list(PROBES))
 def test_numbers_match_the_golden_values_of_their_numerics_version(probe, computed, dataframe_regression,
-                                                                     data_regression):
+                                                                     data_regression, request):
     """Every number the probe stores equals the recorded value of its kind's numerics version, within
     :data:`TOLERANCES`; every entry's key equals the recorded one (a key that changes although no version did
     means a configuration record or a data identity changed: every stored result of that kind would be
@@ -104,6 +126,12 @@ def test_numbers_match_the_golden_values_of_their_numerics_version(probe, comput
 
     for label, (_, table) in found.items():
         kind = label.split()[0]
+        added = added_numbers(GOLDEN / f"{basename(probe, label)}.csv", table)
+        if added and not request.config.getoption("force_regen"):
+            pytest.fail(f"probe {probe!r}, entry {label!r}: numbers were added ({', '.join(added)}) and none of the "
+                        f"recorded ones moved under the numerics {numerics.numerics_code(kind)}: no bump is due "
+                        "(stored results of this version lack the new numbers); record them: "
+                        "pytest tests/test_golden.py --force-regen, and commit the golden files")
         try:
             check(dataframe_regression, table, basename(probe, label), tolerances=TOLERANCES)
         except AssertionError as exc:
@@ -144,9 +172,12 @@ def beyond_tolerance(probe: str, root: Path) -> int:
     count = 0
     for label, (_, table) in run_probe(probe, root).items():
         recorded = pd.read_csv(GOLDEN / f"{basename(probe, label)}.csv", index_col=0)
+        both = recorded.merge(table, on=["table", "row", "column"], how="outer", suffixes=("", "_now"), indicator=True)
+        count += int((both["_merge"] != "both").sum())  # a number gone or new (e.g. a reliability bin emptied)
+        both = both[both["_merge"] == "both"]
         for column, tol in TOLERANCES.items():
-            diff = (table[column] - recorded[column]).abs()
-            count += int((diff > tol["atol"] + tol["rtol"] * recorded[column].abs()).sum())
+            diff = (both[f"{column}_now"] - both[column]).abs()
+            count += int((diff > tol["atol"] + tol["rtol"] * both[column].abs()).sum())
     return count
 
 

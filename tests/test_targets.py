@@ -152,7 +152,7 @@ def test_endd_target_tempers_smooths_and_links_to_the_dirichlet_mean():
     assert out.shape == (5, 5) and torch.allclose(out[:, :4], torch.softmax(raw, -1), atol=1e-6)
     assert torch.allclose(out[:, 4], raw.exp().sum(-1))
     assert endd.ENDD.predictive_classes and not endd.ENDD.estimates_g
-    assert endd.ENDD.metric_names == ("student_nll", "student_accuracy", "nll_gap")  # no target_mae: not E[g]
+    assert endd.ENDD.metric_names == ("student_nll", "student_accuracy", "student_ece", "nll_gap")  # no target_mae
     assert endd.ENDD.has_uncertainties and endd.ENDD.marginal_variance is endd.dirichlet_marginal_variance
     assert endd.endd_target(1.0).name == "endd-T1-s0.001"
     # the target carries its temperature: experiments read it at T without asking for the target's name
@@ -191,11 +191,11 @@ def test_regression_targets_split_predictive_variance_exactly():
 
 
 def test_each_target_names_the_metrics_it_reports():
-    assert T.PREDICTIVE.metric_names == ("student_nll", "student_accuracy", "target_mae", "nll_gap")
+    assert T.PREDICTIVE.metric_names == ("student_nll", "student_accuracy", "student_ece", "target_mae", "nll_gap")
     assert T.ENTROPY.metric_names == ("target_mae", "entropy_mae")
     assert T.MARGINAL_VARIANCE.metric_names == ("target_mae",)
-    assert T.PREDICTIVE_ENTROPY.metric_names == ("student_nll", "student_accuracy", "target_mae", "entropy_mae",
-                                                 "nll_gap")
+    assert T.PREDICTIVE_ENTROPY.metric_names == ("student_nll", "student_accuracy", "student_ece", "target_mae",
+                                                 "entropy_mae", "nll_gap")
     assert T.PREDICTIVE_MEAN.metric_names == ("student_rmse", "mean_mae")
     assert T.PREDICTIVE_VARIANCE.metric_names == ("student_rmse", "student_nll", "mean_mae", "epistemic_mae",
                                                   "aleatoric_mae", "nll_gap")
@@ -218,8 +218,10 @@ def test_classification_metrics_known_answers_and_missing_inputs():
     assert got["student_nll"] == pytest.approx(float(nll)) and got["student_accuracy"] == 0.5
     assert got["target_mae"] == pytest.approx(float((output - reference).abs().mean()))
     assert got["entropy_mae"] == pytest.approx(0.2) and got["nll_gap"] == pytest.approx(float(nll) - 0.5)
+    # ECE: two bins of one input each, right at confidence 0.7 and wrong at 0.6: (|1 - 0.7| + |0 - 0.6|) / 2
+    assert got["student_ece"] == pytest.approx(0.45, abs=1e-6)
     # before the ensemble has a sample: only what the labels give
-    assert list(T.PREDICTIVE_ENTROPY.evaluate(output, labels, 3)) == ["student_nll", "student_accuracy"]
+    assert list(T.PREDICTIVE_ENTROPY.evaluate(output, labels, 3)) == ["student_nll", "student_accuracy", "student_ece"]
     assert T.ENTROPY.evaluate(entropy, labels, 3) == {}
 
 

@@ -6,7 +6,8 @@ B bins of equal width (Naeini, Cooper and Hauskrecht, 2015; Guo, Pleiss, Sun and
 
     ECE = sum_b (n_b / N) |acc_b - conf_b|,   acc_b = mean_{i in b} a_i,   conf_b = mean_{i in b} c_i.
 
-The number is torchmetrics' (``multiclass_calibration_error``, ``norm="l1"``): a well-kept implementation,
+The number is torchmetrics' (``multiclass_calibration_error``, ``norm="l1"``, through
+:func:`gped_kit.core.metrics.ece`, the one every run's summary reports): a well-kept implementation,
 not ours. A reliability diagram needs the bins themselves, which torchmetrics does not return: they are
 computed here with its binning (``torch.bucketize`` on ``linspace(0, 1, B + 1)`` with ``right=True``, so a
 confidence of exactly 1 has a slot of its own above the last bin), and the ECE of these bins equals
@@ -20,10 +21,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
-from torchmetrics.functional.classification import multiclass_calibration_error
+
+from .metrics import ECE_BINS, ece
 
 #: The number of equal-width confidence bins by default (torchmetrics' and Guo et al.'s choice).
-NUM_BINS = 15
+NUM_BINS = ECE_BINS
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def calibration(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = NUM_B
                          "target's link, e.g. a softmax, first)")
     if bool((labels < 0).any() or (labels >= num_classes).any()):
         raise ValueError(f"calibration: labels must lie in 0 .. {num_classes - 1} for {num_classes} classes")
-    ece = float(multiclass_calibration_error(probs, labels, num_classes=num_classes, n_bins=num_bins, norm="l1"))
+    error = ece(probs, labels, num_bins)
     confidence, prediction = probs.max(1)
     correct = (prediction == labels).double()
     edges = torch.linspace(0, 1, num_bins + 1, dtype=torch.float64)
@@ -76,7 +78,24 @@ def calibration(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = NUM_B
     bins = pd.DataFrame({"lower": lower[keep].numpy(), "upper": upper[keep].numpy(),
                          "count": count[keep].long().numpy(), "confidence": (conf_sum / count)[keep].numpy(),
                          "accuracy": (acc_sum / count)[keep].numpy()})
-    return Calibration(ece=ece, bins=bins, num_bins=num_bins)
+    return Calibration(ece=error, bins=bins, num_bins=num_bins)
 
 
 __all__ = ["NUM_BINS", "Calibration", "calibration"]
+
+
+def calibrations_from_table(table: pd.DataFrame, by: str = "network") -> dict[str, Calibration]:
+    """The :class:`Calibration` of each ``by`` value of a stored calibration table (one row per non-empty bin
+    with ``ece``, ``lower``, ``upper``, ``count``, ``confidence``, ``accuracy``, e.g.
+    :meth:`gped_kit.engine.GPEDResult.calibration_table`), in order of first appearance; ``num_bins`` is read
+    back from the bin widths. ValueError naming the missing columns."""
+    need = {by, "ece", "lower", "upper", "count", "confidence", "accuracy"}
+    if missing := sorted(need - set(table.columns)):
+        raise ValueError(f"calibrations_from_table: the table lacks the column(s) {missing}")
+    out = {}
+    for name, rows in table.groupby(by, sort=False):
+        widths = (rows["upper"] - rows["lower"])[rows["upper"] > rows["lower"]]
+        num_bins = int(round(1 / widths.iloc[0])) if len(widths) else NUM_BINS
+        bins = rows[["lower", "upper", "count", "confidence", "accuracy"]].reset_index(drop=True)
+        out[str(name)] = Calibration(ece=float(rows["ece"].iloc[0]), bins=bins, num_bins=num_bins)
+    return out

@@ -56,9 +56,10 @@ class Categorical:
         return F.log_softmax(raw, dim=-1)
 
     def predictive_metrics(self, ensemble: dict[str, torch.Tensor], y: torch.Tensor) -> dict[str, float]:
-        """NLL and accuracy of the ensemble's predictive E[p(y|x, theta)] on labelled data."""
+        """NLL, accuracy and expected calibration error (:func:`~gped_kit.core.metrics.ece`) of the
+        ensemble's predictive E[p(y|x, theta)] on labelled data."""
         probs = ensemble[self.ensemble_target]
-        return {"nll": metrics.nll(probs, y), "accuracy": metrics.accuracy(probs, y)}
+        return {"nll": metrics.nll(probs, y), "accuracy": metrics.accuracy(probs, y), "ece": metrics.ece(probs, y)}
 
 
 class RegressionMoments(NamedTuple):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from sklearn.metrics import brier_score_loss, ndcg_score, roc_auc_score
+from torchmetrics.functional.classification import multiclass_calibration_error
 
 PROB_FLOOR = 1e-12
 
@@ -33,6 +34,22 @@ def nll(probs: torch.Tensor, labels: torch.Tensor) -> float:
 def accuracy(probs: torch.Tensor, labels: torch.Tensor) -> float:
     """Fraction of examples whose most probable class is the label."""
     return float((probs.argmax(dim=1) == labels).float().mean())
+
+
+#: The number of equal-width confidence bins of the expected calibration error (torchmetrics' and Guo et al.'s).
+ECE_BINS = 15
+
+
+def ece(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = ECE_BINS) -> float:
+    """Expected calibration error of predictive ``probs`` (N, C) against ``labels`` with ``num_bins``
+    equal-width bins of the top-label confidence: ``sum_b (n_b / N) |acc_b - conf_b|`` (Guo et al., 2017),
+    computed by torchmetrics (``multiclass_calibration_error``, ``norm="l1"``). NaN when ``probs`` holds
+    a non-finite value (a diverged student), so that a run's summary records it instead of failing.
+    :func:`gped_kit.core.calibration.calibration` adds the reliability diagram's bins."""
+    if not bool(torch.isfinite(probs).all()):
+        return float("nan")
+    return float(multiclass_calibration_error(probs.detach().float(), labels.long().to(probs.device),
+                                              num_classes=probs.shape[1], n_bins=num_bins, norm="l1"))
 
 
 def brier_score(probs: torch.Tensor, labels: torch.Tensor) -> float:

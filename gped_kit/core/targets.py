@@ -49,7 +49,7 @@ from torch.nn import functional as F
 
 from . import losses, uncertainty
 from .likelihoods import regression_moments
-from .metrics import accuracy, constant_mae, gaussian_nll, mae, nll, rmse
+from .metrics import accuracy, constant_mae, ece, gaussian_nll, mae, nll, rmse
 from .metrics import skill as skill_score
 
 TensorFn = Callable[[torch.Tensor], torch.Tensor]
@@ -89,7 +89,8 @@ class ClassificationMetrics:
     """Metrics of a categorical target's student (Section 4.2).
 
     ``predictive``: the first C linked outputs are a predictive distribution; reports
-    ``student_nll``, ``student_accuracy`` and ``nll_gap`` = student NLL - teacher ensemble NLL.
+    ``student_nll``, ``student_accuracy``, ``student_ece`` (the expected calibration error,
+    :func:`~gped_kit.core.metrics.ece`) and ``nll_gap`` = student NLL - teacher ensemble NLL.
     ``target_mae``: the linked outputs estimate E[g]; reports ``target_mae``, the mean absolute
     error against the ensemble's estimate. ``entropy_mae`` (with ``target_mae``): the last column is
     the expected entropy E[H]; reports its MAE (the paper's "MAE (Entropy)"). ``skill`` (with
@@ -106,7 +107,8 @@ class ClassificationMetrics:
     @property
     def names(self) -> tuple[str, ...]:
         wanted = (("student_nll", self.predictive), ("student_accuracy", self.predictive),
-                  ("target_mae", self.target_mae), ("entropy_mae", self.target_mae and self.entropy_mae),
+                  ("student_ece", self.predictive), ("target_mae", self.target_mae),
+                  ("entropy_mae", self.target_mae and self.entropy_mae),
                   ("constant_mae", self.target_mae and self.skill), ("skill", self.target_mae and self.skill),
                   ("nll_gap", self.predictive))
         return tuple(name for name, on in wanted if on)
@@ -118,6 +120,7 @@ class ClassificationMetrics:
             probs = output[:, :c]
             out["student_nll"] = nll(probs, labels)
             out["student_accuracy"] = accuracy(probs, labels)
+            out["student_ece"] = ece(probs, labels)
         if self.target_mae and reference is not None:
             out["target_mae"] = mae(output, reference)
             if self.entropy_mae:

@@ -9,6 +9,8 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..core.calibration import NUM_BINS, calibration
+from ..core.likelihoods import Categorical
 from ..core.options import Estimator
 from ..core.targets import Target
 from ..models.presets import ArchSpec
@@ -83,6 +85,40 @@ class GPEDResult:
         arch = student_model(student.config, self.spec.config.model)
         return DistilledModel(net, student.target, self.spec.data.num_outputs, self.spec.data.input_shape,
                               arch if isinstance(arch, ArchSpec) else None, label)
+
+    def calibration_table(self, eval_set: str = "test", num_bins: int = NUM_BINS) -> pd.DataFrame:
+        """The calibration on ``eval_set`` of the teacher ensemble (``network`` ``"teacher"``) and of every
+        student whose target predicts classes (its first C linked outputs are a predictive distribution:
+        the predictive target, Experiment 4's C+1 head, EnD2's Dirichlet mean): one row per (network, non-empty
+        confidence bin) with ``network``, ``target``, ``ece`` (torchmetrics', :func:`~gped_kit.core.calibration.
+        calibration`) and the bin's ``lower``, ``upper``, ``count``, ``confidence``, ``accuracy``; empty for a
+        regression likelihood or before the ensemble has a sample. Every finished chain stores it beside its
+        summary (table ``calibration`` of its store entry), so reliability diagrams need no recomputation.
+        Needs the chain's spec (its labels); ValueError for a result reloaded without its checkpoint."""
+        if self.spec is None:
+            raise ValueError("this result was reloaded without its checkpoint: read its stored 'calibration' "
+                             "table instead, or recompute the run")
+        columns = ["network", "target", "ece", "lower", "upper", "count", "confidence", "accuracy"]
+        spec = self.spec
+        teacher = self.teacher_outputs.get(eval_set, {})
+        if not isinstance(spec.likelihood, Categorical) or spec.likelihood.ensemble_target not in teacher:
+            return pd.DataFrame(columns=columns)
+        labels = spec.data.test_y if eval_set == "test" else None
+        if labels is None:
+            raise ValueError(f"eval_set={eval_set!r}: only the test set has labels here; allowed: 'test'")
+        c = spec.data.num_outputs
+        probs = {("teacher", spec.likelihood.ensemble_target): teacher[spec.likelihood.ensemble_target]}
+        for student in spec.students:
+            output = self.student_outputs.get(eval_set, {}).get(student.label)
+            if student.target.predictive_classes and output is not None:
+                probs[(student.label, student.target.name)] = output[:, :c]
+        frames = []
+        for (network, target), p in probs.items():
+            if not bool(torch.isfinite(p).all()):
+                continue  # a diverged student: its summary's student_ece is NaN
+            cal = calibration(p, labels, num_bins)
+            frames.append(cal.bins.assign(network=network, target=target, ece=cal.ece))
+        return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
     def store(self, label: str) -> tuple[torch.Tensor, torch.Tensor]:
         """The U_o Monte Carlo estimates (Eq. 10) the chain kept for ``label``'s target: (indices of

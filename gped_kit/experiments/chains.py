@@ -165,9 +165,14 @@ def result_from_entry(entry: Entry) -> GPEDResult:
 
 
 def write_compact(entry: Entry, result: GPEDResult, keep_outputs: Sequence[str]) -> None:
-    """The compact results of a finished chain: summary and history tables, the kept outputs."""
+    """The compact results of a finished chain: summary and history tables, the calibration of its teacher
+    and classifying students (:meth:`~gped_kit.engine.GPEDResult.calibration_table`), the kept outputs."""
     entry.write_table("summary", result.summary)
     entry.write_table("history", result.history)
+    if result.spec is not None:
+        calibration = result.calibration_table()
+        if len(calibration):
+            entry.write_table("calibration", calibration)
     arrays = {}
     for eval_set in keep_outputs:
         for name, value in result.teacher_outputs.get(eval_set, {}).items():
