@@ -7,6 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import dataclasses  # noqa: E402
 import math  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
@@ -18,7 +19,12 @@ from torchmetrics.classification import MulticlassCalibrationError  # noqa: E402
 
 from gped_kit.core.calibration import calibration, calibrations_from_table  # noqa: E402
 from gped_kit.core.metrics import ece  # noqa: E402
+from gped_kit.core.sgld import SGLDConfig  # noqa: E402
+from gped_kit.engine import GPEDConfig, StudentConfig  # noqa: E402
 from gped_kit.engine.distilled import Prediction  # noqa: E402
+from gped_kit.experiments.calibration import chain_calibration  # noqa: E402
+from gped_kit.experiments.chains import ChainTask, run_chains  # noqa: E402
+from gped_kit.experiments.store import ResultsStore  # noqa: E402
 from gped_kit.viz.plots import plot_reliability  # noqa: E402
 
 
@@ -93,3 +99,35 @@ def test_a_stored_table_reads_back_as_calibrations():
     pd.testing.assert_frame_equal(back["a"].bins, first.bins)
     with pytest.raises(ValueError, match=r"lacks the column\(s\) \['ece'\]"):
         calibrations_from_table(first.bins.assign(network="a"))
+
+
+def test_a_notebooks_chains_give_their_stored_calibration(digits_data, tmp_path):
+    config = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=300,
+                        burn_in=100, eval_thinning=10, log_every=100, checkpoint_every=100, progress=False,
+                        device="cpu")
+    students = (StudentConfig("predictive", "U_s", thinning=2), StudentConfig("predictive", "U_o", thinning=2),
+                StudentConfig("entropy", "U_o", thinning=2))
+    tasks = [ChainTask(digits_data, dataclasses.replace(config, seed=s), students) for s in (0, 1)]
+    store = ResultsStore(tmp_path)
+    grid = run_chains(tasks, store, progress=False)
+    found = chain_calibration(store, tasks)
+    assert found.without_bins == found.not_stored == [] and found.missing_line == ""
+    assert set(found.bins["seed"]) == {0, 1}
+    # the stored ECE is the summary's, and the reliability bins read back as the chain's calibration
+    summary = grid.outcomes[0].result.summary.set_index("student")
+    cals = found.calibrations("fcnn", 0, {"predictive-U_o": "U_o", "predictive-U_s": "U_s"})
+    assert list(cals) == ["teacher", "U_o", "U_s"]  # entropy students predict no classes
+    assert cals["U_s"].ece == pytest.approx(summary.loc["predictive-U_s", "student_ece"], abs=1e-9)
+    assert cals["teacher"].ece == pytest.approx(summary.loc["predictive-U_s", "teacher_ece"], abs=1e-9)
+    ece = found.ece({"predictive-U_s": "U_s"}).set_index("network")
+    assert list(ece.index) == ["teacher", "U_s"] and (ece["seeds"] == 2).all()
+    assert list(found.ece({"predictive-U_s": "U_s", "predictive-U_o": "U_o"})["network"]) == ["teacher", "U_s", "U_o"]
+    per_seed = [found.calibrations("fcnn", s, {"predictive-U_s": "U_s"})["U_s"].ece for s in (0, 1)]
+    assert ece.loc["U_s", "ece_mean"] == pytest.approx(sum(per_seed) / 2)
+    # a chain stored without the table (made before chains kept it) is named, not guessed
+    for entry in store.entries("chain"):
+        (entry.path / "calibration.csv").unlink()
+    again = chain_calibration(store, tasks)
+    assert again.without_bins == [t.label for t in tasks] and "recompute=True" in again.missing_line
+    other = ChainTask(digits_data, dataclasses.replace(config, seed=5), students)
+    assert chain_calibration(store, [other]).not_stored == [other.label]

@@ -12,6 +12,7 @@ distilling the predictive distribution (U_s, as the paper's Table 1) and the exp
 """
 
 from .analysis import (
+    CALIBRATION_TABLE,
     PAPER_TABLE1,
     TABLE1,
     TABLE1_METRICS,
@@ -26,4 +27,4 @@ from .tasks import experiment1_tasks
 
 __all__ = ["EXPERIMENT", "PROFILES", "Experiment1Settings", "experiment1_tasks", "experiment1_table",
            "experiment1_summary", "table1_by_profile", "run_time_line", "TABLE1_METRICS", "TABLE1", "TABLE1_PROFILES",
-           "PAPER_TABLE1"]
+           "PAPER_TABLE1", "CALIBRATION_TABLE"]

@@ -17,6 +17,8 @@ TABLE1_METRICS = ("teacher_nll", "student_nll", "entropy_mae")
 #: profile's beside the paper's. The README's rows read them (:mod:`.notebook`).
 TABLE1 = "table1_experiment1_{profile}"
 TABLE1_PROFILES = "table1_experiment1_profiles"
+#: The expected calibration error of Table 1's teachers and predictive students, per profile.
+CALIBRATION_TABLE = "calibration_experiment1_{profile}"
 #: Label of the paper's rows in :func:`table1_by_profile`.
 PAPER_TABLE1 = "paper (T = 10^6)"
 

@@ -79,6 +79,7 @@ from .evaluate import (
     run_experiment4,
 )
 from .notebook import (
+    CALIBRATION_TABLE,
     CLAIMS_PROFILES,
     CLAIMS_TABLE,
     EXPERIMENT,
@@ -106,6 +107,6 @@ __all__ = [
     "ENDD_MAIN", "ENDD_HEATED", "CLAIMS", "NOT_OBTAINABLE", "SET_NAMES", "CLAIM_CELL_COLUMNS",
     "TEACHER_METRICS", "experiment4_comparison", "experiment4_claim_cells", "experiment4_claims",
     "experiment4_claim_groups", "experiment4_teacher_lines", "figure15_students", "EXPERIMENT", "experiment4_summary",
-    "teacher_summary", "teacher_quality", "experiment4_reading", "CLAIMS_TABLE", "CLAIMS_PROFILES",
+    "teacher_summary", "teacher_quality", "experiment4_reading", "CLAIMS_TABLE", "CLAIMS_PROFILES", "CALIBRATION_TABLE",
     "TEACHER_QUALITY_PROFILES",
 ]

@@ -35,6 +35,8 @@ MODELS_RUN = ["fcnn", "cnn_mnist", "cnn_cifar10"]
 #: The tables notebook 06 writes to ``figures/`` (``.csv`` and ``.md``); the README's rows read the claims of a
 #: profile and every profile's teacher quality.
 CLAIMS_TABLE = "experiment4_claims_{profile}"
+#: The expected calibration error of the teachers and the largest GPED and EnD2 students, per profile.
+CALIBRATION_TABLE = "calibration_experiment4_{profile}"
 CLAIMS_PROFILES = "experiment4_claims_profiles"
 TEACHER_QUALITY_PROFILES = "experiment4_teacher_quality_profiles"
 #: Every student's value beside its own teacher ensemble's (:func:`~.analysis.experiment4_teacher_lines`).
