@@ -98,15 +98,13 @@ class GPEDResult:
         if self.spec is None:
             raise ValueError("this result was reloaded without its checkpoint: read its stored 'calibration' "
                              "table instead, or recompute the run")
+        if eval_set != "test":
+            raise ValueError(f"eval_set={eval_set!r}: only the test set has labels here; allowed: 'test'")
         columns = ["network", "target", "ece", "lower", "upper", "count", "confidence", "accuracy"]
-        spec = self.spec
+        spec, labels, c = self.spec, self.spec.data.test_y, self.spec.data.num_outputs
         teacher = self.teacher_outputs.get(eval_set, {})
         if not isinstance(spec.likelihood, Categorical) or spec.likelihood.ensemble_target not in teacher:
             return pd.DataFrame(columns=columns)
-        labels = spec.data.test_y if eval_set == "test" else None
-        if labels is None:
-            raise ValueError(f"eval_set={eval_set!r}: only the test set has labels here; allowed: 'test'")
-        c = spec.data.num_outputs
         probs = {("teacher", spec.likelihood.ensemble_target): teacher[spec.likelihood.ensemble_target]}
         for student in spec.students:
             output = self.student_outputs.get(eval_set, {}).get(student.label)
