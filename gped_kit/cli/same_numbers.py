@@ -84,9 +84,11 @@ def check_positions(positions: Sequence[int], count: int, notebook: str, profile
 def compare_tables(old: pd.DataFrame, new: pd.DataFrame, tolerance: Mapping[str, float] | None = None) -> str | None:
     """None when the two tables agree (:data:`TIMING_COLUMNS` aside): bit for bit, or with ``tolerance``
     (numpy ``isclose``'s ``atol`` and ``rtol``) within it in every numeric column and exactly in the others;
-    else the first difference, in words."""
+    else the first difference, in words. Columns only ``new`` has are numbers this checkout adds (e.g. a new
+    metric; stored results of the same numerics version lack them, docs/store.md) and are not compared;
+    a column only ``old`` has is a difference."""
     old = old.drop(columns=[c for c in TIMING_COLUMNS if c in old])
-    new = new.drop(columns=[c for c in TIMING_COLUMNS if c in new])
+    new = new.drop(columns=[c for c in TIMING_COLUMNS if c in new] + [c for c in new if c not in old])
     if list(old.columns) != list(new.columns):
         return f"columns differ: {sorted(set(old.columns) ^ set(new.columns))}"
     if len(old) != len(new):
