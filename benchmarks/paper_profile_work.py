@@ -573,9 +573,11 @@ def _batched(tasks: Sequence[ChainTask], per_batch: int) -> list[list[ChainTask]
     return out
 
 
-def chains_work(name: str, tasks: Sequence[ChainTask], per_batch: int = 1, notes: Sequence[str] = (),
+def chains_work(name: str, tasks: Sequence[ChainTask], per_batch: int | str = 1, notes: Sequence[str] = (),
                 measure_rss: bool = True) -> NotebookWork:
-    batches = _batched(tasks, per_batch)
+    # "auto" batches as many consecutive chains of one model as the device's memory holds; on the GPU predicted
+    # here that is all of them (the memory section below gives the largest batch's footprint)
+    batches = _batched(tasks, len(tasks) if per_batch == "auto" else per_batch)
     kinds: list[KindWork] = []
     # one measurement per distinct (model, K): the first batch of that shape stands for all of them
     seen: dict[tuple, KindWork] = {}
