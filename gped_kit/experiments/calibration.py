@@ -68,7 +68,8 @@ class ChainCalibration:
         """The teacher's and the networks of ``names``' :class:`~gped_kit.core.calibration.Calibration` in
         ``model``'s chain of ``seed``, by their new names (``"teacher"`` first, then in ``names``' order), for
         :func:`~gped_kit.viz.plots.plot_reliability`; empty when the chain has no stored bins."""
-        found = calibrations_from_table(self.of(model, seed)) if len(self.of(model, seed)) else {}
+        rows = self.of(model, seed)
+        found = calibrations_from_table(rows) if len(rows) else {}
         order = {"teacher": "teacher", **names}
         return {new: found[old] for old, new in order.items() if old in found}
 
@@ -77,15 +78,12 @@ def chain_calibration(store: ResultsStore, tasks: Sequence[ChainTask]) -> ChainC
     """The stored calibration of ``tasks``' chains (complete entries under this checkout's numerics); see
     :class:`ChainCalibration`."""
     summaries = chain_summaries(store)
-    bins, without, absent = [], [], []
-    for task in tasks:
-        keys = task_chains(summaries, [task])
-        if not keys:
-            absent.append(task.label)
-            continue
-        found = store.load(CALIBRATION_TABLE, "chain", code=numerics_code("chain"), where=lambda e: e.key in keys)
-        if found.empty:
-            without.append(task.label)
-            continue
-        bins.append(found.assign(model=task.config.model_name, seed=task.config.seed))
-    return ChainCalibration(pd.concat(bins, ignore_index=True) if bins else pd.DataFrame(), without, absent)
+    chains = [task_chains(summaries, [task]) for task in tasks]  # each task's complete chain entries
+    every = set().union(*chains)
+    found = store.load(CALIBRATION_TABLE, "chain", code=numerics_code("chain"), where=lambda e: e.key in every)
+    have = set(found["entry"]) if len(found) else set()
+    bins = [found[found["entry"].isin(keys)].assign(model=task.config.model_name, seed=task.config.seed)
+            for task, keys in zip(tasks, chains) if keys & have]
+    return ChainCalibration(pd.concat(bins, ignore_index=True) if bins else pd.DataFrame(),
+                            [t.label for t, keys in zip(tasks, chains) if keys and not keys & have],
+                            [t.label for t, keys in zip(tasks, chains) if not keys])

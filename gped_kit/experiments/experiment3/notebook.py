@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -50,7 +51,6 @@ class SearchRun:
     metric) (:func:`~.report.experiment3_comparison`)."""
 
     searches: list[SearchResult]
-    comparisons: dict[tuple[str, str], pd.DataFrame]
 
     @property
     def results(self) -> dict[str, SearchResult]:
@@ -62,6 +62,11 @@ class SearchRun:
     def tables(self) -> dict[str, pd.DataFrame]:
         """The search table of every model with results (every target's rows)."""
         return {model: res.table for model, res in self.results.items() if len(res.table)}
+
+    @cached_property
+    def comparisons(self) -> dict[tuple[str, str], pd.DataFrame]:
+        """Our search beside the paper's statements per (model, metric) (:func:`experiment3_comparisons`)."""
+        return experiment3_comparisons(self.tables)
 
     @property
     def entries(self) -> list[str]:
@@ -95,8 +100,7 @@ def experiment3_summary(experiment: Experiment, store: ResultsStore, settings: E
     found = run_searches(tasks, settings.search_settings(seed), store, recompute=recompute, progress=progress,
                          executor=executor)
     missing = [f"{task.label}: search {NOT_STORED}" for task, r in zip(tasks, found) if r.status == NOT_STORED]
-    run = SearchRun(found, [])
-    run.comparisons = experiment3_comparisons(run.tables)
+    run = SearchRun(found)
     frames = list(run.comparisons.values())
     tables = {"comparison": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["figure", "model", "metric", "quantity", "ours", "paper", "note"])}
