@@ -70,6 +70,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from gped_kit.baselines import hydra
+from gped_kit.cli.readme import render_deviations
 from gped_kit.core.targets import resolve_target
 from gped_kit.data.container import GPEDData
 from gped_kit.data.experiment import DataConfig
@@ -701,6 +702,7 @@ def markdown(works: Sequence[NotebookWork], seconds: float, peak_rss: float) -> 
              "The paper profile has been *executed* on the CPU with only its iteration counts scaled down "
              "(`tests/test_paper_profile.py`), so every code path below runs; this page says what the unscaled "
              "runs cost.", "",
+             render_deviations(), "",  # what the paper profiles do that the paper does not state
              "## In short (for the README)", "", *compact(works), "",
              "## Per notebook (paper profile, unscaled)", "",
              "| notebook | chains | SGLD steps | student steps | FLOPs per teacher step | FLOPs per student step "

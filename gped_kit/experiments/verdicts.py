@@ -12,8 +12,16 @@ paper's numbers are always in their own column, labelled as the paper's.
 
 "Within 10%" means one thing everywhere: ``|ours / paper's - 1| <= 0.10`` (:func:`within`), two-sided. A
 value more than 10% below the paper's, where lower is better, is *better than the paper's* (:func:`compare`):
-a verdict of its own, never counted as agreement, and given with its reason. Claims that hold by the
-configuration (what the method stores, say) are reported and not counted.
+a verdict of its own, never counted as agreement. A value closer to a 10% bound than the measured spread of
+runs of the same setting (:func:`compare` with ``spread``) is *not separable*: neither in nor out. A difference
+between two of our values smaller than that spread is not separable either (:func:`separable`). No verdict
+states a cause the results do not show; "unexplained" says so. Claims that hold by the configuration (what the
+method stores, say) are reported and not counted.
+
+Every row names its evidence (:class:`Evidence`: the profile, the chain length T, the chains pooled, the
+seeds; "one seed" when there is one), and whose claim it is (:attr:`Claim.kind`): the README's verdict counts
+only GPED's own claims (:data:`GPED`), each once, in the default profile; the Hydra paper's and the thesis'
+rows, our own studies, preconditions and the same claim in another profile are reported apart.
 """
 
 from __future__ import annotations
@@ -28,10 +36,84 @@ import pandas as pd
 MODELS = {"fcnn": "FCNN", "cnn_mnist": "CNN"}
 
 
+#: Whose claim a row judges (:attr:`Claim.kind`). Only :data:`GPED` rows are counted in the README's verdict.
+GPED = "GPED"
+#: A condition the paper's claims rest on (e.g. Experiment 4's teachers within 10% of the paper's): not a claim.
+PRECONDITION = "precondition"
+#: The same claim as a row above, judged in another profile (e.g. Table 1 with ``cpu30``): counted once, there.
+ANOTHER_PROFILE = "another profile"
+#: Claims of the Hydra paper (Tran et al.) and of Papamakarios' thesis: reported apart, each with its verdict.
+HYDRA = "Hydra paper"
+THESIS = "thesis"
+#: Our own studies (rows "(ours) ..."): no claim of any paper.
+OURS = "ours"
+#: How far a profile ran (the paper profile at full length): a status, not a claim.
+RUN = "run"
+KINDS = (GPED, PRECONDITION, ANOTHER_PROFILE, HYDRA, THESIS, OURS, RUN)
+
+
+def seeds_text(n: int) -> str:
+    """``one seed`` or ``3 seeds``."""
+    return "one seed" if int(n) == 1 else f"{int(n):,} seeds"
+
+
+def steps_text(steps: int) -> str:
+    """A chain length: ``5,000``, or ``10^6`` for a million steps."""
+    return "10^6" if steps == 1_000_000 else f"{steps:,}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a verdict rests on: the ``profile``, the chain length ``steps`` (T of each chain; None for runs that
+    are not chains, with ``length`` saying what instead), the ``chains`` pooled into one teacher, the number of
+    ``seeds``, the ``device`` where it is not a CPU (e.g. "a GPU") and the ``scope`` where the evidence covers
+    only part of the claim (e.g. "FCNN only"). ``str``: ``default, T = 5,000, 3 seeds``,
+    ```long`, T = 16,000 × 4 chains, one seed``, ```paper` on a GPU (FCNN only), T = 10^6, one seed``."""
+
+    profile: str
+    steps: int | None
+    seeds: int = 1
+    chains: int = 1
+    device: str = ""
+    scope: str = ""
+    length: str = ""
+
+    def __str__(self) -> str:
+        name = self.profile if self.profile == "default" else f"`{self.profile}`"
+        if self.device:
+            name += f" on {self.device}"
+        if self.scope:
+            name += f" ({self.scope})"
+        if self.steps is not None:
+            length = f"T = {steps_text(self.steps)}" + (f" × {self.chains} chains" if self.chains > 1 else "")
+        else:
+            length = self.length
+        return ", ".join(p for p in (name, length, seeds_text(self.seeds)) if p)
+
+
+def profile_evidence(profile: str, settings: object, seeds: int, scope: str = "") -> Evidence:
+    """The :class:`Evidence` of a profile's chains (``settings``: a
+    :class:`~gped_kit.experiments.paper.ChainSettings`: its ``num_iterations`` and ``num_chains``)."""
+    return Evidence(profile, int(getattr(settings, "num_iterations")), int(seeds),
+                    int(getattr(settings, "num_chains", 1)), scope=scope)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A verdict on evidence other than the row's own (e.g. the paper profile on a GPU): the evidence, the
+    verdict by the row's rule, and our numbers behind it."""
+
+    evidence: Evidence
+    verdict: str
+    ours: str
+
+
 @dataclass(frozen=True)
 class Claim:
     """One row of the claims table: the claim, the verdict by its rule, our numbers, the paper's
-    numbers and the notebook and table that hold them."""
+    numbers and the notebook and table that hold them; what the verdict rests on (``evidence``), whose
+    claim it is (``kind``, one of :data:`KINDS`) and, where the store has stronger evidence for (part of)
+    the same claim, the verdicts on it: the ``long`` profile's and the paper profile's on a GPU (``gpu``)."""
 
     claim: str
     verdict: str
@@ -40,16 +122,31 @@ class Claim:
     where: str
     long: str = "—"  # the verdict and our numbers with profile="long" (notebooks 05-07), where it ran
     long_verdict: str = "—"  # the verdict alone with profile="long", where it ran
+    evidence: Evidence | None = None  # what ``verdict`` rests on
+    kind: str = GPED
+    long_evidence: Evidence | None = None  # what ``long_verdict`` rests on
+    gpu: Finding | None = None  # the paper profile on a GPU, where the store has it for this claim
+
+
+#: Clauses of a verdict's parentheses that explain rather than count ("unexplained: ..."); the short verdict
+#: leaves them out (``figures/claims.md`` keeps them).
+EXPLAINING = ("its ", "unexplained")
+
+
+def verdict_word(text: str) -> str:
+    """The verdict's word(s) without the parentheses: ``yes``, ``partly``, ``no``, ``not comparable``, ..."""
+    return str(text).split(" (", 1)[0]
 
 
 def short_verdict(text: str) -> str:
     """A verdict without its reasons: the word(s) and, in parentheses, each count up to its colon,
-    leaving out the reason clauses ("its students ...")."""
+    leaving out the explaining clauses (:data:`EXPLAINING`)."""
     word, _, inner = text.partition(" (")
     if not inner:
         return word
-    parts = [p.split(": ", 1)[0] for p in inner.rstrip(")").split("; ") if not p.startswith("its ")]
-    return f"{word} ({'; '.join(parts)})"
+    parts = [p.split(": ", 1)[0] for p in inner[:-1].split("; ") if not p.startswith(EXPLAINING)] \
+        if inner.endswith(")") else [inner]
+    return f"{word} ({'; '.join(parts)})" if parts else word
 
 
 def number(x: float | None, digits: int = 3) -> str:
@@ -66,6 +163,10 @@ def link(name: str, label: str) -> str:
 WITHIN = 0.10
 
 
+#: The verdict word for a value closer to a bound (or to another value) than the measured spread of runs.
+NOT_SEPARABLE = "not separable"
+
+
 def within(ours: float, paper: float, tolerance: float = WITHIN) -> bool:
     """``|ours / paper - 1| <= tolerance``: two-sided, so 11% above and 11% below both fail."""
     if not paper or math.isnan(ours) or math.isnan(paper):
@@ -73,14 +174,52 @@ def within(ours: float, paper: float, tolerance: float = WITHIN) -> bool:
     return abs(ours / paper - 1.0) <= tolerance + 1e-12
 
 
-def compare(ours: float, paper: float, tolerance: float = WITHIN) -> str:
+def _known(spread: float | None) -> bool:
+    return spread is not None and not math.isnan(spread) and spread > 0
+
+
+def bound_distance(ours: float, paper: float, tolerance: float = WITHIN) -> float:
+    """How far ``ours`` is from the nearer of the paper's two bounds, ``paper * (1 -/+ tolerance)``."""
+    return min(abs(ours - paper * (1 - tolerance)), abs(ours - paper * (1 + tolerance)))
+
+
+def compare(ours: float, paper: float, tolerance: float = WITHIN, spread: float | None = None) -> str:
     """For a metric where lower is better: ``"within"`` (:func:`within`), ``"better"`` (more than
-    ``tolerance`` below the paper's), ``"worse"`` (more than ``tolerance`` above) or ``"missing"``."""
+    ``tolerance`` below the paper's), ``"worse"`` (more than ``tolerance`` above) or ``"missing"``; where the
+    run-to-run ``spread`` of ``ours`` is known, :data:`NOT_SEPARABLE` when ``ours`` is closer to a bound than
+    that spread (``|ours - bound| < spread``): the runs cannot tell in from out."""
     if not paper or math.isnan(ours) or math.isnan(paper):
         return "missing"
+    if _known(spread) and bound_distance(ours, paper, tolerance) < spread:
+        return NOT_SEPARABLE
     if within(ours, paper, tolerance):
         return "within"
     return "better" if ours < paper else "worse"
+
+
+def separable(difference: float, spread: float | None) -> bool:
+    """Whether a difference between two of our values (e.g. U_o's and U_s's) is larger than the measured
+    run-to-run ``spread`` (always, where no spread is known): ``|difference| >= spread``."""
+    return not (_known(spread) and abs(difference) < spread)
+
+
+#: A student whose skill (its error against the best constant prediction's) is below this floor learnt
+#: nothing measurable: a comparison that involves it is no evidence. Read where a table has a ``*_skill``
+#: column; tables without one are judged as before.
+SKILL_FLOOR = 0.05
+
+
+def no_evidence(row: pd.Series, metric: str) -> bool:
+    """Whether ``row``'s ``metric`` comes from a student below :data:`SKILL_FLOOR` (its ``<metric>_skill``
+    column; False where the table has none or the value is missing)."""
+    column = f"{metric}_skill"
+    if column not in row.index:
+        return False
+    value = row[column]
+    try:
+        return bool(not pd.isna(value) and float(value) < SKILL_FLOOR)
+    except (TypeError, ValueError):
+        return False
 
 
 def verdict(hits: int, n: int) -> str:
@@ -110,5 +249,7 @@ def as_list(out: Claim | list[Claim] | None) -> list[Claim]:
     return out if isinstance(out, list) else [out] if out is not None else []
 
 
-__all__ = ["MODELS", "Claim", "WITHIN", "within", "compare", "number", "link", "verdict", "counts", "read_table",
-           "seeds_of", "as_list", "short_verdict"]
+__all__ = ["MODELS", "Claim", "Evidence", "Finding", "WITHIN", "NOT_SEPARABLE", "SKILL_FLOOR", "KINDS", "GPED",
+           "PRECONDITION", "ANOTHER_PROFILE", "HYDRA", "THESIS", "OURS", "RUN", "within", "compare", "bound_distance",
+           "separable", "no_evidence", "number", "link", "verdict", "verdict_word", "counts", "read_table", "seeds_of",
+           "seeds_text", "steps_text", "profile_evidence", "as_list", "short_verdict"]

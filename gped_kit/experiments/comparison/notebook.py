@@ -23,7 +23,7 @@ from ..frame import (
 )
 from ..numerics import numerics_code
 from ..store import ResultsStore
-from ..verdicts import Claim, link, number, read_table, verdict
+from ..verdicts import HYDRA, OURS, Claim, link, number, profile_evidence, read_table, verdict
 from .run import ComparisonRun, SpiralRun, run_comparison, spiral_run
 from .settings import PROFILES, ZERO_MU, ComparisonSettings
 from .tasks import comparison_task, spiral_task
@@ -165,7 +165,8 @@ def order_row(figures: Path, profile: str = "default") -> list[Claim]:
     return [Claim("Hydra paper: test NLL ensemble < Hydra < KD < prior networks (MNIST)",
                   verdict(hits, len(order) - 1), ", ".join(f"{m} {number(t[m])}" for m in shown),
                   "Hydra paper, Table 2: " + " < ".join(f"{k} {v}" for k, v in HYDRA_TABLE2_MNIST_NLL.items()),
-                  link(f"{MNIST_TABLE.format(profile='default')}.md", "comparison") + ", notebook 07")]
+                  link(f"{MNIST_TABLE.format(profile='default')}.md", "comparison") + ", notebook 07",
+                  evidence=profile_evidence(profile, PROFILES[profile], 1), kind=HYDRA)]
 
 
 def mu_row(figures: Path, profile: str = "default") -> list[Claim]:
@@ -187,7 +188,7 @@ def mu_row(figures: Path, profile: str = "default") -> list[Claim]:
                   "predicting zero", judged,
                   ", ".join(f"{m} {number(t[m])}" for m in shown) + f", predicting zero {number(zero)}",
                   "not in the papers", link(f"{MU_SPLIT_TABLE.format(profile='default')}.md", "MU errors")
-                  + ", notebook 07")]
+                  + ", notebook 07", evidence=profile_evidence(profile, PROFILES[profile], 1), kind=OURS)]
 
 
 def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:

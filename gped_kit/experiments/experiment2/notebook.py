@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..frame import SCALED_CHAIN, Experiment, Summary, read_chains
 from ..store import ResultsStore
-from ..verdicts import MODELS, Claim, counts, link, read_table, verdict
+from ..verdicts import MODELS, Claim, Evidence, Finding, counts, link, profile_evidence, read_table, verdict
 from .analysis import TRENDS_TABLE, experiment2_cells, experiment2_trend_cells_compared, experiment2_trend_comparison
 from .settings import PROFILES, Experiment2Settings
 from .tasks import cifar_tasks, experiment2_tasks, lr_check_tasks
@@ -64,9 +64,45 @@ def _cifar_lines(settings: Experiment2Settings, absent: Collection[str]) -> list
             "the message names where it looked and how to get the files: True"]
 
 
+#: The trend a GPU run at the paper's length speaks to: its one cell (N = 60,000, r = 0) of U_o against U_s.
+UO_TREND = "U_o at least as good as U_s"
+
+
+def uo_gpu_finding(figures: Path) -> Finding | None:
+    """U_o against U_s on the GPU runs of notebook 01's paper profile at T = 10^6 (committed beside ``figures``;
+    the cell N = 60,000, r = 0 of each model that completed one), by the trend's rule cell by cell against the
+    paper's same cell; a difference smaller than the metric's run-to-run spread is not separable, and not
+    counted either way."""
+    from ..device_runs import PAPER_STEPS, paper_length_runs, uo_vs_us  # noqa: PLC0415
+
+    runs = {m: r for m, r in paper_length_runs(Path(figures).parent).items() if r.complete}
+    if not runs:
+        return None
+    agree = n = near = 0
+    ours = []
+    for m, run in runs.items():
+        for name, uo, us, outcome in uo_vs_us(run):
+            metric = "student_nll" if name == "student NLL" else "entropy_mae"
+            paper_holds = run.cell(metric, "U_o").paper <= run.cell(metric, "U_s").paper
+            if outcome == "not separable":
+                near += 1
+            else:
+                n += 1
+                agree += (outcome == "U_o at least as good") == paper_holds
+            spread = run.spread.get(metric)
+            ours.append(f"{MODELS.get(m, m)} {name} U_o {uo:.4f} vs U_s {us:.4f}: {outcome}"
+                        + (f" (spread {spread:.4f})" if spread else ""))
+    judged = (verdict(agree, n) + f" (agree in {agree} of {n} cells" + (f"; {near} not separable)" if near else ")")
+              if n else f"no evidence ({near} not separable)")
+    scope = ", ".join(MODELS.get(m, m) for m in runs) + ", N = 60,000, r = 0 only"
+    return Finding(Evidence("paper", PAPER_STEPS, 1, device="a GPU", scope=scope), judged, "; ".join(ours))
+
+
 def readme_rows(figures: Path) -> list[Claim]:
     """Rule: cell by cell against the paper's outcome in the same cell (Section 4.2, Tables 5, 6):
-    ``yes`` when every cell compared agrees, ``partly`` when some do, ``no`` when none."""
+    ``yes`` when every cell compared agrees, ``partly`` when some do, ``no`` when none. The evidence: the
+    default profile (its seeds; the ``seeds`` profile's count per seed beside it); for U_o against U_s, the GPU
+    runs at the paper's length too (:func:`uo_gpu_finding`)."""
     name = TRENDS_TABLE.format(profile="default")
     t = read_table(figures, f"{name}.csv")
     if t is None:
@@ -84,7 +120,9 @@ def readme_rows(figures: Path) -> list[Claim]:
                           + (f"; {', '.join(over)}" if over else ""),
                           f"{g['paper_statement'].iloc[0]} (" + ", ".join(f"{MODELS.get(m, m)} {g.loc[m, 'paper']}"
                                                                          for m in g.index) + ")",
-                          link(f"{name}.md", "trends") + ", notebook 02"))
+                          link(f"{name}.md", "trends") + ", notebook 02",
+                          evidence=profile_evidence("default", PROFILES["default"], len(PROFILES["default"].seeds)),
+                          gpu=uo_gpu_finding(figures) if trend == UO_TREND else None))
     return rows
 
 

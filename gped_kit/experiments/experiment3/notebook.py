@@ -25,7 +25,7 @@ from ..frame import (
 )
 from ..paper import paper_model
 from ..store import ResultsStore
-from ..verdicts import MODELS, Claim, link, read_table, verdict
+from ..verdicts import MODELS, Claim, link, profile_evidence, read_table, verdict
 from .pareto import METRICS, metric_rows, search_candidates
 from .report import experiment3_comparison
 from .search import SEARCH_KIND, SEARCH_TABLE, SearchResult, merged_search, run_searches
@@ -167,11 +167,13 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
     paper = "; ".join(f"{MODELS[m]} ≈{b} vs {base} at {fl}× FLOPs (teacher {te})" for m, _, _, b, base, fl, te in beat
                       if b != "—")
     where = link(f"{FIGURE2.format(profile='default')}.png", "Figure 2") + ", notebook 05"
+    evidence = profile_evidence(profile, PROFILES[profile], 1)  # the notebook runs one seed
     return [Claim("Exp. 3: the searched students beat the base student on the Pareto frontier",
-                  verdict(sum(b[1] for b in beat), len(beat)), "; ".join(b[2] for b in beat), paper, where),
+                  verdict(sum(b[1] for b in beat), len(beat)), "; ".join(b[2] for b in beat), paper, where,
+                  evidence=evidence),
             Claim("Exp. 3: pruned students at ≤ 50% of the base's FLOPs lose little (≤ 10% NLL)",
                   verdict(sum(s[1] for s in small), len(small)), "; ".join(s[2] for s in small),
-                  "a small loss (Figure 2)", where)]
+                  "a small loss (Figure 2)", where, evidence=evidence)]
 
 
 def entropy_rows(figures: Path, profile: str = "default") -> list[Claim]:
@@ -199,7 +201,8 @@ def entropy_rows(figures: Path, profile: str = "default") -> list[Claim]:
     where = (link(f"{FIGURE7.format(profile='default')}.png", "Figure 7") + ", "
              + link(f"{FIGURE10.format(profile='default')}.png", "Figure 10") + ", notebook 05")
     return [Claim("Exp. 3 (Figures 7, 10): the best expected-entropy student is a searched one, found by group "
-                  "ℓ1/ℓ2 + pruning", verdict(sum(hits), len(hits)), "; ".join(ours), "; ".join(paper), where)]
+                  "ℓ1/ℓ2 + pruning", verdict(sum(hits), len(hits)), "; ".join(ours), "; ".join(paper), where,
+                  evidence=profile_evidence(profile, PROFILES[profile], 1))]
 
 
 def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:

@@ -24,7 +24,19 @@ from ..frame import (
 )
 from ..paper import paper_model
 from ..store import ResultsStore
-from ..verdicts import MODELS, Claim, counts, link, number, read_table, verdict, within
+from ..verdicts import (
+    MODELS,
+    PRECONDITION,
+    Claim,
+    Evidence,
+    counts,
+    link,
+    number,
+    profile_evidence,
+    read_table,
+    verdict,
+    within,
+)
 from .analysis import experiment4_claims, experiment4_teacher_lines
 from .evaluate import run_experiment4
 from .settings import ENDD_EVAL_TEMPERATURES, PROFILES, Experiment4Settings
@@ -182,8 +194,14 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
         rows.append(Claim(f"Exp. 4: {r['claim'].replace('nll', 'NLL').replace('entropy_mae', 'entropy MAE')}"
                           .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20"), judged, ours,
                           f"{r['paper']}; {r['paper_statement']}",
-                          link(f"{CLAIMS_TABLE.format(profile='default')}.md", "claims") + ", notebook 06"))
+                          link(f"{CLAIMS_TABLE.format(profile='default')}.md", "claims") + ", notebook 06",
+                          evidence=_evidence(profile)))
     return rows
+
+
+def _evidence(profile: str) -> Evidence:
+    """The profile's chains and seeds (one chain per seed and model)."""
+    return profile_evidence(profile, PROFILES[profile], len(PROFILES[profile].seeds))
 
 
 def teacher_row(figures: Path, profile: str = "default") -> list[Claim]:
@@ -197,12 +215,13 @@ def teacher_row(figures: Path, profile: str = "default") -> list[Claim]:
     if t.empty:
         return []
     hits = sum(within(float(r), 1.0) for r in t[column])  # the column is ours / the paper's
-    return [Claim("Exp. 4's teachers (MNIST, m = 15): test NLL within 10% of the paper's (every claim of Exp. 4 "
-                  "is judged against them)", verdict(hits, len(t)),
+    return [Claim("Exp. 4's teachers (MNIST, m = 15): test NLL within 10% of the paper's (a precondition: every "
+                  "claim of Exp. 4 is judged against them; not counted)", verdict(hits, len(t)),
                   ", ".join(f"{MODELS[m]} {number(t.loc[m, f'teacher ({profile})'], 4)} "
                             f"({number(t.loc[m, column], 2)}× the paper's)" for m in MODELS if m in t.index),
                   ", ".join(f"{MODELS[m]} {t.loc[m, 'paper']:g}" for m in MODELS if m in t.index) + " (T = 10^6)",
-                  link(f"{TEACHER_QUALITY_PROFILES}.md", "teachers") + ", notebook 06")]
+                  link(f"{TEACHER_QUALITY_PROFILES}.md", "teachers") + ", notebook 06",
+                  evidence=_evidence(profile), kind=PRECONDITION)]
 
 
 def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:

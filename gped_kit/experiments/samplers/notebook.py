@@ -11,7 +11,7 @@ import pandas as pd
 from ..frame import Experiment, Summary, read_chains, side_by_side
 from ..paper_tables import table1
 from ..store import ResultsStore
-from ..verdicts import Claim, link, number, read_table
+from ..verdicts import OURS, Claim, Evidence, link, number, read_table, seeds_text
 from .study import (
     PROFILES,
     SamplerStudySettings,
@@ -71,19 +71,21 @@ def study_row(figures: Path, profile: str = "default") -> Claim | None:
         return None
     t = t.sort_values("teacher NLL")
     steps, seeds = int(t["T"].max()), int(t["seeds"].min())
-    seeds_text = f"{seeds} seed{'s' if seeds > 1 else ''}"
+    seeds_line = seeds_text(seeds)
     where = link(f"{name}.md", "table") + ", notebook 10"
     paper = table1().set_index("model").loc[PROFILES["default"].model]
+    evidence = (Evidence(profile, None, seeds, length=f"{steps:,} teacher steps in all") if profile == "pooling"
+                else Evidence(profile, steps, seeds))
     if profile == "pooling":
         return Claim(f"(ours) pooled chains and cyclical step sizes at equal work (FCNN, {steps:,} teacher steps in "
-                     f"all, {seeds_text}): teacher NLL / student NLL / entropy MAE", "—",
+                     f"all, {seeds_line}): teacher NLL / student NLL / entropy MAE", "—",
                      "; ".join(f"{r.candidate} {number(r['teacher NLL'], 4)} / {number(r['student NLL'], 4)} / "
                                f"{number(r['entropy MAE'], 4)}" for _, r in t.iterrows()),
                      f"Table 1, FCNN, SGLD at T = 10^6: {paper['teacher_nll']:g} / {paper['student_nll']:g} / "
-                     f"{paper['entropy_mae']:g}", where)
-    return Claim(f"(ours) the teacher's sampler at equal work (FCNN, T = {steps:,}, {seeds_text})", "—",
+                     f"{paper['entropy_mae']:g}", where, evidence=evidence, kind=OURS)
+    return Claim(f"(ours) the teacher's sampler at equal work (FCNN, T = {steps:,}, {seeds_line})", "—",
                  ", ".join(f"{r.candidate} {number(r['teacher NLL'])}" for _, r in t.iterrows()),
-                 f"SGLD {paper['teacher_nll']:g} at T = 10^6 (FCNN)", where)
+                 f"SGLD {paper['teacher_nll']:g} at T = 10^6 (FCNN)", where, evidence=evidence, kind=OURS)
 
 
 def readme_rows(figures: Path) -> list[Claim]:
