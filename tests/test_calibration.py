@@ -58,11 +58,42 @@ def test_known_answers():
     assert c.bins["lower"].iloc[0] == pytest.approx(13 / 15) and c.bins["confidence"].iloc[0] == pytest.approx(0.9)
 
 
+def test_round_off_outside_the_unit_interval_is_clipped_not_read_as_logits():
+    """Probabilities a few ulp outside [0, 1] (the difference of two float32 running sums gives them) are
+    probabilities: torchmetrics alone reads such a tensor as logits and applies a softmax to it, which put the
+    stored ``teacher_recent_ece`` at 0.67-0.76 beside a ``teacher_ece`` of 0.01 (issue 52)."""
+    probs, labels = _random_predictive(2000, 10)
+    probs = probs.float()
+    exact = ece(probs, labels)
+    nudged = probs.clone()
+    eps = torch.finfo(torch.float32).eps
+    nudged[0] = 0.0
+    nudged[0, (labels[0] + 1) % 10], nudged[0, labels[0]] = -3 * eps, 1 + 3 * eps  # a few ulp below 0 and above 1
+    nudged[1] = 0.0
+    nudged[1, labels[1]] = 1 + 2 * eps  # a few ulp above 1
+    nudged[2] = nudged[2] * (1 + 1e-6)  # a row summing to 1 + 1e-6
+    clipped = nudged.clamp(0, 1)
+    assert ece(nudged, labels) == ece(clipped, labels)
+    assert ece(nudged, labels) == pytest.approx(exact, abs=2e-3)  # rows 0-2 moved a little, not the metric
+    # what torchmetrics does with the same tensor unguarded: a softmax, and a far larger "ECE"
+    raw = MulticlassCalibrationError(num_classes=10, n_bins=15, norm="l1")(nudged, labels)
+    assert float(raw) > exact + 0.1
+    assert calibration(nudged, labels).ece == pytest.approx(ece(nudged, labels), abs=1e-6)
+
+
+def test_values_far_outside_the_unit_interval_are_refused():
+    probs, labels = _random_predictive(50, 4)
+    with pytest.raises(ValueError, match="outside \\[0, 1\\] by more than .*logits"):
+        ece(torch.log(probs), labels)
+    with pytest.raises(ValueError, match="sums to 1"):
+        ece(probs * 0.9, labels)
+
+
 def test_bad_input_is_named():
     probs, labels = _random_predictive(10, 3)
     with pytest.raises(ValueError, match="probs must be \\(N, C\\)"):
         calibration(probs[0], labels)
-    with pytest.raises(ValueError, match="summing to 1"):
+    with pytest.raises(ValueError, match="not probabilities|not a predictive distribution"):
         calibration(probs * 2, labels)
     with pytest.raises(ValueError, match="labels must lie in 0 .. 2"):
         calibration(probs, labels + 3)
@@ -131,3 +162,54 @@ def test_a_notebooks_chains_give_their_stored_calibration(digits_data, tmp_path)
     assert again.without_bins == [t.label for t in tasks] and "recompute=True" in again.missing_line
     other = ChainTask(digits_data, dataclasses.replace(config, seed=5), students)
     assert chain_calibration(store, [other]).not_stored == [other.label]
+
+
+def test_every_logged_recent_ece_is_the_ece_of_the_recent_windows_predictive(digits_data):
+    """The number the store keeps as ``teacher_recent_ece`` is the ECE of the teacher ensemble over its recent
+    window (:mod:`gped_kit.engine.window`), recomputed here through :func:`calibration`: at every log point,
+    including those whose window starts after sample 1 (a difference of running sums)."""
+    from gped_kit.engine.engine import GPEDEngine
+    from gped_kit.engine.spec import build_chain
+
+    cfg = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=200, burn_in=10,
+                     eval_thinning=2, log_every=20, checkpoint_every=200, progress=False, device="cpu")
+    engine = GPEDEngine([build_chain(digits_data, cfg, [])])
+    checked = []
+
+    class Check:  # a hook: after each log point, the row just logged against the window's predictive
+        def on_log(self, eng, rows):
+            row = rows[0][-1]
+            if "teacher_recent_ece" in row:
+                recent = eng.recent.means(0, eng.run_count, eng.test_sums())["predictive"]
+                checked.append((row["teacher_recent_from_sample"], row["teacher_recent_ece"],
+                                calibration(recent, eng.test_labels[0]).ece))
+
+        def on_checkpoint(self, eng):
+            pass
+
+        def on_end(self, eng):
+            pass
+
+    engine.run(cfg.num_iterations, [Check()])
+    assert any(start > 1 for start, _, _ in checked), "no log point had a window after sample 1"
+    for start, logged, recomputed in checked:
+        assert logged == pytest.approx(recomputed, abs=1e-6), f"window from sample {start}"
+
+
+def test_the_metric_path_of_every_stored_ece_reads_round_off_as_probabilities():
+    """Every stored ECE (teacher, recent window, students) comes from the likelihood's predictive metrics. A
+    predictive that round-off of running sums puts a few ulp above 1 (a window of confident samples: the sums'
+    difference over the window's count) must give the ECE of the clipped predictive; unguarded, torchmetrics
+    read such a tensor as logits, which put the stored ``teacher_recent_ece`` at 0.67-0.76 beside a
+    ``teacher_ece`` of 0.01 at accuracy 0.971 (issue 52)."""
+    from gped_kit.core.likelihoods import resolve_likelihood
+
+    probs, labels = _random_predictive(2000, 10, seed=3)
+    probs = probs.float()
+    confident = torch.zeros_like(probs[:50])
+    confident[torch.arange(50), labels[:50]] = 1 + 2 * torch.finfo(torch.float32).eps
+    window = torch.cat([confident, probs[50:]])
+    likelihood = resolve_likelihood("categorical")
+    metrics = likelihood.predictive_metrics({likelihood.ensemble_target: window}, labels)
+    assert metrics["ece"] == pytest.approx(calibration(window.clamp(0, 1), labels).ece, abs=1e-6)
+    assert metrics["ece"] < 0.3

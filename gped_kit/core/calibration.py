@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from .metrics import ECE_BINS, ece
+from .metrics import ECE_BINS, as_probabilities, ece
 
 #: The number of equal-width confidence bins by default (torchmetrics' and Guo et al.'s choice).
 NUM_BINS = ECE_BINS
@@ -48,20 +48,17 @@ class Calibration:
 def calibration(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = NUM_BINS) -> Calibration:
     """The :class:`Calibration` of predictive probabilities ``probs`` (N, C) against ``labels`` (N,) with
     ``num_bins`` equal-width confidence bins (module docstring). ``ValueError`` for shapes that do not
-    match, probabilities outside [0, 1] or rows that do not sum to 1, labels outside 0 .. C - 1, or fewer
+    match, probabilities outside [0, 1] or rows that do not sum to 1 (beyond
+    :data:`~gped_kit.core.metrics.PROB_TOLERANCE`, within which they are clipped), labels outside 0 .. C - 1, or fewer
     than one bin."""
     if probs.dim() != 2 or labels.dim() != 1 or len(probs) != len(labels) or len(probs) == 0:
         raise ValueError(f"calibration: probs must be (N, C) and labels (N,) with N > 0, got {tuple(probs.shape)} "
                          f"and {tuple(labels.shape)}")
     if not isinstance(num_bins, int) or num_bins < 1:
         raise ValueError(f"calibration: num_bins={num_bins!r}; must be an integer >= 1")
-    probs = probs.detach().double().cpu()
+    probs = as_probabilities(probs.detach().double().cpu(), "calibration: probs")
     labels = labels.detach().long().cpu()
     num_classes = probs.shape[1]
-    rows_sum_to_one = torch.allclose(probs.sum(1), torch.ones(len(probs), dtype=probs.dtype), atol=1e-4)
-    if bool((probs < 0).any() or (probs > 1).any()) or not rows_sum_to_one:
-        raise ValueError("calibration: probs must be probabilities, each row in [0, 1] summing to 1 (apply the "
-                         "target's link, e.g. a softmax, first)")
     if bool((labels < 0).any() or (labels >= num_classes).any()):
         raise ValueError(f"calibration: labels must lie in 0 .. {num_classes - 1} for {num_classes} classes")
     error = ece(probs, labels, num_bins)

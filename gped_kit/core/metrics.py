@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from sklearn.metrics import brier_score_loss, ndcg_score, roc_auc_score
@@ -40,15 +42,42 @@ def accuracy(probs: torch.Tensor, labels: torch.Tensor) -> float:
 ECE_BINS = 15
 
 
+#: How far a probability may lie outside [0, 1], and a row's sum away from 1, and still count as a probability:
+#: float32 running sums and their differences (the teacher ensemble over a trailing window of its samples,
+#: :mod:`gped_kit.engine.window`) carry round-off of about 1e-6; anything beyond this tolerance is not a
+#: predictive distribution (logits, say) and is refused.
+PROB_TOLERANCE = 1e-4
+
+
+def as_probabilities(probs: torch.Tensor, what: str = "probs") -> torch.Tensor:
+    """``probs`` (N, C) clipped into [0, 1] when every value lies within :data:`PROB_TOLERANCE` of it and every
+    row sums to 1 within the same tolerance (round-off of running sums); ``ValueError`` naming the worst
+    value or row otherwise. Libraries that take either probabilities or logits (torchmetrics: any value
+    outside [0, 1] makes it apply a softmax to the whole tensor) must be handed the clipped tensor."""
+    if probs.dim() != 2 or probs.shape[1] < 1:
+        raise ValueError(f"{what} must be (N, C) predictive probabilities, got shape {tuple(probs.shape)}")
+    low, high = float(probs.min()), float(probs.max())
+    if low < -PROB_TOLERANCE or high > 1 + PROB_TOLERANCE:
+        raise ValueError(f"{what} holds values from {low:.6g} to {high:.6g}, outside [0, 1] by more than "
+                         f"{PROB_TOLERANCE:g}: not probabilities (logits?); pass softmax(logits)")
+    gap = float((probs.double().sum(dim=1) - 1).abs().max())
+    if gap > PROB_TOLERANCE:
+        raise ValueError(f"{what}: a row sums to 1 {'+-'} {gap:.3g}, beyond the tolerance {PROB_TOLERANCE:g}: "
+                         "not a predictive distribution")
+    return probs.clamp(0.0, 1.0)
+
+
 def ece(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = ECE_BINS) -> float:
     """Expected calibration error of predictive ``probs`` (N, C) against ``labels`` with ``num_bins``
     equal-width bins of the top-label confidence: ``sum_b (n_b / N) |acc_b - conf_b|`` (Guo et al., 2017),
-    computed by torchmetrics (``multiclass_calibration_error``, ``norm="l1"``). NaN when ``probs`` holds
-    a non-finite value (a diverged student), so that a run's summary records it instead of failing.
-    :func:`gped_kit.core.calibration.calibration` adds the reliability diagram's bins."""
+    computed by torchmetrics (``multiclass_calibration_error``, ``norm="l1"``) on ``probs`` checked and clipped
+    by :func:`as_probabilities` (torchmetrics reads a tensor with any value outside [0, 1] as logits). NaN when
+    ``probs`` holds a non-finite value (a diverged student), so that a run's summary records it instead of
+    failing. :func:`gped_kit.core.calibration.calibration` adds the reliability diagram's bins."""
     if not bool(torch.isfinite(probs).all()):
         return float("nan")
-    return float(multiclass_calibration_error(probs.detach().float(), labels.long().to(probs.device),
+    probs = as_probabilities(probs.detach().float(), "ece: probs")
+    return float(multiclass_calibration_error(probs, labels.long().to(probs.device),
                                               num_classes=probs.shape[1], n_bins=num_bins, norm="l1"))
 
 
@@ -94,10 +123,40 @@ def constant_mae(reference: torch.Tensor) -> float:
     return float((flat - flat.median(dim=0).values).abs().mean())
 
 
+def zero_mae(reference: torch.Tensor) -> float:
+    """The mean absolute error of predicting 0 for ``reference``: the natural null of a non-negative
+    expectation (the expected entropy, a model uncertainty), whose error is then the reference's mean size."""
+    return float(reference.abs().mean())
+
+
+def constant_nll(labels: torch.Tensor, num_classes: int) -> float:
+    """The NLL of the best constant predictive distribution for ``labels`` (N,): the labels' own class
+    frequencies, chosen with hindsight (no constant has a lower NLL), i.e. their entropy in nats."""
+    freq = torch.bincount(labels.reshape(-1).long().cpu(), minlength=num_classes).double()
+    freq = freq / freq.sum()
+    return float(-(freq * freq.clamp_min(PROB_FLOOR).log()).sum())
+
+
 def skill(error: float, constant_error: float) -> float:
     """``1 - error / constant_error``: 1 for a perfect student, 0 for one no better than the best constant,
     negative for a worse one; NaN when the constant is already exact (nothing to learn)."""
     return 1.0 - error / constant_error if constant_error > 0 else float("nan")
+
+
+#: Columns that hold a student's skill over the best constant prediction: ``skill`` (its ``target_mae`` or,
+#: for a regression mean, ``mean_mae``) and ``<metric>_skill`` for each other metric that has one
+#: (``entropy_mae_skill``, ``student_nll_skill``, ``epistemic_mae_skill``, ...).
+def skill_columns(columns) -> list[str]:
+    """The skill columns among ``columns`` (a table's or a metrics dict's names), in their order."""
+    return [c for c in columns if c == "skill" or str(c).endswith("_skill")]
+
+
+def lowest_skill(row) -> tuple[str, float] | None:
+    """The lowest skill of one student's ``row`` (a mapping or a table row) and its column, NaN ones left out;
+    None when the row reports none (a result stored before every built-in target reported skill)."""
+    found = [(c, float(row[c])) for c in skill_columns(row.keys())
+             if row[c] is not None and not math.isnan(float(row[c]))]
+    return min(found, key=lambda cv: cv[1]) if found else None
 
 
 def predictive_entropy(probs: torch.Tensor) -> torch.Tensor:
