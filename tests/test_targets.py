@@ -1,6 +1,8 @@
 """Targets g, estimators U_s / U_o (Eqs. 9-10), likelihoods and Adam against closed forms,
 batch Monte Carlo and torch's own implementations."""
 
+import math
+
 import pytest
 import torch
 from torch.func import vmap
@@ -152,7 +154,8 @@ def test_endd_target_tempers_smooths_and_links_to_the_dirichlet_mean():
     assert out.shape == (5, 5) and torch.allclose(out[:, :4], torch.softmax(raw, -1), atol=1e-6)
     assert torch.allclose(out[:, 4], raw.exp().sum(-1))
     assert endd.ENDD.predictive_classes and not endd.ENDD.estimates_g
-    assert endd.ENDD.metric_names == ("student_nll", "student_accuracy", "student_ece", "nll_gap")  # no target_mae
+    assert endd.ENDD.metric_names == ("student_nll", "student_accuracy", "student_ece", "student_nll_constant",
+                                      "student_nll_skill", "nll_gap")  # no target_mae
     assert endd.ENDD.has_uncertainties and endd.ENDD.marginal_variance is endd.dirichlet_marginal_variance
     assert endd.endd_target(1.0).name == "endd-T1-s0.001"
     # the target carries its temperature: experiments read it at T without asking for the target's name
@@ -191,14 +194,23 @@ def test_regression_targets_split_predictive_variance_exactly():
 
 
 def test_each_target_names_the_metrics_it_reports():
-    assert T.PREDICTIVE.metric_names == ("student_nll", "student_accuracy", "student_ece", "target_mae", "nll_gap")
-    assert T.ENTROPY.metric_names == ("target_mae", "entropy_mae")
-    assert T.MARGINAL_VARIANCE.metric_names == ("target_mae",)
+    nll_skill = ("student_nll_constant", "student_nll_skill")
+    entropy_skill = ("entropy_mae_constant", "entropy_mae_zero", "entropy_mae_skill")
+    assert T.PREDICTIVE.metric_names == ("student_nll", "student_accuracy", "student_ece", "target_mae",
+                                         "constant_mae", "skill", *nll_skill, "nll_gap")
+    assert T.ENTROPY.metric_names == ("target_mae", "entropy_mae", "constant_mae", "skill", *entropy_skill)
+    assert T.MARGINAL_VARIANCE.metric_names == ("target_mae", "constant_mae", "skill")
     assert T.PREDICTIVE_ENTROPY.metric_names == ("student_nll", "student_accuracy", "student_ece", "target_mae",
-                                                 "entropy_mae", "nll_gap")
-    assert T.PREDICTIVE_MEAN.metric_names == ("student_rmse", "mean_mae")
-    assert T.PREDICTIVE_VARIANCE.metric_names == ("student_rmse", "student_nll", "mean_mae", "epistemic_mae",
-                                                  "aleatoric_mae", "nll_gap")
+                                                 "entropy_mae", "constant_mae", "skill", *entropy_skill, *nll_skill,
+                                                 "nll_gap")
+    assert T.PREDICTIVE_MEAN.metric_names == ("student_rmse", "mean_mae", "constant_mae", "skill")
+    assert T.PREDICTIVE_VARIANCE.metric_names == (
+        "student_rmse", "student_nll", "mean_mae", "epistemic_mae", "aleatoric_mae", "constant_mae", "skill",
+        "epistemic_mae_constant", "epistemic_mae_zero", "epistemic_mae_skill", "aleatoric_mae_constant",
+        "aleatoric_mae_skill", "nll_gap")
+    # every built-in target reports a skill over the best constant for each error it reports
+    for target in [*T.TARGETS.values(), endd.ENDD]:
+        assert metrics.skill_columns(target.metric_names), target.name
     everything = [*T.TARGETS.values(), endd.ENDD]
     assert sorted(t.name for t in everything if t.reports("entropy_mae")) == [
         "entropy", "entropy-sq", "predictive+entropy", "predictive+entropy-sq"]
@@ -220,8 +232,16 @@ def test_classification_metrics_known_answers_and_missing_inputs():
     assert got["entropy_mae"] == pytest.approx(0.2) and got["nll_gap"] == pytest.approx(float(nll) - 0.5)
     # ECE: two bins of one input each, right at confidence 0.7 and wrong at 0.6: (|1 - 0.7| + |0 - 0.6|) / 2
     assert got["student_ece"] == pytest.approx(0.45, abs=1e-6)
+    # skill: the entropy column's best constant is its median (0.8, between 0.4 and 1.2): error 0.4; predicting
+    # zero errs by its mean 0.8; the predictive's best constant is the labels' frequencies (1/2, 1/2): log 2
+    assert got["entropy_mae_constant"] == pytest.approx(0.4) and got["entropy_mae_zero"] == pytest.approx(0.8)
+    assert got["entropy_mae_skill"] == pytest.approx(1 - 0.2 / 0.4)
+    assert got["student_nll_constant"] == pytest.approx(math.log(2))
+    assert got["student_nll_skill"] == pytest.approx(1 - float(nll) / math.log(2))
+    assert got["skill"] == pytest.approx(1 - got["target_mae"] / metrics.constant_mae(reference))
     # before the ensemble has a sample: only what the labels give
-    assert list(T.PREDICTIVE_ENTROPY.evaluate(output, labels, 3)) == ["student_nll", "student_accuracy", "student_ece"]
+    assert list(T.PREDICTIVE_ENTROPY.evaluate(output, labels, 3)) == ["student_nll", "student_accuracy", "student_ece",
+                                                                      "student_nll_constant", "student_nll_skill"]
     assert T.ENTROPY.evaluate(entropy, labels, 3) == {}
 
 
@@ -238,8 +258,13 @@ def test_regression_metrics_use_the_one_moments_split():
                                                                     y.view(2, 1)))
     assert got["mean_mae"] == pytest.approx(0.25) and got["epistemic_mae"] == pytest.approx(0.25)
     assert got["aleatoric_mae"] == pytest.approx(0.25) and got["nll_gap"] == pytest.approx(got["student_nll"] - 1.0)
+    # skill: the teacher's epistemic variance is 0 everywhere, so every constant but 0 errs and 0 is exact: NaN
+    assert got["epistemic_mae_constant"] == 0.0 and got["epistemic_mae_zero"] == 0.0
+    assert math.isnan(got["epistemic_mae_skill"])
+    assert got["aleatoric_mae_constant"] == pytest.approx(0.25)  # median of (0.5, 1.0) is 0.5 (torch: the lower)
     assert T.PREDICTIVE_MEAN.evaluate(output[:, :1], y, 1, reference[:, :1]) == {
-        "student_rmse": pytest.approx(0.5 ** 0.5), "mean_mae": pytest.approx(0.25)}
+        "student_rmse": pytest.approx(0.5 ** 0.5), "mean_mae": pytest.approx(0.25),
+        "constant_mae": pytest.approx(1.25), "skill": pytest.approx(0.8)}
     # the Gaussian likelihood's predictive metrics use the same split
     assert likelihoods.Gaussian().predictive_metrics({"predictive_variance": output}, y)["nll"] == got["student_nll"]
     assert T.regression_moments is likelihoods.regression_moments
@@ -326,7 +351,7 @@ def test_skill_over_the_best_constant_is_exact_on_known_inputs():
     assert T.check_skill("s", got) is None
     flagged = T.check_skill("s", {"target_mae": 0.5, "constant_mae": 0.5, "skill": 0.0})
     assert flagged is not None and "no better than a constant" in flagged and "(the squared error" in flagged
-    assert "skill" not in T.PREDICTIVE.metric_names  # the built-in targets' summaries are unchanged
+    assert {"skill", "student_nll_skill"} <= set(T.PREDICTIVE.metric_names)  # the built-in targets report it too
 
 
 def test_a_custom_target_learns_with_its_defaults_and_a_student_that_cannot_is_flagged(digits_data):

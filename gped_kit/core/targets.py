@@ -49,7 +49,7 @@ from torch.nn import functional as F
 
 from . import losses, uncertainty
 from .likelihoods import regression_moments
-from .metrics import accuracy, constant_mae, ece, gaussian_nll, mae, nll, rmse
+from .metrics import accuracy, constant_mae, constant_nll, ece, gaussian_nll, lowest_skill, mae, nll, rmse, zero_mae
 from .metrics import skill as skill_score
 
 TensorFn = Callable[[torch.Tensor], torch.Tensor]
@@ -93,10 +93,15 @@ class ClassificationMetrics:
     :func:`~gped_kit.core.metrics.ece`) and ``nll_gap`` = student NLL - teacher ensemble NLL.
     ``target_mae``: the linked outputs estimate E[g]; reports ``target_mae``, the mean absolute
     error against the ensemble's estimate. ``entropy_mae`` (with ``target_mae``): the last column is
-    the expected entropy E[H]; reports its MAE (the paper's "MAE (Entropy)"). ``skill`` (with
-    ``target_mae``): also ``constant_mae``, the error of the best constant prediction
-    (:func:`~gped_kit.core.metrics.constant_mae`), and ``skill`` = 1 - target_mae / constant_mae (0: the
-    student is no better than a constant; :data:`SKILL_FLOOR`).
+    the expected entropy E[H]; reports its MAE (the paper's "MAE (Entropy)").
+
+    ``skill``: each error beside the best constant prediction's, chosen with hindsight on the test set, and
+    the student's skill ``1 - error / constant`` (1 perfect, 0 no better than a constant, :data:`SKILL_FLOOR`):
+    ``constant_mae`` (per output the median of the reference, :func:`~gped_kit.core.metrics.constant_mae`)
+    and ``skill`` for ``target_mae``; ``entropy_mae_constant``, ``entropy_mae_zero`` (predicting no
+    uncertainty, the natural null of an entropy) and ``entropy_mae_skill`` for the entropy column;
+    ``student_nll_constant`` (the NLL of the test labels' own frequencies,
+    :func:`~gped_kit.core.metrics.constant_nll`) and ``student_nll_skill`` for the predictive.
     """
 
     predictive: bool = False
@@ -106,11 +111,11 @@ class ClassificationMetrics:
 
     @property
     def names(self) -> tuple[str, ...]:
-        wanted = (("student_nll", self.predictive), ("student_accuracy", self.predictive),
-                  ("student_ece", self.predictive), ("target_mae", self.target_mae),
-                  ("entropy_mae", self.target_mae and self.entropy_mae),
-                  ("constant_mae", self.target_mae and self.skill), ("skill", self.target_mae and self.skill),
-                  ("nll_gap", self.predictive))
+        p, g, e, k = self.predictive, self.target_mae, self.target_mae and self.entropy_mae, self.skill
+        wanted = (("student_nll", p), ("student_accuracy", p), ("student_ece", p), ("target_mae", g),
+                  ("entropy_mae", e), ("constant_mae", g and k), ("skill", g and k),
+                  ("entropy_mae_constant", e and k), ("entropy_mae_zero", e and k), ("entropy_mae_skill", e and k),
+                  ("student_nll_constant", p and k), ("student_nll_skill", p and k), ("nll_gap", p))
         return tuple(name for name, on in wanted if on)
 
     def __call__(self, inputs: MetricInputs) -> dict[str, float]:
@@ -128,6 +133,13 @@ class ClassificationMetrics:
             if self.skill:
                 out["constant_mae"] = constant_mae(reference)
                 out["skill"] = skill_score(out["target_mae"], out["constant_mae"])
+                if self.entropy_mae:
+                    out["entropy_mae_constant"] = constant_mae(reference[:, -1:])
+                    out["entropy_mae_zero"] = zero_mae(reference[:, -1:])
+                    out["entropy_mae_skill"] = skill_score(out["entropy_mae"], out["entropy_mae_constant"])
+        if self.predictive and self.skill:
+            out["student_nll_constant"] = constant_nll(labels, c)
+            out["student_nll_skill"] = skill_score(out["student_nll"], out["student_nll_constant"])
         if self.predictive and teacher_nll is not None:
             out["nll_gap"] = out["student_nll"] - teacher_nll
         return out
@@ -140,8 +152,10 @@ class RegressionMetrics:
     With ``moments`` False the linked outputs are the predictive mean: ``student_rmse`` and
     ``mean_mae`` against the ensemble's E[mu]. With ``moments`` True they are (E[mu], E[mu^2],
     E[sigma^2]) (:func:`regression_moments`): also the Gaussian ``student_nll`` of the predictive
-    (variance aleatoric + epistemic), ``epistemic_mae``, ``aleatoric_mae`` and ``nll_gap``. ``skill``
-    (without moments): also ``constant_mae`` and ``skill`` for ``mean_mae``, as :class:`ClassificationMetrics`.
+    (variance aleatoric + epistemic), ``epistemic_mae``, ``aleatoric_mae`` and ``nll_gap``. ``skill``: also
+    ``constant_mae`` and ``skill`` for ``mean_mae``, as :class:`ClassificationMetrics`, and with ``moments``
+    ``epistemic_mae_constant``, ``epistemic_mae_zero``, ``epistemic_mae_skill``, ``aleatoric_mae_constant``
+    and ``aleatoric_mae_skill``.
     """
 
     moments: bool = False
@@ -149,9 +163,13 @@ class RegressionMetrics:
 
     @property
     def names(self) -> tuple[str, ...]:
+        k = ("constant_mae", "skill") if self.skill else ()
         if not self.moments:
-            return ("student_rmse", "mean_mae") + (("constant_mae", "skill") if self.skill else ())
-        return ("student_rmse", "student_nll", "mean_mae", "epistemic_mae", "aleatoric_mae", "nll_gap")
+            return ("student_rmse", "mean_mae") + k
+        if self.skill:
+            k += ("epistemic_mae_constant", "epistemic_mae_zero", "epistemic_mae_skill", "aleatoric_mae_constant",
+                  "aleatoric_mae_skill")
+        return ("student_rmse", "student_nll", "mean_mae", "epistemic_mae", "aleatoric_mae") + k + ("nll_gap",)
 
     def __call__(self, inputs: MetricInputs) -> dict[str, float]:
         output, labels, _, reference, teacher_nll = inputs
@@ -162,16 +180,20 @@ class RegressionMetrics:
         if student is not None:
             out["student_nll"] = gaussian_nll(mean, student.total, y)
         if reference is not None:
-            if student is None:
-                out["mean_mae"] = mae(mean, reference)
-                if self.skill:
-                    out["constant_mae"] = constant_mae(reference)
-                    out["skill"] = skill_score(out["mean_mae"], out["constant_mae"])
-            else:
-                teacher = regression_moments(reference)
-                out["mean_mae"] = mae(mean, teacher.mean)
+            teacher = regression_moments(reference) if student is not None else None
+            out["mean_mae"] = mae(mean, reference if teacher is None else teacher.mean)
+            if student is not None:
                 out["epistemic_mae"] = mae(student.epistemic, teacher.epistemic)
                 out["aleatoric_mae"] = mae(student.aleatoric, teacher.aleatoric)
+            if self.skill:
+                out["constant_mae"] = constant_mae(reference if teacher is None else teacher.mean)
+                out["skill"] = skill_score(out["mean_mae"], out["constant_mae"])
+                if teacher is not None:
+                    out["epistemic_mae_constant"] = constant_mae(teacher.epistemic)
+                    out["epistemic_mae_zero"] = zero_mae(teacher.epistemic)
+                    out["epistemic_mae_skill"] = skill_score(out["epistemic_mae"], out["epistemic_mae_constant"])
+                    out["aleatoric_mae_constant"] = constant_mae(teacher.aleatoric)
+                    out["aleatoric_mae_skill"] = skill_score(out["aleatoric_mae"], out["aleatoric_mae_constant"])
         if student is not None and teacher_nll is not None:
             out["nll_gap"] = out["student_nll"] - teacher_nll
         return out
@@ -205,23 +227,31 @@ class SkillWarning(UserWarning):
 
 
 def check_skill(label: str, metrics: dict[str, float]) -> str | None:
-    """A warning's text when a student's ``skill`` (where reported) is below :data:`SKILL_FLOOR`, else None."""
-    value = metrics.get("skill")
-    if value is None or value != value or value >= SKILL_FLOOR:
+    """A warning's text when a student's lowest skill (:func:`~gped_kit.core.metrics.lowest_skill`: over
+    ``skill`` and every ``<metric>_skill`` it reports) is below :data:`SKILL_FLOOR`, else None."""
+    lowest = lowest_skill(metrics)
+    if lowest is None or lowest[1] >= SKILL_FLOOR:
         return None
-    error = metrics.get("target_mae", metrics.get("mean_mae", float("nan")))
-    return (f"student {label!r} is no better than a constant: its error {error:.4g}"
-            f" against the best constant's {metrics['constant_mae']:.4g} (skill {value:.3f} < {SKILL_FLOOR}); "
-            "it has learned next to nothing per input: too few student updates, too low a learning rate, or a "
-            "loss that fits the targets' median (the absolute error) rather than their mean (the squared error, "
-            "custom_target's default)")
+    column, value = lowest
+    if column == "skill":  # the skill of target_mae (mean_mae for a regression mean)
+        metric, constant = ("target_mae" if "target_mae" in metrics else "mean_mae"), "constant_mae"
+    else:
+        metric = column[: -len("_skill")]
+        constant = f"{metric}_constant"
+    error, constant_error = metrics.get(metric, float("nan")), metrics.get(constant, float("nan"))
+    return (f"student {label!r} is no better than a constant: its {metric} {error:.4g} against the best "
+            f"constant's {constant_error:.4g} (skill {value:.3f} < {SKILL_FLOOR}); it has learned next to nothing per "
+            "input: too few student updates, too low a learning rate, an exp head whose first updates overshot "
+            "to outputs near 0 where its gradients vanish (StudentConfig.lr_warmup), or a loss that fits the "
+            "targets' median (the absolute error) rather than their mean (the squared error, custom_target's "
+            "default)")
 
 
 #: Per likelihood, the metrics of a target that names none, from its flags (see :class:`Target`).
 DEFAULT_METRICS: dict[str, Callable[[Target], TargetMetrics]] = {
     "categorical": lambda t: ClassificationMetrics(predictive=t.predictive_classes, target_mae=t.estimates_g,
-                                                   entropy_mae=t.entropy_last),
-    "gaussian": lambda t: RegressionMetrics(),
+                                                   entropy_mae=t.entropy_last, skill=True),
+    "gaussian": lambda t: RegressionMetrics(skill=True),
 }
 #: Per likelihood, the metrics :func:`custom_target` gives a user's target by default: the likelihood's,
 #: with the skill over the best constant.
@@ -452,7 +482,8 @@ PREDICTIVE_ENTROPY = predictive_entropy_target("absolute")
 PREDICTIVE_MEAN = Target("predictive_mean", predictive_mean_g, out_dim=lambda d: d, link=identity_head,
                          loss=losses.squared_error, likelihood="gaussian")
 PREDICTIVE_VARIANCE = Target("predictive_variance", predictive_moments_g, out_dim=lambda d: 3 * d, link=moments_head,
-                             loss=centered_moments_loss, likelihood="gaussian", metrics=RegressionMetrics(moments=True))
+                             loss=centered_moments_loss, likelihood="gaussian",
+                             metrics=RegressionMetrics(moments=True, skill=True))
 
 TARGETS: dict[str, Target] = {t.name: t for t in (PREDICTIVE, ENTROPY, MARGINAL_VARIANCE, PREDICTIVE_ENTROPY,
                                                   PREDICTIVE_MEAN, PREDICTIVE_VARIANCE, entropy_target("squared"),

@@ -21,12 +21,17 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from ..core.options import check_int
+from ..core.targets import SKILL_FLOOR
 
 #: Who wins a cell: GPED, EnD2, or neither (equal values).
 OUTCOMES = ("GPED", "EnD2", "tie")
 #: Comparison labels of one cell.
 AGREE, DISAGREE, PAPER_TIE, OURS_ONLY, PAPER_ONLY = "agree", "disagree", "paper tie", "ours only", "paper only"
-COMPARISONS = (AGREE, DISAGREE, PAPER_TIE, OURS_ONLY, PAPER_ONLY)
+#: A comparison of ours that involves a student below the skill floor (it learnt nothing measurable, so a
+#: shape or an order of its errors is one a constant prediction also draws): neither agreement nor
+#: disagreement, never counted.
+NO_EVIDENCE = "no evidence"
+COMPARISONS = (AGREE, DISAGREE, PAPER_TIE, OURS_ONLY, PAPER_ONLY, NO_EVIDENCE)
 
 
 #: The seeds a profile names to get every count with its spread over three chains (issue 27):
@@ -126,7 +131,8 @@ TRENDS: tuple[tuple[str, str], ...] = (
     ("U_o at least as good as U_s", "almost always"),
 )
 #: Columns of :func:`trend_cells`; ``setting`` names the comparison and is the key to join on.
-TREND_CELL_COLUMNS = ("model", "trend", "setting", "estimator", "labelled_size", "mask_size", "metric", "holds")
+TREND_CELL_COLUMNS = ("model", "trend", "setting", "estimator", "labelled_size", "mask_size", "metric", "holds",
+                      "no_evidence")
 
 
 def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
@@ -142,17 +148,23 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
     the largest m; needs three m); U_o is at least as good as U_s (<=) at each (N, m) for the gap
     and the MAE. A comparison with a missing value does not hold. ``setting`` names what is
     compared (e.g. ``"m=15, N 10000 -> 60000"``): two tables' rows are the same comparison when
-    (model, trend, setting) match. Columns: :data:`TREND_CELL_COLUMNS`."""
+    (model, trend, setting) match. ``no_evidence``: a cell the comparison reads has a student below the
+    skill floor (``<metric>_skill`` < :data:`~gped_kit.core.targets.SKILL_FLOOR`, where the table has that
+    column: ours, not the paper's). Columns: :data:`TREND_CELL_COLUMNS`."""
     rows: list[dict] = []
     for model, df in cells.groupby("model", sort=True):
         teacher = df.groupby(["labelled_size", "mask_size"])["teacher_nll"].first().unstack()  # N x m
         sizes, masks = list(teacher.index), list(teacher.columns)
         names = [t for t, _ in TRENDS]
+        unskilled = {metric: {(e, n, m) for e, n, m, k in zip(df["estimator"], df["labelled_size"], df["mask_size"],
+                                                               df[f"{metric}_skill"]) if k < SKILL_FLOOR}
+                     for metric in ("nll_gap", "entropy_mae") if f"{metric}_skill" in df}
 
         def add(trend: str, setting: str, holds: object, estimator: str | None = None, n: int | None = None,
-                m: int | None = None, metric: str | None = None) -> None:
+                m: int | None = None, metric: str | None = None, reads: Sequence[tuple] = ()) -> None:
             rows.append({"model": model, "trend": trend, "setting": setting, "estimator": estimator,
-                         "labelled_size": n, "mask_size": m, "metric": metric, "holds": bool(holds)})
+                         "labelled_size": n, "mask_size": m, "metric": metric, "holds": bool(holds),
+                         "no_evidence": any(cell in unskilled.get(metric, ()) for cell in reads)})
 
         if len(sizes) > 1:
             for m in masks:
@@ -171,7 +183,7 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
                     last = gap.loc[(e, sizes[-1]), m] if (e, sizes[-1]) in gap.index and m in gap else math.nan
                     first = gap.loc[(e, sizes[0]), m] if m in gap else math.nan
                     add(names[2], f"{e}, m={m}, N {sizes[0]} -> {sizes[-1]}", last < first, estimator=e, m=m,
-                        metric="nll_gap")
+                        metric="nll_gap", reads=[(e, sizes[0], m), (e, sizes[-1], m)])
         mae = df.pivot_table(index=["estimator", "labelled_size"], columns="mask_size", values="entropy_mae")
         for name, table, metric in ((names[3], gap, "nll_gap"), (names[4], mae, "entropy_mae")):
             if len(masks) <= 2:
@@ -180,7 +192,7 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
                 values = table.loc[(e, n)]
                 if values.notna().all():
                     add(name, f"{e}, N={n}", values.idxmax() not in (masks[0], masks[-1]), estimator=e, n=n,
-                        metric=metric)
+                        metric=metric, reads=[(e, n, m) for m in masks])
         if {"U_o", "U_s"} <= set(df["estimator"]):
             both = df.pivot_table(index=["labelled_size", "mask_size"], columns="estimator",
                                   values=["nll_gap", "entropy_mae"])
@@ -189,7 +201,8 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
                     continue
                 pair = both[metric].dropna()
                 for (n, m), row in pair.iterrows():
-                    add(names[5], f"N={n}, m={m}, {metric}", row["U_o"] <= row["U_s"], n=n, m=m, metric=metric)
+                    add(names[5], f"N={n}, m={m}, {metric}", row["U_o"] <= row["U_s"], n=n, m=m, metric=metric,
+                        reads=[("U_o", n, m), ("U_s", n, m)])
     if not rows:
         return pd.DataFrame(columns=list(TREND_CELL_COLUMNS))
     out = pd.DataFrame(rows, columns=list(TREND_CELL_COLUMNS)).astype({"labelled_size": "Int64", "mask_size": "Int64"})

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.targets import SKILL_FLOOR
+
 #: The MNIST models of the claims, with their names in the table.
 MODELS = {"fcnn": "FCNN", "cnn_mnist": "CNN"}
 
@@ -203,15 +205,11 @@ def separable(difference: float, spread: float | None) -> bool:
     return not (_known(spread) and abs(difference) < spread)
 
 
-#: A student whose skill (its error against the best constant prediction's) is below this floor learnt
-#: nothing measurable: a comparison that involves it is no evidence. Read where a table has a ``*_skill``
-#: column; tables without one are judged as before.
-SKILL_FLOOR = 0.05
-
-
 def no_evidence(row: pd.Series, metric: str) -> bool:
-    """Whether ``row``'s ``metric`` comes from a student below :data:`SKILL_FLOOR` (its ``<metric>_skill``
-    column; False where the table has none or the value is missing)."""
+    """Whether ``row``'s ``metric`` comes from a student below :data:`~gped_kit.core.targets.SKILL_FLOOR` (its
+    skill over the best constant prediction, the ``<metric>_skill`` column): a comparison that involves such a
+    student is no evidence. False where the table has no such column or the value is missing (a result stored
+    before every built-in target reported skill)."""
     column = f"{metric}_skill"
     if column not in row.index:
         return False

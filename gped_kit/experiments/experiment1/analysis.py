@@ -6,9 +6,10 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from ...core.targets import SKILL_FLOOR
 from .. import paper_tables
 from ..frame import Summary, side_by_side
-from ..verdicts import compare
+from ..verdicts import compare, no_evidence
 
 #: Table 1's quantities: the teacher ensemble's NLL, the predictive U_s student's NLL, the entropy
 #: U_o student's MAE (the paper's Table 1), and the two accuracies (ours only).
@@ -29,7 +30,10 @@ def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
     accuracies, each the mean over the seeds run, with its standard deviation (``_std``, NaN for one
     seed) and ``seeds``, beside the paper's numbers (``_paper``). ``<metric>_vs_paper`` says how our
     mean compares: ``"within seed spread"`` when |ours - paper| <= 2 std over the seeds,
-    ``"above"``/``"below"`` otherwise, or ``"one seed"`` when no spread is known."""
+    ``"above"``/``"below"`` otherwise, ``"one seed"`` when no spread is known, or ``"no evidence"`` when a
+    seed's student is below the skill floor. ``<metric>_skill`` is the students' lowest skill over the seeds
+    (their error against the best constant prediction's, :func:`~gped_kit.core.metrics.skill`; NaN for
+    chains stored before every built-in target reported it)."""
     paper = paper_tables.table1().set_index("model")[list(TABLE1_METRICS)].add_suffix("_paper")
     if table.empty:
         return paper.reset_index()
@@ -40,13 +44,18 @@ def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
     per_seed = per_seed.join(ent.set_index(["model", "seed"])[["entropy_mae"]], how="outer")
     grouped = per_seed.groupby(level="model")
     ours = grouped.mean().join(grouped.std().add_suffix("_std")).join(grouped.size().rename("seeds"))
+    for metric, rows in (("student_nll", pred), ("entropy_mae", ent)):
+        column = f"{metric}_skill"
+        ours[column] = rows.groupby("model")[column].min() if column in rows else float("nan")
     out = ours.join(paper, how="outer")
     for metric in TABLE1_METRICS:
+        skill = out[f"{metric}_skill"] if f"{metric}_skill" in out else pd.Series(float("nan"), index=out.index)
         out[f"{metric}_vs_paper"] = [
-            _versus(mean, std, n, ref) for mean, std, n, ref in
-            zip(out[metric], out[f"{metric}_std"], out["seeds"], out[f"{metric}_paper"])]
-    columns = [c for metric in TABLE1_METRICS for c in (metric, f"{metric}_std", f"{metric}_paper",
-                                                         f"{metric}_vs_paper")]
+            "no evidence" if k < SKILL_FLOOR else _versus(mean, std, n, ref) for mean, std, n, ref, k in
+            zip(out[metric], out[f"{metric}_std"], out["seeds"], out[f"{metric}_paper"], skill)]
+    columns = [c for metric in TABLE1_METRICS
+               for c in (metric, f"{metric}_std", f"{metric}_paper", f"{metric}_vs_paper")
+               + ((f"{metric}_skill",) if f"{metric}_skill" in out else ())]
     columns += ["teacher_accuracy", "teacher_accuracy_std", "student_accuracy", "student_accuracy_std", "seeds"]
     return out[columns].reset_index()
 
@@ -69,20 +78,26 @@ def table1_result(table1: pd.DataFrame, profile: str) -> str:
     seeds = min(int(t.loc[m, "seeds"]) for m in ran)
     gaps = ", ".join(f"{MODEL_NAMES[m]} {t.loc[m, 'student_nll'] - t.loc[m, 'teacher_nll']:+.3f} (the paper's "
                      f"{t.loc[m, 'student_nll_paper'] - t.loc[m, 'teacher_nll_paper']:+.3f})" for m in ran)
-    outcome = [compare(float(t.loc[m, k]), float(t.loc[m, f"{k}_paper"])) for m in ran for k in TABLE1_METRICS]
-    counted = {o: outcome.count(o) for o in ("within", "better", "worse")}
+    outcome = ["no evidence" if no_evidence(t.loc[m], k)
+               else compare(float(t.loc[m, k]), float(t.loc[m, f"{k}_paper"])) for m in ran for k in TABLE1_METRICS]
+    counted = {o: outcome.count(o) for o in ("within", "better", "worse", "no evidence")}
+    learnt_nothing = [f"{MODEL_NAMES[m]} {METRIC_NAMES[k]}" for m in ran for k in TABLE1_METRICS
+                      if no_evidence(t.loc[m], k)]
     teachers = ", ".join(f"{MODEL_NAMES[m]} {t.loc[m, 'teacher_nll']:.4f} (the paper's "
                          f"{t.loc[m, 'teacher_nll_paper']:g})" for m in ran)
     return (f"**Result** ({profile!r} profile, {seeds} seed{'s' * (seeds > 1)}): the students stay close to "
             f"their teachers, NLL gap {gaps}. Of the {len(outcome)} Table 1 values, {counted['within']} are within "
-            f"10% of the paper's, {counted['better']} better and {counted['worse']} worse; the teachers' NLL, "
-            f"against which every student is judged: {teachers}.")
+            f"10% of the paper's, {counted['better']} better and {counted['worse']} worse"
+            + (f"; {counted['no evidence']} are no evidence, their student no better than the best constant "
+               f"prediction ({', '.join(learnt_nothing)})" if learnt_nothing else "")
+            + f"; the teachers' NLL, against which every student is judged: {teachers}.")
 
 
 def table1_display(table1: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Table 1 for reading: ``(ours, paper_only)``. ``ours`` has a row per model with a run, FCNN before
     CNN, an integer ``seeds``, and per quantity ours ("mean ± std" over seeds) beside the paper's and
-    whether they differ beyond the seeds' spread; ``paper_only`` the models without a run (CIFAR-10 where
+    whether they differ beyond the seeds' spread (and, for a student's quantity, its lowest skill over the
+    best constant prediction); ``paper_only`` the models without a run (CIFAR-10 where
     its data are absent), the paper's values alone."""
     t = table1.set_index("model")
     order = [m for m in MODEL_NAMES if m in t.index] + [m for m in t.index if m not in MODEL_NAMES]
@@ -95,6 +110,8 @@ def table1_display(table1: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         ours[name] = [f"{m:.4f}" if pd.isna(s) else f"{m:.4f} ± {s:.4f}" for m, s in zip(mean, std)]
         ours[f"{name}, the paper's"] = t.loc[has_run, f"{k}_paper"].to_numpy()
         ours[f"{name}: ours vs the paper's"] = t.loc[has_run, f"{k}_vs_paper"].to_numpy()
+        if f"{k}_skill" in t:  # the lowest over the seeds; below the floor the value is no evidence
+            ours[f"{name}: skill"] = [f"{v:.2f}" if pd.notna(v) else "—" for v in t.loc[has_run, f"{k}_skill"]]
     paper = pd.DataFrame({"model": [MODEL_NAMES.get(m, m) for m in t.index[~has_run]]})
     for k, name in METRIC_NAMES.items():
         paper[f"{name}, the paper's"] = t.loc[~has_run, f"{k}_paper"].to_numpy()

@@ -14,6 +14,7 @@ from .. import paper_tables
 from ..claims import (
     AGREE,
     DISAGREE,
+    NO_EVIDENCE,
     TRENDS,
     agreement_text,
     compare,
@@ -87,7 +88,11 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
 
     Returns:
         Columns ``model, labelled_size, mask_size, masking_rate, estimator, teacher_nll,
-        student_nll, nll_gap, entropy_mae, n_runs``, sorted by model, estimator, N and m.
+        student_nll, nll_gap, entropy_mae, n_runs``, sorted by model, estimator, N and m, and, where the
+        rows report them, ``nll_gap_skill`` and ``entropy_mae_skill``: the lowest skill over the cell's
+        students of that metric (its predictive students' ``student_nll_skill``, its entropy students'
+        ``entropy_mae_skill``; a comparison that reads a cell below the floor is no evidence,
+        :func:`~gped_kit.experiments.claims.trend_cells`).
 
     Raises:
         TypeError: ``results`` is not a DataFrame.
@@ -120,15 +125,22 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
     teacher = df.groupby(chain_keys, dropna=False)["teacher_nll"].mean()
     pred = df[df["target"] == "predictive"].groupby(chain_keys, dropna=False)[["student_nll", "nll_gap"]].mean()
     mae = df[df["target"] == "entropy"].groupby(chain_keys, dropna=False)["entropy_mae"].mean()
-    per_chain = pd.concat([teacher, pred, mae], axis=1).reset_index()
+    skills = {}  # the lowest skill of the students behind each metric, where the rows report it
+    for metric, target, column in (("nll_gap", "predictive", "student_nll_skill"),
+                                   ("entropy_mae", "entropy", "entropy_mae_skill")):
+        if column in df and df[column].notna().any():
+            skills[f"{metric}_skill"] = df[df["target"] == target].groupby(chain_keys, dropna=False)[column].min()
+    per_chain = pd.concat([teacher, pred, mae, *(v.rename(k) for k, v in skills.items())], axis=1).reset_index()
     table = (per_chain.groupby(list(CELL_COLUMNS), dropna=False)
              .agg(teacher_nll=("teacher_nll", "mean"), student_nll=("student_nll", "mean"),
                   nll_gap=("nll_gap", "mean"),
-                  entropy_mae=("entropy_mae", "mean"), n_runs=("run_key", "nunique"))
+                  entropy_mae=("entropy_mae", "mean"), n_runs=("run_key", "nunique"),
+                  **{k: (k, "min") for k in skills})
              .reset_index())
     table["labelled_size"] = table["labelled_size"].astype(int)
     table["mask_size"] = table["mask_size"].astype(int)
-    return table.sort_values(["model", "estimator", "labelled_size", "mask_size"]).reset_index(drop=True)[out_cols]
+    return table.sort_values(["model", "estimator", "labelled_size", "mask_size"]).reset_index(drop=True)[
+        out_cols + list(skills)]
 
 
 # ----------------------------------------------------------------------------- stored rows
@@ -259,12 +271,14 @@ def experiment2_trend_cells_compared(results: pd.DataFrame) -> pd.DataFrame:
     is the same comparison on its table restricted to our grid (the same smallest and largest size,
     the same masks: :func:`~gped_kit.experiments.paper_tables.experiment2_trend_outcomes`).
     ``comparison``: ``agree`` / ``disagree``; ``ours only`` where the paper has no such cell (a
-    size or mask it did not print). Keyed by (model, trend, setting)."""
+    size or mask it did not print); ``no evidence`` where ours reads a student below the skill floor
+    (``no_evidence``, on the cells averaged over seeds: the lowest skill of any seed). Keyed by (model,
+    trend, setting)."""
     keys = list(TREND_COMPARISON_KEYS)
     cells = experiment2_cells(results)
     ours = trend_cells(cells)
-    columns = [*keys, "estimator", "labelled_size", "mask_size", "metric", "holds", "seeds", "holds_by_seed",
-               "seed_stable", "holds_paper", "table", "comparison"]
+    columns = [*keys, "estimator", "labelled_size", "mask_size", "metric", "holds", "no_evidence", "seeds",
+               "holds_by_seed", "seed_stable", "holds_paper", "table", "comparison"]
     if ours.empty:
         return pd.DataFrame(columns=columns)
     per_seed = []
@@ -283,8 +297,8 @@ def experiment2_trend_cells_compared(results: pd.DataFrame) -> pd.DataFrame:
              if papers else pd.DataFrame(columns=[*keys, "holds_paper", "table"]))
     out = ours.merge(spread, on=keys, how="left").merge(paper, on=keys, how="left")
     out["holds_paper"] = out["holds_paper"].astype(object)
-    out["comparison"] = [compare(str(bool(a)), str(bool(b)) if pd.notna(b) else None)
-                         for a, b in zip(out["holds"], out["holds_paper"])]
+    out["comparison"] = [NO_EVIDENCE if skip else compare(str(bool(a)), str(bool(b)) if pd.notna(b) else None)
+                         for a, b, skip in zip(out["holds"], out["holds_paper"], out["no_evidence"])]
     return out[columns]
 
 
@@ -310,7 +324,10 @@ def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
             compared = mine[mine["comparison"].isin([AGREE, DISAGREE])]
             counts = {seed: int(t.loc[(t["model"] == model) & (t["trend"] == trend), "holds"].sum())
                       for seed, t in per_seed.items()}
-            rows.append({"model": model, "trend": trend, "ours": count_text(mine["holds"].sum(), n),
+            evidence = mine[~mine["no_evidence"].astype(bool)]
+            rows.append({"model": model, "trend": trend,
+                         "ours": count_text(evidence["holds"].sum(), len(evidence))
+                         + (f" ({n - len(evidence)} no evidence)" if len(evidence) < n else ""),
                          "paper": count_text(compared["holds_paper"].astype(bool).sum(), len(compared))
                          if len(compared) else "no cell in common",
                          "agree": agreement_text(mine) if n else "no cell in common",

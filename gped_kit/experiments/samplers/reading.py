@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...core.targets import SKILL_FLOOR
 from .study import study_winners
 
 
@@ -19,7 +20,10 @@ def sampler_reading(history: pd.DataFrame) -> str:
         spread = (lambda m, s: f"{m:.4f}" if pd.isna(s) else f"{m:.4f} ± {s:.4f}")
         verdict = {"yes": "the gap exceeds the seed spread: the order holds over these seeds",
                    "no": "the gap is within the seed spread: no winner is established",
-                   "one seed": "one seed, so no spread to judge the gap by: no winner is established"}[w.separated]
+                   "one seed": "one seed, so no spread to judge the gap by: no winner is established",
+                   "no evidence": "no evidence: a student of one of them is no better than the best constant "
+                                  f"prediction (skill below {SKILL_FLOOR}), so the order is one a constant also "
+                                  "gives"}[w.separated]
         lines.append(f"- {w.quantity}: lowest {w.winner} {spread(w.winner_mean, w.winner_std)}, next {w.runner_up} "
                      f"{spread(w.runner_up_mean, w.runner_up_std)} over {w.seeds} seed(s) (lowest per seed: "
                      f"{w.seed_winners}); {verdict}.")

@@ -29,6 +29,7 @@ from ...core.sampler import SamplerConfig
 from ...core.sghmc import SGHMCConfig
 from ...core.sgld import SGLDConfig
 from ...core.sgnht import SGNHTConfig
+from ...core.targets import SKILL_FLOOR
 from ...data.experiment import DataConfig
 from ...engine import StudentConfig
 from ...engine.result import GPEDResult
@@ -173,27 +174,36 @@ def study_history(results: Sequence[GPEDResult | None], tasks: Sequence[ChainTas
 def study_per_seed(history: pd.DataFrame) -> pd.DataFrame:
     """Per (candidate, seed), the last log point's ``T`` (teacher steps of all its chains together),
     ``seconds``, ``teacher NLL`` (all samples and
-    ``(recent)`` window), ``student NLL`` and ``entropy MAE``; indexed by (candidate, seed)."""
+    ``(recent)`` window), ``student NLL`` and ``entropy MAE``, and where the history reports them the two
+    students' skills over the best constant prediction (``student NLL skill``, ``entropy MAE skill``);
+    indexed by (candidate, seed)."""
     if history.empty:
         raise ValueError("study_table: no finished run")
     last = history.loc[history.groupby(["candidate", "seed", "student"])["step"].idxmax()]
     pred = last[last["student"] == STUDENT_LABELS[0]].set_index(["candidate", "seed"])
     ent = last[last["student"] == STUDENT_LABELS[1]].set_index(["candidate", "seed"])
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "T": pred["step"] * (pred["num_chains"] if "num_chains" in pred else 1),
         "seconds": pred["elapsed_s"], "teacher NLL": pred["teacher_nll"],
         "teacher NLL (recent)": pred["teacher_recent_nll"], "student NLL": pred["student_nll"],
         "entropy MAE": ent["entropy_mae"],
     })
+    for name, rows, column in (("student NLL", pred, "student_nll_skill"), ("entropy MAE", ent, "entropy_mae_skill")):
+        if column in rows and rows[column].notna().any():
+            out[f"{name} skill"] = rows[column]
+    return out
 
 
 def study_table(history: pd.DataFrame, model: str = "fcnn") -> pd.DataFrame:
     """Per candidate, the last log point's teacher NLL (all samples and recent window), student
-    NLL and entropy MAE (mean over seeds, with the number of seeds), the seconds it took, and the
-    paper's Table 1 values at T = 10^6 beside them."""
+    NLL and entropy MAE (mean over seeds, with the number of seeds; a student's skill: the lowest over the
+    seeds), the seconds it took, and the paper's Table 1 values at T = 10^6 beside them."""
     per_seed = study_per_seed(history)
     order = list(dict.fromkeys(history["candidate"]))
-    table = per_seed.groupby(level="candidate").mean().reindex(order)
+    grouped = per_seed.groupby(level="candidate")
+    table = grouped.mean().reindex(order)
+    for column in [c for c in per_seed if c.endswith(" skill")]:  # the lowest over the seeds
+        table[column] = grouped[column].min().reindex(order)
     table.insert(0, "seeds", per_seed.groupby(level="candidate").size().reindex(order))
     paper = paper_row(model)
     for column in ("teacher NLL", "student NLL", "entropy MAE"):
@@ -220,8 +230,10 @@ def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUAN
     ``*_mean`` and ``*_std`` (sample standard deviation over seeds; NaN for one seed), ``gap`` (runner-up
     mean - winner mean), ``seeds``, ``separated`` (``"yes"`` when the gap exceeds the sum of the two
     standard deviations, i.e. their mean +- std intervals do not overlap; ``"no"`` otherwise; ``"one
-    seed"`` when there is no spread to compare with) and ``seed_winners`` (which candidate is lowest
-    in each seed, counted: e.g. ``"BAOA 2, SGNHT 1 (of 3 seeds)"``)."""
+    seed"`` when there is no spread to compare with; ``"no evidence"`` when the winner's or the runner-up's
+    student is below the skill floor in a seed, so that the order is one a constant prediction also gives)
+    and ``seed_winners`` (which candidate is lowest in each seed, counted: e.g. ``"BAOA 2, SGNHT 1 (of 3
+    seeds)"``)."""
     per_seed = study_per_seed(history)
     rows = []
     for q in quantities:
@@ -233,7 +245,12 @@ def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUAN
         best = values.idxmin(axis=1).value_counts()
         w, r = stats.iloc[0], stats.iloc[1] if len(stats) > 1 else None
         seeds = int(stats["n"].max())
-        if r is None or seeds < 2:
+        skill = per_seed[f"{q} skill"].unstack("candidate") if f"{q} skill" in per_seed else None
+        unskilled = (skill is not None and r is not None
+                     and bool((skill[[stats.index[0], stats.index[1]]] < SKILL_FLOOR).any(axis=None)))
+        if unskilled:
+            separated = "no evidence"
+        elif r is None or seeds < 2:
             separated = "one seed" if seeds < 2 else "no runner-up"
         else:
             separated = "yes" if r["mean"] - w["mean"] > w["std"] + r["std"] else "no"
