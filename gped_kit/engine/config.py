@@ -91,6 +91,7 @@ class StudentConfig:
     input_generator: InputGenerator = InputGenerator.DATA
     input_noise_std: float = 0.1
     derivative_weight: float = 0.0
+    lr_warmup: int = 0
 
     def __post_init__(self) -> None:
         target = resolve_target(self.target)
@@ -119,6 +120,7 @@ class StudentConfig:
                              "use estimator='U_s'")
         check_positive("StudentConfig.input_noise_std", self.input_noise_std, allow_zero=True)
         check_positive("StudentConfig.derivative_weight", self.derivative_weight, allow_zero=True)
+        check_int("StudentConfig.lr_warmup", self.lr_warmup, 0)
         if self.derivative_weight > 0 and not target.predictive_classes:
             raise ValueError(f"StudentConfig.derivative_weight={self.derivative_weight!r}: derivative matching needs a "
                              f"target whose first C outputs are class probabilities; {target.name!r} has none")
@@ -336,11 +338,16 @@ def student_lr(config: StudentConfig, t: int, burn_in: int, steps_per_epoch: flo
     20,000 steps at N = 10k and 120,000 at N = 60k, i.e. 50 vs 8 halvings over T = 10^6. (With
     the paper's B = 1,000 << 20,000, counting from 0 or from B is the same schedule up to a
     1,000-step shift; counting from B keeps a shortened profile's long burn-in from decaying the
-    rate before the student has learnt anything.)
+    rate before the student has learnt anything.) With ``lr_warmup`` W the student's update u takes
+    ``min(1, u / W)`` of that rate (:class:`StudentConfig`).
     """
+    lr = config.lr
+    if config.lr_warmup:  # update u of a student with thinning H is at t = (floor(B / H) + u) H
+        update = t // config.thinning - burn_in // config.thinning
+        lr *= min(1.0, max(update, 1) / config.lr_warmup)
     if config.lr_halving_epochs is None:
-        return config.lr
-    return config.lr * 0.5 ** math.floor(max(t - burn_in, 0) / (config.lr_halving_epochs * steps_per_epoch))
+        return lr
+    return lr * 0.5 ** math.floor(max(t - burn_in, 0) / (config.lr_halving_epochs * steps_per_epoch))
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:

@@ -949,6 +949,8 @@ def config_columns(spec: ChainSpec, student, device: torch.device) -> dict[str, 
     if cfg.sampler.schedule is StepSchedule.CYCLICAL:
         cols.update(cycles=cfg.sampler.cycles, explore_fraction=cfg.sampler.explore_fraction,
                     cycle_floor=cfg.sampler.cycle_floor)
+    if sc.lr_warmup:
+        cols["lr_warmup"] = sc.lr_warmup
     return cols
 
 
