@@ -387,9 +387,11 @@ def dataset_of(task: ChainTask) -> str:
 
 
 def _signature(task: ChainTask) -> dict[str, Any]:
-    """The summary columns that tell a task's chain from the others."""
+    """The summary columns that tell a task's chain from the others (None: the column is absent or empty,
+    as a summary writes ``lr_warmup`` only for students that warm up)."""
     out = {"dataset": dataset_of(task), "model": task.config.model_name, "seed": task.config.seed,
-           "num_iterations": task.config.num_iterations, "sampler": str(task.config.sampler.name)}
+           "num_iterations": task.config.num_iterations, "sampler": str(task.config.sampler.name),
+           "lr_warmup": max((s.lr_warmup for s in task.students), default=0) or None}
     for name in ("labelled_size", "mask_size"):
         value = getattr(task.data, name, None)
         if value is not None:
@@ -402,7 +404,10 @@ def _chains_found(summaries: pd.DataFrame, signature: tuple, students: frozenset
     ``signature``'s summary columns and exactly ``students``."""
     rows = summaries
     for column, value in signature:
-        rows = rows[rows[column] == value] if column in rows else rows.iloc[:0]
+        if value is None:
+            rows = rows[rows[column].isna()] if column in rows else rows
+        else:
+            rows = rows[rows[column] == value] if column in rows else rows.iloc[:0]
     return [key for key, chain in (rows.groupby("entry") if len(rows) else [])
             if set(chain["student"]) == students and (chain["steps_done"] == dict(signature)["num_iterations"]).all()]
 
