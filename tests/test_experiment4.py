@@ -486,3 +486,22 @@ def test_experiment4_comparison_without_runs_or_ood_sets_is_the_papers_tables():
     no_ood = _experiment4_downstream().query("metric != 'auroc'").drop(columns="ood_dataset")
     ood = E4.experiment4_comparison(no_ood, "ood")
     assert len(ood) == len(paper_tables.experiment4_ood()) and set(ood["source"]) == {"paper only"}
+
+
+def test_a_student_below_the_skill_floor_is_no_evidence_in_its_cell():
+    """A GPED or EnD2 student that learnt nothing (its ``skill`` below the floor) takes its (cell, seed) out of
+    the comparison; a cell with such a student in every seed is "no evidence", never an agreement (issue 52)."""
+    down = _claims_downstream().assign(skill=0.5)
+    fcnn_base = (down["model"] == "fcnn") & (down["estimator"] == "U_s") & (down["student"] == "base")
+    one_seed = fcnn_base & (down["method"] == "GPED") & (down["seed"] == 2)
+    cells = E4.experiment4_claim_cells(down.assign(skill=down["skill"].mask(one_seed, 0.01)))
+    nll = cells[(cells["metric"] == "nll") & cells["ours"].notna()].set_index(["model", "estimator", "student"])
+    flipped = nll.loc[("fcnn", "U_s", "base")]  # seed 2 (the one EnD2 won) left out: the other two agree
+    assert (flipped["seeds"], flipped["ours_by_seed"], flipped["comparison"]) == (2, "GPED, GPED", "agree")
+    every_seed = fcnn_base & (down["method"] == "EnD2")
+    cells = E4.experiment4_claim_cells(down.assign(skill=down["skill"].mask(every_seed, -0.1)))
+    nll = cells[(cells["metric"] == "nll") & cells["ours"].notna()].set_index(["model", "estimator", "student"])
+    assert nll.loc[("fcnn", "U_s", "base"), "comparison"] == "no evidence"
+    assert (nll["comparison"] == "agree").sum() == 5  # one of the six agreements was resting on it
+    claims = E4.experiment4_claims(down.assign(skill=down["skill"].mask(every_seed, -0.1))).set_index("claim")
+    assert "5 of 7" in claims.loc["GPED lower nll than EnD2", "agree"]

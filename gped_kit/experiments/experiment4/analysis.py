@@ -15,8 +15,10 @@ import pandas as pd
 import torch
 
 from ...baselines.endd import ENDD_TEMPERATURE
+from ...core.targets import SKILL_FLOOR
 from .. import paper_tables
 from ..claims import (
+    NO_EVIDENCE,
     agreement_text,
     compare,
     count_text,
@@ -129,17 +131,27 @@ def _claim_rows(downstream: pd.DataFrame, metric: str, endd: str) -> pd.DataFram
 
 
 def _per_seed_cells(rows: pd.DataFrame, lower: bool) -> pd.DataFrame:
-    """One row per (cell, seed) where both GPED and EnD2 have a value: the keys (filled, :func:`_fill`),
-    ``seed``, ``GPED``, ``EnD2`` and the winner ``ours``."""
+    """One row per (cell, seed) where both GPED and EnD2 have a value and both students learnt something
+    (neither's ``skill`` below :data:`~gped_kit.core.targets.SKILL_FLOOR`, where the rows report it): the keys
+    (filled, :func:`_fill`), ``seed``, ``GPED``, ``EnD2`` and the winner ``ours``. The (cell, seed) pairs left
+    out for a student below the floor are in the frame's ``attrs["no_evidence"]`` (a DataFrame of keys)."""
+    empty = pd.DataFrame(columns=[*_CELL_KEYS, "seed", "GPED", "EnD2", "ours"])
     if rows.empty:
-        return pd.DataFrame(columns=[*_CELL_KEYS, "seed", "GPED", "EnD2", "ours"])
-    per_seed = _fill(rows, _CELL_KEYS).pivot_table(index=[*_CELL_KEYS, "seed"], columns="method",
-                                                   values="value").reset_index()
+        return empty
+    filled = _fill(rows, _CELL_KEYS)
+    per_seed = filled.pivot_table(index=[*_CELL_KEYS, "seed"], columns="method", values="value").reset_index()
     if not {"GPED", "EnD2"} <= set(per_seed.columns):
-        return pd.DataFrame(columns=[*_CELL_KEYS, "seed", "GPED", "EnD2", "ours"])
+        return empty
     per_seed = per_seed.dropna(subset=["GPED", "EnD2"])
-    per_seed["ours"] = [winner(g, e, lower) for g, e in zip(per_seed["GPED"], per_seed["EnD2"])]
     per_seed.columns.name = None
+    unskilled = pd.DataFrame(columns=[*_CELL_KEYS, "seed"])
+    if "skill" in filled and filled["skill"].notna().any():
+        low = filled[filled["skill"] < SKILL_FLOOR][[*_CELL_KEYS, "seed"]].drop_duplicates()
+        flag = per_seed.merge(low.assign(_low=True), on=[*_CELL_KEYS, "seed"], how="left")["_low"].notna()
+        unskilled = per_seed.loc[flag.to_numpy(), [*_CELL_KEYS, "seed"]]
+        per_seed = per_seed.loc[~flag.to_numpy()]
+    per_seed = per_seed.assign(ours=[winner(g, e, lower) for g, e in zip(per_seed["GPED"], per_seed["EnD2"])])
+    per_seed.attrs["no_evidence"] = unskilled.reset_index(drop=True)
     return per_seed
 
 
@@ -175,6 +187,8 @@ def _note(row: Mapping[str, Any]) -> str:
         return "no run of ours for this cell"
     if comparison == "paper tie":
         return "the paper prints equal values: neither wins"
+    if comparison == NO_EVIDENCE:
+        return "a GPED or EnD2 student below the skill floor in every seed: it learnt nothing measurable"
     return ""
 
 
@@ -192,8 +206,9 @@ def experiment4_claim_cells(downstream: pd.DataFrame, endd: str = ENDD_MAIN) -> 
     the paper does not say whether its OOD inputs were masked, so both of ours meet its cell);
     ``comparison``: ``agree`` / ``disagree``; ``paper tie`` (equal printed values: not counted);
     ``ours only`` (e.g. Fashion-MNIST, which the paper did not use) or ``paper only`` (KMNIST,
-    notMNIST and CIFAR-10 are not obtainable here), with the reason in ``note``. Our rows first,
-    then the paper's cells we have no run for."""
+    notMNIST and CIFAR-10 are not obtainable here), with the reason in ``note``; ``no evidence`` where every
+    seed of our cell has a GPED or EnD2 student below the skill floor (a seed with one is left out of the
+    means). Our rows first, then the paper's cells we have no run for."""
     parts = []
     paper_all = paper_tables.experiment4_outcomes()
     for metric, (_, lower, _) in CLAIMS.items():
@@ -206,6 +221,12 @@ def experiment4_claim_cells(downstream: pd.DataFrame, endd: str = ENDD_MAIN) -> 
             means = per_seed.groupby(list(_CELL_KEYS), sort=True)[["GPED", "EnD2"]].mean().reset_index()
             means["ours"] = [winner(g, e, lower) for g, e in zip(means["GPED"], means["EnD2"])]
             ours = means.merge(seed_spread(per_seed, _CELL_KEYS), on=list(_CELL_KEYS), how="left")
+        unskilled = per_seed.attrs.get("no_evidence", pd.DataFrame(columns=list(_CELL_KEYS)))
+        seen_ours = set(map(tuple, ours[list(_CELL_KEYS)].to_numpy().tolist()))
+        lost = unskilled[[tuple(k) not in seen_ours for k in unskilled[list(_CELL_KEYS)].to_numpy().tolist()]]
+        if len(lost):  # every seed of the cell rests on a student below the skill floor: no evidence
+            ours = pd.concat([ours, lost[list(_CELL_KEYS)].drop_duplicates().assign(ours=NO_EVIDENCE)],
+                             ignore_index=True)
         merged = ours.merge(paper[[*_PAPER_KEYS, "GPED_paper", "EnD2_paper", "paper", "table"]],
                             on=list(_PAPER_KEYS), how="left")
         seen = set(map(tuple, ours[list(_PAPER_KEYS)].to_numpy().tolist()))
@@ -217,7 +238,8 @@ def experiment4_claim_cells(downstream: pd.DataFrame, endd: str = ENDD_MAIN) -> 
         pd.DataFrame(columns=list(CLAIM_CELL_COLUMNS))
     for key in (*_CELL_KEYS, "ours", "paper", "table"):
         out[key] = out[key].astype(object).map(_blank)
-    out["comparison"] = [compare(o, p) for o, p in zip(out["ours"], out["paper"])]
+    out["comparison"] = [NO_EVIDENCE if o == NO_EVIDENCE else compare(o, p)
+                         for o, p in zip(out["ours"], out["paper"])]
     out["versus"] = endd
     out["note"] = [_note(r) for r in out.to_dict("records")]
     return out.reindex(columns=list(CLAIM_CELL_COLUMNS)).reset_index(drop=True)

@@ -15,6 +15,7 @@ import torch
 
 from ...baselines.endd import heated_label
 from ...core import metrics, uncertainty
+from ...core.metrics import lowest_skill
 from ...core.targets import PREDICTIVE_ENTROPY, Target
 from ...data.container import GPEDData
 from ...data.experiment import DataConfig, ood_set_name
@@ -73,7 +74,9 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
     (T = 1) and ``"EnD2 (T = 2.5)"`` (:func:`experiment4_uncertainties`); the latter's ``nll`` and
     ``accuracy`` need the test ``labels`` (left out without them). ``data_uncertainty``: one row
     per test input with the expected data uncertainty E[H] of the ensemble and of each
-    largest-width student, at both EnD2 temperatures (Figure 15).
+    largest-width student, at both EnD2 temperatures (Figure 15). Every student's row has its ``skill``: the
+    lowest of its skills over the best constant prediction in the run's summary (absent from chains stored
+    before every built-in target reported skill).
     """
     summary = result.summary.set_index("student")
     c = int(next(iter(result.student_outputs["test"].values())).shape[1]) - 1
@@ -84,11 +87,18 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
             "mask_size": info.mask_size if info else _summary_value(result.summary, "mask_size"),
             "masking_rate": float(_summary_value(result.summary, "masking_rate"))}
     rows = []
+    # each student's lowest skill over the best constant prediction (its summary's; an EnD2 student read at
+    # another temperature keeps its own): a comparison that rests on a student below the floor is no evidence
+    skills = {label: (lowest[1] if (lowest := lowest_skill(row)) else float("nan"))
+              for label, row in summary.iterrows()}
+    skills.update({heated_label(label, t): value for label, value in list(skills.items())
+                   for t in ENDD_EVAL_TEMPERATURES})
 
     def add(who: str, metric: str, value: float, **extra: Any) -> None:
         keys = ({"method": "Ensemble", "estimator": None, "student": None} if who == "Ensemble"
                 else _student_keys(who))
-        rows.append({**base, **keys, "metric": metric, "value": float(value), **extra})
+        skill = {} if who == "Ensemble" or who not in skills else {"skill": skills[who]}
+        rows.append({**base, **keys, "metric": metric, "value": float(value), **skill, **extra})
 
     first = summary.iloc[0]
     add("Ensemble", "nll", first["teacher_nll"])

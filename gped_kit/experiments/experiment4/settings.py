@@ -128,4 +128,4 @@ STUDENT_SIZES = ("base", "largest_width_multiplier")
 ENDD_EVAL_TEMPERATURES = (ENDD_TEMPERATURE,)
 #: Columns of the ``downstream`` table (an empty one has them too).
 DOWNSTREAM_COLUMNS = ("model", "method", "estimator", "student", "metric", "value", "std", "uncertainty",
-                      "ood_dataset", "ood_masked")
+                      "ood_dataset", "ood_masked", "skill")
