@@ -143,17 +143,24 @@ def skill(error: float, constant_error: float) -> float:
     return 1.0 - error / constant_error if constant_error > 0 else float("nan")
 
 
-#: Columns that hold a student's skill over the best constant prediction: ``skill`` (its ``target_mae`` or,
-#: for a regression mean, ``mean_mae``) and ``<metric>_skill`` for each other metric that has one
-#: (``entropy_mae_skill``, ``student_nll_skill``, ``epistemic_mae_skill``, ...).
 def skill_columns(columns) -> list[str]:
-    """The skill columns among ``columns`` (a table's or a metrics dict's names), in their order."""
-    return [c for c in columns if c == "skill" or str(c).endswith("_skill")]
+    """The columns among ``columns`` (a table's or a metrics dict's names) that say whether a student learnt
+    what it is trained to reproduce, the teacher ensemble's expectation: ``skill`` (of its ``target_mae``, or
+    ``mean_mae`` for a regression mean) and each ``<error>_mae_skill`` (``entropy_mae_skill``,
+    ``epistemic_mae_skill``, ...), in their order; for a student with none of these (EnD2's prior network,
+    whose output is no estimate of E[g]) its ``student_nll_skill``. A predictive student's
+    ``student_nll_skill`` is its NLL against the labels' best constant, which a faithful student of a teacher
+    that itself barely beats a constant (a masking rate of 0.8) also scores low: reported, not a sign that the
+    student learnt nothing."""
+    columns = [str(c) for c in columns]
+    own = [c for c in columns if c == "skill" or c.endswith("_mae_skill")]
+    return own or [c for c in columns if c == "student_nll_skill"]
 
 
 def lowest_skill(row) -> tuple[str, float] | None:
-    """The lowest skill of one student's ``row`` (a mapping or a table row) and its column, NaN ones left out;
-    None when the row reports none (a result stored before every built-in target reported skill)."""
+    """The lowest skill of one student's ``row`` (a mapping or a table row) over :func:`skill_columns` and its
+    column, NaN ones left out; None when the row reports none (a result stored before every built-in target
+    reported skill)."""
     found = [(c, float(row[c])) for c in skill_columns(row.keys())
              if row[c] is not None and not math.isnan(float(row[c]))]
     return min(found, key=lambda cv: cv[1]) if found else None

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.metrics import lowest_skill
 from ..core.targets import SKILL_FLOOR
 
 #: The MNIST models of the claims, with their names in the table.
@@ -205,6 +206,15 @@ def separable(difference: float, spread: float | None) -> bool:
     return not (_known(spread) and abs(difference) < spread)
 
 
+def student_skill(rows: pd.DataFrame) -> pd.Series:
+    """Each student row's lowest skill (:func:`~gped_kit.core.metrics.lowest_skill`: of its error against the
+    teacher's expectation), NaN where the row reports none (stored before every target reported skill)."""
+    if rows.empty:
+        return pd.Series(dtype=float, index=rows.index)
+    return pd.Series([(found[1] if (found := lowest_skill(row.dropna())) else math.nan)
+                      for _, row in rows.iterrows()], index=rows.index, dtype=float)
+
+
 def no_evidence(row: pd.Series, metric: str) -> bool:
     """Whether ``row``'s ``metric`` comes from a student below :data:`~gped_kit.core.targets.SKILL_FLOOR` (its
     skill over the best constant prediction, the ``<metric>_skill`` column): a comparison that involves such a
@@ -248,6 +258,7 @@ def as_list(out: Claim | list[Claim] | None) -> list[Claim]:
 
 
 __all__ = ["MODELS", "Claim", "Evidence", "Finding", "WITHIN", "NOT_SEPARABLE", "SKILL_FLOOR", "KINDS", "GPED",
-           "PRECONDITION", "ANOTHER_PROFILE", "HYDRA", "THESIS", "OURS", "RUN", "within", "compare", "bound_distance",
-           "separable", "no_evidence", "number", "link", "verdict", "verdict_word", "counts", "read_table", "seeds_of",
-           "seeds_text", "steps_text", "profile_evidence", "as_list", "short_verdict"]
+           "PRECONDITION", "ANOTHER_PROFILE", "HYDRA", "THESIS", "OURS", "RUN", "within", "compare",
+           "bound_distance", "separable", "student_skill", "no_evidence", "number", "link", "verdict",
+           "verdict_word", "counts", "read_table", "seeds_of", "seeds_text", "steps_text", "profile_evidence",
+           "as_list", "short_verdict"]

@@ -9,7 +9,7 @@ import pandas as pd
 from ...core.targets import SKILL_FLOOR
 from .. import paper_tables
 from ..frame import Summary, side_by_side
-from ..verdicts import compare, no_evidence
+from ..verdicts import compare, no_evidence, student_skill
 
 #: Table 1's quantities: the teacher ensemble's NLL, the predictive U_s student's NLL, the entropy
 #: U_o student's MAE (the paper's Table 1), and the two accuracies (ours only).
@@ -31,9 +31,10 @@ def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
     seed) and ``seeds``, beside the paper's numbers (``_paper``). ``<metric>_vs_paper`` says how our
     mean compares: ``"within seed spread"`` when |ours - paper| <= 2 std over the seeds,
     ``"above"``/``"below"`` otherwise, ``"one seed"`` when no spread is known, or ``"no evidence"`` when a
-    seed's student is below the skill floor. ``<metric>_skill`` is the students' lowest skill over the seeds
-    (their error against the best constant prediction's, :func:`~gped_kit.core.metrics.skill`; NaN for
-    chains stored before every built-in target reported it)."""
+    seed's student is below the skill floor. ``<metric>_skill`` is the lowest skill over the seeds of the
+    students behind it (:func:`~gped_kit.experiments.verdicts.student_skill`: their error against the teacher's
+    expectation beside the best constant prediction's; NaN for chains stored before every built-in target
+    reported it)."""
     paper = paper_tables.table1().set_index("model")[list(TABLE1_METRICS)].add_suffix("_paper")
     if table.empty:
         return paper.reset_index()
@@ -44,9 +45,8 @@ def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
     per_seed = per_seed.join(ent.set_index(["model", "seed"])[["entropy_mae"]], how="outer")
     grouped = per_seed.groupby(level="model")
     ours = grouped.mean().join(grouped.std().add_suffix("_std")).join(grouped.size().rename("seeds"))
-    for metric, rows in (("student_nll", pred), ("entropy_mae", ent)):
-        column = f"{metric}_skill"
-        ours[column] = rows.groupby("model")[column].min() if column in rows else float("nan")
+    for metric, rows in (("student_nll", pred), ("entropy_mae", ent)):  # the skill of the student behind it
+        ours[f"{metric}_skill"] = student_skill(rows).groupby(rows["model"]).min()
     out = ours.join(paper, how="outer")
     for metric in TABLE1_METRICS:
         skill = out[f"{metric}_skill"] if f"{metric}_skill" in out else pd.Series(float("nan"), index=out.index)

@@ -23,6 +23,7 @@ from ..claims import (
     seed_spread,
     trend_cells,
 )
+from ..verdicts import student_skill
 
 #: The trend tables notebook 02 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's rows
 #: read them (:mod:`.notebook`).
@@ -90,9 +91,8 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
         Columns ``model, labelled_size, mask_size, masking_rate, estimator, teacher_nll,
         student_nll, nll_gap, entropy_mae, n_runs``, sorted by model, estimator, N and m, and, where the
         rows report them, ``nll_gap_skill`` and ``entropy_mae_skill``: the lowest skill over the cell's
-        students of that metric (its predictive students' ``student_nll_skill``, its entropy students'
-        ``entropy_mae_skill``; a comparison that reads a cell below the floor is no evidence,
-        :func:`~gped_kit.experiments.claims.trend_cells`).
+        students of that metric (:func:`~gped_kit.experiments.verdicts.student_skill`; a comparison that reads
+        a cell below the floor is no evidence, :func:`~gped_kit.experiments.claims.trend_cells`).
 
     Raises:
         TypeError: ``results`` is not a DataFrame.
@@ -126,10 +126,11 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
     pred = df[df["target"] == "predictive"].groupby(chain_keys, dropna=False)[["student_nll", "nll_gap"]].mean()
     mae = df[df["target"] == "entropy"].groupby(chain_keys, dropna=False)["entropy_mae"].mean()
     skills = {}  # the lowest skill of the students behind each metric, where the rows report it
-    for metric, target, column in (("nll_gap", "predictive", "student_nll_skill"),
-                                   ("entropy_mae", "entropy", "entropy_mae_skill")):
-        if column in df and df[column].notna().any():
-            skills[f"{metric}_skill"] = df[df["target"] == target].groupby(chain_keys, dropna=False)[column].min()
+    skill = student_skill(df)
+    if skill.notna().any():
+        for metric, target in (("nll_gap", "predictive"), ("entropy_mae", "entropy")):
+            mine = df["target"] == target
+            skills[f"{metric}_skill"] = skill[mine].groupby([df.loc[mine, k] for k in chain_keys], dropna=False).min()
     per_chain = pd.concat([teacher, pred, mae, *(v.rename(k) for k, v in skills.items())], axis=1).reset_index()
     table = (per_chain.groupby(list(CELL_COLUMNS), dropna=False)
              .agg(teacher_nll=("teacher_nll", "mean"), student_nll=("student_nll", "mean"),

@@ -47,6 +47,7 @@ from ..paper import (
     teacher_config,
 )
 from ..paper_tables import table1
+from ..verdicts import student_skill
 
 #: The paper's SGLD for MNIST (Appendix A.2).
 PAPER_SGLD = SGLDConfig(step_size=4e-6, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
@@ -195,9 +196,10 @@ def study_per_seed(history: pd.DataFrame) -> pd.DataFrame:
         "teacher NLL (recent)": pred["teacher_recent_nll"], "student NLL": pred["student_nll"],
         "entropy MAE": ent["entropy_mae"],
     })
-    for name, rows, column in (("student NLL", pred, "student_nll_skill"), ("entropy MAE", ent, "entropy_mae_skill")):
-        if column in rows and rows[column].notna().any():
-            out[f"{name} skill"] = rows[column]
+    for name, rows in (("student NLL", pred), ("entropy MAE", ent)):
+        skill = student_skill(rows)
+        if skill.notna().any():
+            out[f"{name} skill"] = skill
     return out
 
 
