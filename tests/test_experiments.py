@@ -11,6 +11,7 @@ from gped_kit.experiments import experiment1 as E1
 from gped_kit.experiments import experiment2 as E2
 from gped_kit.experiments import quickstart
 from gped_kit.experiments.chains import ChainTask, run_chains
+from gped_kit.experiments.claims import trend_cells
 from gped_kit.experiments.experiment1.analysis import table1_display, table1_result
 from gped_kit.experiments.paper import (
     BAOA_SAMPLER,
@@ -277,3 +278,26 @@ def test_notebook01_result_and_table_read_table1_as_the_readme_does():
     assert list(ours["model"]) == ["FCNN", "CNN-MNIST"] and ours["seeds"].dtype.kind == "i"
     assert ours.loc[0, "teacher NLL"] == "0.0950 ± 0.0010" and list(paper_only["model"]) == ["CNN-CIFAR-10"]
     assert "no chain of ours" in table1_result(t.assign(teacher_nll=float("nan")), "paper")
+
+
+def test_cells_below_the_skill_floor_are_named_and_their_comparisons_are_no_evidence():
+    """A cell whose entropy students are no better than the best constant (skill < 0.05) is named, and every
+    trend comparison that reads it is "no evidence", left out of our count (issue 52)."""
+    rows = []
+    for n in (10_000, 60_000):
+        for m, r in ((0, 0.0), (15, 0.29), (25, 0.8)):
+            for e in ("U_o", "U_s"):
+                rows.append({"model": "fcnn", "labelled_size": n, "mask_size": m, "masking_rate": r, "estimator": e,
+                             "teacher_nll": 0.1 + m / 10 - n / 1e6, "nll_gap": 0.01, "entropy_mae": 0.05 + m / 100,
+                             "entropy_mae_skill": -0.002 if m == 0 else 0.4, "nll_gap_skill": 0.9})
+    cells = pd.DataFrame(rows)
+    low = E2.below_floor(cells)
+    assert list(zip(low["labelled_size"], low["mask_size"], low["metric"])) == [(10_000, 0, "entropy MAE"),
+                                                                                 (60_000, 0, "entropy MAE")]
+    assert "N = 10,000, m = 0 (U_o -0.002 / U_s -0.002)" in E2.below_floor_text(low)
+    per = trend_cells(cells)
+    peaks = per[(per["trend"] == "entropy MAE peaks at moderate masking")]
+    assert peaks["no_evidence"].all()  # every peak reads m = 0
+    uo = per[(per["trend"] == "U_o at least as good as U_s") & (per["metric"] == "entropy_mae")]
+    assert uo.set_index("mask_size")["no_evidence"].groupby(level=0).all().to_dict() == {0: True, 15: False, 25: False}
+    assert not per.loc[per["metric"] == "nll_gap", "no_evidence"].any()

@@ -429,3 +429,18 @@ def test_the_model_uncertainty_row_names_students_no_better_than_predicting_zero
     assert row.verdict == "— (GPED, Hydra no better than predicting zero)"  # a tie is no better
     assert row.ours == "GPED 0.080, EnD2 0.030, Hydra 0.039, predicting zero 0.039"
     assert CN.mu_row(tmp_path, "long") == []
+
+
+def test_the_verdict_names_the_cells_whose_students_learnt_nothing(tmp_path):
+    """The default profile's Experiment 1-2 cells whose students are below the skill floor are named in the
+    verdict, with a link to their skills (issue 52: each one is named, never counted as a result)."""
+    below_floor_line = E2N.below_floor_line
+    assert below_floor_line(tmp_path) is None
+    pd.DataFrame({"model": ["fcnn", "fcnn", "cnn_mnist"], "labelled_size": [10_000, 60_000, 10_000],
+                  "mask_size": [0, 0, 0], "masking_rate": [0.0] * 3, "metric": ["entropy MAE"] * 3,
+                  "skill_U_o": [-0.002, float("nan"), -0.007], "skill_U_s": [-0.002, 0.029, -0.01]}
+                 ).to_csv(tmp_path / "experiment2_mnist_below_floor_default.csv", index=False)
+    line = below_floor_line(tmp_path)
+    assert "FCNN entropy MAE (N = 10,000, m = 0, N = 60,000, m = 0)" in line
+    assert "CNN entropy MAE (N = 10,000, m = 0)" in line
+    assert "(figures/experiment2_mnist_below_floor_default.md)" in line

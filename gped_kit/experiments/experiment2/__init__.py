@@ -17,7 +17,10 @@ notebooks ``02_experiment2_mnist``, ``03_experiment2_cifar10`` and ``04_figure3_
 """
 
 from .analysis import (
+    BELOW_FLOOR_TABLE,
     TRENDS_TABLE,
+    below_floor,
+    below_floor_text,
     chain_lengths,
     experiment2_cells,
     experiment2_comparison,
@@ -36,4 +39,5 @@ __all__ = ["MNIST", "CIFAR10", "FIGURE3", "PROFILES", "Experiment2Settings", "ex
            "lr_check_tasks", "cifar_tasks", "experiment2_cells", "experiment2_comparison",
            "experiment2_trend_cells_compared", "experiment2_trend_comparison", "experiment2_trends",
            "experiment12_rows",
-           "chain_lengths", "gap_by_schedule", "experiment2_summary", "experiment2_reading", "TRENDS_TABLE"]
+           "chain_lengths", "gap_by_schedule", "experiment2_summary", "experiment2_reading", "TRENDS_TABLE",
+           "BELOW_FLOOR_TABLE", "below_floor", "below_floor_text"]

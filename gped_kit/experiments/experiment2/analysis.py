@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from ...core.targets import SKILL_FLOOR
 from .. import paper_tables
 from ..claims import (
     AGREE,
@@ -28,6 +29,8 @@ from ..verdicts import student_skill
 #: The trend tables notebook 02 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's rows
 #: read them (:mod:`.notebook`).
 TRENDS_TABLE = "experiment2_mnist_trends_{profile}"
+#: The cells whose students are below the skill floor (:func:`below_floor`), per profile; the README names them.
+BELOW_FLOOR_TABLE = "experiment2_mnist_below_floor_{profile}"
 
 
 def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -223,6 +226,47 @@ def chain_lengths(rows: pd.DataFrame) -> dict[int, int]:
     lengths = rows.dropna(subset=["num_iterations"])
     counts = (lengths.groupby("num_iterations")[key].nunique() if key else lengths.groupby("num_iterations").size())
     return {int(t): int(n) for t, n in sorted(counts.items())}
+
+
+#: A cell's metrics and the names a reader sees for them.
+SKILL_METRICS = {"nll_gap": "student NLL", "entropy_mae": "entropy MAE"}
+
+
+def below_floor(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells of :func:`experiment2_cells` whose students of a metric are below the skill floor (their
+    lowest skill over the seeds, ``<metric>_skill`` < :data:`~gped_kit.core.targets.SKILL_FLOOR`): one row per
+    (model, labelled_size, mask_size, metric) with each estimator's skill (``skill_U_o``, ``skill_U_s``; NaN for
+    one at or above the floor). Every trend comparison that reads such a cell is no evidence. Empty when the
+    cells report no skill (stored before every built-in target reported it)."""
+    columns = ["model", "labelled_size", "mask_size", "masking_rate", "metric", "skill_U_o", "skill_U_s"]
+    rows = []
+    for metric, name in SKILL_METRICS.items():
+        column = f"{metric}_skill"
+        if column not in cells:
+            continue
+        low = cells[cells[column] < SKILL_FLOOR]
+        for (model, n, m, r), part in low.groupby(["model", "labelled_size", "mask_size", "masking_rate"]):
+            skill = part.set_index("estimator")[column]
+            rows.append({"model": model, "labelled_size": n, "mask_size": m, "masking_rate": r, "metric": name,
+                         "skill_U_o": skill.get("U_o", math.nan), "skill_U_s": skill.get("U_s", math.nan)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def below_floor_text(low: pd.DataFrame) -> str:
+    """One sentence naming the cells of :func:`below_floor` (empty string when there are none)."""
+    if low.empty:
+        return ""
+    names = {"fcnn": "FCNN", "cnn_mnist": "CNN-MNIST"}
+    parts = []
+    for (model, metric), group in low.groupby(["model", "metric"], sort=False):
+        cells = ", ".join(
+            f"N = {int(r.labelled_size):,}, m = {int(r.mask_size)} ("
+            + " / ".join(f"{e} {v:+.3f}" for e, v in (("U_o", r.skill_U_o), ("U_s", r.skill_U_s)) if pd.notna(v))
+            + ")" for r in group.itertuples())
+        parts.append(f"{names.get(model, model)} {metric}: {cells}")
+    return (f"No evidence in {len(low)} (cell, metric) pairs, whose students are no better than the best constant "
+            f"prediction (skill below {SKILL_FLOOR}; their skills): " + "; ".join(parts)
+            + ". Every comparison that reads them is left out of the counts.")
 
 
 def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:

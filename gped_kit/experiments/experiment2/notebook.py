@@ -10,7 +10,14 @@ from pathlib import Path
 from ..frame import SCALED_CHAIN, Experiment, Summary, read_chains
 from ..store import ResultsStore
 from ..verdicts import MODELS, Claim, Evidence, Finding, counts, link, profile_evidence, read_table, verdict
-from .analysis import TRENDS_TABLE, experiment2_cells, experiment2_trend_cells_compared, experiment2_trend_comparison
+from .analysis import (
+    BELOW_FLOOR_TABLE,
+    TRENDS_TABLE,
+    below_floor,
+    experiment2_cells,
+    experiment2_trend_cells_compared,
+    experiment2_trend_comparison,
+)
 from .settings import PROFILES, Experiment2Settings
 from .tasks import cifar_tasks, experiment2_tasks, lr_check_tasks
 
@@ -26,14 +33,16 @@ def experiment2_summary(experiment: Experiment, store: ResultsStore, settings: E
     """Experiment 2 on MNIST (paper Section 4.2 and Appendix B.1): the grid's chains
     (:func:`~.tasks.experiment2_tasks`, one per seed of the profile); ``run`` is the grid. Tables: ``cells``
     (:func:`~.analysis.experiment2_cells`, the mean over seeds), ``trends`` (each trend counted on ours and on
-    the paper's cells, with the count per seed: :func:`~.analysis.experiment2_trend_comparison`) and
-    ``trend_cells`` (every comparison: :func:`~.analysis.experiment2_trend_cells_compared`)."""
+    the paper's cells, with the count per seed: :func:`~.analysis.experiment2_trend_comparison`),
+    ``trend_cells`` (every comparison: :func:`~.analysis.experiment2_trend_cells_compared`) and ``below_floor``
+    (the cells whose students are below the skill floor: :func:`~.analysis.below_floor`)."""
     tasks = experiment2_tasks(models, settings, seed=seed, device=device, data_root=data_root)
     grid, missing = read_chains(tasks, store, executor, recompute, progress, settings.chains_per_batch)
     if grid is None:
         return Summary(experiment, profile, settings, None, {}, missing)
     table = grid.table
     tables = {"cells": experiment2_cells(table)}
+    tables["below_floor"] = below_floor(tables["cells"])
     if not missing:
         tables["trends"] = experiment2_trend_comparison(table)
         tables["trend_cells"] = experiment2_trend_cells_compared(table)
@@ -62,6 +71,22 @@ def _cifar_lines(settings: Experiment2Settings, absent: Collection[str]) -> list
         return ["CIFAR-10 present here: True"]
     return ["every CIFAR-10 cell reports missing data: True",
             "the message names where it looked and how to get the files: True"]
+
+
+def below_floor_line(figures: Path, profile: str = "default") -> str | None:
+    """One line for the README's verdict: the Experiment 1-2 cells of ``profile`` whose students are below the
+    skill floor (the table notebook 02 wrote, :func:`~.analysis.below_floor`), grouped by model and metric, with
+    a link to the table; None when there are none or the table is absent."""
+    name = BELOW_FLOOR_TABLE.format(profile=profile)
+    low = read_table(figures, f"{name}.csv")
+    if low is None or low.empty:
+        return None
+    groups = []
+    for (model, metric), part in low.groupby(["model", "metric"], sort=False):
+        where = ", ".join(f"N = {int(n):,}, m = {int(m)}" for n, m in zip(part["labelled_size"], part["mask_size"]))
+        groups.append(f"{MODELS.get(model, model)} {metric} ({where})")
+    return (f"No evidence in the {profile} profile, its students no better than the best constant prediction: "
+            + "; ".join(groups) + f" ({link(f'{name}.md', 'their skills')}; Table 1 and Exp. 2 leave them out).")
 
 
 #: The trend a GPU run at the paper's length speaks to: its one cell (N = 60,000, r = 0) of U_o against U_s.
