@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..device_runs import paper_length_runs
 from ..frame import SCALED_CHAIN, Experiment, Summary, chain_seconds, read_chains
 from ..paper import teacher_caption
 from ..store import ResultsStore
@@ -78,7 +79,6 @@ def _seeds(t: pd.DataFrame) -> int:
 def _gpu_runs(figures: Path) -> dict:
     """The complete paper-length GPU runs of notebook 01 (committed beside ``figures``, under
     ``docs/device-runs``), per model."""
-    from ..device_runs import paper_length_runs  # noqa: PLC0415 (device_runs reads this package's settings)
     return {m: r for m, r in paper_length_runs(Path(figures).parent).items() if r.complete and m in MODELS}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
+from ..device_runs import PAPER_STEPS, paper_length_runs, uo_vs_us
 from ..frame import SCALED_CHAIN, Experiment, Summary, read_chains
 from ..store import ResultsStore
 from ..verdicts import MODELS, Claim, Evidence, Finding, counts, link, profile_evidence, read_table, verdict
@@ -98,7 +99,6 @@ def uo_gpu_finding(figures: Path) -> Finding | None:
     the cell N = 60,000, r = 0 of each model that completed one), by the trend's rule cell by cell against the
     paper's same cell; a difference smaller than the metric's run-to-run spread is not separable, and not
     counted either way."""
-    from ..device_runs import PAPER_STEPS, paper_length_runs, uo_vs_us  # noqa: PLC0415
 
     runs = {m: r for m, r in paper_length_runs(Path(figures).parent).items() if r.complete}
     if not runs:
