@@ -13,18 +13,22 @@ distilling the predictive distribution (U_s, as the paper's Table 1) and the exp
 
 from .analysis import (
     CALIBRATION_TABLE,
+    ESTIMATOR_GAP_TABLE,
     PAPER_TABLE1,
     TABLE1,
     TABLE1_METRICS,
     TABLE1_PROFILES,
+    estimator_gap,
+    estimator_gap_text,
     experiment1_table,
     run_time_line,
     table1_by_profile,
 )
-from .notebook import EXPERIMENT, experiment1_summary
+from .notebook import EXPERIMENT, experiment1_summary, gpu_student_nll
 from .settings import PROFILES, Experiment1Settings
 from .tasks import experiment1_tasks
 
 __all__ = ["EXPERIMENT", "PROFILES", "Experiment1Settings", "experiment1_tasks", "experiment1_table",
            "experiment1_summary", "table1_by_profile", "run_time_line", "TABLE1_METRICS", "TABLE1", "TABLE1_PROFILES",
-           "PAPER_TABLE1", "CALIBRATION_TABLE"]
+           "PAPER_TABLE1", "CALIBRATION_TABLE", "ESTIMATOR_GAP_TABLE", "estimator_gap", "estimator_gap_text",
+           "gpu_student_nll"]

@@ -76,6 +76,17 @@ def _seeds(t: pd.DataFrame) -> int:
     return min(seeds_of(t.loc[m]) for m in t.index)
 
 
+def gpu_student_nll(figures: Path) -> dict[str, dict[str, float]]:
+    """Per model, the predictive students' test NLL under U_s and U_o of its complete paper-length GPU chain
+    (committed beside ``figures``), for :func:`~.analysis.estimator_gap`."""
+    out = {}
+    for model, run in _gpu_runs(figures).items():
+        us, uo = run.cell("student_nll", "U_s"), run.cell("student_nll", "U_o")
+        if us is not None and uo is not None:
+            out[model] = {"U_s": us.ours, "U_o": uo.ours}
+    return out
+
+
 def _gpu_runs(figures: Path) -> dict:
     """The complete paper-length GPU runs of notebook 01 (committed beside ``figures``, under
     ``docs/device-runs``), per model."""
