@@ -366,3 +366,15 @@ def test_a_custom_target_learns_with_its_defaults_and_a_student_that_cannot_is_f
                                                StudentConfig(probs, "U_o", thinning=2, lr=1e-12, name="frozen")])
     skill = result.summary.set_index("student")["skill"]
     assert skill["probs-U_o"] > 0.5 and skill["frozen"] < T.SKILL_FLOOR
+
+
+def test_a_students_skill_is_that_of_its_own_target():
+    """The lowest skill of what a student is trained to reproduce (``skill``, ``*_mae_skill``); a student whose
+    target has no estimate of E[g] (EnD2) by its NLL's, also in a row of a table of several students, where
+    the other students' columns are NaN; a predictive student's NLL skill against the labels does not count."""
+    nan = float("nan")
+    assert metrics.lowest_skill({"skill": 0.9, "entropy_mae_skill": 0.3, "student_nll_skill": 0.01}) == (
+        "entropy_mae_skill", 0.3)
+    assert metrics.lowest_skill({"skill": nan, "entropy_mae_skill": nan, "student_nll_skill": 0.4}) == (
+        "student_nll_skill", 0.4)
+    assert metrics.lowest_skill({"student_nll": 1.0, "skill": nan}) is None

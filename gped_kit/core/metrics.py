@@ -158,11 +158,12 @@ def skill_columns(columns) -> list[str]:
 
 
 def lowest_skill(row) -> tuple[str, float] | None:
-    """The lowest skill of one student's ``row`` (a mapping or a table row) over :func:`skill_columns` and its
-    column, NaN ones left out; None when the row reports none (a result stored before every built-in target
-    reported skill)."""
-    found = [(c, float(row[c])) for c in skill_columns(row.keys())
-             if row[c] is not None and not math.isnan(float(row[c]))]
+    """The lowest skill of one student's ``row`` (a mapping or a table row) over :func:`skill_columns` of the
+    skills it reports (NaN ones left out first: a table of several students has every student's columns) and
+    its column; None when the row reports none (a result stored before every built-in target reported skill)."""
+    reported = [c for c in row.keys() if str(c).endswith("skill") and row[c] is not None
+                and not math.isnan(float(row[c]))]
+    found = [(c, float(row[c])) for c in skill_columns(reported)]
     return min(found, key=lambda cv: cv[1]) if found else None
 
 
