@@ -95,9 +95,9 @@ $(STAMP): pyproject.toml | $(VENV_PY)
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -q dataset-fashion-mnist \
 	  || { apt-get update -q && apt-get install -y -q dataset-fashion-mnist; } \
-	  || echo "note: could not install dataset-fashion-mnist; Fashion-MNIST will be unavailable (see README, Data)"; \
+	  || echo "note: could not install dataset-fashion-mnist; Fashion-MNIST will be unavailable (see docs/data.md)"; \
 	else \
-	  echo "note: not root or no apt-get: skipping dataset-fashion-mnist; run 'sudo apt-get install dataset-fashion-mnist' or see README, Data"; \
+	  echo "note: not root or no apt-get: skipping dataset-fashion-mnist; run 'sudo apt-get install dataset-fashion-mnist' or see docs/data.md"; \
 	fi
 	touch $@
 

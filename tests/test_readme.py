@@ -441,6 +441,7 @@ def test_the_verdict_names_the_cells_whose_students_learnt_nothing(tmp_path):
                   "skill_U_o": [-0.002, float("nan"), -0.007], "skill_U_s": [-0.002, 0.029, -0.01]}
                  ).to_csv(tmp_path / "experiment2_mnist_below_floor_default.csv", index=False)
     line = below_floor_line(tmp_path)
-    assert "FCNN entropy MAE (N = 10,000, m = 0, N = 60,000, m = 0)" in line
-    assert "CNN entropy MAE (N = 10,000, m = 0)" in line
+    assert "FCNN entropy MAE at m = 0 (N = 10,000 and 60,000)" in line
+    assert "CNN entropy MAE at m = 0 (N = 10,000)" in line
+    assert all(len(part) <= 200 for part in line.splitlines())
     assert "(figures/experiment2_mnist_below_floor_default.md)" in line

@@ -84,12 +84,15 @@ def count_text(k: int, n: int) -> str:
 
 
 def agreement_text(cells: pd.DataFrame) -> str:
-    """``"agree in a of c cells compared"`` from a per-cell table with a ``comparison`` column, or
-    ``"no cell in common"`` when no cell has both outcomes (paper ties are not compared)."""
+    """``"agree in a of c cells compared"`` from a per-cell table with a ``comparison`` column, followed by
+    ``"; n no evidence"`` when comparisons rest on a student below the skill floor (not compared), or ``"no cell
+    in common"`` when no cell has both outcomes and none is no evidence (paper ties are not compared)."""
     compared = cells["comparison"].isin([AGREE, DISAGREE])
-    if not compared.any():
+    unskilled = int((cells["comparison"] == NO_EVIDENCE).sum())
+    if not compared.any() and not unskilled:
         return "no cell in common"
-    return f"agree in {count_text((cells['comparison'] == AGREE).sum(), compared.sum())} cells compared"
+    text = f"agree in {count_text((cells['comparison'] == AGREE).sum(), compared.sum())} cells compared"
+    return text + (f"; {unskilled} no evidence" if unskilled else "")
 
 
 def seed_counts_text(counts: Mapping[int, int], n: int) -> str:

@@ -88,8 +88,9 @@ def table1_result(table1: pd.DataFrame, profile: str) -> str:
     return (f"**Result** ({profile!r} profile, {seeds} seed{'s' * (seeds > 1)}): the students stay close to "
             f"their teachers, NLL gap {gaps}. Of the {len(outcome)} Table 1 values, {counted['within']} are within "
             f"10% of the paper's, {counted['better']} better and {counted['worse']} worse"
-            + (f"; {counted['no evidence']} are no evidence, their student no better than the best constant "
-               f"prediction ({', '.join(learnt_nothing)})" if learnt_nothing else "")
+            + (f"; {counted['no evidence']} {'is' if counted['no evidence'] == 1 else 'are'} no evidence, "
+               f"{'its student' if counted['no evidence'] == 1 else 'their students'} no better than the best "
+               f"constant prediction ({', '.join(learnt_nothing)})" if learnt_nothing else "")
             + f"; the teachers' NLL, against which every student is judged: {teachers}.")
 
 

@@ -75,19 +75,20 @@ def _cifar_lines(settings: Experiment2Settings, absent: Collection[str]) -> list
 
 
 def below_floor_line(figures: Path, profile: str = "default") -> str | None:
-    """One line for the README's verdict: the Experiment 1-2 cells of ``profile`` whose students are below the
-    skill floor (the table notebook 02 wrote, :func:`~.analysis.below_floor`), grouped by model and metric, with
-    a link to the table; None when there are none or the table is absent."""
+    """Two lines for the README's verdict: the Experiment 1-2 cells of ``profile`` whose students are below the
+    skill floor (the table notebook 02 wrote, :func:`~.analysis.below_floor`), by model, metric and m, with a link
+    to their skills; None when there are none or the table is absent."""
     name = BELOW_FLOOR_TABLE.format(profile=profile)
     low = read_table(figures, f"{name}.csv")
     if low is None or low.empty:
         return None
     groups = []
     for (model, metric), part in low.groupby(["model", "metric"], sort=False):
-        where = ", ".join(f"N = {int(n):,}, m = {int(m)}" for n, m in zip(part["labelled_size"], part["mask_size"]))
-        groups.append(f"{MODELS.get(model, model)} {metric} ({where})")
-    return (f"No evidence in the {profile} profile, its students no better than the best constant prediction: "
-            + "; ".join(groups) + f" ({link(f'{name}.md', 'their skills')}; Table 1 and Exp. 2 leave them out).")
+        masks = [f"m = {int(m)} (N = {' and '.join(f'{int(n):,}' for n in sorted(p['labelled_size']))})"
+                 for m, p in part.groupby("mask_size")]
+        groups.append(f"{MODELS.get(model, model)} {metric} at {' and '.join(masks)}")
+    return (f"No evidence in the {profile} profile: students no better than the best constant prediction "
+            f"({link(f'{name}.md', 'their skills')}), left out of Table 1 and Exp. 2:\n" + "; ".join(groups) + ".")
 
 
 #: The trend a GPU run at the paper's length speaks to: its one cell (N = 60,000, r = 0) of U_o against U_s.
@@ -137,10 +138,14 @@ def readme_rows(figures: Path) -> list[Claim]:
     rows = []
     for trend, g in t.groupby("trend", sort=False):
         g = g.set_index("model")
-        agree = [counts(text, "agree in ") for text in g["agree"]]
+        agree = [counts(text, "agree in ") for text in g["agree"] if " of " in str(text)]
+        unskilled = sum(int(str(text).rsplit("; ", 1)[1].split()[0]) for text in g["agree"]
+                        if str(text).endswith("no evidence"))
         over = [f"{MODELS.get(m, m)} {seeds[(m, trend)]}" for m in g.index if (m, trend) in seeds]
         hits, n = sum(a for a, _ in agree), sum(c for _, c in agree)
-        rows.append(Claim(f"Exp. 2: {trend}", f"{verdict(hits, n)} (agree in {hits} of {n} cells)",
+        judged = (f"{verdict(hits, n)} (agree in {hits} of {n} cells" if n else "no evidence (no cell compared")
+        judged += f"; {unskilled} no evidence)" if unskilled else ")"
+        rows.append(Claim(f"Exp. 2: {trend}", judged,
                           ", ".join(f"{MODELS.get(m, m)} {g.loc[m, 'ours']}" for m in g.index)
                           + (f"; {', '.join(over)}" if over else ""),
                           f"{g['paper_statement'].iloc[0]} (" + ", ".join(f"{MODELS.get(m, m)} {g.loc[m, 'paper']}"
