@@ -2,12 +2,14 @@
 checked on small hand-built tables with known answers."""
 
 import dataclasses
+import warnings
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.engine import GPEDConfig, StudentConfig
 from gped_kit.experiments import experiment1 as E1
 from gped_kit.experiments import experiment2 as E2
 from gped_kit.experiments import quickstart
@@ -323,3 +325,19 @@ def test_the_estimator_gap_table_sets_ours_beside_the_papers():
     summary.run.table.loc[summary.run.table["estimator"] == "U_s", "student_nll"] += 0.03
     assert "At least half the paper's gap in: default" in E1.estimator_gap_text(
         E1.estimator_gap({"default": summary}))
+
+
+def test_a_chain_whose_student_learnt_nothing_says_so_in_one_line(digits_data, tmp_path, capsys):
+    """The experiments' chain runner prints a student below the skill floor as one line naming its chain (a
+    notebook shows no library file path), and issues no warning of its own."""
+    config = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=200,
+                        burn_in=60, eval_thinning=10, log_every=200, checkpoint_every=200, progress=False,
+                        device="cpu")
+    students = (StudentConfig("predictive", "U_o", thinning=2, lr=1e-12, name="frozen"),)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a SkillWarning escaping the runner would fail here
+        grid = run_chains([ChainTask(digits_data, config, students, name="tiny")], ResultsStore(tmp_path),
+                          progress=False)
+    grid.raise_if_failed()
+    err = capsys.readouterr().err
+    assert "SkillWarning (tiny): student 'frozen' is no better than a constant" in err and "/" not in err.split(":")[0]

@@ -24,7 +24,9 @@ numerics version, :mod:`~gped_kit.experiments.numerics`) and then, per task:
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from ..core.targets import SkillWarning
 from ..data.container import GPEDData
 from ..data.experiment import DataConfig, prepare_data
 from ..data.sources import DatasetNotFoundError
@@ -337,6 +340,16 @@ def _batches(pending: list, size: int) -> list[list]:
     return batches
 
 
+def _report_skill(caught: Sequence[warnings.WarningMessage], labels: Sequence[str]) -> None:
+    """The run-end warnings of students below the skill floor, each as one line on standard error naming its
+    chain (a notebook shows it without the library's file paths); any other warning is issued again."""
+    for w in caught:
+        if issubclass(w.category, SkillWarning):
+            print(f"SkillWarning ({', '.join(labels)}): {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: ResultsStore,
              budget: Budget | None = None) -> None:
     started = time.perf_counter()
@@ -353,7 +366,11 @@ def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: Res
                 results = engine.results()
             else:
                 hooks = [CollapseHook([tasks[b[0]].label for b in batch], [sampler_text(b[1].config) for b in batch])]
-                results = run_engine(engine, paths, hooks=hooks + ([budget.hook(paths)] if budget is not None else []))
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", SkillWarning)
+                    results = run_engine(engine, paths,
+                                         hooks=hooks + ([budget.hook(paths)] if budget is not None else []))
+                _report_skill(caught, [tasks[b[0]].label for b in batch])
             for (i, spec, entry, _), result in zip(batch, results):
                 task = tasks[i]
                 write_compact(entry, result, task.keep_outputs)
