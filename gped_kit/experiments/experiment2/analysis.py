@@ -367,16 +367,18 @@ def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
             mine = cells[(cells["model"] == model) & (cells["trend"] == trend)]
             n = len(mine)
             compared = mine[mine["comparison"].isin([AGREE, DISAGREE])]
-            counts = {seed: int(t.loc[(t["model"] == model) & (t["trend"] == trend), "holds"].sum())
-                      for seed, t in per_seed.items()}
             evidence = mine[~mine["no_evidence"].astype(bool)]
+            counted = set(evidence["setting"])  # each seed counts the comparisons the seeds' mean has evidence for
+            counts = {seed: int(t.loc[(t["model"] == model) & (t["trend"] == trend) & t["setting"].isin(counted),
+                                      "holds"].sum())
+                      for seed, t in per_seed.items()}
             rows.append({"model": model, "trend": trend,
                          "ours": count_text(evidence["holds"].sum(), len(evidence))
                          + (f" ({n - len(evidence)} no evidence)" if len(evidence) < n else ""),
                          "paper": count_text(compared["holds_paper"].astype(bool).sum(), len(compared))
                          if len(compared) else "no cell in common",
                          "agree": agreement_text(mine) if n else "no cell in common",
-                         "seeds": seed_counts_text(counts, n),
+                         "seeds": seed_counts_text(counts, len(evidence)),
                          "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
                          "holds": (mine["holds"].sum() > n / 2) if n else math.nan, "paper_statement": statement})
     return pd.DataFrame(rows, columns=columns)
