@@ -257,8 +257,11 @@ def test_notebook_06_long_and_seeds_beside_the_default(tmp_path):
     assert seeds.run.cells["evaluation"].tolist() == ["reused", "ran", "ran"]
     every = entry.stored_profiles(default, store, models=["fcnn"])
     assert list(every.summaries) == ["default", "long", "seeds"] and every.lines == []
-    counts = every.table("claims", keys=["claim"], columns=["seeds"])
-    assert counts["seeds (seeds)"].str.contains("3 seeds").all()
+    counts = every.table("claims", keys=["claim"], columns=["seeds", "agree"])
+    # a count over the three seeds, or none where every (cell, seed) rests on a student below the skill floor
+    # (these chains are tiny): then the agreement says so
+    for seeds_count, agree in zip(counts["seeds (seeds)"], counts["agree (seeds)"]):
+        assert "3 seeds" in seeds_count or ("no seed" in seeds_count and "no evidence" in agree)
     assert set(every.summaries["seeds"].run.data_uncertainty["seed"]) == {0, 1, 2}  # Figure 15 takes the first
 
 
@@ -288,4 +291,4 @@ def test_notebook_10_pooling_beside_the_default(tmp_path):
     assert table.loc[4, "teacher NLL"] == 0.052
     winners = beside.table("winners")
     assert winners["profile"].tolist() == ["default"] * 3 + ["pooling"] * 3
-    assert (winners["separated"] == "one seed").all()
+    assert set(winners["separated"]) <= {"one seed", "no evidence"}  # one seed: no order is established
