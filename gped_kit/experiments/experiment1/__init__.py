@@ -8,9 +8,21 @@ distilling the predictive distribution (U_s, as the paper's Table 1) and the exp
   :func:`~gped_kit.experiments.paper.distillation_task`, shared with Experiment 2);
 * :mod:`.analysis`: Table 1 beside the paper's (:func:`experiment1_table`), per profile
   (:func:`table1_by_profile`), and the names of the tables the notebook writes;
+* :mod:`.ablation`: the U_s - U_o gap against H and the students' learning-rate schedule
+  (:func:`estimator_ablation`);
 * :mod:`.notebook`: the notebook's summary, checks and README rows (:data:`EXPERIMENT`).
 """
 
+from .ablation import (
+    ESTIMATOR_ABLATION,
+    ESTIMATOR_ABLATION_TABLE,
+    EstimatorAblation,
+    ablation_gaps,
+    ablation_summary,
+    ablation_text,
+    estimator_ablation,
+    paper_gap,
+)
 from .analysis import (
     CALIBRATION_TABLE,
     ESTIMATOR_GAP_TABLE,
@@ -31,4 +43,5 @@ from .tasks import experiment1_tasks
 __all__ = ["EXPERIMENT", "PROFILES", "Experiment1Settings", "experiment1_tasks", "experiment1_table",
            "experiment1_summary", "table1_by_profile", "run_time_line", "TABLE1_METRICS", "TABLE1", "TABLE1_PROFILES",
            "PAPER_TABLE1", "CALIBRATION_TABLE", "ESTIMATOR_GAP_TABLE", "estimator_gap", "estimator_gap_text",
-           "gpu_student_nll"]
+           "gpu_student_nll", "ESTIMATOR_ABLATION", "ESTIMATOR_ABLATION_TABLE", "EstimatorAblation", "ablation_gaps",
+           "ablation_summary", "ablation_text", "estimator_ablation", "paper_gap"]
