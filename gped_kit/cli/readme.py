@@ -38,6 +38,7 @@ from ..experiments import device_runs
 from ..experiments.device_runs import PaperCell
 from ..experiments.experiment1.analysis import TABLE1
 from ..experiments.experiment2.notebook import below_floor_line
+from ..experiments.experiment3.report import below_floor_line as experiment3_below_floor_line
 from ..experiments.frame import Experiment
 from ..experiments.paper import PAPER_MODELS, SGLD_BATCH_SIZE
 from ..experiments.registry import EXPERIMENTS
@@ -381,8 +382,9 @@ def render_verdict(rows: list[Claim], figures: Path) -> str:
         lines.append(f"That profile: {cpu}, chains of T = {_range(steps, lambda n: f'{n:,}')} steps, "
                      f"{_range([e.seeds for e in default], str)} seeds; {other} more claim{'s' * (other != 1)} "
                      f"cannot be compared and {_are(not_run, 'not run')}.")
-    if (line := below_floor_line(Path(figures))) is not None:
-        lines.append(line)
+    for below in (below_floor_line, experiment3_below_floor_line):
+        if (line := below(Path(figures))) is not None:
+            lines.append(line)
     long = [r for r in counted if r.long_verdict != "—"]
     if long:
         changed = sum(verdict_word(r.long_verdict) != verdict_word(r.verdict) for r in long)

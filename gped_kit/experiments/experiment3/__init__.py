@@ -21,6 +21,7 @@ The package, by role:
 * :mod:`.search`: costs, pruning, fine-tuning and evaluation of one chain's students, through the
   results store (:func:`run_searches`, :func:`load_search_results`);
 * :mod:`.pareto`: the search outputs, Pareto frontiers, best and base students (:func:`pareto_front`);
+* :mod:`.fair`: both searches given the same fine-tuning and dropout (:func:`run_fair`, :func:`fair_comparison`);
 * :mod:`.report`: our search beside the paper's figures (:func:`experiment3_comparison`,
   :func:`figure_availability`, :func:`trend_sentence`);
 * :mod:`.notebook`: the notebook's summary, what a run stores, its checks and README rows (:data:`EXPERIMENT`).
@@ -29,6 +30,7 @@ Everything a notebook uses is importable from the package itself.
 """
 
 from ...models.pruning import PRUNE_CRITERIA
+from .fair import FAIR_TABLE, fair_comparison, fair_settings, fair_table, fair_text, run_fair
 from .finetune import finetune
 from .notebook import (
     EXPERIMENT,
@@ -57,7 +59,15 @@ from .pareto import (
     pareto_front,
     search_candidates,
 )
-from .report import experiment3_comparison, figure_availability, result_lines, trend_sentence
+from .report import (
+    BELOW_FLOOR_TABLE,
+    below_floor,
+    below_floor_line,
+    experiment3_comparison,
+    figure_availability,
+    result_lines,
+    trend_sentence,
+)
 from .search import (
     SEARCH_KIND,
     SEARCH_TABLE,
@@ -84,4 +94,6 @@ __all__ = [
     "load_search_results", "search_candidates", "pareto_front", "best_student", "base_student",
     "experiment3_comparison", "group_beats_exhaustive", "group_vs_exhaustive", "NO_COMPARABLE", "frontier_table",
     "figure_availability", "trend_sentence",
+    "BELOW_FLOOR_TABLE", "below_floor", "below_floor_line",
+    "FAIR_TABLE", "fair_settings", "fair_comparison", "fair_table", "fair_text", "run_fair",
 ]

@@ -25,8 +25,9 @@ from ..frame import (
 )
 from ..paper import paper_model
 from ..store import ResultsStore
-from ..verdicts import MODELS, Claim, link, profile_evidence, read_table, verdict
-from .pareto import METRICS, metric_rows, search_candidates
+from ..verdicts import MODELS, SKILL_FLOOR, Claim, link, profile_evidence, read_table, verdict
+from .fair import FAIR_TABLE
+from .pareto import METHODS, METRICS, metric_rows, search_candidates
 from .report import experiment3_comparison
 from .search import SEARCH_KIND, SEARCH_TABLE, SearchResult, merged_search, run_searches
 from .settings import PROFILES, Experiment3Settings
@@ -125,7 +126,8 @@ def _search_gaps(store: ResultsStore, settings: Experiment3Settings, tasks: Sequ
         k1, k2 = settings.grid(model)
         for target in task_targets(task):
             rows = table[table["target"] == target] if len(table) else table
-            exhaustive = int((rows["method"] == "exhaustive").sum()) if len(rows) else 0
+            grid = (rows["method"] == "exhaustive") & (rows["stage"] == "distilled") if len(rows) else []
+            exhaustive = int(sum(grid))
             if exhaustive != len(k1) * len(k2):
                 gaps.append(f"search {model} {target}: {exhaustive} exhaustive students, expected {len(k1) * len(k2)}")
             for stage in ("distilled", "pruned", "fine-tuned"):
@@ -142,66 +144,120 @@ def _lines(settings: Experiment3Settings, absent: Collection[str]) -> list[str]:
             else f"{model}: search finished or reported missing data: True" for model in settings.models]
 
 
+#: Why a verdict whose searched student had an advantage the grid lacked is no evidence without the fair comparison.
+UNFAIR_REASON = ("no fair comparison stored: the group l1/l2 students were fine-tuned and trained without dropout, "
+                 "the grid not; notebook 05 with fair_comparison=True")
+UNFAIR = f"no evidence ({UNFAIR_REASON})"
+
+
+def _fair(figures: Path, profile: str) -> pd.DataFrame | None:
+    """The fair comparison notebook 05 wrote for ``profile`` (:func:`~.fair.fair_comparison`), by (model, metric)."""
+    t = read_table(figures, f"{FAIR_TABLE.format(profile=profile)}.csv")
+    return t.set_index(["model", "metric"]) if t is not None and len(t) else None
+
+
+def _fair_verdict(results: list[tuple[str, str]], fair_stored: bool) -> str:
+    """The verdict over models from each one's ``yes`` / ``no`` / ``no evidence``: counted over those with
+    evidence, the rest named as no evidence and why (a student below the skill floor where the fair comparison
+    is stored, else its absence: :data:`UNFAIR_REASON`)."""
+    judged = [v for _, v in results if v in ("yes", "no")]
+    unjudged = len(results) - len(judged)
+    why = "a student below the skill floor" if fair_stored else UNFAIR_REASON
+    if not judged:
+        return f"no evidence ({why})"
+    return verdict(judged.count("yes"), len(judged)) + (f" ({unjudged} no evidence: {why})" if unjudged else "")
+
+
 def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
     """Rule: a searched student has a lower test NLL than the base student (the teacher's architecture);
-    and a pruned student at most half the base's FLOPs loses at most 10% NLL against the base."""
+    and a pruned student at most half the base's FLOPs loses at most 10% NLL against the base.
+
+    Judged fairly (:mod:`.fair`): where the profile's fair comparison is stored, the best of both searches
+    fine-tuned alike without dropout against the base student fine-tuned the same way. Without it, a win by a group
+    l1/l2 student (fine-tuned, no dropout, the base neither) and a small pruned student within 10% of an untuned
+    base are no evidence; a win by a wider grid student (treated as the base was) and a loss stand."""
     beat, small = [], []
+    fair = _fair(figures, profile)
     for model in MODELS:
         t = read_table(figures, f"{VS_PAPER_TABLE.format(model=model, metric='student_nll', profile=profile)}.csv")
         if t is None:
             continue
         q = t.set_index("quantity")
-        beat.append((model, str(q.loc["a searched student beats the base student", "ours"]) == "True",
-                     f"{MODELS[model]} best {q.loc['best searched student test NLL', 'ours']} vs base "
-                     f"{q.loc['base student test NLL', 'ours']} at {q.loc['best / base FLOPs', 'ours']}× FLOPs "
-                     f"(teacher {q.loc['teacher ensemble test NLL', 'ours']})",
-                     q.loc["best searched student test NLL", "paper"], q.loc["base student test NLL", "paper"],
-                     q.loc["best / base FLOPs", "paper"], q.loc["teacher ensemble test NLL", "paper"]))
+        wins = str(q.loc["a searched student beats the base student", "ours"]) == "True"
+        by_group = str(q.loc["best student found by", "ours"]) == METHODS["group_lasso"]
         small_value = q.loc["best group l1/l2 NLL at <= 50% of the base FLOPs", "ours"]
         base = float(q.loc["base student test NLL", "ours"])
         ok = small_value not in ("—", None) and not pd.isna(small_value) and float(small_value) <= 1.1 * base
-        small.append((model, ok, f"{MODELS[model]} {small_value if small_value != '—' else 'none that small'} "
-                                 f"vs base {base:.4f}"))
+        paper = (q.loc["best searched student test NLL", "paper"], q.loc["base student test NLL", "paper"],
+                 q.loc["best / base FLOPs", "paper"], q.loc["teacher ensemble test NLL", "paper"])
+        text = (f"{MODELS[model]} best {q.loc['best searched student test NLL', 'ours']} vs base "
+                f"{q.loc['base student test NLL', 'ours']} at {q.loc['best / base FLOPs', 'ours']}× FLOPs "
+                f"(teacher {q.loc['teacher ensemble test NLL', 'ours']})")
+        small_text = f"{MODELS[model]} {small_value if small_value != '—' else 'none that small'} vs base {base:.4f}"
+        if fair is not None and (model, "student_nll") in fair.index:
+            f = fair.loc[(model, "student_nll")]
+            skilled = not (pd.notna(f["skill"]) and float(f["skill"]) < SKILL_FLOOR)
+            beat_word = ("yes" if str(f["beats_base"]) == "True" else "no") if skilled else "no evidence"
+            half = f["group_half_flops_best"]
+            small_ok = pd.notna(half) and float(half) <= 1.1 * float(f["base_finetuned"])
+            best = min(float(f["grid_best_finetuned"]), float(f["group_best_finetuned"]))
+            text += f"; fine-tuned alike: best {best:.4f} vs base {float(f['base_finetuned']):.4f}"
+            small_text += (f"; fine-tuned alike: {float(half):.4f}" if pd.notna(half) else "; fine-tuned alike: none "
+                           "that small") + f" vs base {float(f['base_finetuned']):.4f}"
+            beat.append((model, beat_word, text, *paper))
+            small.append((model, ("yes" if small_ok else "no") if skilled else "no evidence", small_text))
+        else:
+            beat.append((model, "no evidence" if wins and by_group else ("yes" if wins else "no"), text, *paper))
+            small.append((model, "no evidence" if ok else "no", small_text))
     if not beat:
         return []
     paper = "; ".join(f"{MODELS[m]} ≈{b} vs {base} at {fl}× FLOPs (teacher {te})" for m, _, _, b, base, fl, te in beat
                       if b != "—")
     where = link(f"{FIGURE2.format(profile='default')}.png", "Figure 2") + ", notebook 05"
     evidence = profile_evidence(profile, PROFILES[profile], 1)  # the notebook runs one seed
+    beat_verdict = _fair_verdict([(b[0], b[1]) for b in beat], fair is not None)
+    small_verdict = _fair_verdict([(s[0], s[1]) for s in small], fair is not None)
     return [Claim("Exp. 3: the searched students beat the base student on the Pareto frontier",
-                  verdict(sum(b[1] for b in beat), len(beat)), "; ".join(b[2] for b in beat), paper, where,
-                  evidence=evidence),
+                  beat_verdict, "; ".join(b[2] for b in beat), paper, where, evidence=evidence),
             Claim("Exp. 3: pruned students at ≤ 50% of the base's FLOPs lose little (≤ 10% NLL)",
-                  verdict(sum(s[1] for s in small), len(small)), "; ".join(s[2] for s in small),
-                  "a small loss (Figure 2)", where, evidence=evidence)]
+                  small_verdict, "; ".join(s[2] for s in small), "a small loss (Figure 2)", where, evidence=evidence)]
 
 
 def entropy_rows(figures: Path, profile: str = "default") -> list[Claim]:
     """Rule (Figures 7 and 10, the expected-entropy students): per MNIST model, the best searched student has a
     lower expected-entropy MAE than the base student AND was found by group l1/l2 + pruning, as the paper's
-    best entropy students were; the size ratios are shown beside the paper's, not judged (the default profile's
-    grid stops at K = 2 x 2, and every CPU profile's chains are far shorter than the paper's). No row when no
-    entropy table was written for ``profile``."""
-    hits, ours, paper = [], [], []
+    best entropy students were; judged fairly (:func:`~.fair.fair_comparison`: both searches fine-tuned alike,
+    no dropout, at least one unit pruned), and without the profile's fair comparison no evidence (the group
+    l1/l2 students' fine-tuning and missing dropout are advantages the grid lacked). The size ratios are shown
+    beside the paper's, not judged. No row when no entropy table was written for ``profile``."""
+    results, ours, paper = [], [], []
+    fair = _fair(figures, profile)
     for model in MODELS:
         t = read_table(figures, f"{VS_PAPER_TABLE.format(model=model, metric='entropy_mae', profile=profile)}.csv")
         if t is None:
             continue
         q = t.set_index("quantity")
-        beats = str(q.loc["a searched student beats the base student", "ours"]) == "True"
         how = str(q.loc["best student found by", "ours"])
-        hits.append(beats and how == str(q.loc["best student found by", "paper"]))
         ratios = {who: f"{q.loc['best / base parameters', who]}× parameters, {q.loc['best / base FLOPs', who]}× FLOPs"
                   for who in ("ours", "paper")}
-        ours.append(f"{MODELS[model]} best {q.loc['best searched student expected-entropy MAE', 'ours']} vs base "
-                    f"{q.loc['base student expected-entropy MAE', 'ours']} ({how}; {ratios['ours']})")
+        text = (f"{MODELS[model]} best {q.loc['best searched student expected-entropy MAE', 'ours']} vs base "
+                f"{q.loc['base student expected-entropy MAE', 'ours']} ({how}; {ratios['ours']})")
+        if fair is not None and (model, "entropy_mae") in fair.index:
+            f = fair.loc[(model, "entropy_mae")]
+            results.append((model, str(f["verdict"])))
+            text += (f"; fine-tuned alike: group {float(f['group_best_finetuned']):.4f} ({int(f['units_pruned']):,} "
+                     f"of {int(f['units_before']):,} units pruned) vs grid {float(f['grid_best_finetuned']):.4f}, "
+                     f"base {float(f['base_finetuned']):.4f}")
+        else:
+            results.append((model, "no evidence"))
+        ours.append(text)
         paper.append(f"{MODELS[model]} {q.loc['best student found by', 'paper']}, {ratios['paper']}")
-    if not hits:
+    if not results:
         return []
     where = (link(f"{FIGURE7.format(profile='default')}.png", "Figure 7") + ", "
              + link(f"{FIGURE10.format(profile='default')}.png", "Figure 10") + ", notebook 05")
     return [Claim("Exp. 3 (Figures 7, 10): the best expected-entropy student is a searched one, found by group "
-                  "ℓ1/ℓ2 + pruning", verdict(sum(hits), len(hits)), "; ".join(ours), "; ".join(paper), where,
+                  "ℓ1/ℓ2 + pruning", _fair_verdict(results, fair is not None), "; ".join(ours), "; ".join(paper), where,
                   evidence=profile_evidence(profile, PROFILES[profile], 1))]
 
 

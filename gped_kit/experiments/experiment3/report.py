@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ...core.targets import resolve_target
+from ...core.targets import SKILL_FLOOR, resolve_target
 from .. import paper_tables
+from ..verdicts import MODELS, link, read_table, student_skill
 from .pareto import (
     METHODS,
     METRICS,
@@ -23,6 +25,9 @@ from .pareto import (
 )
 from .search import SearchResult
 from .settings import check_choice
+
+#: The table notebook 05 writes (``figures/``): the searched students below the skill floor, per profile.
+BELOW_FLOOR_TABLE = "experiment3_below_floor_{profile}"
 
 
 def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "student_nll") -> pd.DataFrame:
@@ -192,3 +197,32 @@ def trend_sentence(comparison: pd.DataFrame) -> str:
                 f"{rows.loc['best / base FLOPs', 'ours']:.1f}x its FLOPs.")
     return (f"No: no searched student beats the base student here ({label} {best:.3f} vs {base:.3f}); "
             "the paper's trend does not appear in this run.")
+
+
+def below_floor(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The search outputs (:func:`~.pareto.search_candidates`) of every model's table whose lowest skill over the
+    best constant prediction (:func:`~gped_kit.experiments.verdicts.student_skill`) is below
+    :data:`~gped_kit.core.targets.SKILL_FLOOR`: ``model``, ``target``, ``method``, ``student``,
+    ``architecture``, ``skill``. Such a student learnt next to nothing; no verdict rests on it."""
+    columns = ["model", "target", "method", "student", "architecture", "skill"]
+    parts = []
+    for model, table in tables.items():
+        cands = search_candidates(table)
+        if cands.empty:
+            continue
+        cands = cands.assign(model=model, skill=student_skill(cands))
+        parts.append(cands[cands["skill"] < SKILL_FLOOR].reindex(columns=columns))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+
+
+def below_floor_line(figures: Path, profile: str = "default") -> str | None:
+    """One line for the README's verdict naming the searched students of ``profile`` below the skill floor (the
+    table notebook 05 wrote, :func:`below_floor`); None when there are none or the table is absent."""
+    name = BELOW_FLOOR_TABLE.format(profile=profile)
+    low = read_table(figures, f"{name}.csv")
+    if low is None or low.empty:
+        return None
+    each = "; ".join(f"{MODELS.get(r.model, r.model)} {r.target} {METHODS.get(r.method, r.method)} "
+                     f"{r.architecture} (skill {r.skill:+.3f})" for r in low.itertuples())
+    return (f"Exp. 3 in the {profile} profile: searched students below the floor, on which no verdict rests "
+            f"({link(f'{name}.md', 'table')}): {each}.")

@@ -207,6 +207,16 @@ def _teacher_network(spec: ChainSpec) -> nn.Module:
     return cpu_training_layout(net) if spec.device.type == "cpu" else net
 
 
+def _finetuned(net: nn.Module, result: GPEDResult, label: str, target: Target, finetuning: Mapping) -> nn.Module:
+    """A copy of ``net`` fine-tuned (:func:`.finetune.finetune`, keywords ``finetuning``) on the U_o estimates over
+    D' that the chain stored for the student ``label`` (its own, or its U_o companion's)."""
+    data = result.spec.data
+    idx, estimates = result.store(label)
+    idx = idx.to(data.distill_x.device)
+    return finetune(copy.deepcopy(net), data.distill_x[idx], estimates.to(data.distill_x.device), target,
+                    noise_std=data.distill_noise_std, **finetuning)
+
+
 def search_table(result: GPEDResult, settings: SearchSettings, chain_key: str = "") -> pd.DataFrame:
     """The search table (see :func:`run_experiment3`) of a chain's full results (``result.spec``
     and the students' networks and U_o stores: :func:`~gped_kit.experiments.chains.run_chains`
@@ -254,7 +264,18 @@ def search_table(result: GPEDResult, settings: SearchSettings, chain_key: str = 
         is_base = method == "exhaustive" and isinstance(arch, ArchSpec) and arch.k1 == 1 and arch.k2 == 1
         base_row.update(common, **teacher_cols, method=method, stage="distilled", student=label, is_base=bool(is_base))
         rows.append({**base_row, **costs(net)})
+        metric_cols = [c for c in ("student_nll", "student_accuracy", "target_mae", "entropy_mae", "nll_gap")
+                       if c in base_row]
+        clean = {k: v for k, v in base_row.items() if k not in metric_cols and k != "student_params"}
+        steps = _finetune_steps(epochs, spec, cfg.thinning)
+        halving = _finetune_steps(halving_epochs, spec, cfg.thinning) if halving_epochs else None
+        finetuning = {"steps": steps, "lr": lr, "batch_size": cfg.batch_size,
+                      "lr_halving_steps": max(halving, 1) if halving else None, "seed": settings.seed * 1000 + i}
         if method != "group_lasso":
+            if settings.finetune_exhaustive:  # the fair comparison: the grid fine-tuned as the pruned students are
+                net_tuned = _finetuned(net, result, label, s.target, finetuning)
+                rows.append({**clean, "stage": "fine-tuned", "finetune_steps": steps, "finetune_lr": lr,
+                             **evaluate_student(net_tuned, spec, s.target, ensemble), **costs(net_tuned)})
             continue
         masks = unit_keep_masks(net, settings.prune_eps, settings.prune_criterion)
         pruned = prune(net, masks=masks, fold_bias=settings.fold_bias)
@@ -265,20 +286,11 @@ def search_table(result: GPEDResult, settings: SearchSettings, chain_key: str = 
         removed = sum(int((~m).sum()) for m in masks)
         prune_cols = {"units_removed": removed, "prune_check_max_abs_diff": check, "prune_eps": settings.prune_eps,
                       "prune_criterion": settings.prune_criterion}
-        metric_cols = [c for c in ("student_nll", "student_accuracy", "target_mae", "entropy_mae", "nll_gap")
-                       if c in base_row]
-        clean = {k: v for k, v in base_row.items() if k not in metric_cols and k != "student_params"}
         rows.append({**clean, **prune_cols, "stage": "pruned",
                      **evaluate_student(pruned, spec, s.target, ensemble), **costs(pruned)})
-        steps = _finetune_steps(epochs, spec, cfg.thinning)
-        halving = _finetune_steps(halving_epochs, spec, cfg.thinning) if halving_epochs else None
-        idx, estimates = result.store(label)
-        idx = idx.to(data.distill_x.device)
-        tuned = finetune(copy.deepcopy(pruned), data.distill_x[idx], estimates.to(data.distill_x.device), s.target,
-                         steps, lr, batch_size=cfg.batch_size, lr_halving_steps=max(halving, 1) if halving else None,
-                         seed=settings.seed * 1000 + i, noise_std=data.distill_noise_std)
+        pruned_tuned = _finetuned(pruned, result, label, s.target, finetuning)
         rows.append({**clean, **prune_cols, "stage": "fine-tuned", "finetune_steps": steps, "finetune_lr": lr,
-                     **evaluate_student(tuned, spec, s.target, ensemble), **costs(tuned)})
+                     **evaluate_student(pruned_tuned, spec, s.target, ensemble), **costs(pruned_tuned)})
     return pd.DataFrame(rows)
 
 

@@ -56,8 +56,10 @@ class SearchSettings:
     fine-tuning length ``finetune_epochs`` (teacher epochs; None = the paper's 600 MNIST / 800
     CIFAR-10), learning rate ``finetune_lr`` (None = 1e-4 FCNN / 1e-3 CNN) halved every
     ``finetune_lr_halving_epochs`` (None = the paper's student schedule, 200 / 400 epochs), the
-    latency measurement (batch size, repeats) and the fine-tuning seed. Its record keys a
-    stored search (with the chain's key)."""
+    latency measurement (batch size, repeats) and the fine-tuning seed. ``finetune_exhaustive`` also
+    fine-tunes every exhaustive student the same way (same steps, learning rate and targets, no pruning):
+    the fair comparison of :mod:`.fair`, where the group l1/l2 students' fine-tuning is not an advantage the
+    grid lacks. Its record keys a stored search (with the chain's key)."""
 
     prune_eps: float = 1e-3
     prune_criterion: str = "max_abs"
@@ -68,12 +70,14 @@ class SearchSettings:
     latency_batch_size: int = 100
     latency_repeats: int = 20
     seed: int = 0
+    finetune_exhaustive: bool = False
 
     def __post_init__(self) -> None:
         check_eps(self.prune_eps, "SearchSettings.prune_eps")
         check_criterion(self.prune_criterion, "SearchSettings.prune_criterion")
-        if not isinstance(self.fold_bias, bool):
-            raise ValueError(f"SearchSettings.fold_bias={self.fold_bias!r}: must be True or False")
+        for name in ("fold_bias", "finetune_exhaustive"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"SearchSettings.{name}={getattr(self, name)!r}: must be True or False")
         if self.finetune_epochs is not None:
             check_positive("SearchSettings.finetune_epochs", self.finetune_epochs, allow_zero=True)
         for name in ("finetune_lr", "finetune_lr_halving_epochs"):
@@ -125,8 +129,10 @@ class Experiment3Settings(ChainSettings):
     ``k2_values``; each a tuple for every model or ``((model, values), ...)`` per model; a mapping
     model -> values is accepted too), the group l1/l2 lambda grid ``reg_weights``, the predictive
     students' estimator (``U_s`` as in the paper; a U_o companion then supplies the fine-tuning
-    targets, see :func:`search_students`), and ``search``, what happens after the chain
-    (:class:`SearchSettings`; :meth:`search_settings` seeds it). Lists are stored as tuples."""
+    targets, see :func:`search_students`), the exhaustive students' dropout ``student_dropout`` (None: the
+    paper's, 0.5 for the FCNN and none for the CNNs; the group l1/l2 students never use dropout), and
+    ``search``, what happens after the chain (:class:`SearchSettings`; :meth:`search_settings` seeds it).
+    Lists are stored as tuples."""
 
     models: tuple[str, ...] = ("cnn_mnist", "fcnn", "cnn_cifar10")
     targets: tuple[str, ...] = ("predictive",)
@@ -135,6 +141,7 @@ class Experiment3Settings(ChainSettings):
     k2_values: KGrid = (0.5, 1.0, 2.0)
     reg_weights: tuple[float, ...] = (1e-4, 1e-3, 1e-2)
     search: SearchSettings = SearchSettings(finetune_epochs=1.0)
+    student_dropout: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -158,6 +165,9 @@ class Experiment3Settings(ChainSettings):
         parse_option(Estimator, self.predictive_estimator, "predictive_estimator")
         if not isinstance(self.search, SearchSettings):
             raise TypeError(f"search must be a SearchSettings, got {type(self.search).__name__}")
+        if self.student_dropout is not None and not (isinstance(self.student_dropout, (int, float))
+                                                     and 0 <= self.student_dropout < 1):
+            raise ValueError(f"student_dropout={self.student_dropout!r}: must be None (the paper's) or in [0, 1)")
 
     def search_settings(self, seed: int = 0) -> SearchSettings:
         """``search`` with the fine-tuning seeded by ``seed`` (the notebook's seed)."""

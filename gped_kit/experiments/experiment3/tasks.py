@@ -111,7 +111,8 @@ def experiment3_task(model: str, settings: Experiment3Settings, seed: int = 0, d
     students = search_students(model, k1_values, k2_values, settings.reg_weights, targets=(target,),
                                thinning={"predictive": settings.predictive_thinning,
                                          "entropy": settings.entropy_thinning},
-                               estimators={"predictive": settings.predictive_estimator})
+                               estimators={"predictive": settings.predictive_estimator},
+                               dropout=settings.student_dropout)
     return ChainTask(data, teacher_config(model, labelled_size, settings, seed, device), students)
 
 
