@@ -162,7 +162,7 @@ def tiny_tasks(digits_data, seeds=(0, 1), steps=60):
             for s in seeds]
 
 
-def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_path, monkeypatch):
+def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_path, monkeypatch, capsys):
     store = ResultsStore(tmp_path)
     first = run_chains(tiny_tasks(digits_data), store, progress=False)
     assert list(first.cells["status"]) == ["ran", "ran"]
@@ -181,6 +181,10 @@ def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_p
     again = run_chains(tiny_tasks(digits_data), store, progress=False, requires_state=True)
     assert list(again.cells["status"]) == ["ran", "ran"]
     assert again.table["teacher_nll"].tolist() == first.table["teacher_nll"].tolist()
+    # ... and the stored tables are kept beside the new ones, not overwritten (another machine's draw may differ)
+    kept = sorted(store.root.glob("chain/*.old-*"))
+    assert len(kept) == 2 and all((k / "summary.csv").exists() for k in kept)
+    assert "computed again for its full state" in capsys.readouterr().err
     # another numerics version: other entries, computed afresh; the old ones stay
     monkeypatch.setattr(numerics, "NUMERICS", {**numerics.NUMERICS, "chain": numerics.NUMERICS["chain"] + 1})
     changed = run_chains(tiny_tasks(digits_data), store, progress=False)

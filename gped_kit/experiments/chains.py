@@ -256,6 +256,12 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                     outcomes[i] = _reused_chain(task, spec, entry, started)
                     report(i)
                     continue
+                if entry.complete and requires_state and not entry.checkpoint.exists():
+                    # stored without its checkpoint (a fresh clone): computed again for its state, which on another
+                    # machine or thread count is another draw; the stored tables are kept beside it, not overwritten
+                    aside = entry.set_aside()
+                    print(f"{task.label}: stored without its checkpoint, computed again for its full state; the "
+                          f"stored tables are kept in {aside.name}", file=sys.stderr)
                 # computed, resumed, or reloaded from a finished checkpoint (full state)
                 step = read_checkpoint(entry.checkpoint)["t"] if entry.checkpoint.exists() else 0
             pending.append((i, spec, entry, step))
