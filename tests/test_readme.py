@@ -37,9 +37,18 @@ def test_the_readme_claims_table_is_what_the_committed_tables_give():
 def test_the_check_fails_on_a_stale_table(tmp_path):
     stale = tmp_path / "README.md"
     stale.write_text(README.read_text().replace("| Table 1: a student", "| Table 1 (edited by hand): a student", 1))
-    assert R.main(["--readme", str(stale), "--figures", str(ROOT / "figures"), "--check"]) == 1
-    assert R.main(["--readme", str(stale), "--figures", str(ROOT / "figures")]) == 0
+    # the committed tables and GPU runs, read through links; what the command writes stays in tmp_path
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    for f in (ROOT / "figures").iterdir():
+        if f.name != R.DETAILS:
+            (figures / f.name).symlink_to(f)
+    (tmp_path / R.DEVICE_RUNS).parent.mkdir(parents=True)
+    (tmp_path / R.DEVICE_RUNS).symlink_to(ROOT / R.DEVICE_RUNS)
+    assert R.main(["--readme", str(stale), "--figures", str(figures), "--check"]) == 1
+    assert R.main(["--readme", str(stale), "--figures", str(figures)]) == 0
     assert stale.read_text() == README.read_text()
+    assert (figures / R.DETAILS).read_text() == (ROOT / "figures" / R.DETAILS).read_text()
 
 
 def test_a_readme_without_the_markers_is_refused_with_the_lines_to_add():
