@@ -1,9 +1,10 @@
 # gped-kit: set-up, tests and figures.
 #
 #   make figures   set up .venv, execute every notebook headlessly (papermill)
-#   make test      set up .venv, run pytest over tests/ and nbval over notebooks/
-#   make test-slow set up .venv, run the slow proofs (every notebook's paper profile, scaled; the GPU dry run;
-#                real Ray clusters, notebooks under papermill, the browser test)
+#   make test      set up .venv, run pytest over tests/ (not the slow proofs) and nbval over notebooks/
+#   make test-slow set up .venv with the slow proofs' extras (make venv-slow), run the slow proofs (every
+#                notebook's paper profile, scaled; the GPU dry run; real Ray clusters, notebooks under
+#                papermill, the browser test)
 #   make lint      set up .venv, run ruff over the whole tree (configured in pyproject.toml)
 #   make report    set up .venv, write figures/report.html (the results page) and figures/README.md (the index)
 #   make device-bundle  the offline bundle for a GPU node without internet, in .device-bundle/ (docs/gpu.md)
