@@ -1,12 +1,13 @@
 # gped-kit: set-up, tests and figures.
 #
 #   make figures   set up .venv, execute every notebook headlessly (papermill)
-#   make test      set up .venv, run pytest over tests/ and nbval over notebooks/
-#   make test-slow set up .venv, run the slow proofs (every notebook's paper profile, scaled; the GPU dry run;
-#                real Ray clusters, notebooks under papermill, the browser test)
+#   make test      set up .venv, run pytest over tests/ (not the slow proofs) and nbval over notebooks/
+#   make test-slow set up .venv with the slow proofs' extras (make venv-slow), run the slow proofs (every
+#                notebook's paper profile, scaled; the GPU dry run; real Ray clusters, notebooks under
+#                papermill, the browser test)
 #   make lint      set up .venv, run ruff over the whole tree (configured in pyproject.toml)
 #   make report    set up .venv, write figures/report.html (the results page) and figures/README.md (the index)
-#   make device-bundle  wheels and data the GPU machine lacks, in .device-bundle/ (docs/gpu.md)
+#   make device-bundle  the offline bundle for a GPU node without internet, in .device-bundle/ (docs/gpu.md)
 #
 # Every target that needs Python first runs `venv`, which is idempotent: it
 # creates .venv (only if missing) and (re)installs the project only when
@@ -74,7 +75,7 @@ help:
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
 	@echo "make bench     set up .venv and run benchmarks/bench_engine.py and bench_kernels.py (BENCH_ARGS)"
 	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
-	@echo "make device-bundle  wheels and data for the GPU machine in $(DEVICE_BUNDLE)/ (docs/gpu.md; needs PyPI)"
+	@echo "make device-bundle  the offline bundle for a GPU node without internet, in $(DEVICE_BUNDLE)/ (docs/gpu.md; needs PyPI)"
 	@echo "make venv      only set up .venv (make venv-slow: also Ray, playwright and Chromium, for make test-slow)"
 	@echo "make clean-venv  delete .venv"
 
@@ -173,9 +174,10 @@ bench: venv
 bench-batched: venv
 	$(HEADLESS) $(VENV_PY) benchmarks/bench_batched.py $(BENCH_ARGS)
 
-# Wheels (CPython 3.12, manylinux x86-64) and data (MNIST, Fashion-MNIST) the GPU machine lacks, checked
-# complete and under 64 MiB; installed there by `source device/install.sh` (docs/gpu.md). Also, not
-# carried, wheels standing in for the GPU machine's own packages, for the dry run here (device/dry_run.sh).
+# The offline bundle: wheels (CPython 3.12, manylinux x86-64) and data (MNIST, Fashion-MNIST) that a GPU node
+# without internet lacks, checked complete; copy it to the node with the checkout and install it there with
+# `source device/install.sh` (docs/gpu.md). Also wheels standing in for the node's own packages, not needed
+# on the node: they let the dry run (device/dry_run.sh) try the bundle on a workstation.
 device-bundle: venv
 	$(VENV_PY) -m gped_kit.cli.device build --out $(DEVICE_BUNDLE) --data $(DEVICE_DATA)
 	$(VENV_PY) -m gped_kit.cli.device standin --out $(DEVICE_STANDIN)

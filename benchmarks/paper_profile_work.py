@@ -703,7 +703,7 @@ def markdown(works: Sequence[NotebookWork], seconds: float, peak_rss: float) -> 
              "(`tests/test_paper_profile.py`), so every code path below runs; this page says what the unscaled "
              "runs cost.", "",
              render_deviations(), "",  # what the paper profiles do that the paper does not state
-             "## In short (for the README)", "", *compact(works), "",
+             "## In short: per notebook", "", *compact(works), "",
              "## Per notebook (paper profile, unscaled)", "",
              "| notebook | chains | SGLD steps | student steps | FLOPs per teacher step | FLOPs per student step "
              "| FLOPs in all | bytes moved per SGLD step | peak memory (device) | predicted H100 time "

@@ -241,7 +241,7 @@ def test_claims_are_counted_cell_by_cell_against_the_papers_cells_over_seeds():
     # the paper's CIFAR-10 cells: labelled, never counted
     cifar = cells[(cells["metric"] == "nll") & (cells["model"] == "cnn_cifar10")]
     assert len(cifar) == 4 and set(cifar["comparison"]) == {"paper only"}
-    assert set(cifar["note"]) == {"no run of ours: CIFAR-10 is not obtainable offline here"}
+    assert set(cifar["note"]) == {"no run of ours: needs CIFAR-10 under the data root (a download: docs/data.md)"}
     auroc = cells[cells["metric"] == "auroc"]
     fashion = auroc[auroc["ood_dataset"] == "fashion_mnist"]
     assert len(fashion) == 16 and set(fashion["comparison"]) == {"ours only"}
@@ -253,7 +253,7 @@ def test_claims_are_counted_cell_by_cell_against_the_papers_cells_over_seeds():
     assert (kmnist["comparison"] == "agree").sum() == 9 and (kmnist["comparison"] == "disagree").sum() == 7
     notmnist = auroc[(auroc["ood_dataset"] == "notmnist") & (auroc["model"] != "cnn_cifar10")]
     assert len(notmnist) == 16 and set(notmnist["comparison"]) == {"paper only"}
-    assert set(notmnist["note"]) == {"no run of ours: notMNIST is not obtainable offline here"}
+    assert set(notmnist["note"]) == {"no run of ours: needs notMNIST under the data root (a download: docs/data.md)"}
     tie = cells[cells["comparison"] == "paper tie"]
     assert tie.empty  # the paper's ties are CIFAR-10 cells, where we have no run: "paper only"
 

@@ -1,6 +1,7 @@
 """Adding a target is one definition: a target written here, and nowhere else in the kit, is
 distilled and its own metrics appear in a run's summary and history."""
 
+import pytest
 import torch
 
 from gped_kit.core import losses, metrics
@@ -42,3 +43,38 @@ def test_a_target_defined_in_one_place_reports_its_metrics(digits_data):
     assert s["confidence_mae"].isna()["predictive-U_s"] and s.loc["predictive-U_s", "student_nll"] > 0
     history = result.history[result.history["student"] == "confidence-U_o"]
     assert history["confidence_mae"].notna().sum() == 2  # the log points after burn-in: steps 200 and 300
+
+
+def test_a_custom_target_of_the_wrong_width_is_refused_before_any_step(digits_data, monkeypatch):
+    """A g whose width is not the declared ``out_dim`` fails when the run is set up, naming the target, its
+    student, the width g returned and the declared one, not steps into the run (inside ``index_add``)."""
+    import gped_kit as gk
+    from gped_kit.engine import engine as engine_module
+
+    batches = []
+
+    def two_columns(log_probs: torch.Tensor) -> torch.Tensor:  # declared below as width 1
+        batches.append(log_probs.shape[0])
+        return log_probs.exp()[:, :2]
+
+    def no_step(*args, **kwargs):
+        raise AssertionError("a sampling step ran")
+
+    monkeypatch.setattr(engine_module.GPEDEngine, "step", no_step)
+    wrong = gk.custom_target("top_two", two_columns, out_dim=1)
+    config = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=30,
+                        burn_in=10, eval_thinning=10, log_every=10, progress=False, device="cpu")
+    with pytest.raises(ValueError) as caught:
+        gk.distill(digits_data, config, [StudentConfig(wrong, "U_o", thinning=2)])
+    message = str(caught.value)
+    assert "target 'top_two' (student 'top_two-U_o')" in message
+    assert "shape (3, 2), width 2" in message and "declares width 1" in message
+    assert "out_dim" in message
+    assert batches == [3]  # g ran once, on the check's 3 inputs: no sampling step, no distillation step
+
+    def flat(log_probs: torch.Tensor) -> torch.Tensor:  # (B,), not (B, 1)
+        return log_probs.exp().max(dim=-1).values
+
+    with pytest.raises(ValueError, match=r"target 'flat' \(student 'flat-U_s'\): its g returned shape \(3,\), "
+                                         r"not \(batch, width\).*declares width 1"):
+        gk.distill(digits_data, config, [StudentConfig(gk.custom_target("flat", flat, out_dim=1), "U_s")])

@@ -28,8 +28,8 @@ What is scaled (each notebook's ``scaled_paper`` in :data:`gped_kit.experiments.
 
 The notebooks run in a scratch copy with ONE results store shared by all of them (notebook 02 reuses
 notebook 01's two N = 60,000, m = 0 chains), so the repository's ``results/`` and ``figures/`` are
-untouched. CIFAR-10 is not available offline: its cells must report "missing data" and the notebooks
-go on. Each test asserts that its notebook ran without error, that its checks printed the expected
+untouched. Without CIFAR-10 under the data root (a download), its cells must report "missing data" and
+the notebooks go on. Each test asserts that its notebook ran without error, that its checks printed the expected
 verdicts (the entry's ``verdicts``), and that the store holds the entries of the paper grid (the entry's
 ``missing``: a complete chain entry per chain of the notebook, and its derived results). The test is one
 loop over the registry: a new notebook with a paper profile is tested by its entry alone.

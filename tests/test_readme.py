@@ -37,9 +37,18 @@ def test_the_readme_claims_table_is_what_the_committed_tables_give():
 def test_the_check_fails_on_a_stale_table(tmp_path):
     stale = tmp_path / "README.md"
     stale.write_text(README.read_text().replace("| Table 1: a student", "| Table 1 (edited by hand): a student", 1))
-    assert R.main(["--readme", str(stale), "--figures", str(ROOT / "figures"), "--check"]) == 1
-    assert R.main(["--readme", str(stale), "--figures", str(ROOT / "figures")]) == 0
+    # the committed tables and GPU runs, read through links; what the command writes stays in tmp_path
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    for f in (ROOT / "figures").iterdir():
+        if f.name != R.DETAILS:
+            (figures / f.name).symlink_to(f)
+    (tmp_path / R.DEVICE_RUNS).parent.mkdir(parents=True)
+    (tmp_path / R.DEVICE_RUNS).symlink_to(ROOT / R.DEVICE_RUNS)
+    assert R.main(["--readme", str(stale), "--figures", str(figures), "--check"]) == 1
+    assert R.main(["--readme", str(stale), "--figures", str(figures)]) == 0
     assert stale.read_text() == README.read_text()
+    assert (figures / R.DETAILS).read_text() == (ROOT / "figures" / R.DETAILS).read_text()
 
 
 def test_a_readme_without_the_markers_is_refused_with_the_lines_to_add():
@@ -86,7 +95,7 @@ def test_table1_rules_on_hand_built_tables(tmp_path):
     assert E1N.table1_minutes_per_seed(tmp_path, "default", ["fcnn", "cnn_mnist"]) is None  # CNN's time missing
 
 
-def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu_per_model(tmp_path):
+def test_the_paper_profile_row_reads_the_newest_gpu_run_per_model(tmp_path):
     figures = tmp_path / "figures"
     figures.mkdir()
     assert R.paper_profile_on_gpu(figures).verdict == "not run"
@@ -96,10 +105,10 @@ def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu_per_model(tmp_p
                                       ("predictive-U_o-K1x1", teacher + 0.01, None),
                                       ("entropy-U_s-K1x1", None, 0.03), ("entropy-U_o-K1x1", None, 0.02))]
     history = pd.DataFrame(rows, columns=["step", "student", "teacher_nll", "student_nll", "entropy_mae"])
-    for lease in ("2026-01-01-old", "2026-02-01-new"):
-        folder = tmp_path / R.DEVICE_RUNS / lease
+    for run in ("2026-01-01-old", "2026-02-01-new"):
+        folder = tmp_path / R.DEVICE_RUNS / run
         folder.mkdir(parents=True)
-        history.assign(teacher_nll=lambda d: d["teacher_nll"] - (lease == "2026-02-01-new") * 0.01).to_csv(
+        history.assign(teacher_nll=lambda d: d["teacher_nll"] - (run == "2026-02-01-new") * 0.01).to_csv(
             folder / R.DEVICE_HISTORY.format(model="fcnn"), index=False)
     row = R.paper_profile_on_gpu(figures)
     assert row.verdict == "partly run (FCNN to T = 20,000, not judged)" and row.kind == V.RUN
@@ -108,7 +117,7 @@ def test_the_paper_profile_row_reads_the_newest_lease_of_the_gpu_per_model(tmp_p
     assert "CNN-MNIST and the other notebooks not run" in row.ours
     assert "teacher 0.052" in row.paper and "0.054 / 0.082" in row.paper  # Table 6, N = 60,000, r = 0
     assert "docs/device-runs/2026-02-01-new/README.md" in row.where
-    # a CNN chain from the older lease only: both rows, each from its own newest lease
+    # a CNN chain from the older run only: both rows, each from its own newest run
     history[history["step"] == 10_000].to_csv(
         tmp_path / R.DEVICE_RUNS / "2026-01-01-old" / R.DEVICE_HISTORY.format(model="cnn_mnist"), index=False)
     row = R.paper_profile_on_gpu(figures)

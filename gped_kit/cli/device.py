@@ -1,4 +1,4 @@
-"""The device bundle: what a GPU node without internet lacks, built on a machine with internet,
+"""The offline bundle: what a GPU node without internet lacks, built on a machine with internet,
 copied to the node with the checkout, installed there offline.
 
 A typical GPU compute node (docs/gpu.md) has Python 3.12 with torch, numpy, pandas and the other
@@ -9,16 +9,16 @@ git-ignored folder ``.device-bundle/``:
 * ``wheels/``: the wheels of ``device/requirements.txt`` for CPython 3.12 on manylinux x86-64
   (``pip download --no-deps --only-binary=:all:``), checked to be complete: every requirement a
   bundled wheel declares (for Python 3.12 on Linux x86-64, no extras) is bundled in a version
-  that satisfies it, is on the GPU machine already, or is one of :data:`LEFT_OUT` (not needed to
+  that satisfies it, is on the GPU node already, or is one of :data:`LEFT_OUT` (not needed to
   run notebooks headlessly; left out to keep the bundle small);
 * ``data/<Class>/raw/<file>.xz``: the raw IDX files of MNIST and Fashion-MNIST in torchvision's
   layout (read here through the kit's loader, :func:`gped_kit.data.sources.load_split`),
   xz-compressed;
 * ``manifest.json``: every file with its size and SHA-256 (for data, also the SHA-256 and size
-  of the decompressed file), and the bundle's total size, which must stay under
-  :data:`BUNDLE_LIMIT_BYTES` (64 MiB).
+  of the decompressed file). ``--max-mib`` makes the build fail when the bundle is larger (where it
+  must fit a transfer or a quota of yours; no limit by default).
 
-``device/install.sh`` (sourced on the GPU machine) installs the wheels with ``pip install
+``device/install.sh`` (sourced on the GPU node) installs the wheels with ``pip install
 --no-index --no-deps --target``, decompresses and verifies the data under a data root and sets
 ``PYTHONPATH``, ``GPED_DATA_ROOT`` and the Jupyter paths; ``device/install.py`` does the work
 with the standard library only.
@@ -48,14 +48,12 @@ from packaging.version import Version
 from ..data.sources import DATASETS, SPLITS, canonical_name, default_data_root, expected_files, load_split
 from ..files import BLOCK, atomic_path, sha256_of
 
-#: The bundle's size limit, which keeps it quick to copy to a node with the checkout.
-BUNDLE_LIMIT_BYTES = 64 * 2**20
 DEFAULT_BUNDLE = Path(".device-bundle")
 DEFAULT_STANDIN = Path(".device-standin")
 DEFAULT_REQUIREMENTS = Path("device/requirements.txt")
 MANIFEST = "manifest.json"
 FORMAT = 1
-#: The GPU machine's Python and platform tags (pip download matches manylinux_2_N exactly).
+#: The GPU node's Python and platform tags (pip download matches manylinux_2_N exactly).
 PYTHON_VERSION = (3, 12)
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64", "manylinux_2_24_x86_64",
              "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64")
@@ -87,7 +85,7 @@ triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkz
 zipp""".split())
 
 #: Declared requirements left out of the bundle on purpose, with the reason each is not needed
-#: to execute notebooks headlessly (together about 13 MB, a fifth of the bundle's 64 MiB limit).
+#: to execute notebooks headlessly (together about 13 MB).
 LEFT_OUT: Mapping[str, str] = {
     "debugpy": "ipykernel runs without its debugger (ipykernel.debugger checks for debugpy)",
     "jedi": "IPython imports it only for tab completion (IPython.core.completer: lazily)",
@@ -111,7 +109,7 @@ class Pin:
 
 def read_requirements(path: Path) -> list[Pin]:
     """The pinned requirements (``name==version`` per line; ``#`` comments); ``BundleError`` for
-    anything else, a duplicate, a package the GPU machine has or one of :data:`LEFT_OUT`."""
+    anything else, a duplicate, a package the GPU node has or one of :data:`LEFT_OUT`."""
     if not path.is_file():
         raise BundleError(f"requirements file {path} not found (run from the repository root)")
     pins: dict[str, Pin] = {}
@@ -127,7 +125,7 @@ def read_requirements(path: Path) -> list[Pin]:
         if name in pins:
             raise BundleError(f"{path}:{number}: {name} is pinned twice (one version each: two stop the install)")
         if name in GPU_MACHINE_PACKAGES:
-            raise BundleError(f"{path}:{number}: {name} is on the GPU machine already; carrying another version "
+            raise BundleError(f"{path}:{number}: {name} is on the GPU node already; carrying another version "
                               "would shadow it")
         if name in LEFT_OUT:
             raise BundleError(f"{path}:{number}: {name} is left out on purpose ({LEFT_OUT[name]})")
@@ -147,7 +145,7 @@ def supported_tags() -> frozenset[Tag]:
 
 
 def marker_environment() -> dict[str, str]:
-    """Environment markers of the GPU machine's Python (3.12.3 on Linux x86-64)."""
+    """Environment markers of the GPU node's Python (3.12.3 on Linux x86-64)."""
     env = dict(default_environment())
     env.update(python_version="3.12", python_full_version="3.12.3", implementation_name="cpython",
                implementation_version="3.12.3", platform_python_implementation="CPython", sys_platform="linux",
@@ -167,7 +165,7 @@ def wheel_requirements(wheel: Path) -> list[Requirement]:
 
 def unmet_requirements(wheels: Iterable[Path]) -> list[str]:
     """Every requirement of the wheels (Python 3.12, Linux x86-64, no extras) that is neither
-    bundled in a satisfying version, on the GPU machine, nor in :data:`LEFT_OUT`: one line each."""
+    bundled in a satisfying version, on the GPU node, nor in :data:`LEFT_OUT`: one line each."""
     wheels = list(wheels)
     versions = {canonicalize_name(parse_wheel_filename(w.name)[0]): parse_wheel_filename(w.name)[1] for w in wheels}
     env = marker_environment()
@@ -181,7 +179,7 @@ def unmet_requirements(wheels: Iterable[Path]) -> list[str]:
                 if not req.specifier.contains(versions[name], prereleases=True):
                     problems.append(f"{wheel.name} needs {req}, the bundle has {name} {versions[name]}")
             elif name not in GPU_MACHINE_PACKAGES and name not in LEFT_OUT:
-                problems.append(f"{wheel.name} needs {req}: neither bundled nor on the GPU machine")
+                problems.append(f"{wheel.name} needs {req}: neither bundled nor on the GPU node")
     return problems
 
 
@@ -237,7 +235,7 @@ def download_wheels(pins: Sequence[Pin], wheel_dir: Path) -> None:
 
 
 def build_standin(out: Path = DEFAULT_STANDIN, requirements: Path = DEFAULT_REQUIREMENTS) -> list[Path]:
-    """A stand-in for the GPU machine's own packages, for dry runs (not needed on the node): the wheels
+    """A stand-in for the GPU node's own packages, for dry runs (not needed on the node): the wheels
     that the bundle's requirements reach beyond the bundle (of :data:`GPU_MACHINE_PACKAGES`:
     attrs, requests, pyyaml, aiohttp, ..., and what these need), as pip resolves them for CPython
     3.12 (the newest releases that fit, which need not be the GPU node's versions), in
@@ -291,9 +289,10 @@ def bundle_size(out: Path) -> int:
 
 def build_bundle(out: Path = DEFAULT_BUNDLE, requirements: Path = DEFAULT_REQUIREMENTS,
                  datasets: Sequence[str] = BUNDLE_DATASETS, data_root: Path | None = None,
-                 download: bool = True, limit: int = BUNDLE_LIMIT_BYTES) -> dict:
+                 download: bool = True, limit: int | None = None) -> dict:
     """Build (or bring up to date) the bundle in ``out`` (see the module docstring) and return its
-    manifest. ``download=False`` checks the wheels already there instead of downloading."""
+    manifest. ``download=False`` checks the wheels already there instead of downloading; ``limit`` (bytes,
+    None: none) fails the build when the bundle is larger (:func:`check_size`)."""
     names = [canonical_name(n) for n in datasets]
     for name in names:
         if name not in BUNDLE_DATASETS:
@@ -322,19 +321,24 @@ def build_bundle(out: Path = DEFAULT_BUNDLE, requirements: Path = DEFAULT_REQUIR
         "datasets": names,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    size = bundle_size(out)
-    if size > limit:
-        raise BundleError(f"the bundle in {out} is {size / 2**20:.1f} MiB, over its {limit / 2**20:.0f} MiB "
-                          "limit; bundle fewer data sets (--data mnist)")
+    check_size(out, limit)
     return manifest
+
+
+def check_size(out: Path, limit: int | None) -> int:
+    """The bundle's size in bytes; ``BundleError`` when it is over ``limit`` bytes (None: no limit)."""
+    size = bundle_size(out)
+    if limit is not None and size > limit:
+        raise BundleError(f"the bundle in {out} is {size / 2**20:.1f} MiB, over the limit of {limit / 2**20:g} MiB "
+                          "given (--max-mib); bundle fewer data sets (--data mnist) or raise the limit")
+    return size
 
 
 def describe(manifest: Mapping, out: Path) -> str:
     """A few lines: the bundle's parts and sizes."""
     mib = 2**20
     wheels = sum(r["bytes"] for r in manifest["wheels"])
-    lines = [f"device bundle in {out}: {bundle_size(out) / mib:.1f} MiB "
-             f"(limit {BUNDLE_LIMIT_BYTES / mib:.0f} MiB)",
+    lines = [f"device bundle in {out}: {bundle_size(out) / mib:.1f} MiB",
              f"  wheels/: {len(manifest['wheels'])} wheels, {wheels / mib:.1f} MiB "
              f"(left out on purpose: {', '.join(sorted(manifest['left_out']))})"]
     for name in manifest["datasets"]:
@@ -358,7 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "(default: $GPED_DATA_ROOT or ~/.cache/gped_kit/data)")
     build.add_argument("--offline", action="store_true",
                        help="do not download: check the wheels already in the bundle")
-    standin = sub.add_parser("standin", help="wheels standing in for the GPU machine's own packages, for a dry run "
+    build.add_argument("--max-mib", type=float, default=None,
+                       help="fail when the bundle is larger than this many MiB (default: no limit)")
+    standin = sub.add_parser("standin", help="wheels standing in for the GPU node's own packages, for a dry run "
                              "with Python 3.12 (not needed on the node)")
     standin.add_argument("--out", type=Path, default=DEFAULT_STANDIN, help="default: %(default)s")
     standin.add_argument("--requirements", type=Path, default=DEFAULT_REQUIREMENTS, help="default: %(default)s")
@@ -369,12 +375,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BundleError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"stand-in for the GPU machine's packages in {args.out}/wheels: {len(kept)} wheels "
+        print(f"stand-in for the GPU node's packages in {args.out}/wheels: {len(kept)} wheels "
               f"({', '.join(canonicalize_name(parse_wheel_filename(w.name)[0]) for w in kept)})")
         return 0
     try:
         manifest = build_bundle(args.out, args.requirements, [d for d in args.data.split(",") if d],
-                                args.data_root, download=not args.offline)
+                                args.data_root, download=not args.offline,
+                                limit=None if args.max_mib is None else int(args.max_mib * 2**20))
     except (BundleError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -70,14 +70,15 @@ JUDGED = ("yes", "partly", "no")
 #: The longest cell text the README's short table shows whole.
 SHORT = 120
 
-#: Settings of the paper this kit cannot run offline, with the reason (docs/data.md).
+#: Settings of the paper the committed results leave out: their data are downloads that set-up does not
+#: make (docs/data.md says how to get them); the notebooks run them once the data are under the data root.
 NOT_RUN = (
     Claim("CIFAR-10: Table 1's row, Exp. 2 (Figure 5, Table 7), Exp. 3 (Figures 11–13), Exp. 4's CIFAR-10 rows",
           "not run", "—", "in the paper's tables, shown as the paper's only",
-          "the full CIFAR-10 set is not obtainable offline here; docs/data.md"),
+          "needs CIFAR-10 under the data root (a download: docs/data.md); the notebooks run these once it is there"),
     Claim("Exp. 4 OOD sets KMNIST and notMNIST (paper: GPED better in 20 of 32 MNIST cells)", "not run",
           "Fashion-MNIST and masked / rotated MNIST instead (rows above)", "20 of 32 on MNIST",
-          "not obtainable offline here"),
+          "needs KMNIST and notMNIST under the data root (downloads: docs/data.md); notebook 06 adds them then"),
 )
 
 #: The runs on a GPU (``docs/device-runs``): their histories of notebook 01's paper-profile chains
@@ -151,7 +152,7 @@ def paper_profile_on_gpu(figures: Path) -> Claim:
     found = device_runs.paper_length_runs(root)
     if not found:
         return Claim(claim, "not run", "every code path run at scaled T", "all tables", where, kind=RUN)
-    ours, paper, judged, leases = [], [], [], {}
+    ours, paper, judged, folders = [], [], [], {}
     for model, run in found.items():
         name, table = DEVICE_MODELS[model]
         seed = f"seed {run.run.seed}, " if run.run.seed is not None else ""
@@ -177,11 +178,11 @@ def paper_profile_on_gpu(figures: Path) -> Claim:
         paper.append(f"{name}, T = 10^6 ({table}, N = 60,000, r = 0): teacher {t['teacher_nll']:g}, student "
                      f"U_o / U_s {t['student_nll_U_o']:g} / {t['student_nll_U_s']:g}, entropy MAE U_o / U_s "
                      f"{t['entropy_mae_U_o']:g} / {t['entropy_mae_U_s']:g}")
-        leases[run.run.path.parent.relative_to(root).as_posix()] = None  # each lease's folder once, in order
+        folders[run.run.path.parent.relative_to(root).as_posix()] = None  # each run's folder once, in order
     missing = [DEVICE_MODELS[m][0] for m in DEVICE_MODELS if m not in found]
     tail = f"; {', '.join(missing)} and the other notebooks not run" if missing else "; the other notebooks not run"
     return Claim(claim, f"partly run ({'; '.join(judged)})", "notebook 01: " + "; ".join(ours) + tail,
-                 "; ".join(paper), ", ".join(f"[{rel}]({rel}/README.md)" for rel in leases) + f"; {where}",
+                 "; ".join(paper), ", ".join(f"[{rel}]({rel}/README.md)" for rel in folders) + f"; {where}",
                  evidence=Evidence("paper", device_runs.PAPER_STEPS, 1, device="a GPU"), kind=RUN)
 
 

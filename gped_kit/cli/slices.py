@@ -13,8 +13,8 @@ files (node-local scratch, a fresh instance). A *slice* is one job's share of th
    deadline, so the next slice resumes it bit for bit;
 3. packs every store file the slice made or changed (and everything it unpacked, so the newest
    pack alone holds the whole state) into compressed tar parts and a manifest with SHA-256
-   checksums (:func:`pack`), within configurable limits (``--part-mib``, ``--max-files``,
-   ``--max-mib``) that keep a pack to a few files that are easy to copy.
+   checksums (:func:`pack`): parts of at most ``--part-mib`` each, and, where the files must fit a
+   limit of your own (a transfer or a quota), at most ``--max-files`` files and ``--max-mib`` MiB in all.
 
 ``unpack`` (:func:`unpack`) verifies and extracts such packs into a store: on the next node
 before its slice (``run --resume``), or into ``results/`` when the notebook is to be executed
@@ -65,11 +65,11 @@ from .batch import DEFAULT_NOTEBOOK_DIR, parse_override, select_notebooks
 
 PACK_FORMAT = 1
 MIB = 2**20
-#: A pack's default limits (``--part-mib``, ``--max-files``, ``--max-mib``): parts of at most 16 MiB,
-#: 7 files and 60 MiB in all, a few files that are easy to copy between jobs.
+#: A pack's default part size (``--part-mib``): parts of at most 16 MiB, easy to copy between jobs.
 PART_BYTES = 16 * MIB
-MAX_FILES = 7
-MAX_BYTES = 60 * MIB
+#: Limits on a whole pack (``--max-files``, ``--max-mib``): none unless given, for a transfer or quota of yours.
+MAX_FILES: int | None = None
+MAX_BYTES: int | None = None
 #: Chain statuses after which nothing is left to compute.
 DONE = ("ran", "resumed", "reused")
 
@@ -233,12 +233,12 @@ class _Parts(io.RawIOBase):
 
 
 def pack(root: Path, files: Sequence[str], out: Path, info: Mapping[str, Any], part_bytes: int = PART_BYTES,
-         max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> Path:
+         max_files: int | None = MAX_FILES, max_bytes: int | None = MAX_BYTES) -> Path:
     """Pack ``files`` (paths relative to the store ``root``) into ``out`` as a gzip-compressed tar
     cut into parts of at most ``part_bytes`` and a manifest (``slice-<sequence>-<time>.json``:
     ``info``, the parts' and files' sizes and SHA-256 sums); returns the manifest's path.
     ``PackError`` (and nothing left in ``out``) when the parts and the manifest would be more than
-    ``max_files`` files or ``max_bytes`` bytes, naming the largest files."""
+    ``max_files`` files or ``max_bytes`` bytes (None: no such limit), naming the largest files."""
     if part_bytes < MIB:
         raise ValueError(f"part_bytes={part_bytes}: must be at least 1 MiB")
     out.mkdir(parents=True, exist_ok=True)
@@ -256,17 +256,20 @@ def pack(root: Path, files: Sequence[str], out: Path, info: Mapping[str, Any], p
     finally:
         parts.close()
     total = sum(p["bytes"] for p in parts.parts)
-    if len(parts.parts) + 1 > max_files or total > max_bytes:
+    if (max_files is not None and len(parts.parts) + 1 > max_files) or (max_bytes is not None and total > max_bytes):
         for p in parts.parts:
             (out / p["name"]).unlink(missing_ok=True)
         largest = sorted(rows, key=lambda r: -r["bytes"])[:5]
         raise PackError(
             f"the slice's {len(rows)} files compress to {total / MIB:.1f} MiB in {len(parts.parts)} part(s) of at "
-            f"most {part_bytes / MIB:.0f} MiB; with the manifest that is over the limit of {max_files} files / "
-            f"{max_bytes / MIB:.0f} MiB. Largest files: "
+            f"most {part_bytes / MIB:.0f} MiB; with the manifest that is over the limit of "
+            + " / ".join([*([f"{max_files} files"] if max_files is not None else []),
+                          *([f"{max_bytes / MIB:.0f} MiB"] if max_bytes is not None else [])])
+            + ". Largest files: "
             + ", ".join(f"{r['path']} ({r['bytes'] / MIB:.1f} MiB)" for r in largest)
             + ". Fewer chains per batch (each chain in progress keeps a checkpoint) or no final checkpoints "
-              "(--no-final-checkpoints) make it smaller; the store itself is complete.")
+              "(--no-final-checkpoints) make it smaller, or raise --max-files / --max-mib; the store itself is "
+              "complete.")
     manifest = {"format": PACK_FORMAT, "kind": "gped-kit slice", "made": time.strftime("%Y-%m-%d %H:%M:%S"),
                 **info, "parts": parts.parts, "files": rows, "bytes": total}
     path = out / f"{stem}.json"
@@ -397,7 +400,7 @@ class SliceReport:
 def deterministic_convolutions(enabled: bool) -> Iterator[None]:
     """cuDNN's deterministic convolution kernels while the block runs (``enabled``), the previous
     setting restored after. cuDNN's default backward kernels accumulate with atomics in no fixed order, so
-    on CUDA a CNN chain's numbers differ run to run from its first steps (two H200 leases: teacher NLL
+    on CUDA a CNN chain's numbers differ run to run from its first steps (two H200 runs: teacher NLL
     0.03823 against 0.03795 at step 10,000; docs/device-runs/2026-11-26-nvidia-h200-3), and a resumed
     slice is not bit-identical to an uninterrupted run. The CPU and fully connected chains are unaffected."""
     cudnn = torch.backends.cudnn
@@ -419,7 +422,7 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
               minutes: float | None = None, max_steps: int | None = None, resume: Sequence[Path] = (),
               keep_final_checkpoints: bool | None = None, notebook_dir: Path = DEFAULT_NOTEBOOK_DIR,
               clock=time.monotonic, progress: bool = True, part_bytes: int = PART_BYTES,
-              max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES, deterministic: bool = False,
+              max_files: int | None = MAX_FILES, max_bytes: int | None = MAX_BYTES, deterministic: bool = False,
               graph: bool | None = None) -> SliceReport:
     """One slice (see the module docstring): unpack ``resume``, run the notebook's chains within
     ``minutes`` / ``max_steps`` (with cuDNN's deterministic kernels if ``deterministic``: see
@@ -488,8 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="CUDA graphs: auto (on for CUDA), on or off (default: %(default)s)")
     run.add_argument("--notebook-dir", type=Path, default=DEFAULT_NOTEBOOK_DIR, help="default: %(default)s")
     run.add_argument("--part-mib", type=float, default=PART_BYTES / MIB, help="largest part (default: %(default)s)")
-    run.add_argument("--max-files", type=int, default=MAX_FILES, help="parts + manifest (default: %(default)s)")
-    run.add_argument("--max-mib", type=float, default=MAX_BYTES / MIB, help="all parts (default: %(default)s)")
+    run.add_argument("--max-files", type=int, default=MAX_FILES,
+                     help="at most this many files, parts and manifest (default: no limit)")
+    run.add_argument("--max-mib", type=float, default=None, help="at most this many MiB, all parts (default: no limit)")
     unp = sub.add_parser("unpack", help="verify and extract packs into a store")
     unp.add_argument("sources", type=Path, nargs="+", help="folders or manifests of packs")
     unp.add_argument("--results", type=Path, default=Path("results"), help="the store (default: %(default)s)")
@@ -528,7 +532,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = run_slice(args.notebook, args.profile, overrides, args.results, args.out, args.minutes,
                            args.max_steps, args.resume, args.keep, args.notebook_dir,
                            part_bytes=int(args.part_mib * MIB), max_files=args.max_files,
-                           max_bytes=int(args.max_mib * MIB), deterministic=args.deterministic,
+                           max_bytes=None if args.max_mib is None else int(args.max_mib * MIB),
+                           deterministic=args.deterministic,
                            graph=GRAPH_CHOICES[args.graph])
     except (ValueError, PackError) as exc:
         print(f"error: {exc}", file=sys.stderr)

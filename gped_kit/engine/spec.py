@@ -19,6 +19,7 @@ from typing import Sequence
 
 import torch
 from torch import nn
+from torch.func import functional_call
 
 from ..core import losses
 from ..core.likelihoods import Likelihood
@@ -216,15 +217,59 @@ def build_chain(data: GPEDData, config: GPEDConfig, students: Sequence[StudentCo
     ensemble = {likelihood.ensemble_target: TARGETS[likelihood.ensemble_target]}
     for s in student_specs:
         ensemble.setdefault(s.target.name, s.target)
+    teacher_spec = NetworkSpec.of(teacher)
+    check_target_widths(data, teacher_spec, initial[0], likelihood, student_specs, ensemble)
     noise_moments = None
     if any(s.config.input_generator is InputGenerator.NOISE for s in student_specs):
         noise_moments = (float(data.distill_x.mean()), float(data.distill_x.std()))
-    return ChainSpec(data=data, config=config, students=tuple(student_specs), teacher=NetworkSpec.of(teacher),
+    return ChainSpec(data=data, config=config, students=tuple(student_specs), teacher=teacher_spec,
                      likelihood=likelihood, device=device,
                      groups={k: tuple(v) for k, v in sorted(groups.items())},
                      ensemble_targets=ensemble, initial=initial,
                      snapshot_at={t: k for k, t in enumerate(snapshot_steps(config))}, noise_moments=noise_moments,
                      rng_after_init=rng, other_teachers=others)
+
+
+#: How many training inputs :func:`check_target_widths` runs the teacher and every target's g on.
+WIDTH_CHECK_ROWS = 3
+
+
+def check_target_widths(data: GPEDData, teacher: NetworkSpec,
+                        values: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]], likelihood: Likelihood,
+                        students: Sequence[StudentSpec], ensemble: dict[str, Target]) -> None:
+    """Every target's ``g`` tried once, before any sampling, on the teacher's statistics of the first
+    :data:`WIDTH_CHECK_ROWS` training inputs (on the run's device, the teacher at its initial values, in
+    evaluation mode): it must return a ``(B, D)`` tensor with D = ``target.out_dim(C)``, the width of the
+    student's output, of U_o's store and of the ensemble's sums. Otherwise ``ValueError`` names the target,
+    its students, the width g returned and the declared one (a wrong width would otherwise fail steps into
+    the run, or broadcast silently). No random numbers are drawn and no network's state changes."""
+    num_outputs = data.num_outputs
+    x = data.train_x[:WIDTH_CHECK_ROWS]
+    rows = int(x.shape[0])
+    targets = {id(t): t for t in (*ensemble.values(), *(s.target for s in students))}
+    with torch.no_grad():
+        stats = likelihood.statistics(functional_call(teacher.eval, values, (x,)))
+        for target in targets.values():
+            width = target.out_dim(num_outputs)
+            try:
+                out = target.g(stats)
+            except Exception as exc:  # a g that cannot run at all: say which target, keep the cause
+                raise ValueError(f"target {target.name!r}: its g failed on the teacher's statistics of {rows} "
+                                 f"inputs (shape {tuple(stats.shape)}): {type(exc).__name__}: {exc}") from exc
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else None
+            if shape == (rows, width):
+                continue
+            users = [s.label for s in students if s.target is target]
+            who = f" (student{'s' if len(users) > 1 else ''} {', '.join(map(repr, users))})" if users else ""
+            got = (f"a {type(out).__name__}, not a tensor" if shape is None
+                   else f"shape {shape}, width {shape[-1]}" if len(shape) == 2 and shape[0] == rows
+                   else f"shape {shape}, not (batch, width)")
+            raise ValueError(
+                f"target {target.name!r}{who}: its g returned {got} for a batch of {rows} inputs, but the "
+                f"target declares width {width} (out_dim({num_outputs}) = {width} for {num_outputs} "
+                f"{likelihood.name} outputs): the width of the student's output, of the U_o store and of the "
+                f"ensemble's sums. Make g return ({rows}, {width}), or declare the width g returns with the "
+                "out_dim parameter (custom_target(..., out_dim=...) or Target(out_dim=...)).")
 
 
 def _values(net: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:

@@ -93,8 +93,8 @@ CLAIMS: dict[str, tuple[tuple[str, ...], bool, str]] = {
               "GPED better in 75% of cases (MNIST and CIFAR-10 pooled; Tables 3, 11-13)"),
     "ndcg@20": (("uncertainty",), False, "GPED better in 91% of settings (MNIST and CIFAR-10 pooled; Tables 4, 14-16)"),
 }
-#: Data sets no run of the kit can have here (paper 003's OOD sets and CIFAR-10: not obtainable offline;
-#: NOTES section 6); a paper cell on one of them is labelled so.
+#: Data sets that are downloads (CIFAR-10 and paper 003's OOD sets; set-up installs only MNIST and
+#: Fashion-MNIST; docs/data.md says how to get them): a paper cell on one of them without a run of ours says so.
 NOT_OBTAINABLE = {"cifar10": "CIFAR-10", "kmnist": "KMNIST", "notmnist": "notMNIST", "tinyimagenet": "TinyImageNet",
                   "lsun": "LSUN", "svhn": "SVHN"}
 #: Printed names of the data sets.
@@ -183,7 +183,7 @@ def _note(row: Mapping[str, Any]) -> str:
         ood = _blank(row.get("ood_dataset")) or ""
         missing = dataset if dataset in NOT_OBTAINABLE else ood
         if missing in NOT_OBTAINABLE:
-            return f"no run of ours: {NOT_OBTAINABLE[missing]} is not obtainable offline here"
+            return f"no run of ours: needs {NOT_OBTAINABLE[missing]} under the data root (a download: docs/data.md)"
         return "no run of ours for this cell"
     if comparison == "paper tie":
         return "the paper prints equal values: neither wins"

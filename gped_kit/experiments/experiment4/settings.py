@@ -118,8 +118,8 @@ PROFILES: dict[str, Experiment4Settings] = {
     # default profile keeps one seed so that `make figures` stays short.
     "seeds": dataclasses.replace(DEFAULT, seeds=THREE_SEEDS),
 }
-#: OOD test sets per in-distribution data set (Section 4, Experiment 4; Fashion-MNIST added: it is
-#: the one available offline here, and Hydra's paper uses it for MNIST).
+#: OOD test sets per in-distribution data set (Section 4, Experiment 4; Fashion-MNIST added: set-up installs it,
+#: the others are downloads (docs/data.md), and Hydra's paper uses it for MNIST). Sets not present are skipped.
 OOD_FOR = {"mnist": ("fashion_mnist", "kmnist", "notmnist"), "cifar10": ("svhn", "tinyimagenet", "lsun")}
 #: The paper's names of the two student sizes (Tables 2-4, 8-16).
 STUDENT_SIZES = ("base", "largest_width_multiplier")

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# One job that checks a GPU node and then runs slices, inside a wall-time budget, and leaves everything
-# it measured under $OUT (one log, plus the slices' packs):
+# One job that checks a GPU node and then runs slices within a wall-time budget you choose, and leaves
+# everything it measured in an output folder (one log, plus the slices' packs):
 #
-#   OUT=FOLDER device/lease.sh [BUDGET_S [NOTEBOOK [PARAM ...] [-- NOTEBOOK [PARAM ...]]]]   (on the GPU node, from the checkout's root)
+#   OUT_DIR=FOLDER bash device/gpu_job.sh BUDGET_S [NOTEBOOK [PARAM ...] [-- NOTEBOOK [PARAM ...]]]
+#   (on the GPU node, from the checkout's root; docs/gpu.md)
 #
-#   1. the device bundle installed offline (device/install.sh; build it with `make device-bundle`), the GPU
+#   1. the offline bundle installed (device/install.sh; build it with `make device-bundle`), the GPU
 #      and the software named;
 #   2. the CUDA tests (pytest -k cuda over the engine, batching and pooled-teacher tests; the graph mode's tests);
-#   3. the benchmarks named in LEASE_BENCHES (unset: "engine kernels"; empty: none): "engine",
+#   3. the benchmarks named in JOB_BENCHES (unset: "engine kernels"; empty: none): "engine",
 #      benchmarks/bench_engine.py on CUDA (the engine eager and in graph mode against a plain loop, one chain and
 #      K = 24); "kernels", benchmarks/bench_kernels.py (kernels per step, K = 1 and 24); "batched",
 #      benchmarks/bench_batched.py (K = 1, 4, 12, 24, 48); "graph", benchmarks/bench_cuda_graph.py (a period
@@ -15,26 +16,37 @@
 #   4. with the time left (less a minute for packing), a resumable slice of NOTEBOOK's paper profile
 #      (default 01_experiment1) with each PARAM (KEY=VALUE, e.g. 'models=["cnn_mnist"]') as a notebook
 #      parameter, resumed from the pack in .device-slices/in (copy the previous job's pack there), packed
-#      into $OUT.
+#      into OUT_DIR.
+#
+# BUDGET_S (required) is the wall time in seconds this script may use: your job's wall-time limit less what
+# runs before and after it (a one-hour SLURM job: 3300, say). OUT_DIR is the folder for the log and the
+# packs (created if missing); put it where the next job, or you, can read it.
 #
 # Each further "-- NOTEBOOK [PARAM ...]" is a second lane: a slice run side by side with the first, with
-# its own store (.device-slices/store-2), resumed from .device-slices/in-2 and packed into $OUT/lane-2
+# its own store (.device-slices/store-2), resumed from .device-slices/in-2 and packed into OUT_DIR/lane-2
 # (a third lane: -3, and so on). One chain leaves a large GPU partly idle, so two lanes advance two chains
 # further than one after the other (eager on an H200: 1.52x the steps per second; docs/device-runs/
 # 2026-11-26-nvidia-h200-3).
 #
 # The slices replay CUDA graphs (--graph auto) when the graph mode's tests of step 2 passed, else run eagerly
-# (--graph off); LEASE_GRAPH=auto|on|off decides instead.
+# (--graph off); JOB_GRAPH=auto|on|off decides instead.
 #
-# LEASE_DETERMINISTIC=1 runs the slices with cuDNN's deterministic convolution kernels (slices run
+# JOB_DETERMINISTIC=1 runs the slices with cuDNN's deterministic convolution kernels (slices run
 # --deterministic): CNN chains then repeat run to run on CUDA (without it they do not; FCNN chains do).
 #
-# BUDGET_S (default 540) is the wall time this script may use; keep it under the job's wall-time limit.
-# Every step's output goes to $OUT/lease.log with the seconds elapsed (a lane's lines marked [lane N]); a
-# failing step is logged and the next one still runs (one failure must not waste the rest of the job).
+# Every step's output goes to OUT_DIR/gpu_job.log with the seconds elapsed (a lane's lines marked [lane N]);
+# a failing step is logged and the next one still runs (one failure must not waste the rest of the job).
+# The variables' older names (OUT, LEASE_BENCHES, LEASE_GRAPH, LEASE_DETERMINISTIC) are read too.
 set -u
-budget="${1:-540}"
-shift 2>/dev/null
+usage="usage: OUT_DIR=FOLDER bash device/gpu_job.sh BUDGET_S [NOTEBOOK [PARAM ...] [-- NOTEBOOK [PARAM ...]]]"
+budget="${1:-}"
+if ! [[ "$budget" =~ ^[0-9]+$ ]]; then
+    echo "$usage" >&2
+    echo "BUDGET_S: the wall time in seconds this job may use (your job's wall-time limit less a few minutes)," \
+         "a whole number; got '${budget}'" >&2
+    exit 2
+fi
+shift
 # the lanes: lane i's notebook in notebooks[i], its parameters in lane_params[i] (one string, "-p" and value
 # separated by newlines, since bash has no arrays of arrays)
 notebooks=() lane_params=()
@@ -47,17 +59,19 @@ while :; do
     [ $# -gt 0 ] || break
     shift  # the "--"
 done
-benches="${LEASE_BENCHES-engine kernels}"  # set and empty: no benchmarks
+benches="${JOB_BENCHES-${LEASE_BENCHES-engine kernels}}"  # set and empty: no benchmarks
 deterministic=()
-if [ -n "${LEASE_DETERMINISTIC:-}" ]; then deterministic=(--deterministic); fi
-out="${OUT:?OUT must name an existing folder for the log and the packs}"
-log="$out/lease.log"
+if [ -n "${JOB_DETERMINISTIC:-${LEASE_DETERMINISTIC:-}}" ]; then deterministic=(--deterministic); fi
+out="${OUT_DIR:-${OUT:-}}"
+if [ -z "$out" ]; then echo "$usage" >&2; echo "OUT_DIR: give the folder for the log and the packs" >&2; exit 2; fi
+mkdir -p "$out" || exit 2
+log="$out/gpu_job.log"
 started=$(date +%s)
 elapsed() { echo $(( $(date +%s) - started )); }
 step() { echo; echo "=== [$(elapsed) s] $*"; }
 
 {
-step "install the device bundle"
+step "install the offline bundle"
 # shellcheck source=/dev/null
 source device/install.sh .device-bundle || { echo "install failed"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -72,8 +86,8 @@ echo "pytest exit $?"
 timeout 180 python3 -m pytest -q -rs -p no:cacheprovider tests/test_graphs.py
 graph_tests=$?
 echo "pytest (graphs) exit $graph_tests"
-# the slices replay CUDA graphs only where the graph mode's tests passed on this machine (LEASE_GRAPH overrides)
-slice_graph="${LEASE_GRAPH:-$([ "$graph_tests" -eq 0 ] && echo auto || echo off)}"
+# the slices replay CUDA graphs only where the graph mode's tests passed on this node (JOB_GRAPH overrides)
+slice_graph="${JOB_GRAPH:-${LEASE_GRAPH:-$([ "$graph_tests" -eq 0 ] && echo auto || echo off)}}"
 echo "slices run with --graph $slice_graph"
 
 if [[ " $benches " == *" engine "* ]]; then
