@@ -11,6 +11,7 @@ checkpointed after replays resumes bit-identically; no host synchronisation insi
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import pytest
 import torch
@@ -18,7 +19,14 @@ from test_batching import STUDENTS, make_data
 
 from gped_kit.core.samplers import sampler_config
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
-from gped_kit.engine.graphs import HostCounters, period_pattern
+from gped_kit.engine.graphs import (
+    MAX_GRAPHS,
+    GraphFallbackWarning,
+    HostCounters,
+    PeriodGraphs,
+    period_pattern,
+    sampler_fallback,
+)
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import tree_leaves
@@ -69,6 +77,28 @@ def test_learning_rate_changes_and_host_side_step_sizes_are_stepped_eagerly():
     assert period_pattern(GPEDEngine([spec(sampler=baoa)]), 18, 120) is None
     constant_baoa = sampler_config("baoa", step_size=1e-3, batch_size=25)
     assert period_pattern(GPEDEngine([spec(sampler=constant_baoa)]), 18, 120) is not None
+
+
+def test_fallbacks_a_user_did_not_ask_for_are_warned_once():
+    varying = sampler_config("baoa", step_size=1e-3, batch_size=25, schedule="polynomial", decay_steps=10.0)
+    assert "every step runs eagerly" in sampler_fallback(spec(sampler=varying).config)
+    assert sampler_fallback(spec().config) is None  # SGLD: its varying factors are device tables
+    assert sampler_fallback(spec(sampler=sampler_config("baoa", step_size=1e-3, batch_size=25)).config) is None
+    # more patterns than MAX_GRAPHS: the new one runs eagerly, with one warning however often it recurs
+    # (PeriodGraphs needs CUDA to be built; its bookkeeping is host-side, so it is exercised here without)
+    engine = GPEDEngine([spec()])
+    for _ in range(18):
+        engine.step()
+    graphs = PeriodGraphs.__new__(PeriodGraphs)
+    graphs.engine, graphs.graphs, graphs.warmed, graphs.pool, graphs.replays, graphs.fallbacks = (
+        engine, {("full", i): None for i in range(MAX_GRAPHS)}, set(), None, 0, [])
+    with pytest.warns(GraphFallbackWarning, match=f"{MAX_GRAPHS} event patterns are captured"):
+        assert graphs.run_period(120) is False
+    assert engine.t == 18 and len(graphs.fallbacks) == 1
+    graphs.fallbacks = list(graphs.fallbacks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphFallbackWarning)
+        graphs._fall_back(graphs.fallbacks[0])  # the same reason again: no second warning
 
 
 def test_host_counters_round_trip():

@@ -17,8 +17,10 @@ before each replay with the period's values. What the host decides stays outside
 period is replayed only when it holds no log point, checkpoint point or snapshot before its end,
 no learning-rate change (the halving schedule) and ends before the run's stop; a momentum sampler
 with a varying step size (its factors are host floats) never replays. Such periods run eagerly,
-step by step, as on the CPU. After a replay the host-side counters (t, Adam's step counts, the
-ensemble's count, the steps in the running sums) advance by what the captured period did.
+step by step, as on the CPU; the two a user may not expect (such a sampler, and more patterns than
+:data:`MAX_GRAPHS`) are warned about once each (:class:`GraphFallbackWarning`). After a replay the
+host-side counters (t, Adam's step counts, the ensemble's count, the steps in the running sums)
+advance by what the captured period did.
 
 **First sight of a pattern**: the period runs eagerly on a side stream (CUDA's warm-up before a
 capture: libraries initialise their workspaces); the next period with the pattern is captured and
@@ -28,6 +30,7 @@ compute: a replayed period equals the same period stepped eagerly, bit for bit (
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
@@ -41,6 +44,23 @@ from .values import ValueTable
 #: At most this many patterns are captured per engine; further ones run eagerly (a cyclical
 #: schedule with many distinct phase boundaries would otherwise capture a graph per period).
 MAX_GRAPHS = 8
+
+
+class GraphFallbackWarning(UserWarning):
+    """Graph mode runs periods eagerly for a reason the user did not ask for and may want to change: a sampler
+    whose step size varies on the host (every period eager), or more event patterns than :data:`MAX_GRAPHS`
+    (the later ones eager). Log, checkpoint and snapshot points and learning-rate changes run eagerly by design
+    and are not warned about."""
+
+
+def sampler_fallback(config: GPEDConfig) -> str | None:
+    """Why ``config``'s sampler keeps every period eager under graph mode, or None when it can replay."""
+    sampler = config.sampler
+    if sampler.varies and not sampler.device_scales:
+        return (f"the {type(sampler).__name__} sampler's step size varies and is read on the host, so no period "
+                "can be replayed: every step runs eagerly (a constant step size, or SGLD, whose varying factors "
+                "are device tables, replays)")
+    return None
 
 
 class PeriodEngine(Protocol):
@@ -136,6 +156,14 @@ class PeriodGraphs:
         self.warmed: set[tuple] = set()
         self.pool: Any = None
         self.replays = 0
+        self.fallbacks: list[str] = []  # the reasons warned about (GraphFallbackWarning), once each
+        if (reason := sampler_fallback(engine.config)) is not None:
+            self._fall_back(reason)
+
+    def _fall_back(self, reason: str) -> None:
+        if reason not in self.fallbacks:
+            self.fallbacks.append(reason)
+            warnings.warn(f"graph mode: {reason}", GraphFallbackWarning, stacklevel=3)
 
     def run_period(self, stop: int) -> bool:
         """Run the period starting at the engine's step when it can be replayed (warming up, capturing
@@ -144,7 +172,11 @@ class PeriodGraphs:
         engine = self.engine
         t0 = engine.t
         pattern = period_pattern(engine, t0, stop)
-        if pattern is None or (pattern not in self.graphs and len(self.graphs) >= MAX_GRAPHS):
+        if pattern is None:
+            return False
+        if pattern not in self.graphs and len(self.graphs) >= MAX_GRAPHS:
+            self._fall_back(f"{MAX_GRAPHS} event patterns are captured (MAX_GRAPHS); periods of a new pattern, "
+                            f"first at step {t0}, run eagerly")
             return False
         self._fill_values(t0)
         if pattern not in self.graphs:
