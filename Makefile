@@ -6,6 +6,7 @@
 #                real Ray clusters, notebooks under papermill, the browser test)
 #   make lint      set up .venv, run ruff over the whole tree (configured in pyproject.toml)
 #   make report    set up .venv, write figures/report.html (the results page) and figures/README.md (the index)
+#   make api       set up .venv, write the API reference from the docstrings (pdoc) to docs/api/ (git-ignored)
 #   make device-bundle  wheels and data the GPU machine lacks, in .device-bundle/ (docs/gpu.md)
 #
 # Every target that needs Python first runs `venv`, which is idempotent: it
@@ -46,6 +47,8 @@ BENCH_ARGS         ?=
 DEVICE_BUNDLE      ?= .device-bundle
 DEVICE_DATA        ?= mnist,fashion_mnist
 DEVICE_STANDIN     ?= .device-standin
+# make api: where the API reference goes (git-ignored)
+API_DIR            ?= docs/api
 # Set to any value to skip the optional `apt-get install dataset-fashion-mnist` and `apt-get install chromium`.
 GPED_SKIP_APT      ?=
 
@@ -63,7 +66,7 @@ SLOW_STAMP     := $(VENV)/.gped-slow-installed
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
 HEADLESS       := MPLBACKEND=Agg
 
-.PHONY: help venv venv-slow test test-slow lint figures report lab bench bench-batched device-bundle clean-venv
+.PHONY: help venv venv-slow test test-slow lint figures report api lab bench bench-batched device-bundle clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
@@ -71,6 +74,7 @@ help:
 	@echo "make test-slow set up .venv, run the slow proofs: paper profiles (scaled), GPU dry run, Ray, papermill, browser"
 	@echo "make lint      set up .venv and run ruff over the whole tree (pyproject.toml [tool.ruff])"
 	@echo "make report    set up .venv, write figures/report.html (verdict, claims, every figure by notebook) and figures/README.md"
+	@echo "make api       set up .venv and write the API reference from the docstrings (pdoc) to $(API_DIR)/index.html"
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
 	@echo "make bench     set up .venv and run benchmarks/bench_engine.py and bench_kernels.py (BENCH_ARGS)"
 	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
@@ -164,6 +168,19 @@ figures: venv $(if $(filter ray,$(EXECUTOR)),venv-slow)
 # tests/test_report.py fails when it is stale), from the committed figures/ and the notebooks' code.
 report: venv
 	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.report
+
+# The API reference: one HTML page per module of gped_kit from its docstrings (pdoc, from the [dev] extra),
+# written anew to $(API_DIR)/ (git-ignored; open $(API_DIR)/index.html). Every module is named, because pdoc
+# leaves out the submodules of a package whose __all__ does not list them (gped_kit's own, engine's, ...); the
+# filters silence pdoc's notes on the modules that naming them all repeats and on annotations it cannot
+# evaluate (names imported for type checking only), which it renders as written. pdoc imports every module,
+# the figures' and the notebook runner's too, which `make venv` installs.
+API_MODULES = $(shell find gped_kit -name '*.py' | sed -e 's#/__init__\.py$$##' -e 's#\.py$$##' -e 's#/#.#g' | sort)
+api: venv
+	rm -rf $(API_DIR)/gped_kit $(API_DIR)/gped_kit.html
+	$(HEADLESS) OMP_NUM_THREADS=1 $(VENV_PY) -W "ignore:The module specification" -W "ignore:Error parsing type annotation" \
+	  -m pdoc --docformat restructuredtext --output-directory $(API_DIR) $(API_MODULES)
+	@echo "API reference: $(API_DIR)/index.html"
 
 lab: venv
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)

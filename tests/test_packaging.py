@@ -4,6 +4,7 @@
   tests': every third-party module that a module of gped_kit/ imports at module level is provided by them,
   except in gped_kit.viz and gped_kit.cli (the figures, widgets and the notebook runner), whose imports the
   `notebooks` extra provides; an import inside a function (an optional dependency) is declared in some extra.
+* `make api` writes the API reference with pdoc.
 * Slow: a wheel built from the sources, pip-installed into an empty virtual environment (the running
   environment's packages visible behind it, the notebooks' and tests' packages hidden), imports every library
   module and runs the quickstart of docs/library.md from outside the repository.
@@ -165,6 +166,18 @@ def test_distribution_table_matches_the_installed_packages():
         except metadata.PackageNotFoundError:
             continue
         assert dist in {normalise(Requirement(r).name) for r in requires if "extra ==" not in r}, (dist, via)
+
+
+def test_make_api_writes_the_reference_with_pdoc():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^api: venv\n((?:\t.*\n)+)", makefile, flags=re.MULTILINE)
+    assert recipe and re.search(r"-m pdoc .*--output-directory \$\(API_DIR\) \$\(API_MODULES\)", recipe.group(1))
+    # every module by name (pdoc leaves out the submodules that a package's __all__ does not list)
+    assert re.search(r"^API_MODULES = \$\(shell find gped_kit -name '\*\.py' ", makefile, flags=re.MULTILINE)
+    assert re.search(r"^API_DIR\s*\?=\s*docs/api$", makefile, flags=re.MULTILINE)
+    assert "/docs/api/" in (ROOT / ".gitignore").read_text().splitlines()
+    assert "pdoc" in names(project()["optional-dependencies"]["dev"])
+    assert "make api" in (ROOT / "docs" / "library.md").read_text()
 
 
 # ------------------------------------------------------------------------------------------- slow: a real install
