@@ -4,7 +4,7 @@
   tests': every third-party module that a module of gped_kit/ imports at module level is provided by them,
   except in gped_kit.viz and gped_kit.cli (the figures, widgets and the notebook runner), whose imports the
   `notebooks` extra provides; an import inside a function (an optional dependency) is declared in some extra.
-* `make api` writes the API reference with pdoc.
+* CHANGELOG.md's latest version is gped_kit.__version__; `make api` writes the API reference with pdoc.
 * Slow: a wheel built from the sources, pip-installed into an empty virtual environment (the running
   environment's packages visible behind it, the notebooks' and tests' packages hidden), imports every library
   module and runs the quickstart of docs/library.md from outside the repository.
@@ -166,6 +166,14 @@ def test_distribution_table_matches_the_installed_packages():
         except metadata.PackageNotFoundError:
             continue
         assert dist in {normalise(Requirement(r).name) for r in requires if "extra ==" not in r}, (dist, via)
+
+
+def test_changelog_names_the_version():
+    text = (ROOT / "CHANGELOG.md").read_text()
+    versions = re.findall(r"^## \[?v?(\d+\.\d+\.\d+)\]?", text, flags=re.MULTILINE)
+    assert versions, "CHANGELOG.md has no '## X.Y.Z' heading"
+    assert versions[0] == gped_kit.__version__, f"CHANGELOG.md's latest version is {versions[0]}"
+    assert len(set(versions)) == len(versions), "a version heading twice"
 
 
 def test_make_api_writes_the_reference_with_pdoc():
