@@ -12,8 +12,8 @@
 # Every target that needs Python first runs `venv`, which is idempotent: it
 # creates .venv (only if missing) and (re)installs the project only when
 # pyproject.toml is newer than the stamp file .venv/.gped-installed. `make test-slow`
-# also runs `venv-slow`: the Ray cluster and browser extras and Debian's Chromium,
-# which only the slow proofs use (stamp .venv/.gped-slow-installed).
+# also runs `venv-slow`: the Ray cluster, browser and ecosystem (laplace-torch, posteriors) extras and
+# Debian's Chromium, which only the slow proofs use (stamp .venv/.gped-slow-installed).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -79,7 +79,7 @@ help:
 	@echo "make bench     set up .venv and run benchmarks/bench_engine.py and bench_kernels.py (BENCH_ARGS)"
 	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
 	@echo "make device-bundle  wheels and data for the GPU machine in $(DEVICE_BUNDLE)/ (docs/gpu.md; needs PyPI)"
-	@echo "make venv      only set up .venv (make venv-slow: also Ray, playwright and Chromium, for make test-slow)"
+	@echo "make venv      only set up .venv (make venv-slow: also Ray, playwright, laplace-torch and Chromium, for make test-slow)"
 	@echo "make clean-venv  delete .venv"
 
 venv: $(STAMP)
