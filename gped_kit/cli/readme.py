@@ -383,9 +383,10 @@ def render_verdict(rows: list[Claim], figures: Path) -> str:
         lines.append(f"That profile: {cpu}, chains of T = {_range(steps, lambda n: f'{n:,}')} steps, "
                      f"{_range([e.seeds for e in default], str)} seeds; {other} more claim{'s' * (other != 1)} "
                      f"cannot be compared and {_are(not_run, 'not run')}.")
-    for below in (below_floor_line, experiment3_below_floor_line):
-        if (line := below(Path(figures))) is not None:
-            lines.append(line)
+    below = [line for line in (below_floor_line(Path(figures)), experiment3_below_floor_line(Path(figures)))
+             if line is not None]
+    if below:
+        lines.append(" ".join(below))  # one paragraph: the README's lines are counted
     long = [r for r in counted if r.long_verdict != "—"]
     if long:
         changed = sum(verdict_word(r.long_verdict) != verdict_word(r.verdict) for r in long)
