@@ -61,7 +61,7 @@ def test_setup_names_every_dependency_make_venv_installs():
 
 def test_make_venv_installs_no_slow_extra_and_make_venv_slow_does():
     venv, slow = recipe("$(STAMP)").lower(), recipe("$(SLOW_STAMP)").lower()
-    assert '-e ".[dev]"' in venv and not any(word in venv for word in (*SLOW_ONLY, "cluster", "browser"))
+    assert '-e ".[notebooks,test,dev]"' in venv and not any(word in venv for word in (*SLOW_ONLY, "cluster", "browser"))
     assert "cluster" in slow and "browser" in slow and "apt-get install -y -q chromium" in slow
     assert "$(SLOW_STAMP)" in next(line for line in MAKEFILE.read_text().splitlines() if line.startswith("venv-slow:"))
     assert "venv-slow" in next(line for line in MAKEFILE.read_text().splitlines() if line.startswith("test-slow:"))

@@ -62,12 +62,7 @@ SKIPPED_SUFFIXES = (".csv", ".json")
 #: TEMPORARY: files being edited by others at the time this test was written, which still describe the
 #: workplace. Each entry is to be removed once its file is rephrased (the last test below says when).
 PENDING_REWORDING: dict[str, str] = {
-    # generated: their generators now write the new wording (gped_kit.cli.readme's NOT_RUN, experiment 4's claim
-    # cells' notes); the files change when they are next written
-    "README.md": "python -m gped_kit.cli.readme",
-    "figures/claims.md": "python -m gped_kit.cli.readme",
-    **{f"figures/experiment4_claim_cells_{profile}.md": f"notebook 06, profile {profile!r}"
-       for profile in ("default", "long", "seeds")},
+    # generated files whose generator was changed, until they are next written: file -> what writes it
 }
 
 

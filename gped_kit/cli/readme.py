@@ -383,10 +383,9 @@ def render_verdict(rows: list[Claim], figures: Path) -> str:
         lines.append(f"That profile: {cpu}, chains of T = {_range(steps, lambda n: f'{n:,}')} steps, "
                      f"{_range([e.seeds for e in default], str)} seeds; {other} more claim{'s' * (other != 1)} "
                      f"cannot be compared and {_are(not_run, 'not run')}.")
-    below = [line for line in (below_floor_line(Path(figures)), experiment3_below_floor_line(Path(figures)))
-             if line is not None]
-    if below:
-        lines.append(" ".join(below))  # one paragraph: the README's lines are counted
+    for line in (below_floor_line(Path(figures)), experiment3_below_floor_line(Path(figures))):
+        if line is not None:
+            lines.append(line)
     long = [r for r in counted if r.long_verdict != "—"]
     if long:
         changed = sum(verdict_word(r.long_verdict) != verdict_word(r.verdict) for r in long)

@@ -427,12 +427,16 @@ def task_chains(summaries: pd.DataFrame, tasks: Sequence[ChainTask]) -> set[str]
     return {key for task in tasks for key in _chains_found(summaries, *_group(task))}
 
 
-def derived_rows(store: ResultsStore, kind: str, table: str, chains: set[str]) -> pd.DataFrame:
+def derived_rows(store: ResultsStore, kind: str, table: str, chains: set[str],
+                 settings: Mapping | None = None) -> pd.DataFrame:
     """Table ``table`` of the complete ``kind`` entries under this checkout's numerics derived from one of
-    the chain entries ``chains`` (a derived entry's record holds its chain's record under ``"chain"``)."""
+    the chain entries ``chains`` (a derived entry's record holds its chain's record under ``"chain"``) and,
+    where ``settings`` is given, with that record of the derived step's settings (one chain may feed
+    several, e.g. Experiment 3's search and its fair comparison)."""
     return store.load(table, kind, code=numerics_code(kind),
                       where=lambda e: isinstance(e.record, Mapping) and "chain" in e.record
-                      and store.entry("chain", e.record["chain"]).key in chains)
+                      and store.entry("chain", e.record["chain"]).key in chains
+                      and (settings is None or e.record.get("settings") == settings))
 
 
 def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collection[str] = ()) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...core.schema import record
 from ..chains import ChainTask
 from ..frame import (
     NOT_STORED,
@@ -115,14 +116,16 @@ def _tasks(settings: Experiment3Settings, *, seed: int, device: str, data_root: 
 def _search_gaps(store: ResultsStore, settings: Experiment3Settings, tasks: Sequence[ChainTask],
                  absent: Collection[str], seed: int) -> list[str]:
     """Every present model's search table of every target (derived from that model's chain of
-    ``settings`` for the target): the exhaustive grid and each lambda's distilled, pruned and fine-tuned
-    group l1/l2 student."""
+    ``settings`` for the target, under the profile's search settings; the fair comparison's searches,
+    :mod:`.fair`, are extra and not expected): the exhaustive grid and each lambda's distilled, pruned and
+    fine-tuned group l1/l2 student."""
     summaries, gaps = chain_summaries(store), []
     for task in tasks:
         model = task.config.model_name
         if dataset_of(task) in absent:
             continue
-        table = derived_rows(store, SEARCH_KIND, SEARCH_TABLE, task_chains(summaries, [task]))
+        table = derived_rows(store, SEARCH_KIND, SEARCH_TABLE, task_chains(summaries, [task]),
+                             record(settings.search_settings(seed)))
         k1, k2 = settings.grid(model)
         for target in task_targets(task):
             rows = table[table["target"] == target] if len(table) else table
@@ -146,7 +149,7 @@ def _lines(settings: Experiment3Settings, absent: Collection[str]) -> list[str]:
 
 #: Why a verdict whose searched student had an advantage the grid lacked is no evidence without the fair comparison.
 UNFAIR_REASON = ("no fair comparison stored: the group l1/l2 students were fine-tuned and trained without dropout, "
-                 "the grid not; notebook 05 with fair_comparison=True")
+                 "the grid not (notebook 05, fair_comparison=True)")
 UNFAIR = f"no evidence ({UNFAIR_REASON})"
 
 

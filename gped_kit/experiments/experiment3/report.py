@@ -224,5 +224,4 @@ def below_floor_line(figures: Path, profile: str = "default") -> str | None:
         return None
     each = "; ".join(f"{MODELS.get(r.model, r.model)} {r.target} {METHODS.get(r.method, r.method)} "
                      f"{r.architecture} (skill {r.skill:+.3f})" for r in low.itertuples())
-    return (f"Exp. 3 in the {profile} profile: searched students below the floor, on which no verdict rests "
-            f"({link(f'{name}.md', 'table')}): {each}.")
+    return f"Exp. 3, {profile} profile, below the floor ({link(f'{name}.md', 'table')}): {each}."
