@@ -131,6 +131,34 @@ def test_outputs_are_written_for_readers(path: Path) -> None:
     assert not found, f"{path.name}:\n" + "\n".join(found)
 
 
+def unshown_figures(notebook: dict) -> list[str]:
+    """The code cells that save figures (``save_figure(`` in their source) and hold fewer images than they have
+    such calls: a figure written to ``figures/`` that the reader of the notebook never sees."""
+    found = []
+    for i, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        calls = "".join(cell["source"]).count("save_figure(")
+        images = sum(1 for o in cell.get("outputs", []) if "image/png" in o.get("data", {}))
+        if calls and images < calls:
+            found.append(f"cell {i}: saves {calls} figure(s) with save_figure, shows {images} image(s)")
+    return found
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.name)
+def test_every_saved_figure_is_shown_where_it_is_made(path: Path) -> None:
+    found = unshown_figures(json.loads(path.read_text()))
+    assert not found, f"{path.name}: show each figure the cell saves (plt.show(), display(fig)):\n" + "\n".join(found)
+
+
+def test_the_figure_check_finds_a_saved_figure_without_an_image() -> None:
+    cell = {"cell_type": "code", "source": ["fig = plot(t)\n", "save_figure(fig, 'f', figures_dir)\n"]}
+    assert unshown_figures({"cells": [{**cell, "outputs": []}]}) == [
+        "cell 0: saves 1 figure(s) with save_figure, shows 0 image(s)"]
+    shown = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo="}, "metadata": {}}
+    assert unshown_figures({"cells": [{**cell, "outputs": [shown]}]}) == []
+
+
 def _notebook(*outputs: dict) -> dict:
     return {"cells": [{"cell_type": "code", "source": "", "outputs": list(outputs)},
                       {"cell_type": "markdown", "source": "/root/in/markdown/source is not an output"}]}
