@@ -9,19 +9,32 @@ loop once, so machine noise hits all alike), medians over repeats:
   with ``torch.randn`` noise, the student with ``torch.optim.Adam``, the ensemble as softmax sums
   over the test set in chunks of 500, and at each timed segment's end the student's test outputs
   and the ensemble's NLL (the engine's log point);
-* **engine, 1 chain** and **engine, K chains** (one batch), eager; on CUDA also in graph mode
-  (``GPEDConfig.graph``, periods replayed as CUDA graphs);
-* **K plain loops** and **K one-chain engines, one after another** (what a batch replaces).
+* **engine, 1 chain** and **engine, K chains** (one batch) for each K of ``--chains``, eager; on CUDA
+  also in graph mode (``GPEDConfig.graph``, periods replayed as CUDA graphs);
+* **K plain loops** and **K one-chain engines, one after another** (what a batch replaces): measured
+  on the CPU; on CUDA derived from the one-chain loops' rates (K independent chains one after another
+  take K times one chain's time), labelled so, because measuring them would take K times as long.
+
+**Nothing one-off is timed**: before the timed repeats every loop runs two distillation periods and, on
+CUDA, one whole segment more, so graph mode has warmed up and captured every event pattern a segment
+holds; the script checks that no graph was captured during the timed repeats and says so if one was.
 
 Columns: iterations per second per chain and chain-steps per second in total; the ratio to the plain
 loop(s) doing the same work; kernels per step (``bench_kernels.count_kernels`` over one period of
 the event schedule, eager); and the share of the float32 bound: the teacher's FLOPs per step,
-``2 M (3 x 477,600 - 784 x 400)`` = 223.8 MFLOP at M = 100 (forward, weight gradients, and input
-gradients of layers 2 and 3: autograd computes none for the first layer's inputs), over the rate
-of a large float32 matmul measured in the same run. Not a test: run it on a quiet machine (two
-torch processes on two cores slow each other ~10x)::
+``2 M (3 x 477,600 - 784 x 400)`` = 223.8 MFLOP at M = 100, over the rate of a large float32 matmul
+measured in the same run. Then the **paper configuration's FLOPs per step** (Table 1's chain: four
+students, predictive U_s and U_o every 100 steps, entropy U_s and U_o every 10; the ensemble every 100),
+counted by ``FlopCounterMode`` over one period and split into teacher, ensemble and students; and a
+**profiler summary of one period** of the one-chain engine (replayed in graph mode on CUDA): the top
+operators or kernels and their time, printed and written to ``--trace-out``.
 
-    python benchmarks/bench_engine.py [--chains 12] [--steps 1000] [--repeats 3] [--device cuda]
+Defaults: on the CPU 100-step segments x 3 repeats and K = 12 (``make bench`` within about 3 minutes on a 2-core
+CPU; ``--long``: 1,000-step segments);
+on CUDA 2,000-step segments x 3 repeats and K = 24 and 48. Not a test: run it on a quiet machine (two
+torch processes on two cores slow each other ~10x; two on one GPU deliver less than one after another)::
+
+    python benchmarks/bench_engine.py [--chains 12] [--steps 1000] [--repeats 3] [--device cuda] [--long]
 """
 
 from __future__ import annotations
@@ -30,12 +43,15 @@ import argparse
 import dataclasses
 import math
 import statistics
+from pathlib import Path
 from typing import Callable
 
 import torch
 from bench_batched import achievable_flops, timed  # the same folder: run as python benchmarks/bench_engine.py
 from bench_kernels import count_kernels, synthetic_mnist
 from torch.nn import functional as F
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.flop_counter import FlopCounterMode
 
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.data.container import GPEDData
@@ -112,28 +128,86 @@ class PlainLoop:
             return [F.nll_loss(ensemble, d.test_y).item(), F.nll_loss(student, d.test_y).item()]
 
 
+#: Table 1's students in the paper profile: predictive every 100 steps, entropy every 10, each with U_s and U_o.
+PAPER_STUDENTS = tuple(StudentConfig(target, estimator, thinning=h, batch_size=100)
+                       for target, h in (("predictive", 100), ("entropy", 10)) for estimator in ("U_s", "U_o"))
+
+
+def engine_flops(e: GPEDEngine, steps: int) -> float:
+    """FLOPs per step of ``steps`` engine steps (no log point), counted by ``FlopCounterMode``."""
+    counter = FlopCounterMode(display=False)
+    with counter:
+        for _ in range(steps):
+            e.step()
+    return counter.get_total_flops() / steps
+
+
+def paper_flops(data: GPEDData, device: torch.device, period: int = 100) -> dict[str, float]:
+    """The paper configuration's FLOPs per step, split: the teacher's SGLD step, the test-set ensemble (every 100
+    steps) and the four students' distillation (teacher statistics on S' and the students' Adam steps)."""
+
+    def build(students: tuple, eval_thinning: int) -> GPEDEngine:
+        cfg = GPEDConfig(model="fcnn", sampler=SGLDConfig(), num_iterations=10 * period, burn_in=0,
+                         eval_thinning=eval_thinning, log_every=10 ** 9, checkpoint_every=10 ** 9, progress=False,
+                         device=str(device), graph=False)
+        e = GPEDEngine([build_chain(data, cfg, list(students))])
+        for _ in range(period):  # past the first events
+            e.step()
+        return e
+
+    teacher = engine_flops(build((), 10 ** 9), period)
+    with_ensemble = engine_flops(build((), period), period)
+    total = engine_flops(build(PAPER_STUDENTS, period), period)
+    return {"teacher": teacher, "ensemble": with_ensemble - teacher, "students": total - with_ensemble,
+            "total": total}
+
+
+def profile_period(e: GPEDEngine, device: torch.device, period: int, out: Path) -> str:
+    """A ``torch.profiler`` summary of one period of ``e`` (replayed in graph mode), top operators or kernels by
+    their device time (CUDA) or host time (CPU); written to ``out`` and returned."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        e.run(stop=e.t + period)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    key = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=20)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(table)
+    return table
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=1000, help="timed iterations per segment (a multiple of 100)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed iterations per segment, a multiple of 100 (CPU 100, --long 1,000; CUDA 2,000)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--chains", type=int, default=12, help="K, the batch of chains")
+    parser.add_argument("--chains", type=int, nargs="+", default=None,
+                        help="each K, a batch of chains (CPU 12; CUDA 24 48)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--synthetic", action="store_true", help="MNIST-shaped random data (no data set needed)")
+    parser.add_argument("--long", action="store_true", help="the CPU's long version: 1,000-step segments")
     parser.add_argument("--quick", action="store_true", help="smoke run: 200 steps x 1 repeat, K = 2")
+    parser.add_argument("--trace-out", type=Path, default=Path("outputs") / "bench_engine_profile.txt",
+                        help="where the profiler summary of one period is written")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.steps, args.repeats, args.chains = 200, 1, 2
-    if args.steps % 100 or args.steps < 100 or args.repeats < 1 or args.chains < 2:
-        parser.error("--steps must be a positive multiple of 100, --repeats >= 1 and --chains >= 2")
     device = resolve_device(args.device)
+    cuda = device.type == "cuda"
+    if args.quick:
+        args.steps, args.repeats, args.chains = 200, 1, [2]
+    args.steps = args.steps or (2000 if cuda else 1000 if args.long else 100)
+    args.chains = args.chains or ([24, 48] if cuda else [12])
+    if args.steps % 100 or args.steps < 100 or args.repeats < 1 or min(args.chains) < 2:
+        parser.error(f"--steps must be a positive multiple of 100 (got {args.steps}), --repeats >= 1 (got "
+                     f"{args.repeats}) and every --chains >= 2 (got {args.chains})")
     data = synthetic_mnist(device) if args.synthetic else prepare_data(DataConfig("mnist")).to(device)
-    sgld, H, E, K = SGLDConfig(), 100, 100, args.chains
-    total = args.steps * (args.repeats + 2) + 2
+    sgld, H, E = SGLDConfig(), 100, 100
+    total = args.steps * (args.repeats + 2) + 4 * H
 
-    def engine(chains: int, graph: bool) -> GPEDEngine:
+    def engine(chains: int, graph: bool, spread: int) -> GPEDEngine:
         specs = []
         for k in range(chains):
-            sampler = dataclasses.replace(sgld, step_size=sgld.step_size * (0.8 + 0.4 * k / K))
+            sampler = dataclasses.replace(sgld, step_size=sgld.step_size * (0.8 + 0.4 * k / spread))
             cfg = GPEDConfig(model="fcnn", sampler=sampler,
                              num_iterations=total, burn_in=0, eval_thinning=E, log_every=10 ** 9,
                              checkpoint_every=10 ** 9, progress=False, device=str(device), seed=k, graph=graph)
@@ -143,50 +217,85 @@ def main(argv: list[str] | None = None) -> None:
     def advance(e: GPEDEngine, n: int) -> None:
         e.run(stop=e.t + n)  # a log point at the segment's end
 
-    graphs = [False, True] if device.type == "cuda" else [False]
-    loops: dict[str, tuple[int, str, Callable[[int], None], Callable[[], int] | None]] = {}
+    graphs = [False, True] if cuda else [False]
+    # name -> (chains, reference loop's name, the loop (None: derived), kernel counter, engine)
+    loops: dict[str, tuple[int, str, Callable[[int], None] | None, Callable[[], int] | None,
+                           GPEDEngine | None]] = {}
     plain = PlainLoop(data, sgld, H, E, seed=0)
-    plains = [PlainLoop(data, sgld, H, E, seed=k) for k in range(K)]
-    one_plain, k_plain = "plain loop", f"{K} plain loops, one after another"
-    loops[one_plain] = (1, one_plain, plain.steps, lambda: count_kernels(lambda: plain.steps(H), device))
-    loops[k_plain] = (K, k_plain, lambda n: [p.steps(n) for p in plains], None)
+    one_plain = "plain loop"
+    loops[one_plain] = (1, one_plain, plain.steps, lambda: count_kernels(lambda: plain.steps(H), device), None)
+    for K in args.chains:
+        k_plain = f"{K} plain loops, one after another"
+        if cuda:
+            loops[k_plain + " (derived)"] = (K, k_plain + " (derived)", None, None, None)
+        else:
+            plains = [PlainLoop(data, sgld, H, E, seed=k) for k in range(K)]
+            loops[k_plain] = (K, k_plain, lambda n, ps=plains: [p.steps(n) for p in ps], None, None)
     for graph in graphs:
         mode = "graph" if graph else "eager"
-        one = engine(1, graph)
+        one = engine(1, graph, 1)
         count = None if graph else (lambda e=one: count_kernels(lambda: advance(e, H), device))
-        loops[f"engine, 1 chain, {mode}"] = (1, one_plain, lambda n, e=one: advance(e, n), count)
-        batch = engine(K, graph)
-        count = None if graph else (lambda e=batch: count_kernels(lambda: advance(e, H), device))
-        loops[f"engine, {K} chains, {mode}"] = (K, k_plain, lambda n, e=batch: advance(e, n), count)
-        if not graph:
-            singles = [engine(1, graph) for _ in range(K)]
-            loops[f"{K} engines, one after another, {mode}"] = (K, k_plain,
-                                                               lambda n, es=singles: [advance(e, n) for e in es], None)
+        loops[f"engine, 1 chain, {mode}"] = (1, one_plain, lambda n, e=one: advance(e, n), count, one)
+        for K in args.chains:
+            reference = f"{K} plain loops, one after another" + (" (derived)" if cuda else "")
+            batch = engine(K, graph, K)
+            count = None if graph else (lambda e=batch: count_kernels(lambda: advance(e, H), device))
+            loops[f"engine, {K} chains, {mode}"] = (K, reference, lambda n, e=batch: advance(e, n), count, batch)
+            if not graph:
+                name = f"{K} engines, one after another, {mode}"
+                if cuda:
+                    loops[name + " (derived)"] = (K, reference, None, None, None)
+                else:
+                    singles = [engine(1, graph, K) for _ in range(K)]
+                    loops[name] = (K, reference, lambda n, es=singles: [advance(e, n) for e in es], None, None)
 
-    for _, _, fn, _ in loops.values():
-        fn(2 * H)  # warm-up, past the first distillation and ensemble steps (graphs: warmed up and captured)
-    kernels = {name: (c() / H if c is not None else math.nan) for name, (_, _, _, c) in loops.items()}
+    warm_up = args.steps + 2 * H if cuda else 2 * H  # on CUDA a whole segment: graph mode captures its patterns
+    for _, _, fn, _, _ in loops.values():
+        if fn is not None:
+            fn(warm_up)
+    captured = {name: len(e.graphs.graphs) for name, (*_, e) in loops.items() if e is not None and e.graphs}
+    kernels = {name: (c() / H if c is not None else math.nan) for name, (_, _, _, c, _) in loops.items()}
     rates: dict[str, list[float]] = {name: [] for name in loops}
     for _ in range(args.repeats):
-        for name, (k, _, fn, _) in loops.items():
-            rates[name].append(args.steps / timed(device, lambda fn=fn: fn(args.steps)))
-    flop_rate = achievable_flops(device, 8192 if device.type == "cuda" else 1024)
+        for name, (k, _, fn, _, _) in loops.items():
+            if fn is not None:
+                rates[name].append(args.steps / timed(device, lambda fn=fn: fn(args.steps)))
+    late = [name for name, n in captured.items() if len(loops[name][4].graphs.graphs) != n]
+    one_rate = {mode: statistics.median(rates[f"engine, 1 chain, {mode}"]) for mode in ("eager",)}
+    plain_rate = statistics.median(rates[one_plain])
+    for name, (k, _, fn, _, _) in loops.items():
+        if fn is None:  # K independent chains one after another: K times one chain's time, per chain the same rate
+            base = plain_rate if name.startswith(f"{k} plain loops") else one_rate["eager"]
+            rates[name] = [base / k]
+    flop_rate = achievable_flops(device, 8192 if cuda else 1024)
     flops = teacher_flops(sgld.batch_size)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
+    name = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     print(f"device: {name}; torch {torch.__version__}; FCNN teacher (M = {sgld.batch_size}), predictive U_s student "
           f"(H = {H}, M' = 100), ensemble every {E} steps on {data.test_x.shape[0]} test images; {args.steps} steps "
-          f"x {args.repeats} repeats (medians)")
+          f"x {args.repeats} repeats (medians), after a warm-up segment")
     print(f"float32 matmul rate {flop_rate / 1e9:,.1f} GFLOP/s; teacher {flops / 1e6:.1f} MFLOP per step")
-    print(f"{'loop':<38}{'chains':>7}{'it/s/chain':>12}{'steps/s total':>15}{'vs plain':>10}{'kernels/step':>14}"
+    if late:
+        print(f"note: graphs were captured during the timed repeats of {late}: their rates include a capture")
+    print(f"{'loop':<48}{'chains':>7}{'it/s/chain':>12}{'steps/s total':>15}{'vs plain':>10}{'kernels/step':>14}"
           f"{'of bound':>10}")
-    for label, (k, reference, _, _) in loops.items():
+    for label, (k, reference, _, _, _) in loops.items():
         per = statistics.median(rates[label])
         ref = statistics.median(rates[reference])
-        print(f"{label:<38}{k:>7}{per:>12.1f}{per * k:>15.1f}{per / ref:>9.2f}x{kernels[label]:>14.1f}"
+        print(f"{label:<48}{k:>7}{per:>12.1f}{per * k:>15.1f}{per / ref:>9.2f}x{kernels[label]:>14.1f}"
               f"{100 * per * k * flops / flop_rate:>9.2f}%")
-    seq = statistics.median(rates[f"{K} engines, one after another, eager"])
-    bat = statistics.median(rates[f"engine, {K} chains, eager"])
-    print(f"K = {K}: batched / one after another = {bat / seq:.2f}x (eager)")
+    for K in args.chains:
+        seq = statistics.median(rates[next(n for n in loops if n.startswith(f"{K} engines, one after another"))])
+        bat = statistics.median(rates[f"engine, {K} chains, eager"])
+        print(f"K = {K}: batched / one after another = {bat / seq:.2f}x (eager)"
+              + (" (one after another derived from one chain's rate)" if cuda else ""))
+    paper = paper_flops(data, device)
+    print("paper configuration (Table 1's FCNN chain, four students, ensemble every 100), MFLOP per step: "
+          + ", ".join(f"{part} {value / 1e6:.1f}" for part, value in paper.items()))
+    mode = "graph" if cuda else "eager"
+    e = loops[f"engine, 1 chain, {mode}"][4]
+    table = profile_period(e, device, H, args.trace_out)
+    print(f"profile of one period of the one-chain engine ({mode}; written to {args.trace_out}), top rows:")
+    print("\n".join(table.splitlines()[:14]))
 
 
 if __name__ == "__main__":
