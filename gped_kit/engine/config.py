@@ -36,6 +36,7 @@ from ..core.targets import Target, resolve_target
 from ..models.build import ModelSpec, as_model_spec, describe
 from ..models.presets import EVAL_CHUNK_SIZE, ArchSpec
 from ..progress import progress_mode
+from .precision import check_matmul_precision
 
 #: A regulariser R(params, module) -> scalar (Eq. 8's R(phi)); built-ins by name in
 #: :data:`gped_kit.core.losses.REGULARIZERS`.
@@ -189,6 +190,10 @@ class GPEDConfig:
     nothing; a longer one also drops the kept steps before it (B = T / cycles drops the first
     cycle, still finding the posterior from the initialisation). At least one kept step must remain.
 
+    ``matmul_precision`` is ``"highest"`` (float32 matrix products, the default) or ``"tf32"`` (TF32 for the
+    teacher's minibatch forward and backward pass on CUDA; nothing changes on the CPU;
+    :mod:`gped_kit.engine.precision`); it is part of the key.
+
     ``device``, ``progress``, ``eval_batch_size`` and ``graph`` say how the run executes, not what
     it computes: they are not part of result keys. ``progress`` is True (a bar, or text lines when
     ``$GPED_PROGRESS=lines``), False, or ``"bar"``/``"lines"``/``"off"``
@@ -208,6 +213,7 @@ class GPEDConfig:
     seed: int = 0
     num_snapshots: int = 0
     num_chains: int = 1
+    matmul_precision: str = "highest"
     device: str = field(default="auto", metadata={"key": False})
     progress: bool | str = field(default=True, metadata={"key": False})
     eval_batch_size: int = field(default=EVAL_CHUNK_SIZE, metadata={"key": False})
@@ -237,6 +243,7 @@ class GPEDConfig:
         if self.graph not in (None, True, False):
             raise ValueError(f"GPEDConfig.graph={self.graph!r}: must be None (on for CUDA), True or False")
         check_int("GPEDConfig.num_chains (K)", self.num_chains, 1)
+        check_matmul_precision(self.matmul_precision)
         if self.num_chains > 1 and isinstance(self.model, nn.Module):
             raise ValueError(f"GPEDConfig.num_chains={self.num_chains} needs a model the kit initialises per chain (a "
                              "preset name, an ArchSpec or a factory out_dim -> nn.Module); an nn.Module instance "

@@ -82,6 +82,7 @@ from ..models.presets import ArchSpec
 from . import steps
 from .config import GroupKey, chain_seeds, student_lr
 from .graphs import PeriodGraphs
+from .precision import teacher_matmul_precision
 from .result import GPEDResult
 from .sets import ChainSets
 from .spec import ChainSpec
@@ -398,7 +399,8 @@ class GPEDEngine:
         self.streams.sgld_noise(self._noise_flat)
         x, y = self.train_sets.gather(self._idx)
         fn = functools.partial(steps.teacher_gradients, fns=self.teacher_fns, autodiff=self.autodiff)
-        grads = self._map(fn, (0, 0, 0))(chain, self._one(x), self._one(y))
+        with teacher_matmul_precision(self.config.matmul_precision, self.device):
+            grads = self._map(fn, (0, 0, 0))(chain, self._one(x), self._one(y))
         buffers = self._teacher_buffers
         buffers.params.layout.gather_(buffers.grads, grads, chain_axis=self.batched)
         noise_into_layout_(buffers, self._noise_flat)
@@ -946,6 +948,8 @@ def config_columns(spec: ChainSpec, student, device: torch.device) -> dict[str, 
         student_params=student.network.num_params, teacher_params=spec.teacher.num_params)
     if cfg.num_chains > 1:  # columns of the newer options only where they are used: older tables stay as they were
         cols["num_chains"] = cfg.num_chains
+    if cfg.matmul_precision != "highest":
+        cols["matmul_precision"] = cfg.matmul_precision
     if cfg.sampler.schedule is StepSchedule.CYCLICAL:
         cols.update(cycles=cfg.sampler.cycles, explore_fraction=cfg.sampler.explore_fraction,
                     cycle_floor=cfg.sampler.cycle_floor)
