@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -386,15 +387,17 @@ def test_masking_opens_on_a_stored_run():
     assert "nearest" not in ex.metrics_html.value and "no stored run" not in ex.metrics_html.value
 
 
-def test_masking_static_image_follows_the_view_and_is_written_to_figures_dir(tmp_path):
+def test_masking_static_image_follows_the_view_and_only_the_opening_view_is_written(tmp_path):
     figures = tmp_path / "figures"
     ex = MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=4, figures_dir=figures,
                          tag="quick")
     path = figures / "explorer_masking_quick.png"
     assert ex.snapshot_file == path and path.read_bytes() == ex.snapshot_png
+    opening = ex.snapshot_png
     width, height = _png_size(ex.snapshot_png)
     assert width > 600 and height > 300  # text, digits and curves
     assert ex.images_png and ex.curves_png
+    assert ex.save_button in ex.widget.children  # a figures_dir to save to: the button is there
     seen = [ex.snapshot_png]
     for change in (lambda: setattr(ex.mask_size, "value", 5),  # another stored cell
                    lambda: setattr(ex.mask_size, "value", 6),  # snaps to m = 5: only the digits change
@@ -405,14 +408,20 @@ def test_masking_static_image_follows_the_view_and_is_written_to_figures_dir(tmp
         change()
         assert ex.snapshot_count == count + 1  # one new image per change
         assert ex.snapshot_png not in seen, "the static image did not change with the view"
-        assert path.read_bytes() == ex.snapshot_png
+        assert path.read_bytes() == opening, "exploring wrote the file: only save_view may"
         seen.append(ex.snapshot_png)
+    assert "saved as" not in ex._snapshot_bundle()["text/plain"]  # the view shown is not the file's
+    ex.save_button.click()  # the user asks: the current view is written
+    assert path.read_bytes() == ex.snapshot_png and "saved as" in ex._snapshot_bundle()["text/plain"]
     assert not list(figures.glob("*.tmp")) and sorted(p.name for p in figures.iterdir()) == [path.name]
     # cnn_mnist has no curve at N = 10000 to ring, but the image still has its parts
     assert _png_size(ex.snapshot_png)[1] > 200
-    # without figures_dir nothing is written
+    # without figures_dir nothing is written, and there is nothing to save to
     plain = MaskingExplorer(synthetic_results(), images=synthetic_images(), num_examples=2)
     assert plain.snapshot_png and plain.snapshot_file is None and plain.figures_dir is None
+    assert plain.save_button not in plain.widget.children
+    with pytest.raises(ValueError, match="figures_dir"):
+        plain.save_view()
 
 
 def test_masking_from_store_writes_the_opening_view(tmp_path):
@@ -617,24 +626,48 @@ def test_pareto_bad_tables_and_no_figure_leaks(pareto):
 # ----------------------------------------------------------------------------- ParetoExplorer: static image
 
 
-def test_pareto_static_image_follows_the_view_and_is_written_per_model(tmp_path):
+def test_pareto_static_image_follows_the_view_and_is_written_per_model_when_saved(tmp_path):
     figures = tmp_path / "figures"
     pareto = ParetoExplorer(synthetic_search(), figures_dir=figures)
     cnn = figures / "explorer_pareto_cnn_mnist_default.png"
     assert pareto.snapshot_file == cnn and cnn.read_bytes() == pareto.snapshot_png and pareto.plot_png
+    opening = pareto.snapshot_png
     seen = [pareto.snapshot_png]
     for control, value in ((pareto.cost, "params"), (pareto.method, "exhaustive"), (pareto.metric, "entropy_mae"),
                            (pareto.point, "entropy-K1x2")):
         control.value = value
         assert pareto.snapshot_png not in seen, f"the static image did not change with {control.description}"
-        assert cnn.read_bytes() == pareto.snapshot_png
+        assert cnn.read_bytes() == opening  # exploring writes nothing
         seen.append(pareto.snapshot_png)
+    assert pareto.save_view() == cnn and cnn.read_bytes() == pareto.snapshot_png
     before = cnn.read_bytes()
     pareto.model.value = "fcnn"
     fcnn = figures / "explorer_pareto_fcnn_default.png"
-    assert pareto.snapshot_file == fcnn and fcnn.read_bytes() == pareto.snapshot_png != before
-    assert cnn.read_bytes() == before  # the other model's file keeps its last view
+    assert not fcnn.exists()  # another model viewed, not saved: no file
+    assert pareto.save_view() == fcnn and fcnn.read_bytes() == pareto.snapshot_png != before
+    assert cnn.read_bytes() == before  # the other model's file keeps its saved view
     assert sorted(p.name for p in figures.iterdir()) == [cnn.name, fcnn.name]
+
+
+def test_a_file_showing_the_same_image_is_kept(tmp_path):
+    def png(shift: int) -> bytes:
+        pixels = np.full((200, 200, 3), 255, dtype=np.uint8)
+        pixels[90:110, 10 + shift:190 + shift] = 0  # a bar, moved by `shift` pixels
+        buf = io.BytesIO()
+        Image.fromarray(pixels).save(buf, format="PNG")
+        return buf.getvalue()
+
+    path = snapshot_module.write_png(png(0), tmp_path / "view.png")
+    stamp = path.stat().st_mtime_ns
+    assert snapshot_module.same_image(png(0), path)
+    # the same bar a pixel over: 40 of 40,000 pixels differ (0.1%): the same image within the tolerance, kept
+    assert snapshot_module.same_image(png(1), path)
+    snapshot_module.write_png(png(1), path)
+    assert path.read_bytes() == png(0) and path.stat().st_mtime_ns == stamp
+    # five pixels over: 200 pixels differ (0.5%): another image, written
+    assert not snapshot_module.same_image(png(5), path)
+    snapshot_module.write_png(png(5), path)
+    assert path.read_bytes() == png(5)
 
 
 def test_pareto_from_store_and_display(tmp_path, monkeypatch):
@@ -648,9 +681,11 @@ def test_pareto_from_store_and_display(tmp_path, monkeypatch):
     (widget, _), (image, opts) = shown.calls
     assert "application/vnd.jupyter.widget-view+json" in widget and opts["display_id"] is True
     assert base64.b64decode(image["image/png"]) == pareto.snapshot_png
+    opening = path.read_bytes()
     pareto.cost.value = "latency_ms"
     update = shown.handles[0].updates[-1]
-    assert base64.b64decode(update["image/png"]) == pareto.snapshot_png and path.read_bytes() == pareto.snapshot_png
+    assert base64.b64decode(update["image/png"]) == pareto.snapshot_png  # the view shown follows the widget
+    assert path.read_bytes() == opening != pareto.snapshot_png  # the file keeps the opening view until saved
     # an empty store: a text-only image, written without a model in its name
     monkeypatch.setattr(pareto_module, "stored_searches", lambda store, current_only, entries: pd.DataFrame())
     empty = ParetoExplorer.from_store(tmp_path / "nothing", figures_dir=tmp_path / "figs")

@@ -70,12 +70,12 @@ class MaskingExplorer(StaticView):
     model and N shown first (on m = 14 itself only when nothing is stored). ``widget`` is the
     container of the controls and views.
 
-    Static image: :attr:`snapshot_png` is a PNG of the current view (the text of the rate label
-    and metrics panel, the masked digits and the curves), made again on every change; with
-    ``figures_dir`` it is written to ``<figures_dir>/explorer_masking_<tag>.png``
-    (:attr:`snapshot_file`). Displayed as the last expression of a cell (or with ``display``),
-    the explorer shows the widget and under it that PNG as a plain image output, which viewers
-    without a kernel show and which a live kernel replaces on every change.
+    Static image: :attr:`snapshot_png` is a PNG of the current view (the text of the rate label and metrics
+    panel, the masked digits and the curves), made again on every change; with ``figures_dir`` the opening
+    view's is written to ``<figures_dir>/explorer_masking_<tag>.png`` (:attr:`snapshot_file`), a later
+    view's only by :meth:`save_view` (the *save this view* button). Displayed as the last expression of a
+    cell (or with ``display``), the explorer shows the widget and under it that PNG as a plain image output,
+    which viewers without a kernel show and which a live kernel replaces on every change.
 
     Args:
         results: per-student rows of stored chains (e.g. ``ResultsStore(root).load("summary",
@@ -157,6 +157,7 @@ class MaskingExplorer(StaticView):
             W.HBox([self.chain_length, note]),
             self.metrics_html,
             self.curves_out,
+            *self._save_controls(),
         ])
         self.mask_size.observe(self._on_mask_change, names="value")
         for control in (self.labelled_size, self.model, self.estimator):

@@ -83,11 +83,11 @@ class ParetoExplorer(StaticView):
     select with the ``point`` dropdown. ``fig`` / ``ax`` are the current plot.
     ``widget`` is the container of the controls and views.
 
-    Static image: :attr:`snapshot_png` is a PNG of the current view (the plot beside the details
-    panel's text), made again on every change; with ``figures_dir`` it is written to
-    ``<figures_dir>/explorer_pareto_<model>_<tag>.png`` (:attr:`snapshot_file`; one file per model,
-    holding the last view of that model). Displayed as the last expression of a cell (or with
-    ``display``), the explorer shows the widget and under it that PNG as a plain image output,
+    Static image: :attr:`snapshot_png` is a PNG of the current view (the plot beside the details panel's
+    text), made again on every change; with ``figures_dir`` the opening view's is written to
+    ``<figures_dir>/explorer_pareto_<model>_<tag>.png`` (:attr:`snapshot_file`; one file per model), a later
+    view's only by :meth:`save_view` (the *save this view* button). Displayed as the last expression of a
+    cell (or with ``display``), the explorer shows the widget and under it that PNG as a plain image output,
     which viewers without a kernel show and which a live kernel replaces on every change.
 
     Args:
@@ -130,7 +130,7 @@ class ParetoExplorer(StaticView):
         self.details_html = W.HTML()
         self._update_metric_options()
         self.widget = W.VBox([W.HBox([self.model, self.metric]), W.HBox([self.cost, self.method]), self.point,
-                              self.details_html, self.plot_out])
+                              self.details_html, self.plot_out, *self._save_controls()])
         self.model.observe(self._on_model_change, names="value")
         for control in (self.metric, self.cost, self.method):
             control.observe(self._on_view_change, names="value")

@@ -17,6 +17,7 @@ that no file of the paper's numbers is named like a result; likewise a table mad
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -34,6 +35,8 @@ from ..core.likelihoods import RegressionMoments
 from ..core.uncertainty import Uncertainties
 from ..experiments import paper_tables
 from ..experiments.experiment3 import COSTS, METHODS, METRICS, metric_rows, pareto_front, search_candidates
+from ..files import atomic_write_bytes
+from .snapshot import same_image
 from .tables import PAPER_ONLY_ATTR, integer_columns, markdown_table
 from .theme import (
     CLASS_COLORS,
@@ -91,15 +94,22 @@ def save_figure(fig: plt.Figure, name: str, figures_dir: str | Path) -> list[Pat
     """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns the paths. A figure of
     the paper's numbers only (:func:`mark_paper_only`) is saved as ``<name>_paper_only``. No time
     stamp or software version is written (:func:`~gped_kit.viz.theme.savefig_metadata`): the same
-    figure saved twice gives the same bytes."""
+    figure saved twice gives the same bytes. Where both files exist and the PNG there shows the same
+    image within :data:`~gped_kit.viz.snapshot.CHANGED_PIXELS` (:func:`~gped_kit.viz.snapshot.same_image`:
+    the figure drawn again on another machine, whose numbers differ in their last bits), both are kept as
+    they are, so re-running a notebook leaves the repository clean."""
     stem = _file_stem(name, is_paper_only(fig))
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
-    paths = [figures_dir / f"{stem}.{ext}" for ext in ("png", "pdf")]
+    png_path, pdf_path = (figures_dir / f"{stem}.{ext}" for ext in ("png", "pdf"))
     with kit_theme():
-        for path in paths:
-            fig.savefig(path, bbox_inches="tight", dpi=150, metadata=savefig_metadata(path.suffix[1:]))
-    return paths
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight", dpi=150, metadata=savefig_metadata("png"))
+        if pdf_path.is_file() and same_image(buf.getvalue(), png_path):
+            return [png_path, pdf_path]
+        atomic_write_bytes(png_path, buf.getvalue())
+        fig.savefig(pdf_path, bbox_inches="tight", dpi=150, metadata=savefig_metadata("pdf"))
+    return [png_path, pdf_path]
 
 
 def save_table(table: pd.DataFrame, name: str, figures_dir: str | Path, floatfmt: str = ".3f") -> list[Path]:

@@ -6,8 +6,14 @@ its current view (:attr:`StaticView.snapshot_png`: the plots of the view with it
 redrawn on every change. Displayed in a notebook, it shows its widget and, under it, that PNG as
 an ordinary ``image/png`` output (with a display id, so a change of view replaces it in a live
 JupyterLab), which any viewer of the saved notebook shows without a kernel (e.g. GitHub, which
-draws no widgets). Given a ``figures_dir``, the PNG is also written there under a stable name on
-every change (atomically, :func:`~gped_kit.experiments.store.atomic_write_bytes`)."""
+draws no widgets). Given a ``figures_dir``, the opening view's PNG is written there under a stable name
+(atomically, :func:`~gped_kit.experiments.store.atomic_write_bytes`), and the current view's when the user
+asks (:meth:`StaticView.save_view`, the widget's *save this view* button): exploring writes nothing, so a
+few clicks in JupyterLab leave the repository as it was.
+
+A PNG already on disk is kept when the new one shows the same image within :data:`CHANGED_PIXELS`
+(:func:`same_image`): the same view drawn on another machine differs in the last bits of its numbers, a
+line moved by a pixel here and there, and rewriting it would only dirty the repository."""
 
 from __future__ import annotations
 
@@ -22,12 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as W
+import numpy as np
 from IPython.display import display
 from matplotlib.figure import Figure
 from PIL import Image as PILImage
 
 from ..files import atomic_write_bytes
 from .theme import savefig_metadata
+
+#: A PNG on disk counts as the same image as a new one (and is kept) when both have one size and at most this
+#: fraction of their pixels differ, a pixel differing when one of its channels differs by more than
+#: :data:`PIXEL_TOLERANCE` (of 255).
+CHANGED_PIXELS = 0.002
+PIXEL_TOLERANCE = 8
 
 #: Width (in characters) at which the text panel of a static image is wrapped.
 SNAPSHOT_TEXT_WIDTH = 120
@@ -77,11 +90,30 @@ def stack_pngs(pngs: Sequence[bytes | None], vertical: bool = True, gap: int = 1
     return buf.getvalue()
 
 
+def same_image(png: bytes, path: str | Path) -> bool:
+    """Whether the PNG file at ``path`` shows the image ``png`` does, within :data:`CHANGED_PIXELS` and
+    :data:`PIXEL_TOLERANCE`; False when there is no such file or it is no image of the same size."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    try:
+        old = np.asarray(PILImage.open(path).convert("RGB"), dtype=np.int16)
+    except (OSError, ValueError):
+        return False
+    new = np.asarray(PILImage.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
+    if old.shape != new.shape:
+        return False
+    changed = (np.abs(old - new) > PIXEL_TOLERANCE).any(axis=-1)
+    return bool(changed.mean() <= CHANGED_PIXELS)
+
+
 def write_png(png: bytes, path: str | Path) -> Path:
     """Write ``png`` to ``path`` atomically (:func:`~gped_kit.experiments.store.atomic_write_bytes`),
-    so a reader never sees half a file; the folder is created if needed."""
+    so a reader never sees half a file, unless the file there already shows the same image
+    (:func:`same_image`); the folder is created if needed."""
     path = Path(path)
-    atomic_write_bytes(path, png)
+    if not same_image(png, path):
+        atomic_write_bytes(path, png)
     return path
 
 
@@ -115,6 +147,27 @@ class StaticView:
         self.snapshot_count = 0  # how many times the static image was made (tests, diagnostics)
         self._snapshot_handles: list = []
         self._snapshot_caption = ""
+        self._saved_png: bytes | None = None  # the image last written to snapshot_file
+        self.save_button = W.Button(description="save this view", tooltip="write this view's image to figures_dir",
+                                    layout=W.Layout(width="auto"))
+        self.save_button.on_click(lambda _: self.save_view())
+
+    def _save_controls(self) -> list[W.Widget]:
+        """The widget's *save this view* button, where there is a ``figures_dir`` to save to."""
+        return [self.save_button] if self.figures_dir is not None else []
+
+    def save_view(self) -> Path:
+        """Write the current view's image to :attr:`figures_dir` (its :meth:`snapshot_name`) and return the
+        path; ``ValueError`` when the explorer was made without a ``figures_dir``."""
+        if self.figures_dir is None or self.snapshot_png is None:
+            raise ValueError("this explorer has no figures_dir to save its view to: make it with "
+                             "figures_dir='../figures' (or another folder)")
+        self.snapshot_file = write_png(self.snapshot_png, self.figures_dir / self.snapshot_name())
+        self._saved_png = self.snapshot_png
+        bundle = self._snapshot_bundle()
+        for handle in self._snapshot_handles:
+            handle.update(bundle, raw=True)
+        return self.snapshot_file
 
     def snapshot_name(self) -> str:
         """The file name (without folder) the current view's image is written to."""
@@ -128,20 +181,23 @@ class StaticView:
         return stack_pngs([text_png(lines), *pngs])
 
     def _update_snapshot(self) -> None:
-        """Make the static image of the current view, write it to :attr:`figures_dir` and show it
-        in place of the previous one under every displayed copy of the widget."""
+        """Make the static image of the current view and show it in place of the previous one under every
+        displayed copy of the widget; the opening view's is also written to :attr:`figures_dir`, later ones
+        only when asked (:meth:`save_view`)."""
         lines, pngs = self._snapshot_parts()
         self.snapshot_png = self._compose_snapshot(lines, pngs)
         self.snapshot_count += 1
         self._snapshot_caption = " | ".join(lines[:2])
-        if self.figures_dir is not None:
-            self.snapshot_file = write_png(self.snapshot_png, self.figures_dir / self.snapshot_name())
+        if self.figures_dir is not None and self._saved_png is None:
+            self.save_view()
+            return
         bundle = self._snapshot_bundle()
         for handle in self._snapshot_handles:
             handle.update(bundle, raw=True)
 
     def _snapshot_bundle(self) -> dict[str, str]:
-        where = f"; saved as {self.snapshot_file.name}" if self.snapshot_file is not None else ""
+        saved = self.snapshot_file is not None and self._saved_png == self.snapshot_png
+        where = f"; saved as {self.snapshot_file.name}" if saved else ""
         return png_bundle(self.snapshot_png, f"[{self._snapshot_caption}{where}]")
 
     def _ipython_display_(self) -> None:
