@@ -164,7 +164,7 @@ def paper_flops(data: GPEDData, device: torch.device, period: int = 100) -> dict
 
 def profile_period(e: GPEDEngine, device: torch.device, period: int, out: Path) -> str:
     """A ``torch.profiler`` summary of one period of ``e`` (replayed in graph mode), top operators or kernels by
-    their device time (CUDA) or host time (CPU); written to ``out`` and returned."""
+    their GPU time (CUDA) or host time (CPU); written to ``out`` and returned."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         e.run(stop=e.t + period)

@@ -455,3 +455,31 @@ def test_the_verdict_names_the_cells_whose_students_learnt_nothing(tmp_path):
     assert "CNN entropy MAE at m = 0 (N = 10,000)" in line
     assert all(len(part) <= 200 for part in line.splitlines())
     assert "(figures/experiment2_mnist_below_floor_default.md)" in line
+
+
+def test_the_readme_defines_its_terms_before_it_uses_them():
+    text = README.read_text()
+    terms = text.index("**Terms.**")
+    for word in ("U_s", "U_o", "`default`", "`seeds`", "`cpu30`", "`long`", "`pooling`", "`paper`", "BAOA", "cyclical",
+                 "masking rate"):
+        assert terms <= text.index(word) < text.index(R.VERDICT_BEGIN), f"{word!r} is used before it is defined"
+    assert "```bibtex\n@inproceedings{vadera2020gped" in text
+
+
+def test_the_readme_claims_table_keeps_its_cells_short():
+    text = README.read_text()
+    table = text.split(R.BEGIN, 1)[1].split(R.END, 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    assert rows
+    for row in rows:
+        for cell in row.strip().strip("|").split(" | "):
+            assert len(cell.strip()) <= R.CELL_LIMIT, f"a cell of {len(cell.strip())} characters: {cell[:80]}"
+            assert cell.count("(") == cell.count(")"), f"a cell cut mid-parenthesis: {cell}"
+
+
+def test_shorten_cuts_between_clauses_and_closes_what_it_leaves_open():
+    text = "no (agree in 6 of 8; 2 no evidence; unexplained: a long reason that goes on and on) · default: yes"
+    assert R.shorten(text, 200) == text
+    cut = R.shorten(text, 40)
+    assert len(cut) <= 40 and cut.endswith("…)") and cut.count("(") == cut.count(")")
+    assert R.shorten("one two three four five six", 12) == "one two …"

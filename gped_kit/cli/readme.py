@@ -212,16 +212,48 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+#: The longest cell of the README's claims table (characters); figures/claims.md has every cell whole.
+CELL_LIMIT = 200
+#: Where a long cell may be cut: between clauses.
+_SEPARATORS = ("; ", " · ", ", ")
+
+
+def shorten(text: str, limit: int = CELL_LIMIT) -> str:
+    """``text`` when it has at most ``limit`` characters, else cut at the last clause boundary (``"; "``,
+    ``" · "``, then ``", "``) that leaves room for " …" and the parentheses it leaves open, which are closed
+    after it: a cell never ends mid-parenthesis. A text without such a boundary is cut at a space."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    depth, cuts = 0, []  # (position, depth, rank of the separator)
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(depth - 1, 0)
+        for rank, sep in enumerate(_SEPARATORS):
+            if text.startswith(sep, i):
+                cuts.append((i, depth, rank))
+    for rank in range(len(_SEPARATORS)):
+        fitting = [(i, d) for i, d, r in cuts if r <= rank and i + 2 + d <= limit]
+        if fitting:
+            i, d = max(fitting)
+            return text[:i] + " …" + ")" * d
+    head = text[:limit - 2].rsplit(" ", 1)[0]
+    opened = max(head.count("(") - head.count(")"), 0)
+    return text[:max(len(head) - opened, 1)] + " …" + ")" * opened
+
+
 def _first(text: str) -> str:
     """The first clause of a cell (up to its first "; "), the short table's figure."""
     return str(text).split("; ", 1)[0]
 
 
 def _figures(r: Claim) -> str:
-    """The short table's numbers: ours and the paper's, each whole up to :data:`SHORT` characters, else
-    its first clause and "…" (every number is in ``figures/claims.md``)."""
+    """The short table's numbers: ours and the paper's, each whole up to :data:`SHORT` characters, else cut
+    between clauses (:func:`shorten`; every number is in ``figures/claims.md``)."""
     def cut(text: str) -> str:
-        return text if len(text) <= SHORT or "; " not in text else _first(text) + " …"
+        return shorten(text, SHORT)
     ours = cut(r.ours)
     if r.evidence is not None and (r.gpu is not None or r.long_verdict != "—"):  # whose numbers, where several
         ours = f"{r.evidence.profile}: {ours}"
@@ -239,6 +271,8 @@ def verdict_cell(r: Claim, short: bool = True) -> str:
     if r.long_verdict != "—":
         parts.append(f"{r.long_evidence or '`long`'}: {word(r.long_verdict)}")
     parts.append(f"{r.evidence}: {word(r.verdict)}" if r.evidence is not None else word(r.verdict))
+    if short:  # each evidence's verdict kept, each cut to its share of the cell
+        parts = [shorten(part, (CELL_LIMIT - 3 * (len(parts) - 1)) // len(parts)) for part in parts]
     return " · ".join(parts)
 
 
@@ -248,7 +282,8 @@ def render(rows: list[Claim]) -> str:
     lines = [BEGIN, "| claim | verdict: evidence (profile, chain length T, seeds), strongest first | "
                     "ours · the paper's | where |", "| --- | --- | --- | --- |"]
     for r in rows:
-        lines.append("| " + " | ".join(_cell(x) for x in (r.claim, verdict_cell(r), _figures(r), r.where)) + " |")
+        cells = (shorten(r.claim), verdict_cell(r), shorten(_figures(r)), r.where)
+        lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     return "\n".join(lines + [END])
 
 

@@ -192,7 +192,8 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
             ours += ("; a student above its own teacher ensemble's AUROC separates the OOD set better than what it "
                      "distils, so these AUROCs do not measure how faithfully the ensemble was distilled")
         rows.append(Claim(f"Exp. 4: {r['claim'].replace('nll', 'NLL').replace('entropy_mae', 'entropy MAE')}"
-                          .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20"), judged, ours,
+                          .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20").replace("EnD2", "EnD²"),
+                          judged, ours,
                           f"{r['paper']}; {r['paper_statement']}",
                           link(f"{CLAIMS_TABLE.format(profile='default')}.md", "claims") + ", notebook 06",
                           evidence=_evidence(profile)))
