@@ -236,5 +236,5 @@ def test_plan_prints_the_table_the_rates_and_the_total(tmp_path, capsys, monkeyp
     out = capsys.readouterr().out
     assert "01 cnn_mnist N=60000 m=0 seed=0" in out and "Table 1, seeds 1 and 2" in out
     assert "measured [" in out and "assumed [" in out and "device run: docs/device-runs/" in out
-    assert "Predicted device time on nvidia-h200:" in out and "jobs of 600 s" in out
+    assert "Predicted time on nvidia-h200:" in out and "jobs of 600 s" in out
     assert "3 chain(s) skipped: data set(s) cifar10" in out

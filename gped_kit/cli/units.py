@@ -88,7 +88,8 @@ def plan_text(plan: Plan, markdown: bool = False) -> str:
             text = table.to_string(index=False)
     out = [text, ""]
     if bases:
-        out.append("Rates (chain-steps/s), each from one measurement; 'assumed' where it is used for another workload:")
+        out += ["Rates (chain-steps/s), each from one measurement; 'assumed' where it is used for another workload:",
+                *([""] if markdown else [])]
         out += [f"[{n}] {basis}" + (f"; assumed for: {'; '.join(uses)}" if uses else "")
                 for n, (basis, uses) in enumerate(bases.items(), start=1)]
         out.append("")
@@ -98,12 +99,15 @@ def plan_text(plan: Plan, markdown: bool = False) -> str:
     if any(p.unit.needs_state for p in plan.runnable):
         names = sorted({p.unit.notebook for p in plan.runnable if p.unit.needs_state})
         out.append(f"{', '.join(names)} derive their results from their chains' full state: keep the store's "
-                   "checkpoints of those chains (results/chain/*/checkpoint.pt) until the notebook has run "
+                   "checkpoints of those chains (chain/<key>/checkpoint.pt) until the notebook has run "
                    "(python -m gped_kit.cli.batch NOTEBOOK --profile paper, on the same store)")
     out += plan.notes
+    if markdown:  # one list item a line, not one paragraph
+        out = out[:2] + [f"- {line}" if line and not line.startswith("Rates (") else line for line in out[2:]]
     budget = "no budget (every unit in one job)" if plan.budget_s is None else f"jobs of {plan.budget_s:,.0f} s"
     assumed = sum(1 for p in plan.runnable if p.rate is not None and p.rate.assumed)
-    out.append(f"Predicted device time on {plan.device}: {plan.total_s:,.0f} s ({_clock(plan.total_s)}) for "
+    out.append("")
+    out.append(f"Predicted time on {plan.device}: {plan.total_s:,.0f} s ({_clock(plan.total_s)}) for "
                f"{len(plan.runnable)} units, {sum(p.unit.chains for p in plan.runnable)} chains, in {plan.jobs} "
                f"job(s) ({budget}); {assumed} of the {len(plan.runnable)} units' rates are assumed (no measurement "
                "of exactly that workload on that device)")

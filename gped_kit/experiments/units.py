@@ -145,7 +145,8 @@ def _identity(task: ChainTask) -> tuple:
 def units_of(tasks: Sequence[ChainTask], notebook: str, profile: str, settles: str, priority: int,
              needs_state: bool = False, start: int = 0) -> list[WorkUnit]:
     """``tasks`` grouped into units of chains that can share a batch (:func:`batch_signature`), in the order
-    their first task comes; named ``<notebook number> <model> (<first task> ...)``."""
+    their first task comes; each named by the notebook's number and its first task (``02 fcnn N=10000 m=0 seed=0
+    + 22 more``)."""
     groups: dict[tuple, list[ChainTask]] = {}
     for task in tasks:
         groups.setdefault(batch_signature(task), []).append(task)
@@ -166,11 +167,6 @@ class UnitList:
     notes: list[str] = field(default_factory=list)
 
 
-def notebook_settings(notebook: str, profile: str, overrides: Mapping[str, Any]) -> Any:
-    """``notebook``'s settings of ``profile`` with ``overrides`` (names that are not its settings are ignored)."""
-    return registry.notebook(notebook).settings(profile, overrides)
-
-
 def check_overrides(overrides: Mapping[str, Any], notebooks: Sequence[str] = PAPER_NOTEBOOKS,
                     profile: str = "paper") -> None:
     """``ValueError`` naming an override that no notebook's settings have (with the allowed names), or a
@@ -186,7 +182,7 @@ def check_overrides(overrides: Mapping[str, Any], notebooks: Sequence[str] = PAP
         raise ValueError(f"override {unknown[0]!r} is not a setting of the notebooks' profile {profile!r}; allowed: "
                          f"{sorted(allowed)}")
     for name in notebooks:  # the settings classes check the values
-        notebook_settings(name, profile, overrides)
+        registry.notebook(name).settings(profile, overrides)
 
 
 def paper_units(profile: str = "paper", overrides: Mapping[str, Any] | None = None, *,
@@ -305,7 +301,7 @@ class Plan:
 
     @property
     def total_s(self) -> float:
-        """Predicted device time of every unit that runs (planned and sliced)."""
+        """Predicted wall time of every unit that runs (planned and sliced)."""
         return sum(p.seconds or 0.0 for p in self.runnable)
 
     @property
