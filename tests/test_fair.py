@@ -20,6 +20,7 @@ from gped_kit.experiments.experiment1.ablation import (
     ablation_gaps,
     ablation_summary,
     ablation_text,
+    estimator_ablation,
 )
 from gped_kit.experiments.experiment3 import (
     BELOW_FLOOR_TABLE,
@@ -35,6 +36,7 @@ from gped_kit.experiments.experiment3 import (
     search_students,
 )
 from gped_kit.experiments.experiment3.notebook import UNFAIR, entropy_rows, search_rows
+from gped_kit.experiments.paper import ChainSettings
 from gped_kit.experiments.store import ResultsStore
 
 
@@ -207,3 +209,17 @@ def test_below_floor_names_the_searched_students_that_learnt_nothing(tmp_path):
     low.to_csv(tmp_path / f"{BELOW_FLOOR_TABLE.format(profile='default')}.csv", index=False)
     line = below_floor_line(tmp_path)
     assert "FCNN entropy group l1/l2 + pruning FC(12-15-1) (skill +0.010)" in line
+
+
+def test_the_ablation_runs_through_the_store_and_reads_back(tmp_path):
+    small = EstimatorAblation(seeds=(0,), thinnings=(2,), chain=ChainSettings(
+        num_iterations=60, burn_in=10, predictive_thinning=2, entropy_thinning=2, eval_thinning=10, log_every=30,
+        checkpoint_every=30, test_size=200))
+    store = ResultsStore(tmp_path)
+    ran, missing = estimator_ablation(store, small, device="cpu", progress=False)
+    assert missing == [] and list(ran["H"]) == [2, 2] and sorted(ran["schedule"]) == ["annealed", "constant"]
+    assert (ran["student_updates"] == (60 - 10) // 2).all() and ran["gap"].notna().all()
+    again, _ = estimator_ablation(store, small, device="cpu", executor="stored", progress=False)
+    pd.testing.assert_frame_equal(again, ran)
+    none, lines = estimator_ablation(ResultsStore(tmp_path / "empty"), small, device="cpu", executor="stored")
+    assert none.empty and lines and "not stored" in lines[0]
