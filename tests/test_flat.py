@@ -2,8 +2,8 @@
 
 The engine applies the sampler's step and Adam's once over each flat buffer
 (:mod:`gped_kit.core.flat`). :class:`PerTensorEngine` is the engine as it was before: each update
-tensor by tensor, inside ``vmap`` for a batch (the step functions :func:`steps.teacher_step` and
-:func:`steps.distill_step`). Both run the same chains from the same state; every tensor of the
+tensor by tensor, inside ``vmap`` for a batch (:func:`per_tensor_teacher_step` and its Adam step).
+Both run the same chains from the same state; every tensor of the
 state must be *equal*, not close: FCNN and CNN (channels-last weights on the CPU, a layout that is
 not the concatenation of the flattened parameters), one chain and a batch, SGLD and the momentum
 samplers (SGNHT's thermostat sums the kinetic energy parameter by parameter), U_s and U_o, a
@@ -29,6 +29,14 @@ from gped_kit.engine.state import tree_leaves
 from gped_kit.engine.values import ValueTable
 
 
+def per_tensor_teacher_step(state, x, y, noise, *, fns, scales, autodiff):
+    """One step of the teacher's sampler tensor by tensor: the engine's gradient, then the sampler's update on
+    each parameter tensor (the oracle of the flat update)."""
+    grads = steps.teacher_gradients(state, x, y, fns=fns, autodiff=autodiff)
+    fns.sampler.update_(state.params, state.sampler, grads, noise, state.coefficients, scales)
+    return state
+
+
 class PerTensorEngine(GPEDEngine):
     """The engine's updates tensor by tensor, as before the flat buffers (the oracle)."""
 
@@ -39,7 +47,7 @@ class PerTensorEngine(GPEDEngine):
         self.streams.sgld_noise(self._noise_flat)
         x, y = self.train_sets.gather(self._idx)
         noise = {k: self._one(v) for k, v in self._noise.items()}
-        step = functools.partial(steps.teacher_step, fns=self.teacher_fns, scales=self.config.sampler.scales(t),
+        step = functools.partial(per_tensor_teacher_step, fns=self.teacher_fns, scales=self.config.sampler.scales(t),
                                  autodiff=self.autodiff)
         self._map(step, (0, 0, 0, 0))(chain, self._one(x), self._one(y), noise)
         self.steps_in_nll_sum += 1
@@ -119,7 +127,7 @@ def test_step_sizes_read_from_the_device_equal_host_floats(schedule):
             eval_batch_size=32), STUDENTS) for k, (n, tau) in enumerate(((300, 10.0), (500, 1.0)))]
 
     engine = GPEDEngine(specs())
-    assert engine._scales is not None and engine.period == 6
+    assert engine.values.scales is not None and engine.period == 6
     assert_bit_identical(specs)
     assert_bit_identical(lambda: specs()[:1])
 

@@ -22,7 +22,6 @@ from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.graphs import (
     MAX_GRAPHS,
     GraphFallbackWarning,
-    HostCounters,
     PeriodGraphs,
     period_pattern,
     sampler_fallback,
@@ -30,6 +29,7 @@ from gped_kit.engine.graphs import (
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import tree_leaves
+from gped_kit.engine.values import ValueTable
 from gped_kit.models.presets import ArchSpec
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -101,16 +101,17 @@ def test_fallbacks_a_user_did_not_ask_for_are_warned_once():
         graphs._fall_back(graphs.fallbacks[0])  # the same reason again: no second warning
 
 
-def test_host_counters_round_trip():
+def test_the_host_state_advances_by_a_period_and_back():
     engine = GPEDEngine([spec()])
-    before = HostCounters.of(engine)
+    before = engine.host.copy()
     for _ in range(engine.period * 4):
         engine.step()
-    delta = HostCounters.of(engine).minus(before)
-    assert delta.t == 24 and delta.steps_in_nll_sum == 24
-    before.apply(engine, delta)
-    assert HostCounters.of(engine) == HostCounters.of(engine)  # applied, unchanged
+    delta = engine.host.minus(before)
+    assert delta.t == 24 and delta.steps_in_nll_sum == 24 and delta.ensemble_count > 0
+    assert before.plus(delta) == engine.host and before.t == 0  # the copy is its own value
     assert engine.t == 24 and engine.adam_steps == [a + d for a, d in zip(before.adam_steps, delta.adam_steps)]
+    engine.t = 30  # the engine's names are the host state's fields
+    assert engine.host.t == 30
 
 
 def test_graph_true_without_cuda_is_refused_before_any_work():
@@ -167,3 +168,37 @@ def test_no_host_synchronisation_inside_a_period():
         assert engine.graphs.run_period(120)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@needs_cuda
+def test_a_batch_of_24_with_dropout_students_replays_as_it_steps():
+    def batch(graph: bool) -> GPEDEngine:
+        return GPEDEngine([spec("cuda", graph=graph, seed=k, students=CUDA_STUDENTS) for k in range(24)])
+
+    graph, eager = batch(True), batch(False)
+    run_engine(graph), run_engine(eager)
+    assert graph.graphs.replays >= 5, "too few periods replayed for the test to say anything"
+    assert all(torch.equal(a, b) for a, b in zip(state(graph), state(eager)))
+
+
+@needs_cuda
+def test_a_dropout_run_checkpointed_after_replays_resumes_bit_identically(tmp_path):
+    path = tmp_path / "chain.pt"
+    whole = GPEDEngine([spec("cuda", graph=True, students=CUDA_STUDENTS)])
+    run_engine(whole)
+    first = GPEDEngine([spec("cuda", graph=True, students=CUDA_STUDENTS)])
+    run_engine(first, [path], max_steps=60)
+    assert first.graphs.replays > 0 and first.t == 60
+    resumed = GPEDEngine([spec("cuda", graph=True, students=CUDA_STUDENTS)])
+    run_engine(resumed, [path])
+    assert all(torch.equal(a, b) for a, b in zip(state(whole), state(resumed)))
+
+
+@needs_cuda
+def test_a_capture_never_uploads_host_values():
+    table = ValueTable(lambda i: (float(i), 2.0 * i), 2, 4, torch.device("cuda"))
+    table.fill(0)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"), torch.cuda.graph(graph):
+        table.fill(4)  # a copy from pinned host memory freed after the capture: refused
+    assert table.start == 0 and table.row(3).tolist() == [3.0, 6.0]

@@ -15,7 +15,7 @@ t is kept as a snapshot when t is a snapshot step (:meth:`~GPEDEngine.take_snaps
 burn-in (t > B) the sample is added to the ensemble every ``eval_thinning`` steps
 (:meth:`~GPEDEngine.accumulate`), and every distillation group (:class:`GroupKey`) whose H divides
 t draws S' from D' (and its input noise), computes the teacher's statistics on it once, and updates
-each of its students (:meth:`~GPEDEngine.distill_group`, :func:`~gped_kit.engine.steps.distill_step`).
+each of its students (:meth:`~GPEDEngine.distill_group`, :func:`~gped_kit.engine.steps.distill_gradients`).
 :meth:`GPEDEngine.events` says which of these events step t runs; the event methods are public so
 that tools (benchmarks, profilers) can run or time one of them alone.
 
@@ -90,6 +90,7 @@ from .state import (
     ChainState,
     EnsembleRunState,
     EnsembleState,
+    HostState,
     RunState,
     StudentRunState,
     StudentState,
@@ -106,7 +107,7 @@ from .state import (
 )
 from .steps import StudentFns, TeacherFns
 from .streams import ChainStreams
-from .values import ValueTable
+from .values import EngineValues, ValueTable
 from .window import RecentWindow
 
 
@@ -197,6 +198,18 @@ def check_batchable(chains: Sequence[ChainSpec]) -> None:
                              "U_o stores of different sizes cannot be stacked")
 
 
+def _host_field(name: str) -> property:
+    """A property naming field ``name`` of the engine's :class:`~gped_kit.engine.state.HostState`."""
+
+    def get(engine: GPEDEngine) -> Any:
+        return getattr(engine.host, name)
+
+    def put(engine: GPEDEngine, value: Any) -> None:
+        setattr(engine.host, name, value)
+
+    return property(get, put, doc=f"``host.{name}`` (:class:`~gped_kit.engine.state.HostState`).")
+
+
 class GPEDEngine:
     """K chains of Algorithm 1 (see the module docstring). Build it from :class:`ChainSpec` s
     (:func:`gped_kit.engine.spec.build_chain`), one per *run* (result, history, checkpoint): K
@@ -211,7 +224,16 @@ class GPEDEngine:
     ``chain_seeds[k]`` chain k's spec and seed; ``chain_run[k]`` the run chain k feeds.
     :meth:`run_state` gives everything run r needs to continue as one typed value
     (:class:`~gped_kit.engine.state.RunState`, what a checkpoint stores) and :meth:`load_run_states`
-    continues runs from such values."""
+    continues runs from such values. ``host`` holds the host-side counters shared by the batch as one
+    :class:`~gped_kit.engine.state.HostState` (``t``, ``adam_steps``, ... name its fields); ``values``
+    the device-side values the steps read (:class:`~gped_kit.engine.values.EngineValues`)."""
+
+    t = _host_field("t")
+    steps_in_nll_sum = _host_field("steps_in_nll_sum")
+    ensemble_count = _host_field("ensemble_count")
+    adam_steps = _host_field("adam_steps")
+    steps_since_log = _host_field("steps_since_log")
+    snapshots_taken = _host_field("snapshots_taken")
 
     def __init__(self, chains: Sequence[ChainSpec], use_vmap: bool | None = None, pooled: bool | None = None) -> None:
         chains = list(chains)
@@ -238,7 +260,7 @@ class GPEDEngine:
         self.students_batched = self.batched and not self.pooled
         self.student_autodiff = Autodiff.FUNCTORCH if self.students_batched else Autodiff.AUTOGRAD
         self.num_outputs = ref.data.num_outputs
-        self.t = 0
+        self.host = HostState(adam_steps=[0] * len(ref.students), steps_since_log=[0] * len(ref.students))
         self.elapsed = 0.0
         self.history: list[list[dict]] = [[] for _ in chains]
         self.resumed_from: int | None = None
@@ -287,16 +309,11 @@ class GPEDEngine:
         # each slot's parameters and Adam moments as flat (R, P) buffers: an Adam step is a few kernels
         self._student_buffers = [flatten_student_(s) for s in self.students]
         self.lr_values = [[c.students[j].config.lr for c in chains] for j in range(len(ref.students))]
-        self.adam_steps = [0] * len(ref.students)
-        self.steps_since_log = [0] * len(ref.students)
-        self.steps_in_nll_sum = 0
         self.ensemble = EnsembleState({name: torch.zeros(K, self.num_eval, target.out_dim(self.num_outputs),
                                                          device=self.device)
                                        for name, target in ref.ensemble_targets.items()})
-        self.ensemble_count = 0
         self.recent = RecentWindow()
         self.snapshots = torch.zeros(K, self.config.num_snapshots, ref.teacher.num_params, device=self.device)
-        self.snapshots_taken = 0
 
         # buffers for one step's draws
         m = self.config.sampler.batch_size
@@ -318,10 +335,11 @@ class GPEDEngine:
         # a period of the event schedule at a time
         self.period = math.lcm(self.config.eval_thinning, *(key.thinning for key in ref.groups))
         sampler = self.config.sampler
-        self._scales = (ValueTable(sampler.scales, len(sampler.scales(0)), self.period, self.device)
-                        if sampler.varies and sampler.device_scales else None)
-        self._corrections = [ValueTable(bias_corrections, 2, max(1, self.period // s.group.thinning), self.device)
-                             for s in ref.students]
+        self.values = EngineValues(
+            ValueTable(sampler.scales, len(sampler.scales(0)), self.period, self.device)
+            if sampler.varies and sampler.device_scales else None,
+            [ValueTable(bias_corrections, 2, max(1, self.period // s.group.thinning), self.device)
+             for s in ref.students])
         # graph mode (CUDA): periods of the event schedule replayed as captured CUDA graphs
         use_graphs = self.config.graph if self.config.graph is not None else self.device.type == "cuda"
         self.graphs = PeriodGraphs(self) if use_graphs else None
@@ -412,7 +430,8 @@ class GPEDEngine:
         """The sampler's step-size factors at step t: a row of the device-side table when the schedule
         varies and the sampler takes them as a tensor, host floats otherwise (constant for a constant
         schedule)."""
-        return self._scales.row(t) if self._scales is not None else self.config.sampler.scales(t)
+        scales = self.values.scales
+        return scales.row(t) if scales is not None else self.config.sampler.scales(t)
 
     def take_snapshot(self, index: int) -> None:
         """Keep every chain's current sample as snapshot ``index`` (``GPEDConfig.num_snapshots``)."""
@@ -502,7 +521,7 @@ class GPEDEngine:
     def _distill_group_pooled(self, key: GroupKey, t: int) -> None:
         """:meth:`distill_group` for a pooled teacher: one S' and x' for the run, the K chains'
         statistics (K, M', ...) on it, each student updated from targets pooled over them
-        (:func:`~gped_kit.engine.steps.pooled_distill_step`); derivative matching matches the mean
+        (:func:`~gped_kit.engine.steps.pooled_distill_gradients`); derivative matching matches the mean
         of the K chains' projected input-gradients (one projection, shared)."""
         students = self._students()
         idx, x = self.draw_distill_inputs(key)
@@ -529,7 +548,7 @@ class GPEDEngine:
         buffers = self._student_buffers[j]
         buffers.params.layout.gather_(buffers.grads, grads, chain_axis=chain_axis)
         self.adam_steps[j] += 1
-        corrections = self._corrections[j].row(self.adam_steps[j])
+        corrections = self.values.corrections[j].row(self.adam_steps[j])
         adam_update_(buffers.params, buffers.grads, buffers.adam, buffers.lr, corrections[0], corrections[1])
         self.steps_since_log[j] += 1
 
@@ -608,14 +627,13 @@ class GPEDEngine:
         for r, state in states.items():
             self._load_run(r, state)
         first = states[min(states)]
-        self.t = first.t
+        self.host = HostState(t=first.t, steps_in_nll_sum=first.teacher.steps_in_nll_sum,
+                              ensemble_count=first.ensemble.count,
+                              adam_steps=[s.adam_steps for s in first.students],
+                              steps_since_log=[s.steps_since_log for s in first.students],
+                              snapshots_taken=first.snapshots_taken)
         self.resumed_from = self.t
         self.elapsed = max(s.elapsed for s in states.values())
-        self.steps_in_nll_sum = first.teacher.steps_in_nll_sum
-        self.ensemble_count = first.ensemble.count
-        self.snapshots_taken = first.snapshots_taken
-        self.adam_steps = [s.adam_steps for s in first.students]
-        self.steps_since_log = [s.steps_since_log for s in first.students]
         self._dropout_state = {n: v.cpu() for n, v in first.dropout_rng.items()}
 
     def load_run_state(self, r: int, state: RunState) -> None:

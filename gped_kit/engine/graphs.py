@@ -19,8 +19,8 @@ no learning-rate change (the halving schedule) and ends before the run's stop; a
 with a varying step size (its factors are host floats) never replays. Such periods run eagerly,
 step by step, as on the CPU; the two a user may not expect (such a sampler, and more patterns than
 :data:`MAX_GRAPHS`) are warned about once each (:class:`GraphFallbackWarning`). After a replay the
-host-side counters (t, Adam's step counts, the ensemble's count, the steps in the running sums)
-advance by what the captured period did.
+engine's host state (:class:`~gped_kit.engine.state.HostState`: t, Adam's step counts, the ensemble's
+count, the steps in the running sums) advances by what the captured period did.
 
 **First sight of a pattern**: the period runs eagerly on a side stream (CUDA's warm-up before a
 capture: libraries initialise their workspaces); the next period with the pattern is captured and
@@ -31,15 +31,15 @@ compute: a replayed period equals the same period stepped eagerly, bit for bit (
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 import torch
 
 from .config import GPEDConfig
 from .spec import ChainSpec
+from .state import HostState
 from .streams import ChainStreams
-from .values import ValueTable
+from .values import EngineValues
 
 #: At most this many patterns are captured per engine; further ones run eagerly (a cyclical
 #: schedule with many distinct phase boundaries would otherwise capture a graph per period).
@@ -65,58 +65,23 @@ def sampler_fallback(config: GPEDConfig) -> str | None:
 
 class PeriodEngine(Protocol):
     """What graph mode reads and advances of :class:`gped_kit.engine.engine.GPEDEngine` (which imports
-    this module): its step, events, counters, streams and device-side value tables."""
+    this module): its step and events, its host-side counters (:class:`~gped_kit.engine.state.HostState`),
+    its streams and device-side values (:class:`~gped_kit.engine.values.EngineValues`)."""
 
-    t: int
+    host: HostState
     period: int
     config: GPEDConfig
     chains: Sequence[ChainSpec]
     device: torch.device
     streams: ChainStreams
-    steps_in_nll_sum: int
-    ensemble_count: int
-    adam_steps: list[int]
-    steps_since_log: list[int]
+    values: EngineValues
     lr_values: list[list[float]]
-    _scales: ValueTable | None
-    _corrections: list[ValueTable]
 
     def step(self) -> None: ...
 
     def events(self, t: int) -> Any: ...
 
     def learning_rates(self, j: int, t: int) -> list[float]: ...
-
-
-@dataclass(frozen=True)
-class HostCounters:
-    """The engine's host-side counters that a period advances."""
-
-    t: int
-    steps_in_nll_sum: int
-    ensemble_count: int
-    adam_steps: tuple[int, ...]
-    steps_since_log: tuple[int, ...]
-
-    @classmethod
-    def of(cls, engine: PeriodEngine) -> HostCounters:
-        return cls(engine.t, engine.steps_in_nll_sum, engine.ensemble_count, tuple(engine.adam_steps),
-                   tuple(engine.steps_since_log))
-
-    def minus(self, other: HostCounters) -> HostCounters:
-        return HostCounters(self.t - other.t, self.steps_in_nll_sum - other.steps_in_nll_sum,
-                            self.ensemble_count - other.ensemble_count,
-                            tuple(a - b for a, b in zip(self.adam_steps, other.adam_steps)),
-                            tuple(a - b for a, b in zip(self.steps_since_log, other.steps_since_log)))
-
-    def apply(self, engine: PeriodEngine, delta: HostCounters | None = None) -> None:
-        """Set the engine's counters to these (plus ``delta``)."""
-        d = delta or HostCounters(0, 0, 0, (0,) * len(self.adam_steps), (0,) * len(self.steps_since_log))
-        engine.t = self.t + d.t
-        engine.steps_in_nll_sum = self.steps_in_nll_sum + d.steps_in_nll_sum
-        engine.ensemble_count = self.ensemble_count + d.ensemble_count
-        engine.adam_steps = [a + b for a, b in zip(self.adam_steps, d.adam_steps)]
-        engine.steps_since_log = [a + b for a, b in zip(self.steps_since_log, d.steps_since_log)]
 
 
 def period_pattern(engine: PeriodEngine, t0: int, stop: int) -> tuple | None:
@@ -152,7 +117,7 @@ class PeriodGraphs:
             raise ValueError(f"GPEDConfig.graph=True needs a CUDA device, the run is on {engine.device}; "
                              "leave graph at None (on for CUDA only) or set it to False")
         self.engine = engine
-        self.graphs: dict[tuple, tuple[Any, HostCounters]] = {}
+        self.graphs: dict[tuple, tuple[Any, HostState]] = {}
         self.warmed: set[tuple] = set()
         self.pool: Any = None
         self.replays = 0
@@ -170,7 +135,7 @@ class PeriodGraphs:
         or replaying its graph) and return True; return False (nothing done) when it must be stepped
         eagerly."""
         engine = self.engine
-        t0 = engine.t
+        t0 = engine.host.t
         pattern = period_pattern(engine, t0, stop)
         if pattern is None:
             return False
@@ -178,7 +143,7 @@ class PeriodGraphs:
             self._fall_back(f"{MAX_GRAPHS} event patterns are captured (MAX_GRAPHS); periods of a new pattern, "
                             f"first at step {t0}, run eagerly")
             return False
-        self._fill_values(t0)
+        engine.values.fill(t0, engine.host.adam_steps)  # the period's rows, which the capture recorded
         if pattern not in self.graphs:
             if pattern not in self.warmed:
                 self._warm_up()
@@ -186,19 +151,10 @@ class PeriodGraphs:
                 return True
             self.graphs[pattern] = self._capture()
         graph, delta = self.graphs[pattern]
-        before = HostCounters.of(engine)
         graph.replay()
-        before.apply(engine, delta)
+        engine.host = engine.host.plus(delta)
         self.replays += 1
         return True
-
-    def _fill_values(self, t0: int) -> None:
-        """The period's device-side values into the rows its steps read (the capture recorded them)."""
-        engine = self.engine
-        if engine._scales is not None:
-            engine._scales.fill(t0)
-        for j, table in enumerate(engine._corrections):
-            table.fill(engine.adam_steps[j] + 1)
 
     def _warm_up(self) -> None:
         engine = self.engine
@@ -209,24 +165,25 @@ class PeriodGraphs:
                 engine.step()
         torch.cuda.current_stream(engine.device).wait_stream(side)
 
-    def _capture(self) -> tuple[Any, HostCounters]:
-        """Record one period (the kernels are recorded, not run); the host counters are restored."""
+    def _capture(self) -> tuple[Any, HostState]:
+        """Record one period (the kernels are recorded, not run) and what it advances the host state by; the
+        host state is restored (the replay that follows advances it)."""
         engine = self.engine
         graph = torch.cuda.CUDAGraph()
         streams = engine.streams
         for gen in [*streams.data, *streams.noise, *(g for gens in streams.groups.values() for g in gens)]:
             graph.register_generator_state(gen)
-        before = HostCounters.of(engine)
+        before = engine.host.copy()
         try:
             with torch.cuda.graph(graph, pool=self.pool):
                 for _ in range(engine.period):
                     engine.step()
         except Exception as exc:
-            before.apply(engine)
+            engine.host = before
             raise RuntimeError(f"capturing the period at step {before.t} as a CUDA graph failed ({exc}); the run is "
                                "unchanged: run it with GPEDConfig(graph=False)") from exc
-        delta = HostCounters.of(engine).minus(before)
-        before.apply(engine)
+        delta = engine.host.minus(before)
+        engine.host = before
         if self.pool is None:
             self.pool = graph.pool()
         return graph, delta

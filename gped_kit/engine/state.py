@@ -10,8 +10,12 @@
 Every tensor has a leading chain axis of size K (the chains of a batch, K >= 1), so a batch is
 one set of tensors; :func:`chain_view` gives one chain's views (no copies). The step functions
 of :mod:`gped_kit.engine.steps` update these containers in place, for one chain or under
-``torch.func.vmap`` over the chain axis. Host-side counters (the step t, Adam's step count,
-ensemble sample count) live with the engine, not here: they are the same for every chain.
+``torch.func.vmap`` over the chain axis.
+
+* :class:`HostState`: the host-side counters, the same for every chain of a batch (the step t, the
+  minibatch NLLs summed since the last log, the ensemble's sample count, each student slot's Adam
+  steps and updates since the last log, the snapshots taken): one typed value the engine holds and
+  graph mode advances by what a captured period did (:meth:`HostState.minus`, :meth:`HostState.plus`).
 
 * :class:`RunState`: everything one *run* needs to continue exactly where it stopped, in one
   typed, immutable value with no chain axis of the batch (its own copies, not views): the step
@@ -26,7 +30,8 @@ ensemble sample count) live with the engine, not here: they are the same for eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import torch
@@ -56,6 +61,41 @@ class StudentState(NamedTuple):
 
 class EnsembleState(NamedTuple):
     sums: dict[str, torch.Tensor]
+
+
+@dataclass
+class HostState:
+    """The engine's host-side counters (see the module docstring): ``t`` the next step, ``steps_in_nll_sum``
+    the teacher steps whose minibatch NLL the running sum holds, ``ensemble_count`` the samples in the
+    ensemble's sums, per student slot ``adam_steps`` (Adam's update count, for its bias corrections) and
+    ``steps_since_log`` (updates since the last log point), and ``snapshots_taken``. Plain ints: reading
+    them never waits for a device."""
+
+    t: int = 0
+    steps_in_nll_sum: int = 0
+    ensemble_count: int = 0
+    adam_steps: list[int] = field(default_factory=list)
+    steps_since_log: list[int] = field(default_factory=list)
+    snapshots_taken: int = 0
+
+    def copy(self) -> HostState:
+        return dataclasses.replace(self, adam_steps=list(self.adam_steps), steps_since_log=list(self.steps_since_log))
+
+    def minus(self, other: HostState) -> HostState:
+        """What changed from ``other`` to this state, counter by counter (a period's advance)."""
+        return HostState(self.t - other.t, self.steps_in_nll_sum - other.steps_in_nll_sum,
+                         self.ensemble_count - other.ensemble_count,
+                         [a - b for a, b in zip(self.adam_steps, other.adam_steps)],
+                         [a - b for a, b in zip(self.steps_since_log, other.steps_since_log)],
+                         self.snapshots_taken - other.snapshots_taken)
+
+    def plus(self, delta: HostState) -> HostState:
+        """This state advanced by ``delta`` (:meth:`minus` of a captured period), as a new value."""
+        return HostState(self.t + delta.t, self.steps_in_nll_sum + delta.steps_in_nll_sum,
+                         self.ensemble_count + delta.ensemble_count,
+                         [a + b for a, b in zip(self.adam_steps, delta.adam_steps)],
+                         [a + b for a, b in zip(self.steps_since_log, delta.steps_since_log)],
+                         self.snapshots_taken + delta.snapshots_taken)
 
 
 def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:

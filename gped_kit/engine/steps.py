@@ -7,8 +7,8 @@ state in place and returns it (or the gradients the update needs). The same func
 carry a leading chain axis (with ``Autodiff.FUNCTORCH``). The network-specific parts come in
 small frozen bundles (:class:`TeacherFns`, :class:`StudentFns`) built once per batch.
 
-* :func:`teacher_gradients` -- the gradient of the minibatch NLL on D that Eq. 7's step takes
-  (:func:`teacher_step`: with the sampler's update, tensor by tensor).
+* :func:`teacher_gradients` -- the gradient of the minibatch NLL on D that Eq. 7's step takes (the
+  sampler's update follows, over the engine's flat buffer).
 * :func:`teacher_statistics` -- the current sample's output statistics (log-probabilities) on
   distillation or evaluation inputs, optionally with the projected input-gradients that
   derivative matching needs.
@@ -17,7 +17,7 @@ small frozen bundles (:class:`TeacherFns`, :class:`StudentFns`) built once per b
 * :func:`distill_gradients` -- Algorithm 1's inner update up to the gradient: the target
   estimates g_hat (Eq. 9 or 10) for the minibatch S' of D', then the gradient of
   ``mean_i l(g_hat_i, f(x_i | phi)) + lambda R(phi)`` (Eq. 8) (+ gamma times the derivative
-  square error, thesis Eq. 2.18); :func:`distill_step` adds the Adam step, tensor by tensor.
+  square error, thesis Eq. 2.18); the engine's Adam step follows, over its flat buffer.
 * :func:`pooled_distill_gradients` -- the same for the students of a pooled teacher, whose
   targets pool the K chains' current samples (Eqs. 9 and 10 over the pooled samples).
 
@@ -36,7 +36,6 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from ..core import losses
-from ..core.adam import adam_update_
 from ..core.autodiff import Autodiff, projected_input_gradient, value_and_grad
 from ..core.estimators import estimator_update_, pooled_estimator_update_
 from ..core.likelihoods import Likelihood
@@ -83,17 +82,6 @@ def teacher_gradients(state: ChainState, x: torch.Tensor, y: torch.Tensor, *, fn
     loss, grads = value_and_grad(teacher_loss, state.params, state.buffers, x, y, fns, mode=autodiff)
     state.train_nll_sum.add_(loss)
     return grads
-
-
-def teacher_step(state: ChainState, x: torch.Tensor, y: torch.Tensor, noise: dict[str, torch.Tensor], *,
-                 fns: TeacherFns, scales: tuple[float, ...], autodiff: Autodiff) -> ChainState:
-    """One step of the teacher's sampler (SGLD: Eq. 7; :mod:`gped_kit.core.sampler`) on the
-    minibatch ``(x, y)`` of D with standard normal ``noise`` (one tensor per parameter) and the
-    sampler's host factors ``scales`` at this step, tensor by tensor (the engine instead applies
-    the update to its flat buffers: :meth:`~gped_kit.engine.engine.GPEDEngine.teacher_step`)."""
-    grads = teacher_gradients(state, x, y, fns=fns, autodiff=autodiff)
-    fns.sampler.update_(state.params, state.sampler, grads, noise, state.coefficients, scales)
-    return state
 
 
 def teacher_statistics(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor, *,
@@ -159,22 +147,10 @@ def distill_gradients(state: StudentState, x: torch.Tensor, index: torch.Tensor,
     """Algorithm 1's inner step up to the student's gradient: g(x'_i, theta_t) from the teacher's
     ``stats`` on the distillation inputs ``x`` (indices ``index`` into D'), the estimator's targets
     g_hat (Eqs. 9-10; U_o's store updated in place), and the gradient of Eq. 8's loss at phi
-    (:func:`student_gradients`). The Adam step follows (:func:`distill_step`; the engine applies it
-    to its flat buffers)."""
+    (:func:`student_gradients`). The Adam step follows (the engine applies it to its flat buffers)."""
     with torch.no_grad():
         target_hat = estimator_update_(fns.estimator, state.store, index, fns.target.g(stats))
     return student_gradients(state, x, target_hat, projection, teacher_grad, fns=fns, autodiff=autodiff)
-
-
-def distill_step(state: StudentState, x: torch.Tensor, index: torch.Tensor, stats: torch.Tensor,
-                 projection: torch.Tensor | None, teacher_grad: torch.Tensor | None, *, fns: StudentFns,
-                 corrections: tuple[float, float], autodiff: Autodiff) -> StudentState:
-    """One student update of Algorithm 1, tensor by tensor: :func:`distill_gradients`, then one Adam
-    step (``corrections``: Adam's bias corrections for this update,
-    :func:`gped_kit.core.adam.bias_corrections`)."""
-    grads = distill_gradients(state, x, index, stats, projection, teacher_grad, fns=fns, autodiff=autodiff)
-    adam_update_(state.params, grads, state.adam, state.lr, *corrections)
-    return state
 
 
 def pooled_distill_gradients(state: StudentState, x: torch.Tensor, index: torch.Tensor, stats: torch.Tensor,

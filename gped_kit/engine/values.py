@@ -39,7 +39,12 @@ class ValueTable:
 
     def fill(self, start: int) -> None:
         """Rows ``start`` .. ``start + size - 1``, computed on the host, uploaded in one copy (from
-        pinned memory on CUDA, so the copy does not wait for the device)."""
+        pinned memory on CUDA, so the copy does not wait for the device; PyTorch's pinned-memory cache
+        keeps the block until the copy has run). Refused inside a CUDA graph capture, which would record
+        a copy from host memory freed after it: the period's rows are filled before its capture."""
+        if self.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("ValueTable.fill inside a CUDA graph capture: fill the table before capturing "
+                               "(graph mode fills each period's rows before its capture and replays)")
         host = torch.tensor([list(self.values(i)) for i in range(start, start + self.size)], dtype=torch.float32)
         if self.device.type == "cuda":
             host = host.pin_memory()
@@ -54,3 +59,21 @@ class ValueTable:
         if not self.covers(i):
             self.fill(i)
         return self.table[i - self.start]
+
+
+class EngineValues:
+    """The device-side values of an engine's steps: the sampler's step-size factors (``scales``; None when
+    the sampler's step size is constant or computed on the host) and each student slot's Adam bias
+    corrections (``corrections``), each a :class:`ValueTable` over one period of the event schedule."""
+
+    def __init__(self, scales: ValueTable | None, corrections: Sequence[ValueTable]) -> None:
+        self.scales = scales
+        self.corrections = list(corrections)
+
+    def fill(self, t0: int, adam_steps: Sequence[int]) -> None:
+        """The rows of the period starting at step ``t0``, with slot j's next Adam update ``adam_steps[j] + 1``
+        (a graph's period reads them: filled before each capture and replay)."""
+        if self.scales is not None:
+            self.scales.fill(t0)
+        for table, steps in zip(self.corrections, adam_steps):
+            table.fill(steps + 1)
