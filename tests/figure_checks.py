@@ -20,7 +20,13 @@
 - a data series in a colour of too little contrast to its axes' background (a light yellow line on
   white);
 - a squashed panel: a few points (a curve's first point at NLL 2.3) stretch the y range so far that
-  all the others lie in a thin band of it.
+  all the others lie in a thin band of it;
+- a legend swatch whose colour is not the colour of the artists it labels (issue 56: a grey "share
+  correct" swatch for blue and orange bars), or artists of a label in a colour its swatch does not show;
+- panels of one figure that show one quantity (the same y label and scale) over unequal y ranges (two
+  accuracy panels side by side at 0.80-0.88 and 0.80-0.84);
+- an error bar that reaches below 0 for a quantity that cannot be negative (an MAE, an NLL, an entropy);
+- an empty panel: an axes with no data drawn in it (a blank panel, or one that holds only a note).
 
 :func:`figure_defects` returns one sentence per defect found (empty: none). It draws the figure
 first (Agg), so limits and layout are final; it reads the artists matplotlib holds, so it checks
@@ -34,16 +40,17 @@ from collections.abc import Iterator
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.collections import Collection, PathCollection
+from matplotlib.collections import Collection, LineCollection, PathCollection
 from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.offsetbox import DrawingArea
 from matplotlib.patches import Patch
 
-from gped_kit.viz.theme import SIMILAR_COLOR_DELTA_E, color_difference
+from gped_kit.viz.theme import OWN_Y_RANGE, SIMILAR_COLOR_DELTA_E, color_difference
 
 #: Pixels a point may lie past an axes' edge and still count as inside (markers drawn on the edge).
 EDGE_TOLERANCE_PX = 1.5
@@ -67,6 +74,21 @@ SQUASHED_BAND = 0.1
 #: The contrast ratio (WCAG 2) of a series' colour to its axes' background below which the series is
 #: hard to see (the palette's old yellow #ece133 on white: 1.37; its lightest colours in use: 1.7).
 MIN_CONTRAST = 1.5
+
+#: A legend swatch and an artist it labels show one colour when their colours (each drawn over white) are closer
+#: than this (Delta E*ab): a method's shades are further apart, a bar and its swatch at one alpha are the same.
+SWATCH_DELTA_E = 20.0
+
+#: Panels showing one quantity have equal y ranges when their limits differ by less than this share of the
+#: larger range.
+SHARED_RANGE_TOLERANCE = 0.01
+
+#: A quantity that cannot be negative, named in an axis label: an MAE, an NLL, an entropy, an ECE, a KL
+#: divergence, a variance or a standard deviation ...
+NON_NEGATIVE = re.compile(r"\b(MAE|NLL|entropy|entropies|ECE|calibration error|KL|variance|standard deviation|"
+                          r"mean absolute error)\b", re.IGNORECASE)
+#: ... unless the label says it is a difference, a gap, a change or a log of one (which can be).
+SIGNED = re.compile(r"gap|differ|change|improve|relative|skill|minus|\bvs\b|\blog|Δ|−| - ", re.IGNORECASE)
 
 #: An axis label token that is a variable name: lower case words joined by underscores, outside $...$.
 RAW_NAME = re.compile(r"(?<![\w$\\])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w$])")
@@ -178,8 +200,11 @@ def _style(artist) -> tuple | None:
             if open_face and marker in _FILLED_MARKERS:
                 marker = f"{marker} (open)"
         return (to_rgba(colour), marker, ls)
-    if isinstance(artist, Patch):
-        return (to_rgba(artist.get_facecolor()), "patch", artist.get_linestyle())
+    if isinstance(artist, Patch):  # a filled patch by its fill, an outline by its edge; a hatch is its own look
+        face = to_rgba(artist.get_facecolor())
+        filled = artist.get_fill() and face[3] > 0
+        kind = ("patch" if filled else "outline") + (f" hatched {artist.get_hatch()}" if artist.get_hatch() else "")
+        return (face if filled else to_rgba(artist.get_edgecolor()), kind, artist.get_linestyle())
     return None
 
 
@@ -489,6 +514,215 @@ def low_contrast_series(ax: Axes) -> list[str]:
     return found
 
 
+def _over_white(colour) -> tuple[float, float, float]:
+    """An RGBA colour as it shows drawn over white (its alpha blended in)."""
+    r, g, b, a = to_rgba(colour)
+    return (a * r + 1 - a, a * g + 1 - a, a * b + 1 - a)
+
+
+def _shown(colour) -> bool:
+    return to_rgba(colour)[3] > 0
+
+
+def _artist_colours(artist) -> list:
+    """The colours ``artist`` shows (a line's or markers', a patch's fill or, unfilled, its edge, a collection's
+    faces or, unfilled, its edges; a container's parts'), as RGBA; [] for none."""
+    if isinstance(artist, BarContainer):
+        return [c for patch in artist.patches if patch.get_visible() for c in _artist_colours(patch)]
+    if isinstance(artist, ErrorbarContainer):
+        data_line, _, bar_lines = artist.lines
+        if data_line is not None and data_line.get_visible():
+            return _artist_colours(data_line)
+        return [c for coll in bar_lines for c in _artist_colours(coll)]
+    if isinstance(artist, Line2D):
+        marker = artist.get_marker() not in (None, "None", "none", " ", "")
+        ls = artist.get_linestyle() not in ("None", "none", " ", "")
+        if not (marker or ls):
+            return []  # an empty handle (a spacer), no colour
+        colour = _style(artist)[0]
+        alpha = artist.get_alpha()
+        return [(*colour[:3], colour[3] * (1.0 if alpha is None else alpha))]
+    if isinstance(artist, Patch):
+        face = artist.get_facecolor()
+        if artist.get_fill() and _shown(face):
+            return [face]
+        edge = artist.get_edgecolor()
+        return [edge] if _shown(edge) and artist.get_linewidth() > 0 else []
+    if isinstance(artist, Collection):
+        faces = [c for c in np.atleast_2d(artist.get_facecolor()) if len(c) and _shown(c)]
+        if faces:
+            return faces
+        return [c for c in np.atleast_2d(artist.get_edgecolor()) if len(c) and _shown(c)]
+    return []
+
+
+def _labelled_artists(fig: Figure, label: str) -> list:
+    """Every artist of ``fig`` (lines, patches, collections, bar and error bar containers) labelled ``label``."""
+    found = []
+    for ax in _all_axes(fig):
+        in_containers = {id(part) for c in ax.containers for part in c}
+        for artist in [*ax.lines, *ax.patches, *ax.collections]:
+            if artist.get_visible() and artist.get_label() == label and id(artist) not in in_containers:
+                found.append(artist)
+        found += [c for c in ax.containers if c.get_label() == label]
+    return found
+
+
+def _legend_entries(legend: Legend) -> list[tuple[str, list]]:
+    """Each entry of ``legend``: its text and every artist drawn in its swatch (a tuple handle draws several)."""
+    entries = []
+    for column in legend._legend_handle_box.get_children():
+        for row in column.get_children():
+            parts = row.get_children()
+            swatch = next((p for p in parts if isinstance(p, DrawingArea)), None)
+            texts = [t for p in parts if p is not swatch for t in p.get_children() if hasattr(t, "get_text")]
+            if swatch is not None and texts:
+                entries.append((texts[0].get_text(), list(swatch.get_children())))
+    return entries
+
+
+def _near(colour, colours) -> bool:
+    return any(color_difference(_over_white(colour), _over_white(c)) < SWATCH_DELTA_E for c in colours)
+
+
+def _colour_name(colour) -> str:
+    r, g, b = _over_white(colour)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+
+
+def mismatched_legend_swatches(fig: Figure) -> list[str]:
+    """Legend entries whose swatch shows a colour that none of the artists with the entry's label has (a grey
+    "share correct" patch for blue and orange bars), or whose artists have a colour the swatch does not show.
+    Entries that label no artist of the figure (proxies for a style, e.g. "dashed: U_s") are not checked."""
+    found = []
+    for legend in _all_legends(fig):
+        if not legend.get_visible():
+            continue
+        for text, swatch in _legend_entries(legend):
+            artists = _labelled_artists(fig, text)
+            drawn = [c for a in artists for c in _artist_colours(a)]
+            shown = [c for a in swatch for c in _artist_colours(a)]
+            if not drawn or not shown:
+                continue
+            unmatched = list(dict.fromkeys(_colour_name(c) for c in shown if not _near(c, drawn)))
+            unshown = list(dict.fromkeys(_colour_name(c) for c in drawn if not _near(c, shown)))
+            if unmatched or unshown:
+                found.append(f"legend entry {text!r}: its swatch shows {', '.join(unmatched) or 'no colour'} that "
+                             f"no artist it labels has, and not {', '.join(unshown) or '-'} of the artists it labels")
+    return found
+
+
+#: A tick label that is a number: 0.8, −0.05, 1,000, 50k, 2.5×, 10%, $\\mathdefault{10^{-2}}$.
+_NUMBER = re.compile(r"^[-+−]?(\d[\d,\u2009]*(\.\d*)?|\.\d+)([eE][-+−]?\d+)?\s*[kKMG%×x]?$|^10\^\{?[-+−]?\d+\}?$")
+
+
+def _named_ticks(axis) -> bool:
+    """Whether ``axis``'s tick labels are names (methods, settings), not numbers."""
+    texts = [re.sub(r"\$|\\mathdefault|[{}]", "", t.get_text()).strip() for t in axis.get_ticklabels()]
+    return any(not _NUMBER.match(t) for t in texts if t)
+
+
+def _quantity(ax: Axes) -> str:
+    """The quantity ``ax`` shows on its y axis: its y label, with the scale."""
+    return f"{ax.get_ylabel().strip()} ({ax.get_yscale()})" if ax.get_ylabel().strip() else ""
+
+
+def unequal_shared_axes(fig: Figure) -> list[str]:
+    """Panels of ``fig`` that show one quantity (the same y label on the same scale) over unequal y ranges:
+    the same value sits at different heights side by side (Figure 14's two accuracy panels at 0.80-0.88 and
+    0.80-0.84). Give them one y range (``sharey``); a panel marked by :func:`gped_kit.viz.theme.own_y_range`
+    keeps its own, for the reason it gives."""
+    groups: dict[str, list[Axes]] = {}
+    for ax in _all_axes(fig):
+        if _named_ticks(ax.yaxis) or getattr(ax, OWN_Y_RANGE, None):
+            continue  # names on the ticks (one row per method): categories; or a range kept on purpose
+        if ax.get_visible() and ax.axison and not _is_colorbar(ax) and _quantity(ax):
+            groups.setdefault(_quantity(ax), []).append(ax)
+    found = []
+    for quantity, axes in groups.items():
+        limits = [tuple(sorted(ax.get_ylim())) for ax in axes]
+        span = max(high - low for low, high in limits)
+        if span > 0 and any(max(abs(a[0] - b[0]), abs(a[1] - b[1])) > SHARED_RANGE_TOLERANCE * span
+                            for a in limits for b in limits):
+            ranges = ", ".join(f"{ax.get_title()!r}: {low:.3g}-{high:.3g}"
+                               for ax, (low, high) in zip(axes, limits))
+            found.append(f"panels of {quantity} have unequal y ranges ({ranges})")
+    return found
+
+
+def _label_of(ax: Axes, which: str) -> str:
+    label = ax.get_ylabel() if which == "y" else ax.get_xlabel()
+    if label.strip():
+        return label
+    holder = ax.get_figure(root=False)
+    while holder is not None:
+        sup = getattr(holder, f"_sup{which}label", None)
+        if sup is not None and sup.get_text():
+            return sup.get_text()
+        parent = getattr(holder, "_parent", None)
+        holder = parent if parent is not holder else None
+    return ""
+
+
+def _error_bar_ends(container: ErrorbarContainer) -> tuple[list[float], list[float]]:
+    """The lower ends (in data coordinates) of ``container``'s vertical bars and of its horizontal bars."""
+    low_y, low_x = [], []
+    for coll in container.lines[2]:
+        if not isinstance(coll, LineCollection) or not coll.get_visible():
+            continue
+        for seg in coll.get_segments():
+            seg = np.asarray(seg, dtype=float)
+            if len(seg) < 2 or not np.isfinite(seg).all():
+                continue
+            if np.allclose(seg[:, 0], seg[0, 0]):
+                low_y.append(float(seg[:, 1].min()))
+            elif np.allclose(seg[:, 1], seg[0, 1]):
+                low_x.append(float(seg[:, 0].min()))
+    return low_y, low_x
+
+
+def error_bars_below_floor(ax: Axes) -> list[str]:
+    """Error bars of ``ax`` that reach below 0 on an axis whose label names a quantity that cannot be negative
+    (:data:`NON_NEGATIVE`: an MAE, an NLL, an entropy; not a difference of them, :data:`SIGNED`): cut them at 0,
+    or show the spread another way."""
+    found = []
+    for container in ax.containers:
+        if not isinstance(container, ErrorbarContainer):
+            continue
+        low_y, low_x = _error_bar_ends(container)
+        for which, lows in (("y", low_y), ("x", low_x)):
+            label = _label_of(ax, which)
+            if lows and min(lows) < 0 and NON_NEGATIVE.search(label) and not SIGNED.search(label):
+                found.append(f"{ax.get_title() or 'an axes'!r}: an error bar reaches {min(lows):.3g}, below 0, "
+                             f"for {label!r}, which cannot be negative")
+    return found
+
+
+def _has_data(ax: Axes) -> bool:
+    """Whether ``ax`` draws any data: a line or markers with a finite point, a collection, a bar or patch of some
+    size, an image."""
+    for line in ax.lines:
+        if line.get_visible() and not _is_reference(line, ax) and len(_line_points(line)):
+            return True
+    for coll in ax.collections:
+        if coll.get_visible() and (len(coll.get_offsets()) or len(coll.get_paths())):
+            return True
+    for patch in ax.patches:
+        if patch.get_visible() and patch.get_window_extent().width * patch.get_window_extent().height > 0:
+            return True
+    return any(image.get_visible() for image in ax.images)
+
+
+def empty_panel(ax: Axes) -> list[str]:
+    """``ax`` when it draws no data: a blank panel, or one holding only a note or reference lines (drop it, or
+    say the note elsewhere). An axes that only holds a legend is a legend's place, not a panel."""
+    if _is_colorbar(ax) or _has_data(ax) or (not ax.axison and ax.get_legend() is not None):
+        return []
+    notes = [t.get_text() for t in ax.texts if _shown_text(t)]
+    what = f"only the note {notes[0]!r}" if notes else "nothing"
+    return [f"{ax.get_title() or 'an axes'!r} is an empty panel: it draws {what}"]
+
+
 def figure_defects(fig: Figure) -> list[str]:
     """Every defect of ``fig`` that this module knows (see the module docstring); [] for none."""
     fig.canvas.draw()
@@ -507,8 +741,12 @@ def figure_defects(fig: Figure) -> list[str]:
         found += look_alike_bars(ax)
         found += low_contrast_series(ax)
         found += squashed_panel(ax)
+        found += error_bars_below_floor(ax)
+        found += empty_panel(ax)
     for legend in _all_legends(fig):
         found += look_alike_legend_entries(legend)
     found += colour_scales_without_bar(fig)
     found += legends_over_data(fig)
+    found += mismatched_legend_swatches(fig)
+    found += unequal_shared_axes(fig)
     return found

@@ -115,6 +115,30 @@ def test_a_prediction_calibrates_and_the_reliability_figure_is_clean():
         plt.close(fig)
 
 
+def test_the_reliability_figure_shows_bins_of_few_inputs_and_names_every_colour():
+    """Issue 56: a bin of a handful of inputs (its share correct 1.0 on 2 inputs) is drawn as an outline and its
+    count shows on the log-scaled, shared count axis; the slot of confidences of exactly 1 is drawn merged into
+    the last bin; the legend's "share correct" swatch shows each panel's colour, the gap is hatched, unfilled."""
+    probs, labels = _random_predictive(600, 10, seed=1)
+    c = calibration(probs, labels)
+    few = pd.DataFrame({"lower": [0.2, 14 / 15, 1.0], "upper": [4 / 15, 1.0, 1.0], "count": [2, 300, 100],
+                        "confidence": [0.23, 0.96, 1.0], "accuracy": [1.0, 0.95, 1.0]})
+    shown = {"Ensemble": c, "GPED": dataclasses.replace(c, bins=few)}
+    fig = plot_reliability(shown, "Reliability")
+    try:
+        assert figure_defects(fig) == []
+        bars, counts = fig.axes[1], fig.axes[len(shown) + 1]
+        outline = [b for b in bars.patches if b.get_facecolor()[3] == 0 and not b.get_hatch()]
+        assert [(round(b.get_x(), 3), b.get_height()) for b in outline] == [(0.2, 1.0)]  # the 2 inputs' bin
+        assert counts.get_yscale() == "log" and counts.get_ylim() == fig.axes[len(shown)].get_ylim()
+        assert sorted(round(b.get_height()) for b in counts.patches) == [2, 400]  # 300 and the 100 at 1 merged
+        legend = fig.legends[0]
+        assert [t.get_text() for t in legend.get_texts()] == [
+            "share correct", "share correct, a bin of < 20 inputs", "gap to the mean confidence", "perfect calibration"]
+    finally:
+        plt.close(fig)
+
+
 def test_a_diverged_student_gets_nan_not_an_error():
     probs, labels = _random_predictive(100)
     assert math.isnan(ece(torch.full_like(probs, float("nan")), labels))

@@ -3,6 +3,7 @@ checked on small hand-built tables with known answers."""
 
 import dataclasses
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -325,6 +326,25 @@ def test_the_estimator_gap_table_sets_ours_beside_the_papers():
     summary.run.table.loc[summary.run.table["estimator"] == "U_s", "student_nll"] += 0.03
     assert "At least half the paper's gap in: default" in E1.estimator_gap_text(
         E1.estimator_gap({"default": summary}))
+
+
+def test_table1_per_profile_sets_the_gpu_chain_at_the_papers_length_beside_the_profiles():
+    """Notebook 01's "other profiles": the paper profile's committed GPU chain (T = 10^6, one seed) has a row of its
+    own between the profiles and the paper's (issue 56: the README leads with it, the notebook left it out)."""
+    table1 = pd.DataFrame({"model": ["fcnn"], "seeds": [3], "teacher_nll": [0.094], "teacher_nll_std": [0.001],
+                           "teacher_nll_paper": [0.052], "student_nll": [0.12], "student_nll_std": [0.001],
+                           "student_nll_paper": [0.082], "entropy_mae": [0.07], "entropy_mae_std": [0.002],
+                           "entropy_mae_paper": [0.016]})
+    summary = SimpleNamespace(tables={"table1": table1, "run_time": pd.DataFrame({"model": ["fcnn"], "seconds": [298.0],
+                                                                                  "chains": [3]})})
+    gpu = E1.gpu_table1(Path(__file__).resolve().parents[1] / "figures")
+    assert gpu["fcnn"]["teacher_nll"] == pytest.approx(0.0539, abs=1e-4)  # the committed H200 run
+    t = E1.table1_by_profile({"default": summary}, gpu)
+    assert t["profile"].tolist() == ["default", E1.GPU_TABLE1, E1.PAPER_TABLE1]
+    row = t.set_index("profile").loc[E1.GPU_TABLE1]
+    assert row["seeds"] == 1 and pd.isna(row["teacher_nll_std"]) and pd.isna(row["seconds"])
+    assert row["student_nll / paper"] == pytest.approx(gpu["fcnn"]["student_nll"] / 0.082)
+    assert E1.table1_by_profile({"default": summary})["profile"].tolist() == ["default", E1.PAPER_TABLE1]
 
 
 def test_a_chain_whose_student_learnt_nothing_says_so_in_one_line(digits_data, tmp_path, capsys):

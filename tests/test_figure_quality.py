@@ -9,7 +9,10 @@ data, no texts over each other (value labels, notes, tick labels), no series in 
 its background. The cases of issue 45 are among them: Figure 14's equal values side by side with the
 paper's values of three methods, every student's first log step at NLL 2.3, a cyclical sampler's first
 point at 2.3, the Pareto figures with the paper's values, Experiment 2 over three seeds, the snapshot
-ensemble beside the zero-MU baseline. The checker itself is tested on deliberately bad figures.
+ensemble beside the zero-MU baseline. Issue 56's: no legend swatch in a colour its artists lack (the
+reliability diagrams' grey "share correct" for blue and orange bars), one y range for panels of one
+quantity (Figure 14's accuracy panels), no error bar below 0 for an MAE or an NLL (the seeds profile), no
+empty panel (the comparison's Fashion-MNIST NLL). The checker itself is tested on deliberately bad figures.
 Fast: no chains, nothing read from the results store."""
 
 import inspect
@@ -23,6 +26,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from figure_checks import figure_defects  # noqa: E402
+from matplotlib.legend_handler import HandlerTuple  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from test_plots import synthetic_logreg_result  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
@@ -32,6 +37,7 @@ from gped_kit.core.uncertainty import from_samples  # noqa: E402
 from gped_kit.toys import ToyResult  # noqa: E402
 from gped_kit.viz import plots  # noqa: E402
 from gped_kit.viz import thesis as thesis_plots  # noqa: E402
+from gped_kit.viz.theme import own_y_range  # noqa: E402
 
 # ----------------------------------------------------------------------------- the checker, on bad figures
 
@@ -233,6 +239,115 @@ def test_checker_finds_a_series_too_pale_for_its_background():
     assert len(defects) == 1 and "'cyclical, 4 chains' is drawn in a colour of little contrast" in defects[0]
 
 
+def test_checker_finds_a_legend_swatch_in_a_colour_its_artists_do_not_have():
+    def draw(fig, ax):  # the reliability diagrams before: "share correct" in the first panel's grey, bars in blue
+        ax.bar([0, 1], [0.5, 0.9], color="0.3", label="share correct")
+        other = fig.add_subplot(2, 1, 2)
+        ax.set_position([0.1, 0.55, 0.8, 0.4])
+        other.bar([0, 1], [0.4, 0.8], color="#0173b2", label="share correct")
+        for a in (ax, other):
+            _labelled(a)
+            a.set_ylim(0, 1)
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center")
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "legend entry 'share correct'" in defects[0] and "#0173b2" in defects[0]
+
+    def draw_grey_for_colours(fig, ax):  # a proxy swatch in grey for a blue and an orange series of one label
+        ax.plot([0, 1], [1, 2], "o-", color="#0173b2", label="ours")
+        ax.plot([0, 1], [2, 1], "o-", color="#de8f05", label="ours")
+        ax.legend([plt.Line2D([], [], color="0.5", marker="o")], ["ours"], loc="upper left", bbox_to_anchor=(1.02, 1))
+        _labelled(ax)
+    assert any("legend entry 'ours': its swatch shows #808080" in d for d in _defects_of(draw_grey_for_colours))
+
+    def draw_every_colour(fig, ax):  # one swatch per colour of the label's bars: fine
+        ax.bar([0, 1], [0.5, 0.9], color="0.3", label="share correct")
+        ax.bar([2, 3], [0.4, 0.8], color="#0173b2", label="share correct")
+        ax.set_ylim(0, 1.2)
+        handle = (Patch(color="0.3"), Patch(color="#0173b2"))
+        ax.legend([handle], ["share correct"], handler_map={tuple: HandlerTuple(ndivide=None)}, loc="upper left",
+                  bbox_to_anchor=(1.02, 1))
+        _labelled(ax)
+    assert _defects_of(draw_every_colour) == []
+
+
+def test_checker_finds_panels_of_one_quantity_over_unequal_ranges():
+    def draw(fig, ax):  # Figure 14 before: two accuracy panels at 0.80-0.88 and 0.80-0.84
+        other = fig.add_subplot(1, 2, 2)
+        ax.set_position([0.1, 0.1, 0.35, 0.8])
+        for a, top, model in ((ax, 0.88, "CNN-MNIST"), (other, 0.84, "FCNN")):
+            a.plot([0, 1, 2], [0.81, 0.83, top - 0.01], "o", color="C0", label="GPED")
+            a.set(ylim=(0.80, top), xlabel="setting", ylabel="test accuracy", title=model)
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "panels of test accuracy (linear) have unequal y ranges" in defects[0]
+
+    def draw_shared(fig, ax):  # the same two panels sharing one range; a panel of another quantity its own
+        other = fig.add_subplot(1, 3, 2, sharey=ax)
+        third = fig.add_subplot(1, 3, 3)
+        for a, top in ((ax, 0.88), (other, 0.84)):
+            a.plot([0, 1, 2], [0.81, 0.83, top - 0.01], "o", color="C0", label="GPED")
+            a.set(xlabel="setting", ylabel="test accuracy")
+        third.plot([0, 1, 2], [0.3, 0.5, 0.4], "o", color="C0")
+        third.set(xlabel="setting", ylabel="test NLL")
+    assert _defects_of(draw_shared) == []
+
+    def draw_own_range(fig, ax):  # a panel marked as keeping its own range on purpose
+        other = fig.add_subplot(1, 2, 2)
+        ax.set_position([0.1, 0.1, 0.35, 0.8])
+        for a, top in ((ax, 0.3), (other, 2.4)):
+            a.plot([0, 1, 2], [0, top, 0], color="C0")
+            a.set(xlabel="mean m", ylabel="posterior density")
+            own_y_range(a, "the posterior narrows as N grows")
+    assert _defects_of(draw_own_range) == []
+
+
+def test_checker_finds_an_error_bar_below_the_floor_of_its_metric():
+    def draw(fig, ax):  # a seeds figure before: an MAE's mean 0.03 with a standard deviation of 0.04
+        ax.errorbar([0.0, 0.5, 0.8], [0.05, 0.2, 0.03], yerr=[0.01, 0.02, 0.04], fmt="o-", color="C0", label="U_o")
+        ax.set(xlabel="masking rate", ylabel="expected-entropy MAE")
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "an error bar reaches -0.01, below 0" in defects[0]
+
+    def draw_cut(fig, ax):  # the same bar cut at 0; a difference of NLLs may go below 0
+        ax.errorbar([0.0, 0.5, 0.8], [0.05, 0.2, 0.03], yerr=[[0.01, 0.02, 0.03], [0.01, 0.02, 0.04]], fmt="o-",
+                    color="C0", label="U_o")
+        ax.set(xlabel="masking rate", ylabel="expected-entropy MAE")
+        other = fig.add_subplot(1, 2, 2)
+        ax.set_position([0.1, 0.1, 0.35, 0.8])
+        other.errorbar([0.0, 0.5], [0.01, -0.02], yerr=[0.03, 0.03], fmt="o-", color="C0", label="U_o")
+        other.set(xlabel="masking rate", ylabel="student - teacher NLL")
+    assert _defects_of(draw_cut) == []
+
+
+def test_checker_finds_an_empty_panel():
+    def draw(fig, ax):  # comparison_mnist before: a panel that only says there is nothing to show
+        other = fig.add_subplot(1, 2, 2)
+        ax.set_position([0.1, 0.1, 0.35, 0.8])
+        ax.barh([0, 1], [0.1, 0.2], color=["C0", "C1"])
+        ax.set(xlabel="test NLL", ylabel="method")
+        other.text(0.5, 0.5, "Fashion-MNIST (OOD):\nno labels, so no NLL", transform=other.transAxes, ha="center")
+        other.set_axis_off()
+        other.set_title("Fashion-MNIST (OOD)")
+    defects = _defects_of(draw)
+    assert defects == ["'Fashion-MNIST (OOD)' is an empty panel: it draws only the note "
+                       "'Fashion-MNIST (OOD):\\nno labels, so no NLL'"]
+
+    def draw_blank(fig, ax):  # a blank panel of a grid with one panel too many
+        fig.add_subplot(1, 2, 2).set(xlabel="step", ylabel="NLL")
+        ax.set_position([0.1, 0.1, 0.35, 0.8])
+        ax.plot([0, 1], [1, 2], color="C0")
+        _labelled(ax)
+    assert len([d for d in _defects_of(draw_blank) if "is an empty panel: it draws nothing" in d]) == 1
+
+    def draw_legend_place(fig, ax):  # an axes holding only a legend is the legend's place
+        other = fig.add_subplot(1, 2, 2)
+        ax.set_position([0.1, 0.1, 0.35, 0.8])
+        line, = ax.plot([0, 1], [1, 2], color="C0", label="a")
+        _labelled(ax)
+        other.legend([line], ["a"], loc="center")
+        other.set_axis_off()
+    assert _defects_of(draw_legend_place) == []
+
+
 # ----------------------------------------------------------------------------- synthetic inputs
 
 COMPARISON_STUDENTS = ["KD", "GPED", "EnD2", "GPED (squared error)", "GPED (every step)", "KD (perturbed inputs)",
@@ -279,6 +394,14 @@ def quickstart_curves():
     return plots.plot_learning_curves(history)
 
 
+def quickstart_curves_with_the_papers_values():
+    """Notebook 00's curves beside Table 1's FCNN row: the paper's teacher and student NLL and entropy MAE as
+    dashed lines in the colours of the curves they belong to, one legend entry for them."""
+    history = _learning_history({"predictive (U_s)": (0.05, 0.01), "expected entropy (U_o)": (0.0, 0.0)})
+    return plots.plot_learning_curves(history, paper={"teacher_nll": 0.052, "student_nll": 0.082, "entropy_mae": 0.016},
+                                      paper_label="the paper's Table 1 (T = 10^6)")
+
+
 def entropy_agreement():
     t = torch.rand(200)
     return plots.plot_entropy_agreement(t, t * 0.9 + 0.05 * torch.rand(200))
@@ -299,6 +422,18 @@ def experiment2_seeds():
     per_seed = pd.concat([ours.assign(seed=s, nll_gap=ours["nll_gap"] * (1 + 0.1 * rng.standard_normal(len(ours))))
                           for s in range(3)], ignore_index=True)
     return plots.plot_experiment2_vs_paper(per_seed, paper, title="Figure 1, three seeds")
+
+
+def experiment2_seeds_near_zero():
+    """Figure 1 of the seeds profile where an entropy MAE near 0 spreads over the seeds by more than its mean:
+    its error bar stops at 0, the legend says so."""
+    ours, paper = _experiment2()
+    rng = np.random.default_rng(1)
+    per_seed = pd.concat([ours.assign(seed=s, entropy_mae=np.where(ours["masking_rate"] == 0.51,
+                                                                    0.02 + 0.03 * rng.standard_normal(len(ours)),
+                                                                    ours["entropy_mae"]).clip(0.001))
+                          for s in range(3)], ignore_index=True)
+    return plots.plot_experiment2_vs_paper(per_seed, paper, title="Figure 1, three seeds, an MAE near 0")
 
 
 def uncertainty_grid():
@@ -509,10 +644,12 @@ def reliability_figure():
 
 #: Every figure function of the library -> the cases that draw it.
 CASES = {
-    "plot_learning_curves": [comparison_curves, comparison_curves_long, quickstart_curves],
+    "plot_learning_curves": [comparison_curves, comparison_curves_long, quickstart_curves,
+                             quickstart_curves_with_the_papers_values],
     "plot_entropy_agreement": [entropy_agreement],
     "plot_uncertainty_grid": [uncertainty_grid],
-    "plot_experiment2_vs_paper": [experiment2_vs_paper, experiment2_seeds, experiment2_paper_only],
+    "plot_experiment2_vs_paper": [experiment2_vs_paper, experiment2_seeds, experiment2_seeds_near_zero,
+                                  experiment2_paper_only],
     "plot_experiment4_in_distribution": [experiment4_in_distribution],
     "plot_data_uncertainty_joint": [data_uncertainty_joint],
     "plot_pareto": [pareto_panel],

@@ -1,6 +1,7 @@
 """The committed notebooks' outputs are written for readers (issue 29, item 3): no absolute path, no
-``nan`` in a table, no count written as a float ("9568200.0000", "seeds 3.0000"), no progress or
-status line of a run (tqdm bars, "it/s" lines, the kit's "[3/9] fcnn ...: reused (0.3 s)").
+``nan`` in a table, no count written as a float ("9568200.0000", "seeds 3.0000"), no table whose first column
+is pandas' row numbers 0, 1, 2, ... (issue 56: ``flat_table`` hides them), no progress or status line of a
+run (tqdm bars, "it/s" lines, the kit's "[3/9] fcnn ...: reused (0.3 s)").
 
 The test reads every cell output that a reader sees as text: ``stream`` text, the ``text/plain``,
 ``text/markdown`` and ``text/html`` forms of displayed and returned values, and error tracebacks
@@ -102,6 +103,22 @@ def _table_columns(text: str, kind: str) -> list[list[str]]:
     return columns
 
 
+def row_numbers(text: str) -> list[int]:
+    """For each HTML table of ``text`` whose first column is pandas' row numbers (an unnamed index 0, 1, 2, ...:
+    no row of the header names it), the number of rows: a column that tells a reader nothing (issue 56)."""
+    found = []
+    for table in re.findall(r"<table.*?</table>", text, flags=re.S):
+        head = re.search(r"<thead>(.*?)</thead>", table, flags=re.S)
+        body = re.search(r"<tbody>(.*?)</tbody>", table, flags=re.S)
+        if not head or not body or len(re.findall(r"<tr", head.group(1))) != 1:
+            continue  # a named index (its name in a second header row) or no header: not row numbers
+        heads = re.findall(r"<tr[^>]*>\s*<th[^>]*>(.*?)</th>", body.group(1), flags=re.S)  # each row's first cell
+        first = [re.sub(r"<[^>]+>", "", m).strip() for m in heads]
+        if len(first) >= 2 and first == [str(k) for k in range(len(first))]:
+            found.append(len(first))
+    return found
+
+
 def problems(notebook: dict) -> list[str]:
     """Every problem of a notebook's outputs, one line each (cell index, kind, what and where)."""
     found = []
@@ -113,6 +130,9 @@ def problems(notebook: dict) -> list[str]:
             if match:
                 start = max(match.start() - 40, 0)
                 found.append(f"{where}: {what}: ...{text[start:match.end() + 40]!r}...")
+        if kind == "text/html":
+            found += [f"{where}: a table shows row numbers 0 to {n - 1} as its first column (flat_table hides them)"
+                      for n in row_numbers(text)]
         for column in _table_columns(text, kind):
             if (len(column) >= 2 and all(WHOLE_WITH_DECIMALS.match(c) for c in column)
                     and any(float(c) != 0 for c in column)):  # a rate of 0.000 in every row is not a count
@@ -181,9 +201,12 @@ def _display(mime: str, text: str) -> dict:
     (_display("text/plain", "   teacher accuracy  NaN\n"), "nan"),
     (_display("text/html", "<table><tbody><tr><td>9568200.0000</td></tr></tbody></table>"), "a count"),
     (_stream("T = 3000.0 iterations\n"), "a count"),
-    (_display("text/html", "<table><tbody><tr><th>0</th><td>SGLD</td><td>3.0000</td><td>0.112</td></tr>"
-                           "<tr><th>1</th><td>BAOA</td><td>1.0000</td><td>0.091</td></tr></tbody></table>"),
+    (_display("text/html", "<table><tbody><tr><td>SGLD</td><td>3.0000</td><td>0.112</td></tr>"
+                           "<tr><td>BAOA</td><td>1.0000</td><td>0.091</td></tr></tbody></table>"),
      "a count column written as floats"),
+    (_display("text/html", "<table><thead><tr><th></th><th>candidate</th><th>NLL</th></tr></thead><tbody>"
+                           "<tr><th>0</th><td>SGLD</td><td>0.112</td></tr><tr><th>1</th><td>BAOA</td><td>0.091</td></tr>"
+                           "<tr><th>2</th><td>SGHMC</td><td>0.095</td></tr></tbody></table>"), "row numbers"),
     (_display("text/markdown", "| candidate | seeds |\n|:--|--:|\n| SGLD | 3.0 |\n| BAOA | 3.0 |\n"),
      "a count column written as floats"),
     (_stream("GPED: 1000/3000 it (33%), 2.11e+03 it/s, 0:01 left, teacher_nll=0.343\n"), "a progress line"),
@@ -202,8 +225,13 @@ def test_the_checker_passes_what_a_reader_should_see() -> None:
     fine = _notebook(
         _stream("saved: fig3_masked_mnist.png (in ../figures)\n"
                 "GPED lower NLL than EnD2: 6 of 8 cells; agree in 6 of 8\n"),
-        _display("text/html", "<table><tbody><tr><th>0</th><td>9568200</td><td>0.1000</td><td>—</td></tr>"
-                              "<tr><th>1</th><td>478410</td><td>1.0000</td><td>0.0500</td></tr></tbody></table>"),
+        _display("text/html", "<table><tbody><tr><td>9568200</td><td>0.1000</td><td>—</td></tr>"
+                              "<tr><td>478410</td><td>1.0000</td><td>0.0500</td></tr></tbody></table>"),
+        _display("text/html", "<table><thead><tr><th></th><th>U_s</th></tr><tr><th>seed</th><th></th></tr></thead>"
+                              "<tbody><tr><th>0</th><td>0.1</td></tr><tr><th>1</th><td>0.2</td></tr></tbody></table>"),
+        _display("text/html", "<table><thead><tr><th></th><th>NLL</th></tr></thead><tbody>"
+                              "<tr><th>fcnn</th><td>0.1</td></tr><tr><th>cnn_mnist</th><td>0.2</td></tr></tbody>"
+                              "</table>"),  # a named index (seed) and an index of names: fine
         _display("text/markdown", "| quantity | ours |\n|:--|--:|\n| base student FLOPs | 771,200 |\n"
                                   "| base student NLL | 0.6176 |\n| nothing stored | — |\n"),
         _display("text/plain", "Reading: the teacher's NLL 0.415 (paper 0.267); nanoseconds and NaNs-free text\n"),

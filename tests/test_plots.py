@@ -78,6 +78,12 @@ def test_experiment4_figures_and_save_table(tmp_path):
     gped = [line for line in fig.axes[1].lines if line.get_label() == "GPED (ours)"][0]
     assert list(gped.get_ydata()) == pytest.approx([0.6] * 4)
     plt.close(fig)
+    two_models = pd.concat([pd.DataFrame(rows), pd.DataFrame(rows).assign(model="cnn_mnist", value=0.9)])
+    fig = plot_experiment4_in_distribution(two_models)  # Figure 14: one y range per metric, models named
+    assert [ax.get_title() for ax in fig.axes] == ["FCNN: test accuracy", "FCNN: test NLL", "CNN-MNIST: test accuracy",
+                                                   "CNN-MNIST: test NLL"]
+    assert fig.axes[0].get_ylim() == fig.axes[2].get_ylim() and fig.axes[1].get_ylim() == fig.axes[3].get_ylim()
+    plt.close(fig)
     ens = torch.rand(200)
     fig = plot_data_uncertainty_joint(ens, {"GPED": ens * 0.9, "EnD2": ens * 1.1})
     colorbars = [a for a in fig.axes if hasattr(a, "_colorbar")]
@@ -124,12 +130,14 @@ def test_uncertainty_maps_and_comparison_figures():
     table = pd.DataFrame({"method": ["KD", "Hydra", "Hydra"], "eval_set": ["test", "test", "grid"],
                           "nll": [0.1, 0.2, None], "mu_mae_snapshots": [None, 0.01, 0.02],
                           "mu_mae_teacher": [None, 0.03, 0.04]})
-    fig = plot_comparison(table)
-    assert len(fig.axes) == 3 * 2  # one row per metric, one column per evaluation set
-    test_nll, grid_nll = fig.axes[0], fig.axes[1]
+    fig = plot_comparison(table, title="The methods on one chain")
+    assert len(fig.axes) == 1 + 2 * 2  # one row per metric, a panel per evaluation set with values
+    test_nll = fig.axes[0]
     assert len(test_nll.patches) == 2 and test_nll.get_title() == "MNIST test set"
-    assert not grid_nll.axison and "no NLL" in grid_nll.texts[0].get_text()  # unlabelled set: a message, no axes
-    assert all(len(ax.patches) > 0 for ax in fig.axes[2:])
+    title = fig.get_suptitle()  # the title, what MU is, and why the unlabelled set has no NLL panel
+    assert title.startswith("The methods on one chain\nMU: the mutual information") and "No NLL on grid" in title
+    assert all(len(ax.patches) > 0 for ax in fig.axes)  # no empty panel
+    assert [ax.get_title() for ax in fig.axes[1:3]] == ["MNIST test set", "grid (unlabelled)"]
     assert test_nll.patches[0].get_facecolor() == plt.matplotlib.colors.to_rgba(METHOD_COLORS["KD"])
 
 
@@ -181,7 +189,7 @@ def test_experiment2_figures_have_one_readable_legend_outside_the_axes():
     assert len(fig.legends) == 1
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["N = 10,000", "N = 60,000", r"$U_o$ (running mean)", r"$U_s$ (single sample)"]
-    assert [sub._suptitle.get_text() for sub in fig.subfigs] == ["ours", "the paper's Table 5"]
+    assert [sub._suptitle.get_text() for sub in fig.subfigs] == ["ours", "the paper's Figure 1 (its Table 5)"]
     plt.close(fig)
     # the widget's call: axes given, one legend beside the last panel
     fig, axes = plt.subplots(1, 3)
@@ -196,7 +204,7 @@ def test_experiment2_figure_without_our_results_draws_the_papers_row_only():
     axes = [a for sub in fig.subfigs for a in sub.get_axes()]
     assert len(fig.subfigs) == 1 and len(axes) == 3
     assert all(len(a.lines) > 0 for a in axes)  # no empty axes
-    assert fig.subfigs[0]._suptitle.get_text().startswith("the paper's Table 7")
+    assert fig.subfigs[0]._suptitle.get_text() == "the paper's Figure 5 (its Table 7; no results of ours to show)"
     assert [t.get_text() for t in axes[0].get_xticklabels()] == ["10k", "60k"]
     plt.close(fig)
 
@@ -560,6 +568,14 @@ def test_experiment2_figure_shows_the_spread_of_several_seeds():
     assert fig.subfigs[0]._suptitle.get_text() == "ours (mean ± std over 3 seeds)"
     assert [t.get_text() for t in fig.legends[0].get_texts()][-1] == "ours: ± 1 std over 3 seeds"
     assert not fig.subfigs[1].axes[1].collections  # the paper's row: one value per cell, no bars
+    plt.close(fig)
+    near_zero = per_seed.assign(entropy_mae=0.01 + 0.02 * per_seed["seed"])  # mean 0.03, std 0.02 ... and 0.05
+    near_zero.loc[near_zero["seed"] == 2, "entropy_mae"] = 0.0  # mean 0.01, std 0.01: no cut
+    near_zero.loc[(near_zero["seed"] == 0) & (near_zero["masking_rate"] == 0.0), "entropy_mae"] = 0.06
+    fig = plot_experiment2_vs_paper(near_zero, paper)
+    mae = fig.subfigs[0].axes[2]  # an MAE's bar stops at 0, its floor, and the legend says so
+    assert min(seg[:, 1].min() for c in mae.collections for seg in c.get_segments()) == pytest.approx(0.0)
+    assert [t.get_text() for t in fig.legends[0].get_texts()][-1] == "ours: ± 1 std over 3 seeds, cut at 0"
     plt.close(fig)
 
 

@@ -181,6 +181,18 @@ def test_the_readme_lands():
         assert (ROOT / target).exists(), target
 
 
+def test_every_local_link_of_the_claims_page_resolves_from_the_figures_folder():
+    """figures/claims.md lives in figures/: a link the README writes from the root (``docs/gpu.md``,
+    ``figures/x.md``) is written from there (``../docs/gpu.md``, ``x.md``); issue 56 found three broken."""
+    assert R.from_figures("[a](figures/x.md), [b](docs/gpu.md), [c](https://x.org/a), [d](#top)") == \
+        "[a](x.md), [b](../docs/gpu.md), [c](https://x.org/a), [d](#top)"
+    page = R.render_details(R.claims_table(ROOT / "figures"))
+    assert page == (ROOT / "figures" / R.DETAILS).read_text()
+    targets = re.findall(r"\]\(((?![a-z][a-z0-9+.-]*:)[^)#\s]+)", page)
+    assert targets and all((ROOT / "figures" / t).exists() for t in targets), \
+        [t for t in targets if not (ROOT / "figures" / t).exists()]
+
+
 def test_the_teachers_row_counts_models_within_ten_percent_per_profile(tmp_path):
     pd.DataFrame({"model": ["fcnn", "fcnn", "cnn_mnist", "cnn_mnist"], "metric": ["nll", "accuracy"] * 2,
                   "teacher (default)": [0.49, 0.83, 0.39, 0.87], "teacher (long)": [0.38, 0.87, 0.31, 0.90],

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -308,11 +309,26 @@ def render_details(rows: list[Claim]) -> str:
              "| claim | whose | verdict: evidence, strongest first | ours (the row's own evidence) | ours, `long` "
              "profile (notebooks 05–07) | ours, `paper` profile on a GPU | the paper's | where |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    lines += ["| " + " | ".join(_cell(x) for x in (r.claim, r.kind, verdict_cell(r, short=False), r.ours, r.long,
-                                                   r.gpu.ours if r.gpu is not None else "—", r.paper,
-                                                   r.where.replace("](figures/", "](")))
-              + " |" for r in rows]
+    lines += ["| " + " | ".join(_cell(from_figures(str(x))) for x in (
+        r.claim, r.kind, verdict_cell(r, short=False), r.ours, r.long, r.gpu.ours if r.gpu is not None else "—",
+        r.paper, r.where)) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+#: A Markdown link's target: ``[text](target)``.
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def from_figures(text: str) -> str:
+    """``text``'s relative links, written from the repository's root (the README's), as read from ``figures/``
+    (``figures/claims.md``'s): ``figures/x.md`` -> ``x.md``, ``docs/gpu.md`` -> ``../docs/gpu.md``; web
+    addresses, anchors and absolute paths are kept."""
+    def move(match: re.Match) -> str:
+        target = match.group(1)
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith(("#", "/")):
+            return match.group(0)
+        return f"]({target.removeprefix('figures/') if target.startswith('figures/') else '../' + target})"
+    return _LINK.sub(move, text)
 
 
 def cpu_of(root: Path) -> str:

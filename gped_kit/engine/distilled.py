@@ -8,7 +8,10 @@
   mean and precision);
 * for a target with an uncertainty decomposition (``predictive+entropy``, EnD²): the predictive
   probabilities and the total / data / knowledge uncertainty per input
-  (:mod:`gped_kit.core.uncertainty`);
+  (:mod:`gped_kit.core.uncertainty`); a GPED student's knowledge uncertainty is the raw difference
+  total - data of its two distilled heads, which can be negative where the data head reads above the
+  predictive head's entropy (each head has its own error; a true mixture's never is): it is kept raw, so
+  that total = data + knowledge and rankings by it keep their order, and ``knowledge.clamp_min(0)`` floors it;
 * for the Gaussian ``predictive_variance`` target: the predictive mean and its aleatoric
   E[sigma^2] and epistemic Var[mu] variance per dimension
   (:func:`gped_kit.core.likelihoods.regression_moments`);

@@ -106,6 +106,8 @@ DATASET_OF = {"fcnn": "mnist", "cnn_mnist": "mnist", "cnn_cifar10": "cifar10"}
 MASK_SIZE_OF_RATE = {0.0: 0, 0.03: 5, 0.13: 10, 0.29: 15, 0.51: 20, 0.8: 25}
 
 EXPERIMENT2_TABLES = {"cnn_mnist": "Table 5", "fcnn": "Table 6", "cnn_cifar10": "Table 7"}
+#: The paper's figure of each Experiment 2 table (Figures 1, 4 and 5 draw Tables 5, 6 and 7).
+EXPERIMENT2_FIGURES = {"Table 5": "Figure 1", "Table 6": "Figure 4", "Table 7": "Figure 5"}
 
 #: Data setting of Experiment 4 as stated in the text (same as Experiment 3); see module doc.
 EXPERIMENT4_SETTING = {

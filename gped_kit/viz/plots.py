@@ -18,6 +18,7 @@ that no file of the paper's numbers is named like a result; likewise a table mad
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
 from matplotlib.patches import Circle, Patch
 from matplotlib.transforms import blended_transform_factory
@@ -35,6 +37,7 @@ from ..core.likelihoods import RegressionMoments
 from ..core.uncertainty import Uncertainties
 from ..experiments import paper_tables
 from ..experiments.experiment3 import COSTS, METHODS, METRICS, metric_rows, pareto_front, search_candidates
+from ..experiments.prose import join_words, model_name
 from ..files import atomic_write_bytes
 from .snapshot import same_image
 from .tables import PAPER_ONLY_ATTR, integer_columns, markdown_table
@@ -303,14 +306,20 @@ def _thousands_axis(axis) -> None:
 
 
 @themed
-def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
+def plot_learning_curves(history: pd.DataFrame, paper: Mapping[str, float] | None = None,
+                         paper_label: str = "the paper's value (T = 10^6)") -> plt.Figure:
     """Teacher-ensemble vs student test NLL and accuracy, and entropy MAE, against SGLD iterations;
     each student its own colour (its method's; a variant a shade of it, dashed) and marker, one
     legend for the figure. A student far from all others in a panel (e.g. a KD student on noise
     inputs at NLL 2.3 beside the others at 0.1-0.3), and first log steps far from all later ones
     (e.g. every student at NLL 2.3 at the first step, before it has learned anything), are left off
     that panel's scale (:func:`_off_scale_points`), named with their values in a note at the panel's
-    edge, so the differences between the others stay visible."""
+    edge, so the differences between the others stay visible.
+
+    ``paper``: the paper's values to draw beside the curves (e.g. Table 1's ``teacher_nll``,
+    ``student_nll``, ``entropy_mae``), each a dashed horizontal line in its panel, in the colour of the
+    curve it belongs to (the teacher's; the panel's student's, where one student is drawn there);
+    ``paper_label`` names them in the legend."""
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), layout="constrained")
     teacher = (history.drop_duplicates("step").dropna(subset=["teacher_nll"]) if "teacher_nll" in history
                else history.iloc[:0])
@@ -321,6 +330,7 @@ def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
               (axes[1], "student_accuracy", "teacher_accuracy", "test accuracy"),
               (axes[2], "entropy_mae", None, "expected-entropy MAE (nats)"))
     drawn: set[str] = set()
+    paper_colours: list[str] = []
     for ax, column, teacher_column, label in panels:
         curves: dict[str, pd.DataFrame] = {}
         if teacher_column and len(teacher) and teacher_column in teacher:
@@ -342,6 +352,12 @@ def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
         above, below = _off_scale_notes(series, side, where="t", keep=[teacher_name], group="student")
         if above or below:
             _note_off_scale(ax, above, below)
+        in_panel = [n.removeprefix("student ") for n in curves if n != teacher_name and (side[n] == 0).any()]
+        for key, colour in ((teacher_column, TEACHER_COLOR),
+                            (column, styles[in_panel[0]]["color"] if len(in_panel) == 1 else PAPER_COLOR)):
+            if key and paper is not None and pd.notna(paper.get(key)):
+                ax.axhline(float(paper[key]), ls="--", lw=1.3, color=colour, label=paper_label, zorder=1)
+                paper_colours += [colour] if colour not in paper_colours else []
         _thousands_axis(ax.xaxis)
         ax.set(xlabel="SGLD iteration t", ylabel=label, title=label.removesuffix(" (nats)"))
     handles = [Line2D([], [], color=TEACHER_COLOR, lw=2.5)] if len(teacher) else []
@@ -349,7 +365,10 @@ def plot_learning_curves(history: pd.DataFrame) -> plt.Figure:
     for name in students:
         handles.append(Line2D([], [], ms=4, **styles[name]))
         labels.append(f"student {name}" + ("" if f"student {name}" in drawn else " (off the scale)"))
-    _outside_legend(fig, handles, labels)
+    if paper_colours:  # one entry, its dashes in the colours of the curves they belong to
+        handles.append(tuple(Line2D([], [], ls="--", lw=1.3, color=c) for c in paper_colours))
+        labels.append(paper_label)
+    _outside_legend(fig, handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0.3)})
     return fig
 
 
@@ -372,6 +391,9 @@ EXPERIMENT2_METRICS = {
     "nll_gap": "student - teacher NLL",
     "entropy_mae": "expected-entropy MAE",
 }
+
+#: Metrics that cannot be negative (an NLL, an MAE, an entropy): an error bar of theirs stops at 0, their floor.
+NON_NEGATIVE_METRICS = frozenset({"teacher_nll", "student_nll", "entropy_mae", "nll", "ece"})
 
 _AXIS_NAMES = {"masking_rate": "masking rate", "labelled_size": "labelled-set size N", "mask_size": "mask size m"}
 _ESTIMATOR_NAMES = {"U_o": r"$U_o$ (running mean)", "U_s": r"$U_s$ (single sample)"}
@@ -408,13 +430,14 @@ def _grid_legend(hue: str | None, style: str | None, colours: dict, dashes: dict
 
 
 def _draw_grid(axes: Sequence[plt.Axes], table: pd.DataFrame, x: str, hue: str | None, style: str | None,
-               metrics: dict[str, str], colours: dict, dashes: dict, highlight: dict | None) -> int:
+               metrics: dict[str, str], colours: dict, dashes: dict, highlight: dict | None) -> tuple[int, bool]:
     """Draw one line per (``hue``, ``style``) level in each panel: the mean of the rows at each ``x``.
     Several rows at one point (one per seed) add an error bar of +-1 standard deviation, in the line's
-    colour, shifted a little sideways per line so that the bars of lines at the same point stay apart.
-    Returns the most rows averaged at one point (1: no error bars)."""
+    colour, shifted a little sideways per line so that the bars of lines at the same point stay apart;
+    for a metric that cannot be negative (:data:`NON_NEGATIVE_METRICS`) a bar reaching below 0 stops at 0.
+    Returns the most rows averaged at one point (1: no error bars) and whether a bar was cut at 0."""
     keys = [c for c in (hue, style) if c]
-    most = 1
+    most, cut = 1, False
     span = table[x].max() - table[x].min() if x in table and len(table) else 0
     for ax, (metric, label) in zip(axes, metrics.items()):
         rows = table.dropna(subset=[metric]) if metric in table else table.iloc[:0]
@@ -430,9 +453,11 @@ def _draw_grid(axes: Sequence[plt.Axes], table: pd.DataFrame, x: str, hue: str |
             if len(spread) and span:
                 most = max(most, int(spread["count"].max()))
                 shift = (k - (len(groups) - 1) / 2) * 0.006 * float(span)
-                ax.errorbar(spread.index.to_numpy(dtype=float) + shift, spread["mean"].to_numpy(),
-                            yerr=spread["std"].to_numpy(), fmt="none", ecolor=colour, elinewidth=1.3, capsize=0,
-                            alpha=0.85, zorder=3)
+                mean, std = spread["mean"].to_numpy(), spread["std"].to_numpy()
+                below = np.minimum(std, np.maximum(mean, 0.0)) if metric in NON_NEGATIVE_METRICS else std
+                cut |= bool((below < std).any())
+                ax.errorbar(spread.index.to_numpy(dtype=float) + shift, mean, yerr=[below, std], fmt="none",
+                            ecolor=colour, elinewidth=1.3, capsize=0, alpha=0.85, zorder=3)
         if highlight is not None and len(rows):
             sel = rows
             for key, value in highlight.items():
@@ -442,7 +467,7 @@ def _draw_grid(axes: Sequence[plt.Axes], table: pd.DataFrame, x: str, hue: str |
             levels = sorted(rows[x].unique())
             ax.set_xticks(levels, [f"{int(v / 1000)}k" if v % 1000 == 0 else f"{int(v):,}" for v in levels])
         ax.set(xlabel=_AXIS_NAMES.get(x, x.replace("_", " ")), ylabel=label)
-    return most
+    return most, cut
 
 
 @themed
@@ -484,30 +509,39 @@ def plot_uncertainty_grid(table: pd.DataFrame, x: str = "masking_rate", hue: str
 def plot_experiment2_vs_paper(ours: pd.DataFrame, paper: pd.DataFrame, x: str = "masking_rate",
                               title: str = "") -> plt.Figure:
     """Figures 1/4/5 layout, ours (top row) above the paper's numbers from Tables 5-7 (bottom
-    row), same metrics and axes (shared y range per metric); one line per labelled-set size, line
-    style per estimator, one legend for the figure. Without any result of ours (e.g. CIFAR-10
+    row, named by the paper's figure and the table its values are from, e.g. "the paper's Figure 4
+    (its Table 6)"), same metrics and axes (shared y range per metric); one line per labelled-set
+    size, line style per estimator, one legend for the figure. Without any result of ours (e.g. CIFAR-10
     absent) only the paper's row is drawn, labelled as the paper's, and the figure is marked as the
     paper's numbers only (:func:`mark_paper_only`: :func:`save_figure` names it ``<name>_paper_only``).
 
     ``ours`` may hold one row per seed of each cell and estimator (e.g. a ``seed`` column): its lines
     are then the mean over the seeds, with error bars of +-1 standard deviation (the seeds' spread),
-    said in the row's title and the legend."""
+    said in the row's title and the legend; a bar of a metric that cannot be negative stops at 0 (its
+    floor), and the legend says so where one does."""
     metrics = EXPERIMENT2_METRICS
     hue = None if x == "labelled_size" else "labelled_size"
     have_ours = len(ours) > 0 and any(m in ours and ours[m].notna().any() for m in metrics)
     tables = [ours, paper] if have_ours else [paper]
     colours, dashes = _grid_styles(tables, hue, "estimator")
     names = sorted(paper["table"].dropna().unique()) if "table" in paper else []
-    paper_label = "the paper's " + (", ".join(names) if names else "Tables 5-7")
+    figures = [paper_tables.EXPERIMENT2_FIGURES[n] for n in names if n in paper_tables.EXPERIMENT2_FIGURES]
+    if names and len(figures) == len(names):  # the figure the paper draws, and the table its values are from
+        paper_label = f"the paper's {', '.join(figures)} (its {', '.join(names)})"
+    else:
+        paper_label = "the paper's " + (", ".join(names) if names else "Tables 5-7")
     ncols = len(metrics)
     fig = plt.figure(figsize=(4.3 * ncols + 2.2, 3.7 * len(tables) + (0.5 if title else 0)), layout="constrained")
     rows = fig.subfigures(len(tables), 1, squeeze=False)[:, 0]
     axes = []
-    labels = ["ours", paper_label] if have_ours else [f"{paper_label} (no results of ours to show)"]
-    seeds = 1
+    alone = (paper_label[:-1] + "; no results of ours to show)" if paper_label.endswith(")")
+             else f"{paper_label} (no results of ours to show)")
+    labels = ["ours", paper_label] if have_ours else [alone]
+    seeds, cut = 1, False
     for subfig, table, label in zip(rows, tables, labels):
         row_axes = subfig.subplots(1, ncols, sharex=True)
-        most = _draw_grid(row_axes, table, x, hue, "estimator", metrics, colours, dashes, None)
+        most, cut_here = _draw_grid(row_axes, table, x, hue, "estimator", metrics, colours, dashes, None)
+        cut |= cut_here
         if table is ours and most > 1:
             seeds = int(ours["seed"].nunique()) if "seed" in ours else most
             label = f"{label} (mean ± std over {seeds} seeds)"
@@ -522,7 +556,7 @@ def plot_experiment2_vs_paper(ours: pd.DataFrame, paper: pd.DataFrame, x: str = 
     handles, legend_labels = _grid_legend(hue, "estimator", colours, dashes)
     if seeds > 1:
         handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=12, mew=1.3))
-        legend_labels.append(f"ours: ± 1 std over {seeds} seeds")
+        legend_labels.append(f"ours: ± 1 std over {seeds} seeds" + (", cut at 0" if cut else ""))
     _outside_legend(fig, handles, legend_labels)
     if title:
         fig.suptitle(title)
@@ -567,35 +601,80 @@ def plot_table1(table1: pd.DataFrame, title: str = "") -> plt.Figure:
 
 #: The reliability diagram's gap between the share correct and the mean confidence (a red apart from every method's).
 GAP_COLOR = "#b2182b"
+#: A reliability diagram's bin with fewer test inputs than this is drawn as an outline: one input moves its share
+#: correct by more than 1/20 = 0.05, so a bar that reaches 1.0 (or 0) on a handful of inputs says little.
+RELIABILITY_MIN_INPUTS = 20
+
+
+def _reliability_bins(c: Calibration) -> pd.DataFrame:
+    """The bins of ``c`` as a reliability diagram draws them: the slot of confidences of exactly 1 (torchmetrics'
+    binning gives it a row of its own) merged into the last bin, whose upper edge is 1 (counts summed, mean
+    confidence and share correct weighted by the counts); columns ``left``, ``width``, ``count``, ``confidence``,
+    ``accuracy``. The ECE (``c.ece``) is torchmetrics' either way."""
+    b = c.bins
+    point = b["upper"] <= b["lower"]
+    width = 1.0 / c.num_bins
+    rows = b.assign(left=b["lower"].where(~point, 1.0 - width), width=(b["upper"] - b["lower"]).where(~point, width))
+    rows = rows.assign(left=rows["left"].round(12))
+    merged = rows.groupby("left", sort=True).apply(
+        lambda g: pd.Series({"width": g["width"].max(), "count": g["count"].sum(),
+                             "confidence": (g["confidence"] * g["count"]).sum() / g["count"].sum(),
+                             "accuracy": (g["accuracy"] * g["count"]).sum() / g["count"].sum()}),
+        include_groups=False)
+    return merged.reset_index()
 
 
 @themed
 def plot_reliability(calibrations: dict[str, Calibration], title: str = "") -> plt.Figure:
     """Reliability diagrams, one panel per predictive (``calibrations``: name -> :class:`~gped_kit.core.
     calibration.Calibration`, e.g. the teacher ensemble and each student): per confidence bin the share
-    correct against the mean confidence (bars of the bin's width; the diagonal is perfect calibration),
-    the gap to the mean confidence hatched, the ECE in the title; the inputs per bin below each."""
+    correct against the mean confidence (bars of the bin's width in the predictive's colour; the diagonal is
+    perfect calibration), the gap to the mean confidence hatched (no fill, so it mixes no colour into the bar
+    under it), the ECE in the title; the test inputs per bin below each, on a log scale shared by the panels
+    (a bin of a few inputs shows as plainly as one of thousands). A bin of fewer than
+    :data:`RELIABILITY_MIN_INPUTS` inputs is drawn as an outline, its share correct resting on too few inputs
+    to read. One legend names every colour the bars take (:func:`_reliability_bins` merges the slot of
+    confidences of exactly 1 into the last bin)."""
     names = list(calibrations)
-    fig, axes = plt.subplots(2, len(names), figsize=(3.4 * len(names), 4.6 + (0.4 if title else 0)), squeeze=False,
-                             layout="constrained", gridspec_kw={"height_ratios": [3, 1]}, sharex=True)
+    fig, axes = plt.subplots(2, len(names), figsize=(3.4 * len(names), 4.8 + (0.4 if title else 0)), squeeze=False,
+                             layout="constrained", gridspec_kw={"height_ratios": [3, 1.2]}, sharex=True)
+    for counts in axes[1, 1:]:
+        counts.sharey(axes[1, 0])
+    colours = {name: method_color(name) for name in names}
+    shades: dict[str, list[str]] = {"many": [], "few": []}  # the colours of the bars of each kind drawn
     for j, name in enumerate(names):
         c = calibrations[name]
+        bins = _reliability_bins(c)
         ax, counts = axes[0, j], axes[1, j]
-        point = c.bins["upper"] <= c.bins["lower"]  # the slot of confidences of exactly 1: drawn as the last bin
-        width = (c.bins["upper"] - c.bins["lower"]).where(~point, 1.0 / c.num_bins)
-        left = c.bins["lower"].where(~point, 1.0 - 1.0 / c.num_bins)
-        colour = method_color(name)
-        ax.bar(left, c.bins["accuracy"], width=width, align="edge", color=colour, alpha=0.85, edgecolor="white",
-               label="share correct")
-        gap_low = c.bins[["confidence", "accuracy"]].min(axis=1)
-        ax.bar(left, (c.bins["confidence"] - c.bins["accuracy"]).abs(), bottom=gap_low, width=width,
-               align="edge", color=GAP_COLOR, alpha=0.35, edgecolor=GAP_COLOR, hatch="//", lw=0.6,
+        colour = colours[name]
+        few = bins["count"] < RELIABILITY_MIN_INPUTS
+        for kind, part, style in (
+                ("many", bins[~few], dict(color=colour, alpha=0.85, edgecolor="white", label="share correct")),
+                ("few", bins[few], dict(facecolor="none", edgecolor=colour, lw=1.2,
+                                        label=f"share correct, a bin of < {RELIABILITY_MIN_INPUTS} inputs"))):
+            if len(part):
+                shades[kind] += [colour] if colour not in shades[kind] else []
+                ax.bar(part["left"], part["accuracy"], width=part["width"], align="edge", **style)
+                counts.bar(part["left"], part["count"], width=part["width"], align="edge",
+                           **{k: v for k, v in style.items() if k != "label"})
+        gap_low = bins[["confidence", "accuracy"]].min(axis=1)
+        ax.bar(bins["left"], (bins["confidence"] - bins["accuracy"]).abs(), bottom=gap_low, width=bins["width"],
+               align="edge", facecolor="none", edgecolor=GAP_COLOR, hatch="////", lw=0.8,
                label="gap to the mean confidence")
         ax.plot([0, 1], [0, 1], ls="--", color="0.4", lw=1, label="perfect calibration")
         ax.set(xlim=(0, 1), ylim=(0, 1), ylabel="share correct", title=f"{name}: ECE {c.ece:.4f}")
-        counts.bar(left, c.bins["count"], width=width, align="edge", color=colour, alpha=0.6)
+        counts.set_yscale("log")
         counts.set(xlabel="top-label confidence", ylabel="inputs")
-    _outside_legend(fig, *_unique_handles(axes[0]), where="lower")
+    axes[1, 0].set_ylim(bottom=0.5)  # a bin of one input shows as a bar, not as the axis' edge
+    handles: list = [tuple(Patch(color=colour, alpha=0.85) for colour in shades["many"])] if shades["many"] else []
+    labels = ["share correct"] if shades["many"] else []
+    if shades["few"]:
+        handles.append(tuple(Patch(facecolor="none", edgecolor=colour, lw=1.2) for colour in shades["few"]))
+        labels.append(f"share correct, a bin of < {RELIABILITY_MIN_INPUTS} inputs")
+    handles += [Patch(facecolor="none", edgecolor=GAP_COLOR, hatch="////", lw=0.8),
+                Line2D([], [], ls="--", color="0.4", lw=1)]
+    labels += ["gap to the mean confidence", "perfect calibration"]
+    _outside_legend(fig, handles, labels, where="lower", handler_map={tuple: HandlerTuple(ndivide=None, pad=0)})
     if title:
         fig.suptitle(title)
     return fig
@@ -656,7 +735,9 @@ def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") 
     figure shows their mean).
 
     Drawn as dots (a filled marker per method in its colour) on an axis that spans the values: bars
-    would have to start at zero, where accuracies of 0.80-0.87 look alike. Each of our values is
+    would have to start at zero, where accuracies of 0.80-0.87 look alike. Each metric has one y range
+    for every model (the panels of a column share it), and the models are named as in the paper (FCNN,
+    CNN-MNIST). Each of our values is
     printed beside its dot, above it or, where that would overlap another label or a marker (two
     methods of equal accuracy side by side), below it (:func:`_place_value_labels`)."""
     models = list(dict.fromkeys(comparison["model"]))
@@ -693,8 +774,13 @@ def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") 
             ax.set_xticks(range(len(settings)), settings, fontsize=9)
             ax.set_xlim(-0.5, len(settings) - 0.5)
             ax.margins(y=0.22)
-            ax.set(xlabel="estimator, student size", ylabel=label, title=f"{model}: {label}")
+            ax.set(xlabel="estimator, student size", ylabel=label, title=f"{model_name(model)}: {label}")
             labels_to_place.append((ax, points, spots))
+    for column in axes.T:  # one metric per column: one y range for every model, a value at one height in each
+        low = min(ax.get_ylim()[0] for ax in column)
+        high = max(ax.get_ylim()[1] for ax in column)
+        for ax in column:
+            ax.set_ylim(low, high)
     handles, names = _unique_handles(axes.flat)
     order = sorted(range(len(names)), key=lambda k: (methods.index(names[k].rsplit(" (", 1)[0])
                                                      if names[k].rsplit(" (", 1)[0] in methods else len(methods),
@@ -1140,57 +1226,70 @@ _EVAL_SET_NAMES = {"test": "MNIST test set", "mnist_rotated60": "MNIST rotated b
                    "fashion_mnist": "Fashion-MNIST (OOD)", "grid": "grid (unlabelled)"}
 _COMPARISON_METRICS = {"nll": "test NLL", "mu_mae_snapshots": "mean |MU - MU(snapshot ensemble)| (nats)",
                        "mu_mae_teacher": "mean |MU - MU(long-chain teacher)| (nats)"}
+#: What the comparison figure's MU is, said under its title.
+MU_DEFINITION = "MU: the mutual information between an input's label and the weights, a method's knowledge uncertainty"
 
 
 @themed
-def plot_comparison(table: pd.DataFrame) -> plt.Figure:
+def plot_comparison(table: pd.DataFrame, title: str = "") -> plt.Figure:
     """The comparison on one chain, one column per evaluation set (each with its own scale, so a
     shifted set's large values do not hide the test set's differences): the NLL per method
     (labelled sets), and the mean |Delta MU| of each method with an uncertainty decomposition
     against the snapshot ensemble and against the long-chain teacher; one bar per method in the
-    method's colour, its value printed beside it."""
+    method's colour, its value printed beside it. A row has a panel for each evaluation set that has
+    values (no empty panel: an unlabelled set has no NLL, and the title says so); the title says what
+    MU is (:data:`MU_DEFINITION`)."""
     eval_sets = list(dict.fromkeys(table["eval_set"]))
     metrics = [m for m in _COMPARISON_METRICS if m in table and table[m].notna().any()]
     per_row = {m: list(dict.fromkeys(table.dropna(subset=[m])["method"])) for m in metrics}
+    sets = {m: [e for e in eval_sets if table[(table["eval_set"] == e)][m].notna().any()] for m in metrics}
     colours = method_colors(list(dict.fromkeys(table["method"])))
     heights = [max(len(per_row[m]), 2) for m in metrics]
-    fig = plt.figure(figsize=(3.6 * len(eval_sets) + 2.2, 0.26 * sum(heights) + 1.4 * len(metrics) + 0.6),
+    width = int(np.lcm.reduce([len(sets[m]) for m in metrics])) if metrics else 1  # every row's panels fit
+    fig = plt.figure(figsize=(3.6 * len(eval_sets) + 2.2, 0.26 * sum(heights) + 1.4 * len(metrics) + 1.2),
                      layout="constrained")
-    grid = fig.add_gridspec(len(metrics), len(eval_sets), height_ratios=heights)
+    grid = fig.add_gridspec(max(len(metrics), 1), width, height_ratios=heights or None)
+    above: list[str] = []
     for i, metric in enumerate(metrics):
         methods = per_row[metric]
-        for j, eval_set in enumerate(eval_sets):
-            ax = fig.add_subplot(grid[i, j])
+        span = width // len(sets[metric])
+        for j, eval_set in enumerate(sets[metric]):
+            ax = fig.add_subplot(grid[i, j * span:(j + 1) * span])
             rows = table[(table["eval_set"] == eval_set)].dropna(subset=[metric]).set_index("method")
             ax.grid(axis="y", visible=False)
-            if rows.empty:
-                ax.text(0.5, 0.5, f"{_EVAL_SET_NAMES.get(eval_set, eval_set)}:\nno labels, so no NLL"
-                        if metric == "nll" else "no values", transform=ax.transAxes, ha="center", va="center",
-                        color="0.4")
-                ax.set_axis_off()
-            else:
-                values = np.array([float(rows[metric].get(m, np.nan)) for m in methods])
-                ys = np.arange(len(methods))
-                ax.barh(ys, values, color=[colours[m] for m in methods], height=0.7)
-                # bars start at zero; a value far beyond all others is cut at the edge, its value printed
-                focus = _focus_range(np.append(values, 0.0), factor=3.0)
-                right = (focus[1] if focus else np.nanmax(values, initial=0.0)) * 1.25 or 1.0
-                ax.set_xlim(0, right)
-                for y, value in zip(ys, values):
-                    if np.isnan(value):
-                        continue
-                    if value > right:
-                        ax.text(right * 0.98, y, f"{value:.3g} (off the scale) →", ha="right", va="center",
-                                fontsize=7, color="white", fontweight="bold")
-                    else:
-                        ax.text(value + right * 0.01, y, f"{value:.3g}", va="center", fontsize=7)
-                ax.set_yticks(ys, methods if j == 0 else [""] * len(methods), fontsize=8)
-                ax.set_ylim(len(methods) - 0.4, -0.6)
-                if j == 0:
-                    ax.set_ylabel("method")
-                ax.set_xlabel(_COMPARISON_METRICS[metric], fontsize=9)
-            if i == 0:
+            values = np.array([float(rows[metric].get(m, np.nan)) for m in methods])
+            ys = np.arange(len(methods))
+            ax.barh(ys, values, color=[colours[m] for m in methods], height=0.7)
+            # bars start at zero; a value far beyond all others is cut at the edge, its value printed
+            focus = _focus_range(np.append(values, 0.0), factor=3.0)
+            right = (focus[1] if focus else np.nanmax(values, initial=0.0)) * 1.25 or 1.0
+            ax.set_xlim(0, right)
+            for y, value in zip(ys, values):
+                if np.isnan(value):
+                    continue
+                if value > right:
+                    ax.text(right * 0.98, y, f"{value:.3g} (off the scale) →", ha="right", va="center",
+                            fontsize=7, color="white", fontweight="bold")
+                else:
+                    ax.text(value + right * 0.01, y, f"{value:.3g}", va="center", fontsize=7)
+            ax.set_yticks(ys, methods if j == 0 else [""] * len(methods), fontsize=8)
+            ax.set_ylim(len(methods) - 0.4, -0.6)
+            if j == 0:
+                ax.set_ylabel("method")
+            ax.set_xlabel(_COMPARISON_METRICS[metric], fontsize=9)
+            if sets[metric] != above:  # the sets' names over the first row and wherever the columns change
                 ax.set_title(_EVAL_SET_NAMES.get(eval_set, eval_set))
+        above = sets[metric]
+    lines = [title] if title else []
+    if any(m.startswith("mu_") for m in metrics):
+        lines.append(MU_DEFINITION)
+    if "nll" in sets:
+        unlabelled = [_EVAL_SET_NAMES.get(e, e) for e in eval_sets if e not in sets["nll"]]
+        if unlabelled:
+            lines.append(f"No NLL on {join_words(unlabelled)}: its inputs have no labels")
+    if lines:  # each line wrapped to the figure's width
+        chars = max(40, int(fig.get_figwidth() * 11))
+        fig.suptitle("\n".join(textwrap.fill(line, chars) for line in lines), fontsize=11)
     return fig
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..toys import INPUT_GENERATORS, MOG_TRUE_MEANS, ToyResult
-from .theme import CLASS_COLORS, PALETTE, TEACHER_COLOR, themed
+from .theme import CLASS_COLORS, PALETTE, TEACHER_COLOR, own_y_range, themed
 
 #: Colours of the thesis' students: by distillation loss (cross-entropy, derivative square error)
 #: and by mode (batch, online), the same in every thesis figure.
@@ -70,6 +70,7 @@ def plot_mog(results: Sequence[ToyResult], title: str = "") -> plt.Figure:
                           label=f"Gibbs samples of m{k + 1} (dashed: its true value)")
             row[0].axvline(MOG_TRUE_MEANS[k], color=colors[k], ls="--", lw=1)
         row[0].set(title=f"N = {n}: posterior of the means (Gibbs)", xlabel="mean m", ylabel="posterior density")
+        own_y_range(row[0], "the posterior narrows tenfold from N = 2 to N = 1000: on one scale the first is flat")
         grid = _f64(a["grid"])
         show = (grid > -15) & (grid < 15)
         row[1].plot(grid[show], _f64(a["true_pdf"])[show], "k:", lw=1.5, label="true p(x|w)")

@@ -26,6 +26,7 @@ from .ablation import (
 from .analysis import (
     CALIBRATION_TABLE,
     ESTIMATOR_GAP_TABLE,
+    GPU_TABLE1,
     PAPER_TABLE1,
     TABLE1,
     TABLE1_METRICS,
@@ -36,12 +37,13 @@ from .analysis import (
     run_time_line,
     table1_by_profile,
 )
-from .notebook import EXPERIMENT, experiment1_summary, gpu_student_nll
+from .notebook import EXPERIMENT, experiment1_summary, gpu_student_nll, gpu_table1
 from .settings import PROFILES, Experiment1Settings
 from .tasks import experiment1_tasks
 
 __all__ = ["EXPERIMENT", "PROFILES", "Experiment1Settings", "experiment1_tasks", "experiment1_table",
-           "experiment1_summary", "table1_by_profile", "run_time_line", "TABLE1_METRICS", "TABLE1", "TABLE1_PROFILES",
-           "PAPER_TABLE1", "CALIBRATION_TABLE", "ESTIMATOR_GAP_TABLE", "estimator_gap", "estimator_gap_text",
-           "gpu_student_nll", "ESTIMATOR_ABLATION", "ESTIMATOR_ABLATION_TABLE", "EstimatorAblation", "ablation_gaps",
-           "ablation_summary", "ablation_text", "estimator_ablation", "paper_gap"]
+           "experiment1_summary", "table1_by_profile", "run_time_line", "TABLE1_METRICS", "TABLE1",
+           "TABLE1_PROFILES", "PAPER_TABLE1", "CALIBRATION_TABLE", "ESTIMATOR_GAP_TABLE", "estimator_gap",
+           "estimator_gap_text", "gpu_student_nll", "gpu_table1", "GPU_TABLE1", "ESTIMATOR_ABLATION",
+           "ESTIMATOR_ABLATION_TABLE", "EstimatorAblation", "ablation_gaps", "ablation_summary",
+           "ablation_text", "estimator_ablation", "paper_gap"]

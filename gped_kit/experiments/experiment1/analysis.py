@@ -22,6 +22,9 @@ TABLE1_PROFILES = "table1_experiment1_profiles"
 CALIBRATION_TABLE = "calibration_experiment1_{profile}"
 #: Label of the paper's rows in :func:`table1_by_profile`.
 PAPER_TABLE1 = "paper (T = 10^6)"
+#: Label of the rows of the paper profile's chains run on a GPU (committed under docs/device-runs) in
+#: :func:`table1_by_profile`.
+GPU_TABLE1 = "paper profile on a GPU (T = 10^6)"
 
 
 def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -129,11 +132,14 @@ def _versus(mean: float, std: float, n: float, paper: float) -> str:
     return "above" if mean > paper else "below"
 
 
-def table1_by_profile(summaries: Mapping[str, Summary]) -> pd.DataFrame:
-    """Table 1 of every profile stacked (column ``profile``), then the paper's (``profile`` =
+def table1_by_profile(summaries: Mapping[str, Summary],
+                      gpu: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
+    """Table 1 of every profile stacked (column ``profile``), then the paper profile's chains run on a GPU
+    (``gpu``: per model Table 1's ``teacher_nll``, ``student_nll`` and ``entropy_mae`` of its complete
+    paper-length chain, one seed; ``profile`` = :data:`GPU_TABLE1`), then the paper's (``profile`` =
     :data:`PAPER_TABLE1`): per model with a run, the seeds, each quantity's mean and standard deviation
     over seeds and its ratio to the paper's (``<quantity> / paper``), and the chains' measured
-    computing time (``seconds``, all seeds together)."""
+    computing time (``seconds``, all seeds together; not recorded for the GPU's chains)."""
     metrics = list(TABLE1_METRICS)
     parts: dict[str, pd.DataFrame] = {}
     models: list[str] = []
@@ -149,6 +155,16 @@ def table1_by_profile(summaries: Mapping[str, Summary]) -> pd.DataFrame:
             pd.Series(dtype=float)
         rows["seconds"] = rows["model"].map(run_time)
         parts[profile] = rows.reset_index(drop=True)
+        models += [m for m in rows["model"] if m not in models]
+    if gpu:
+        theirs = paper_tables.table1().set_index("model")
+        rows = pd.DataFrame([{"model": model, "seeds": 1} for model in gpu])
+        for m in metrics:
+            rows[m] = [gpu[model][m] for model in gpu]
+            rows[f"{m}_std"] = float("nan")  # one seed
+            rows[f"{m} / paper"] = rows[m] / theirs.loc[list(gpu), m].to_numpy()
+        rows["seconds"] = float("nan")  # not recorded
+        parts[GPU_TABLE1] = rows
         models += [m for m in rows["model"] if m not in models]
     paper = paper_tables.table1().set_index("model").reindex(models)[metrics].reset_index()
     parts[PAPER_TABLE1] = paper

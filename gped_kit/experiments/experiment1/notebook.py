@@ -87,6 +87,19 @@ def gpu_student_nll(figures: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def gpu_table1(figures: Path) -> dict[str, dict[str, float]]:
+    """Per model, Table 1's cells of its complete paper-length GPU chain (committed beside ``figures``): the
+    teacher NLL, the U_s student's NLL and the U_o entropy student's MAE, for
+    :func:`~.analysis.table1_by_profile`."""
+    out = {}
+    for model, run in _gpu_runs(figures).items():
+        cells = {"teacher_nll": run.cell("teacher_nll", None), "student_nll": run.cell("student_nll", "U_s"),
+                 "entropy_mae": run.cell("entropy_mae", "U_o")}
+        if all(c is not None for c in cells.values()):
+            out[model] = {k: c.ours for k, c in cells.items()}
+    return out
+
+
 def _gpu_runs(figures: Path) -> dict:
     """The complete paper-length GPU runs of notebook 01 (committed beside ``figures``, under
     ``docs/device-runs``), per model."""
