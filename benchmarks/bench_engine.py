@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     name = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     print(f"device: {name}; torch {torch.__version__}; FCNN teacher (M = {sgld.batch_size}), predictive U_s student "
           f"(H = {H}, M' = 100), ensemble every {E} steps on {data.test_x.shape[0]} test images; {args.steps} steps "
-          f"x {args.repeats} repeats (medians), after a warm-up segment")
+          f"x {args.repeats} repeats (medians), after a warm-up ({warm_up} steps)")
     print(f"float32 matmul rate {flop_rate / 1e9:,.1f} GFLOP/s; teacher {flops / 1e6:.1f} MFLOP per step")
     if late:
         print(f"note: graphs were captured during the timed repeats of {late}: their rates include a capture")
