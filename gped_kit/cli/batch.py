@@ -293,6 +293,18 @@ def parse_override(text: str) -> ParameterOverride:
     return ParameterOverride(key=key, value=parse_value(raw), notebook=notebook, text=text)
 
 
+def plain_overrides(texts: Sequence[str], hint: str) -> dict[str, Any]:
+    """``-p KEY=VALUE`` overrides as ``{key: value}`` for a command whose settings apply to every notebook it
+    runs; a ``NOTEBOOK:KEY=VALUE`` is a ``ValueError`` naming it, with ``hint`` (what to give instead)."""
+    overrides = {}
+    for text in texts:
+        override = parse_override(text)
+        if override.notebook is not None:
+            raise ValueError(f"-p {text!r}: {hint}")
+        overrides[override.key] = override.value
+    return overrides
+
+
 class UnknownParameterError(ValueError):
     """``-p`` overrides that none of the selected notebooks they apply to declares (one line each)."""
 

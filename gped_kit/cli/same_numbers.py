@@ -42,7 +42,7 @@ import pandas as pd
 
 # Absolute imports: a side runs this file by its path with the other tree first on PYTHONPATH, so that
 # the kit it imports is that tree's (an older revision need not have this module).
-from gped_kit.cli.batch import parse_override
+from gped_kit.cli.batch import plain_overrides
 from gped_kit.experiments.chains import run_chains
 from gped_kit.experiments.numerics import LONG_CHAIN_TOLERANCE
 from gped_kit.experiments.registry import notebook as registered_notebook
@@ -197,12 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        overrides = {}
-        for text in args.param:
-            override = parse_override(text)
-            if override.notebook is not None:
-                raise ValueError(f"-p {text!r}: give KEY=VALUE; the notebook is --notebook")
-            overrides[override.key] = override.value
+        overrides = plain_overrides(args.param, "give KEY=VALUE; the notebook is --notebook")
         entry = registered_notebook(args.notebook)
         tasks = entry.chain_tasks(entry.settings(args.profile, overrides))  # checked before anything runs
         if not tasks:

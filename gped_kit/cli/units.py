@@ -45,7 +45,7 @@ from ..experiments.units import (
     run_units,
     shard,
 )
-from .batch import parse_override
+from .batch import plain_overrides
 from .slices import GRAPH_CHOICES, deterministic_convolutions, with_graph
 
 #: The checkout whose ``docs/device-runs`` hold the committed GPU runs' records.
@@ -195,12 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _positive("--max-chains", args.max_chains, integer=True)
         where = _shard(args.shard)
         notebooks = _notebooks(args.notebooks)
-        overrides = {}
-        for text in args.param:
-            o = parse_override(text)
-            if o.notebook is not None:
-                raise ValueError(f"-p {text!r}: a setting applies to every notebook; give KEY=VALUE")
-            overrides[o.key] = o.value
+        overrides = plain_overrides(args.param, "a setting applies to every notebook; give KEY=VALUE")
         check_overrides(overrides, notebooks, args.profile)
         if args.command == "plan":
             kind = slug(args.device_kind) if args.device_kind is not None else device_kind("auto")[0]
