@@ -116,7 +116,7 @@ def test_memory_and_marginal_variance_from_the_run(digits_data):
     assert by_method["Hydra"] == result.snapshots.numel() * 4 + 3 * n * 10 * 4
 
     mv = C.comparison_marginal_variance(result, data, "fcnn", trained.net, "mnist_rotated60")
-    assert set(mv) == {"Snapshot ensemble", "EnD2", "EnD2 (T = 2.5)", "Hydra"}  # the chain does not accumulate it
+    assert set(mv) == {"Snapshot ensemble", "EnD2", "EnD2 (tau = 2.5)", "Hydra"}  # the chain does not accumulate it
     x = data.ood_x["mnist_rotated60"]
     torch.testing.assert_close(mv["Hydra"], H.hydra_marginal_variance(trained.net, x))
     snap = H.snapshot_logits(result.snapshots, "fcnn", (1, 8, 8), 10, x).softmax(-1)
@@ -157,7 +157,7 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     assert run.status == "ran" and run.chain.status == "ran" and run.hydra_path.exists()
     assert run.eval_sets == ["test", "mnist_rotated60"]
     table = run.table.set_index(["eval_set", "method"])
-    methods = {"Long-chain teacher", "Snapshot ensemble", "Hydra", C.ZERO_MU, "EnD2 (T = 2.5)",
+    methods = {"Long-chain teacher", "Snapshot ensemble", "Hydra", C.ZERO_MU, "EnD2 (tau = 2.5)",
                *(st.label for st in students)}
     assert set(table.index) == {(e, m) for e in ("test", "mnist_rotated60") for m in methods}
     # the zero-MU baseline: its mean |Delta MU| is the reference's mean MU (>= 0 for a mixture)
@@ -218,10 +218,10 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     assert costs.loc["Hydra", "params"] == count_parameters(trained.net) and costs.loc["KD", "flops"] > 0
     assert costs.loc["KD", "params"] == teacher_params
     # EnD2 read at its training temperature: the same network and training, another Dirichlet
-    assert costs.loc["EnD2 (T = 2.5)", "params"] == costs.loc["EnD2", "params"]
-    assert costs.loc["EnD2 (T = 2.5)", "train_steps"] == costs.loc["EnD2", "train_steps"]
-    assert table.loc[("test", "EnD2 (T = 2.5)"), "accuracy"] == table.loc[("test", "EnD2"), "accuracy"]
-    assert table.loc[("test", "EnD2 (T = 2.5)"), "nll"] != table.loc[("test", "EnD2"), "nll"]
+    assert costs.loc["EnD2 (tau = 2.5)", "params"] == costs.loc["EnD2", "params"]
+    assert costs.loc["EnD2 (tau = 2.5)", "train_steps"] == costs.loc["EnD2", "train_steps"]
+    assert table.loc[("test", "EnD2 (tau = 2.5)"), "accuracy"] == table.loc[("test", "EnD2"), "accuracy"]
+    assert table.loc[("test", "EnD2 (tau = 2.5)"), "nll"] != table.loc[("test", "EnD2"), "nll"]
     assert list(run.kd_variants["student"]) == ["KD", "KD (perturbed inputs)", "KD (noise inputs)",
                                                 "KD + derivative matching"]
     assert list(run.kd_variants.columns) == list(C.KD_COLUMNS)
@@ -248,7 +248,7 @@ def test_spiral_run_maps_every_uncertainty_method_and_is_reused(tmp_path, monkey
     store = ResultsStore(tmp_path)
     out = C.spiral_run(s, store, device="cpu", progress=False)
     assert out.status == "ran" and list(out.maps) == ["Long-chain teacher", "Snapshot ensemble", "GPED", "EnD2",
-                                                      "EnD2 (T = 2.5)", "Hydra"]
+                                                      "EnD2 (tau = 2.5)", "Hydra"]
     data = out.data
     grid = data.ood_x["grid"].shape[0]
     assert data.input_shape == (2,) and grid == out.config.grid_size ** 2

@@ -115,9 +115,9 @@ def test_downstream_metrics_on_hand_built_outputs_have_known_answers():
     # and by the GPED student, which equals it
     auroc = down.xs("auroc", level="metric")
     assert auroc.loc[("Ensemble", "total"), "value"] == 1.0 and auroc.loc[("GPED", "knowledge"), "value"] == 1.0
-    # Ensemble, GPED, EnD2 at T = 1 and at the training temperature 2.5
+    # Ensemble, GPED, EnD2 at tau = 1 and at the training temperature 2.5
     assert (auroc["ood_dataset"] == "far").all() and len(auroc) == 4 * 2
-    assert set(tables["downstream"]["method"]) == {"Ensemble", "GPED", "EnD2", "EnD2 (T = 2.5)"}
+    assert set(tables["downstream"]["method"]) == {"Ensemble", "GPED", "EnD2", "EnD2 (tau = 2.5)"}
     # the teacher-quality lines: mean MU of everyone, |MU - MU_ensemble| of the students (0 for GPED = ensemble)
     mu = down.xs("mu_mean", level="metric")
     test_u = from_moments(result.teacher_outputs["test"]["predictive+entropy"][:, :3],
@@ -133,13 +133,13 @@ def test_downstream_metrics_on_hand_built_outputs_have_known_answers():
     expected = metrics.mae(from_dirichlet(endd[:, :3] * endd[:, 3:]).data, from_moments(test[:, :3], test[:, 3]).data)
     entropy_mae = down.xs("entropy_mae", level="metric")["value"]
     assert entropy_mae.loc["GPED"].item() == 0 and entropy_mae.loc["EnD2"].item() == pytest.approx(expected)
-    # at T = 2.5 the Dirichlet is alpha^(1 / 2.5): its expected entropy, MU and AUROC are read off that one
+    # at tau = 2.5 the Dirichlet is alpha^(1 / 2.5): its expected entropy, MU and AUROC are read off that one
     heated = from_dirichlet((endd[:, :3] * endd[:, 3:]).double() ** 0.4)
     expected = metrics.mae(heated.data.float(), from_moments(test[:, :3], test[:, 3]).data)
-    assert entropy_mae.loc["EnD2 (T = 2.5)"].item() == pytest.approx(expected, rel=1e-5)
-    assert entropy_mae.loc["EnD2 (T = 2.5)"].item() != pytest.approx(entropy_mae.loc["EnD2"].item(), rel=1e-3)
+    assert entropy_mae.loc["EnD2 (tau = 2.5)"].item() == pytest.approx(expected, rel=1e-5)
+    assert entropy_mae.loc["EnD2 (tau = 2.5)"].item() != pytest.approx(entropy_mae.loc["EnD2"].item(), rel=1e-3)
     rows = tables["downstream"]
-    assert not ((rows["method"] == "EnD2 (T = 2.5)") & (rows["metric"] == "nll")).any()  # no labels: no NLL there
+    assert not ((rows["method"] == "EnD2 (tau = 2.5)") & (rows["metric"] == "nll")).any()  # no labels: no NLL there
     assert down.loc[("Ensemble", "nll"), "value"].item() == 0.3
     assert set(tables["downstream"]["dataset"]) == {"toy"}
     per_input = tables["data_uncertainty"]
@@ -158,12 +158,12 @@ def test_endd_at_both_temperatures_with_labels_gives_the_nll_of_each_dirichlet_m
     endd = result.student_outputs["test"]["EnD2-U_o-base"]
     alpha = (endd[:, :3] * endd[:, 3:]).double()
     heated_mean = alpha ** 0.4 / (alpha ** 0.4).sum(-1, keepdim=True)
-    assert nll["EnD2 (T = 2.5)"] == pytest.approx(metrics.nll(heated_mean.float(), labels), rel=1e-5)
-    assert nll["EnD2"] == 0.35  # T = 1: the run's summary
+    assert nll["EnD2 (tau = 2.5)"] == pytest.approx(metrics.nll(heated_mean.float(), labels), rel=1e-5)
+    assert nll["EnD2"] == 0.35  # tau = 1: the run's summary
     # the heated mean is softer: on these confident, correct inputs its NLL is the larger
-    assert nll["EnD2 (T = 2.5)"] > metrics.nll(endd[:, :3], labels)
+    assert nll["EnD2 (tau = 2.5)"] > metrics.nll(endd[:, :3], labels)
     accuracy = down[down["metric"] == "accuracy"].set_index("method")["value"]
-    assert accuracy["EnD2 (T = 2.5)"] == metrics.accuracy(endd[:, :3], labels)  # argmax unchanged by the power
+    assert accuracy["EnD2 (tau = 2.5)"] == metrics.accuracy(endd[:, :3], labels)  # argmax unchanged by the power
 
 
 def test_claims_count_the_settings_gped_wins():
@@ -208,7 +208,7 @@ def _claims_downstream(seeds=(0, 1, 2)) -> pd.DataFrame:
                     gped = 0.45
                 rows += [dict(who, method="GPED", metric="nll", value=gped),
                          dict(who, method="EnD2", metric="nll", value=0.4),
-                         dict(who, method="EnD2 (T = 2.5)", metric="nll", value=0.9)]
+                         dict(who, method="EnD2 (tau = 2.5)", metric="nll", value=0.9)]
                 for kind in ("total", "knowledge"):
                     # Fashion-MNIST (whole inputs): EnD2 wins; KMNIST (masked inputs): GPED wins
                     rows += [dict(who, method="GPED", metric="auroc", value=0.6, uncertainty=kind,
@@ -266,7 +266,7 @@ def test_claims_are_counted_cell_by_cell_against_the_papers_cells_over_seeds():
     assert row["fraction"] == 0.75 and row["versus"] == "EnD2"
     # beside: EnD2 read at its training temperature (here a much worse NLL): GPED wins every cell
     assert (row["beside"], row["ours_beside"], row["agree_beside"]) == (
-        "EnD2 (T = 2.5)", "8 of 8", "agree in 8 of 8 cells compared")
+        "EnD2 (tau = 2.5)", "8 of 8", "agree in 8 of 8 cells compared")
     whole = claims.loc["GPED higher auroc than EnD2 (OOD inputs whole)"]
     assert (whole["ours"], whole["paper"], whole["agree"]) == ("0 of 16", "20 of 32 (MNIST)", "no cell in common")
     assert whole["seeds"] == "0 of 16 in 3 of 3 seeds" and pd.isna(whole["ours_beside"])
@@ -295,7 +295,7 @@ def test_teacher_lines_put_the_ensemble_beside_each_student_in_its_own_chain():
     down = _claims_downstream(seeds=(0, 1))
     down.loc[(down["method"] == "Ensemble") & (down["seed"] == 1) & (down["metric"] == "nll"), "value"] = 0.35
     lines = E4.experiment4_teacher_lines(down)
-    assert set(lines["method"]) == {"GPED", "EnD2", "EnD2 (T = 2.5)"} and lines["teacher"].notna().all()
+    assert set(lines["method"]) == {"GPED", "EnD2", "EnD2 (tau = 2.5)"} and lines["teacher"].notna().all()
     nll = lines[(lines["metric"] == "nll") & (lines["method"] == "GPED") & (lines["model"] == "fcnn")]
     assert sorted(set(zip(nll["seed"], nll["teacher"]))) == [(0, 0.25), (1, 0.35)]
     auroc = lines[(lines["metric"] == "auroc") & (lines["method"] == "EnD2")]
@@ -347,7 +347,7 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
     cells = run.cells
     assert list(cells["status"]) == ["ran"] and list(cells["evaluation"]) == ["ran"]
     down = run.downstream
-    assert set(down["method"]) == {"Ensemble", "GPED", "EnD2", "EnD2 (T = 2.5)"} and set(down["cell"]) == {"digits"}
+    assert set(down["method"]) == {"Ensemble", "GPED", "EnD2", "EnD2 (tau = 2.5)"} and set(down["cell"]) == {"digits"}
     assert set(down["seed"]) == {0}
     auroc = down[down["metric"] == "auroc"]
     assert len(auroc) == 13 * 2 and set(auroc["ood_dataset"]) == {"noise"}  # ensemble, 8 students, 4 EnD2 at T = 2.5
@@ -356,7 +356,7 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
     assert len(ndcg) == 12 * 2 and ndcg["value"].between(0, 1).all() and (ndcg["std"] >= 0).all()
     # the test labels reach the evaluation: both temperatures have an NLL, the T = 1 one the run's own
     nll = down[down["metric"] == "nll"].set_index(["method", "estimator", "student"])["value"]
-    assert len(nll.xs("EnD2 (T = 2.5)", level="method")) == 4
+    assert len(nll.xs("EnD2 (tau = 2.5)", level="method")) == 4
     summary = run.grid.table.set_index("student")
     assert nll.loc[("EnD2", "U_o", "base")] == pytest.approx(summary.loc["EnD2-U_o-base", "student_nll"])
     lines = E4.experiment4_teacher_lines(down)
@@ -367,7 +367,7 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
     per_input = run.data_uncertainty
     assert len(per_input) == len(data.test_y)
     assert sorted(c for c in per_input if c.endswith("largest_width_multiplier")) == [
-        f"{m}-{e}-largest_width_multiplier" for m in ("EnD2 (T = 2.5)", "EnD2", "GPED") for e in ("U_o", "U_s")]
+        f"{m}-{e}-largest_width_multiplier" for m in ("EnD2 (tau = 2.5)", "EnD2", "GPED") for e in ("U_o", "U_s")]
     students = E4.figure15_students(per_input)
     assert set(students) == {"EnD2-U_o (largest)", "EnD2-U_s (largest)", "GPED-U_o (largest)", "GPED-U_s (largest)"}
     assert (per_input["Ensemble"] >= 0).all() and (per_input["Ensemble"] <= np.log(10) + 1e-3).all()

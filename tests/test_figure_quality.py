@@ -452,13 +452,13 @@ def experiment2_paper_only():
 
 
 def experiment4_in_distribution():
-    """Figure 14 as in the default profile: EnD2 at T = 2.5 has EnD2's accuracy (the same argmax), so two
-    equal values side by side; the paper's NLL for the ensemble, GPED and EnD2 (not for T = 2.5)."""
-    shift = {"Ensemble": 0.0, "GPED": 0.02, "EnD2": 0.03, "EnD2 (T = 2.5)": 0.03}
+    """Figure 14 as in the default profile: EnD2 at tau = 2.5 has EnD2's accuracy (the same argmax), so two
+    equal values side by side; the paper's NLL for the ensemble, GPED and EnD2 (not for tau = 2.5)."""
+    shift = {"Ensemble": 0.0, "GPED": 0.02, "EnD2": 0.03, "EnD2 (tau = 2.5)": 0.03}
     rows = [dict(model=model, method=m, estimator=e, student=s, metric=k,
-                 value=base + (shift[m] + (0.3 if m == "EnD2 (T = 2.5)" and k == "nll" else 0.0))
+                 value=base + (shift[m] + (0.3 if m == "EnD2 (tau = 2.5)" and k == "nll" else 0.0))
                  * (1 if k == "nll" else -1) + 0.01 * i,
-                 value_paper=(base - 0.1 - 0.03 * j) if k == "nll" and m != "EnD2 (T = 2.5)" else None)
+                 value_paper=(base - 0.1 - 0.03 * j) if k == "nll" and m != "EnD2 (tau = 2.5)" else None)
             for model in ("cnn_mnist", "fcnn") for j, m in enumerate(shift)
             for i, (e, s) in enumerate((e, s) for s in ("base", "largest_width_multiplier") for e in ("U_o", "U_s"))
             for k, base in (("nll", 0.5), ("accuracy", 0.83))]

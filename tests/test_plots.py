@@ -496,8 +496,8 @@ def test_learning_curves_leave_every_students_first_step_off_the_scale_and_keep_
 def test_figure14_places_value_labels_apart_and_draws_the_papers_values_per_method():
     rows = [dict(model="fcnn", method=m, estimator=e, student=s, metric=k,
                  value=0.803 if k == "accuracy" and m.startswith("EnD2") else v + d,
-                 value_paper=(0.4 - d) if k == "nll" and m != "EnD2 (T = 2.5)" else None)
-            for m, d in (("Ensemble", 0.0), ("GPED", 0.02), ("EnD2", 0.03), ("EnD2 (T = 2.5)", 0.3))
+                 value_paper=(0.4 - d) if k == "nll" and m != "EnD2 (tau = 2.5)" else None)
+            for m, d in (("Ensemble", 0.0), ("GPED", 0.02), ("EnD2", 0.03), ("EnD2 (tau = 2.5)", 0.3))
             for e in ("U_s", "U_o") for s in ("base", "largest_width_multiplier")
             for k, v in (("nll", 0.5), ("accuracy", 0.83))]
     fig = plot_experiment4_in_distribution(pd.DataFrame(rows))

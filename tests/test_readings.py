@@ -19,7 +19,7 @@ def _downstream() -> pd.DataFrame:
             loses = (model, size) == ("cnn_mnist", "largest_width_multiplier")
             rows += [dict(who, method="GPED", metric="nll", value=0.503 if loses else 0.3),
                      dict(who, method="EnD2", metric="nll", value=0.491),
-                     dict(who, method="EnD2 (T = 2.5)", metric="nll", value=1.2 if est == "U_s" else 1.4)]
+                     dict(who, method="EnD2 (tau = 2.5)", metric="nll", value=1.2 if est == "U_s" else 1.4)]
             for kind in ("total", "knowledge"):
                 rows += [dict(who, method="GPED", metric="auroc", value=0.7, uncertainty=kind,
                               ood_dataset="fashion_mnist", ood_masked=False),

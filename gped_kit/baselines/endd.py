@@ -56,10 +56,17 @@ def endd_output_at_temperature(output: torch.Tensor, num_classes: int, temperatu
 
 def heated_label(label: str, temperature: float) -> str:
     """The label of EnD2 student ``label`` read at evaluation temperature ``temperature``:
-    ``"EnD2"`` -> ``"EnD2 (T = 2.5)"``; the method part of an Experiment 4 label:
-    ``"EnD2-U_s-base"`` -> ``"EnD2 (T = 2.5)-U_s-base"``."""
+    ``"EnD2"`` -> ``"EnD2 (tau = 2.5)"``; the method part of an Experiment 4 label:
+    ``"EnD2-U_s-base"`` -> ``"EnD2 (tau = 2.5)-U_s-base"``. The temperature is tau (printed τ), so that
+    T stays the chain length."""
     method, sep, rest = label.partition("-")
-    return f"{method} (T = {temperature:g}){sep}{rest}"
+    return f"{method} (tau = {temperature:g}){sep}{rest}"
+
+
+def is_heated(label: str) -> bool:
+    """True when ``label`` names an EnD2 student read at another evaluation temperature
+    (:func:`heated_label`)."""
+    return " (tau = " in label
 
 
 def endd_target(temperature: float = ENDD_TEMPERATURE, smoothing: float = ENDD_SMOOTHING) -> Target:

@@ -19,6 +19,12 @@ def model_name(name: str) -> str:
     return MODEL_NAMES.get(name, name)
 
 
+def method_name(label: str) -> str:
+    """The printed name of a method label or of a text naming methods: ``"EnD2"`` -> ``"EnD²"``,
+    ``"EnD2 (tau = 2.5)"`` -> ``"EnD² (τ = 2.5)"`` (EnD²'s temperature is tau, T the chain length)."""
+    return label.replace("EnD2", "EnD²").replace("(tau = ", "(τ = ")
+
+
 def join_words(items: Iterable[str], empty: str = "none") -> str:
     """``"a"``, ``"a and b"``, ``"a, b and c"``; ``empty`` for none."""
     items = list(items)

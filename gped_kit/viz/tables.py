@@ -15,7 +15,9 @@ are no numbers of ours to show beside them. :func:`markdown_table` is the Markdo
 from __future__ import annotations
 
 import html
+import io
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -124,3 +126,40 @@ def markdown_table(table: pd.DataFrame, floatfmt: str = ".3f", missing: str = MI
         cells[name] = pd.Series([None if v is None else int(round(v)) for v in cells[name]], index=cells.index,
                                 dtype=object)
     return cells.to_markdown(index=False, floatfmt=floatfmt, missingval=missing)
+
+
+#: The relative tolerance under which a table computed live again counts as the same table
+#: (:func:`same_table`): a chain run on another host (another BLAS, another number of threads) differs
+#: in the last digits of its floats, which a reader of the three decimals shown cannot see.
+TABLE_RTOL = 1e-4
+#: The absolute tolerance beside :data:`TABLE_RTOL`, for values near 0.
+TABLE_ATOL = 1e-6
+
+
+def same_table(table: pd.DataFrame, csv: str | Path, rtol: float = TABLE_RTOL, atol: float = TABLE_ATOL) -> bool:
+    """True when ``csv`` holds ``table`` up to round-off: the same columns and rows, the same text in
+    every non-numeric cell and the same missing cells, every number within ``rtol`` (relative) or
+    ``atol`` (absolute) of the stored one. False when there is no such file or it cannot be read as a
+    table. A saver keeps the stored files when this holds, so that a table computed live on another
+    host does not show as changed (:func:`gped_kit.viz.plots.save_table`)."""
+    csv = Path(csv)
+    if not csv.is_file():
+        return False
+    try:
+        old = pd.read_csv(csv)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        return False
+    new = pd.read_csv(io.StringIO(table.to_csv(index=False)))  # the dtypes a reader of the file sees
+    if list(old.columns) != list(new.columns) or old.shape != new.shape:
+        return False
+    for name in new.columns:
+        a, b = old[name], new[name]
+        if (a.isna() != b.isna()).any():
+            return False
+        a, b = a[a.notna()], b[b.notna()]
+        if pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b):
+            if not np.allclose(a.to_numpy(dtype=float), b.to_numpy(dtype=float), rtol=rtol, atol=atol):
+                return False
+        elif (a.astype(str) != b.astype(str)).any():
+            return False
+    return True

@@ -50,7 +50,7 @@ def comparison_methods(result: GPEDResult, data: GPEDData, arch: ArchSpec | str,
     uncertainties (None for predictive-only students): the long-chain teacher (online means,
     :func:`~gped_kit.core.uncertainty.from_moments`), the snapshot ensemble (its members,
     :func:`~gped_kit.core.uncertainty.from_samples`), every student (GPED's C+1 outputs; EnD2's
-    Dirichlet in closed form, at T = 1 and, as ``"EnD2 (T = 2.5)"``, at its training temperature,
+    Dirichlet in closed form, at tau = 1 and, as ``"EnD2 (tau = 2.5)"``, at its training temperature,
     alpha = exp(raw / 2.5); KD: the predictive only) and Hydra (the mixture over its heads)."""
     c = data.num_classes
     x = _eval_inputs(data, eval_set)

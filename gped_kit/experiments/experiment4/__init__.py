@@ -18,10 +18,11 @@ missing.
 
 **EnD2 at two evaluation temperatures.** The prior networks are trained on alpha = exp(raw / 2.5)
 (Appendix A.4); the appendix does not say at which temperature they are evaluated. Every EnD2
-student is therefore evaluated at both: method ``"EnD2"`` reads alpha = exp(raw) (T = 1, the
+student is therefore evaluated at both: method ``"EnD2"`` reads alpha = exp(raw) (temperature tau = 1, the
 convention of Malinin et al., whose annealed temperature ends at 1 and who evaluate at 1) and
-method ``"EnD2 (T = 2.5)"`` reads alpha = exp(raw / 2.5), the Dirichlet the loss was fitted to
-(:func:`~gped_kit.baselines.endd.endd_output_at_temperature`). The claims use T = 1, with T = 2.5
+method ``"EnD2 (tau = 2.5)"`` reads alpha = exp(raw / 2.5), the Dirichlet the loss was fitted to
+(:func:`~gped_kit.baselines.endd.endd_output_at_temperature`; the temperature is tau, printed τ, because T is
+the chain length). The claims use tau = 1, with tau = 2.5
 beside it (:func:`experiment4_claims`): the paper's EnD2 NLLs (0.415 and 0.321 in Table 2, against
 the ensemble's 0.362 and 0.269) fit a Dirichlet mean that undoes the heating, not the heated
 predictive softmax(z / 2.5), whose NLL on a confident, correct input is many times the ensemble's.

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ...baselines.endd import ENDD_TEMPERATURE
+from ...baselines.endd import ENDD_TEMPERATURE, heated_label, is_heated
 from ...core.targets import SKILL_FLOOR
 from .. import paper_tables
 from ..claims import (
@@ -28,9 +28,9 @@ from ..claims import (
 )
 from .settings import STUDENT_SIZES
 
-#: The EnD2 the claims use (T = 1) and the one shown beside it (the training temperature).
+#: The EnD2 the claims use (tau = 1) and the one shown beside it (the training temperature tau = 2.5).
 ENDD_MAIN = "EnD2"
-ENDD_HEATED = f"EnD2 (T = {ENDD_TEMPERATURE:g})"
+ENDD_HEATED = heated_label(ENDD_MAIN, ENDD_TEMPERATURE)
 
 
 _EXP4_KEYS = {"in_distribution": ["model", "method", "estimator", "student", "metric"],
@@ -199,7 +199,7 @@ def experiment4_claim_cells(downstream: pd.DataFrame, endd: str = ENDD_MAIN) -> 
     claim metrics of :data:`CLAIMS` (NLL and entropy MAE, Tables 2, 8-10; AUROC per OOD set,
     whole or masked inputs and uncertainty, Tables 3, 11-13; nDCG@20 per uncertainty, Tables 4,
     14-16). ``GPED`` / ``EnD2``: our values (mean over seeds), EnD2 being method ``endd``
-    (``"EnD2"``, T = 1, or ``"EnD2 (T = 2.5)"``; ``versus`` names it); ``ours``: the winner of those
+    (``"EnD2"``, tau = 1, or ``"EnD2 (tau = 2.5)"``; ``versus`` names it); ``ours``: the winner of those
     means (``"GPED"``, ``"EnD2"``, ``"tie"``); ``seeds``, ``ours_by_seed`` (the winner per seed, seed
     order) and ``seed_stable``; ``GPED_paper`` / ``EnD2_paper`` / ``paper`` / ``table``: the paper's
     values and winner in that cell (:func:`~gped_kit.experiments.paper_tables.experiment4_outcomes`;
@@ -279,10 +279,10 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
     have (none for AUROC while our only OOD set is Fashion-MNIST); ``seeds``, the count per seed
     ("6 of 8 in 3 of 3 seeds", or its range and the per-seed counts); ``unstable_cells``, our cells
     whose winner differs between seeds; ``paper_statement``, the paper's words. ``beside`` (default
-    ``"EnD2 (T = 2.5)"``; None: none) repeats ``ours`` and ``agree`` against that EnD2 in
+    ``"EnD2 (tau = 2.5)"``; None: none) repeats ``ours`` and ``agree`` against that EnD2 in
     ``ours_beside`` / ``agree_beside`` when ``downstream`` has it.
 
-    Which EnD2 the claims use: T = 1 (alpha = exp(raw)), the convention of Malinin et al. (who
+    Which EnD2 the claims use: tau = 1 (alpha = exp(raw)), the convention of Malinin et al. (who
     anneal the temperature down to 1 and evaluate there) and the one the paper's numbers imply
     (see the module docstring); the paper only fixes the *training* temperature (Appendix A.4)."""
     columns = ["claim", "ours", "fraction", "paper", "agree", "seeds", "unstable_cells", "paper_statement",
@@ -384,7 +384,7 @@ def experiment4_teacher_lines(downstream: pd.DataFrame) -> pd.DataFrame:
 
 def figure15_students(per_input: pd.DataFrame) -> dict[str, torch.Tensor]:
     """Figure 15's students from one model's ``data_uncertainty`` rows: each largest-width student's
-    E[H] per test input, named ``"<method>-<estimator> (largest)"`` (EnD2 at T = 1, as its claims)."""
-    columns = sorted(c for c in per_input.columns if c.endswith(STUDENT_SIZES[1]) and " (T = " not in c)
+    E[H] per test input, named ``"<method>-<estimator> (largest)"`` (EnD2 at tau = 1, as its claims)."""
+    columns = sorted(c for c in per_input.columns if c.endswith(STUDENT_SIZES[1]) and not is_heated(c))
     return {c.replace(f"-{STUDENT_SIZES[1]}", " (largest)"): torch.tensor(per_input[c].to_numpy(dtype=float))
             for c in columns}

@@ -38,7 +38,7 @@ def experiment4_uncertainties(result: GPEDResult, targets: Mapping[str, Target],
     and of every GPED / EnD2 student by label, from its target in ``targets`` (label -> target; its
     decomposition, :meth:`~gped_kit.core.targets.Target.uncertainties`: the C+1 outputs directly,
     the Dirichlet's closed forms). Every EnD2 student is also read at each evaluation temperature
-    of ``endd_temperatures`` (alpha = exp(raw / T),
+    of ``endd_temperatures`` (alpha = exp(raw / tau),
     :func:`~gped_kit.baselines.endd.endd_output_at_temperature`), under :func:`heated_label`."""
     t = result.teacher_outputs[eval_set][PREDICTIVE_ENTROPY.name]
     out = {"Ensemble": uncertainty.from_moments(t[:, :num_classes], t[:, num_classes])}
@@ -71,7 +71,7 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
     uncertainty the ``ndcg@20`` of each student's ranking against the ensemble's
     (:func:`~gped_kit.core.metrics.ndcg_trials`: mean, and ``std`` over the trials of 100 random test
     inputs, Tables 4, 14-16). Every EnD2 student appears twice: method ``"EnD2"``
-    (T = 1) and ``"EnD2 (T = 2.5)"`` (:func:`experiment4_uncertainties`); the latter's ``nll`` and
+    (tau = 1) and ``"EnD2 (tau = 2.5)"`` (:func:`experiment4_uncertainties`); the latter's ``nll`` and
     ``accuracy`` need the test ``labels`` (left out without them). ``data_uncertainty``: one row
     per test input with the expected data uncertainty E[H] of the ensemble and of each
     largest-width student, at both EnD2 temperatures (Figure 15). Every student's row has its ``skill``: the

@@ -23,6 +23,7 @@ from ..frame import (
     task_chains,
 )
 from ..paper import paper_model
+from ..prose import method_name
 from ..store import ResultsStore
 from ..verdicts import (
     MODELS,
@@ -152,7 +153,7 @@ def _evaluation_gaps(store: ResultsStore, settings: Experiment4Settings, tasks: 
         if n != expected:
             gaps.append(f"experiment 4 {task.label}: {n} evaluated students, expected {expected} "
                         f"({len(task.students)} students, {heated} of them EnD2 also at "
-                        f"T = {', '.join(f'{t:g}' for t in ENDD_EVAL_TEMPERATURES)})")
+                        f"τ = {', '.join(f'{t:g}' for t in ENDD_EVAL_TEMPERATURES)})")
     return gaps
 
 
@@ -166,7 +167,7 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
     """Rule: cell by cell against the paper's MNIST cells (Tables 2-4, 8-16): ``yes`` when every cell
     compared agrees, ``partly`` when some do, ``no`` when none; the OOD claims have no cell in common
     with the paper (its OOD sets, KMNIST and notMNIST, are not obtainable here), so they are shown
-    as counts beside the paper's MNIST count, not judged. EnD² at T = 1 decides; T = 2.5 is beside it."""
+    as counts beside the paper's MNIST count, not judged. EnD² at τ = 1 decides; τ = 2.5 is beside it."""
     t = read_table(figures, f"{CLAIMS_TABLE.format(profile=profile)}.csv")
     if t is None:
         return []
@@ -185,14 +186,14 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
             inputs = "masked" if "masked" in str(r["claim"]) else "whole"
             above = students_above_teacher(figures, profile, inputs)
             judged += f"; students above their teacher's AUROC in {above[0]} of {above[1]})" if above else ")"
-        ours = f"{r['ours']}; vs {r['beside']}: {r['ours_beside']}"
+        ours = f"{r['ours']}; vs {method_name(r['beside'])}: {r['ours_beside']}"
         if r["claim"] in seeds:
             ours += f"; {seeds[r['claim']]}"
         if "students above their teacher's AUROC" in judged:
             ours += ("; a student above its own teacher ensemble's AUROC separates the OOD set better than what it "
                      "distils, so these AUROCs do not measure how faithfully the ensemble was distilled")
-        rows.append(Claim(f"Exp. 4: {r['claim'].replace('nll', 'NLL').replace('entropy_mae', 'entropy MAE')}"
-                          .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20").replace("EnD2", "EnD²"),
+        rows.append(Claim(method_name(f"Exp. 4: {r['claim'].replace('nll', 'NLL').replace('entropy_mae', 'entropy MAE')}"
+                                      .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20")),
                           judged, ours,
                           f"{r['paper']}; {r['paper_statement']}",
                           link(f"{CLAIMS_TABLE.format(profile='default')}.md", "claims") + ", notebook 06",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..prose import METRIC_NAMES, heading, join_words, model_name, setting, signed_range, value_range
+from ...baselines.endd import ENDD_TEMPERATURE
+from ..prose import METRIC_NAMES, heading, join_words, method_name, model_name, setting, signed_range, value_range
 from .analysis import (
     ENDD_HEATED,
     ENDD_MAIN,
@@ -19,7 +20,7 @@ def experiment4_reading(downstream: pd.DataFrame, profile: str | None = None) ->
     """Notebook 06's reading of Experiment 4, from its ``downstream`` table (one or more seeds).
 
     One line per claim (:func:`~gped_kit.experiments.experiment4.experiment4_claims`: ours, the
-    paper's count in its own cells, agreement, the seeds, and the count against EnD2 at T = 2.5);
+    paper's count in its own cells, agreement, the seeds, and the count against EnD2 at tau = 2.5);
     the cells where GPED loses in distribution, with both values; the OOD counts per model and
     uncertainty beside the paper's (:func:`~gped_kit.experiments.experiment4.experiment4_claim_groups`);
     how often the teacher ensemble's own AUROC is above each student's
@@ -30,9 +31,9 @@ def experiment4_reading(downstream: pd.DataFrame, profile: str | None = None) ->
     lines = [heading("Reading Experiment 4", profile), ""]
     claims = experiment4_claims(downstream)
     for c in claims.itertuples():
-        beside = (f"; against {c.beside.replace('EnD2', 'EnD²')}: {c.ours_beside}"
+        beside = (f"; against {method_name(c.beside)}: {c.ours_beside}"
                   if isinstance(c.beside, str) and isinstance(c.ours_beside, str) else "")
-        claim = c.claim.replace("EnD2", "EnD²")
+        claim = method_name(c.claim)
         for key, name in METRIC_NAMES.items():
             claim = claim.replace(f" {key} ", f" {name} ")
         lines.append(f"- {claim}: ours {c.ours} cells; the paper {c.paper} in its own cells, "
@@ -70,7 +71,7 @@ def _teacher_sentences(downstream: pd.DataFrame) -> list[str]:
     out = []
     for method, part in auroc.groupby("method", sort=False):
         above = int((part["minus_teacher"] < 0).sum())
-        out.append(f"{method.replace('EnD2', 'EnD²')}'s in {above} of {len(part)} cells (student minus teacher "
+        out.append(f"{method_name(method)}'s in {above} of {len(part)} cells (student minus teacher "
                    f"{signed_range(part['minus_teacher'].min(), part['minus_teacher'].max())})")
     ens = auroc.drop_duplicates(["model", "uncertainty", "ood_dataset", "ood_inputs", "teacher"])
     ranges = "; ".join(f"{model_name(m)} {k} {value_range(g['teacher'].min(), g['teacher'].max())}"
@@ -87,6 +88,6 @@ def _temperature_sentences(downstream: pd.DataFrame) -> list[str]:
     one, heated = nll[nll["method"] == ENDD_MAIN]["value"], nll[nll["method"] == ENDD_HEATED]["value"]
     if one.empty or heated.empty:
         return []
-    return ["", f"EnD² is evaluated at T = 1 (alpha = exp(raw), the claims) and at its training temperature "
-                f"(alpha = exp(raw / 2.5)): test NLL {value_range(one.min(), one.max())} at T = 1, "
-                f"{value_range(heated.min(), heated.max())} at T = 2.5."]
+    return ["", f"EnD² is evaluated at temperature τ = 1 (alpha = exp(raw), the claims) and at its training "
+                f"temperature (alpha = exp(raw / 2.5)): test NLL {value_range(one.min(), one.max())} at τ = 1, "
+                f"{value_range(heated.min(), heated.max())} at τ = {ENDD_TEMPERATURE:g}."]

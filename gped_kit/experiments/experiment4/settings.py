@@ -123,8 +123,8 @@ PROFILES: dict[str, Experiment4Settings] = {
 OOD_FOR = {"mnist": ("fashion_mnist", "kmnist", "notmnist"), "cifar10": ("svhn", "tinyimagenet", "lsun")}
 #: The paper's names of the two student sizes (Tables 2-4, 8-16).
 STUDENT_SIZES = ("base", "largest_width_multiplier")
-#: The evaluation temperatures of every EnD2 student besides T = 1 (method ``"EnD2"``): the training
-#: temperature of Appendix A.4, method ``"EnD2 (T = 2.5)"`` (see the package docstring).
+#: The evaluation temperatures of every EnD2 student besides tau = 1 (method ``"EnD2"``): the training
+#: temperature of Appendix A.4, method ``"EnD2 (tau = 2.5)"`` (see the package docstring).
 ENDD_EVAL_TEMPERATURES = (ENDD_TEMPERATURE,)
 #: Columns of the ``downstream`` table (an empty one has them too).
 DOWNSTREAM_COLUMNS = ("model", "method", "estimator", "student", "metric", "value", "std", "uncertainty",
