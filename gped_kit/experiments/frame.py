@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..data.container import GPEDData
 from ..data.sources import DatasetNotFoundError, load_split
+from .artifacts import Artifact
 from .chains import ChainGrid, ChainTask, DerivedOutcome, run_chains
 from .executors import ExecutorName
 from .numerics import numerics_code
@@ -72,6 +73,7 @@ class Experiment:
     no paper profile to run); ``stored`` checks what else than the chains a run must store, ``verdicts``
     gives the lines its checks print (both for a run where the data sets ``absent`` are missing);
     ``needs_chain_state`` says whether what it derives from its chains needs their full final state;
+    ``artifacts`` the files it writes to ``figures/`` (:mod:`~gped_kit.experiments.artifacts`), by key;
     ``readme_rows(figures)`` gives its rows of the README's claims table from the tables it wrote to
     ``figures`` (:class:`~gped_kit.experiments.verdicts.Claim`), and ``long_rows(figures, profile)`` the
     rows its ``long`` profile judges too."""
@@ -89,6 +91,7 @@ class Experiment:
     needs_chain_state: bool = False
     readme_rows: Callable[[Path], list] | None = None
     long_rows: Callable[[Path, str], list] | None = None
+    artifacts: Mapping[str, Artifact] = field(default_factory=dict)
 
     def path(self, notebook_dir: str | Path = "notebooks") -> Path:
         return Path(notebook_dir) / f"{self.name}.ipynb"

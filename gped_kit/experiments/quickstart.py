@@ -14,6 +14,7 @@ from ..core.sgld import SGLDConfig
 from ..data.experiment import DataConfig
 from ..engine import GPEDConfig, StudentConfig
 from ..models.presets import ArchSpec
+from .artifacts import Artifact, Kind, declare
 from .chains import ChainTask
 from .frame import SCALED_CHAIN, Experiment
 from .paper import ChainSettings, paper_model
@@ -77,8 +78,22 @@ def _tasks(settings: QuickstartSettings, *, seed: int, device: str, data_root: s
                             student_dropout=student_dropout, seed=seed, device=device, data_root=data_root)]
 
 
+#: What notebook 00 writes to ``figures/`` (:mod:`gped_kit.experiments.artifacts`).
+ARTIFACTS = declare(
+    Artifact("table", Kind.TABLE, "00_quickstart_{profile}_table",
+             "The quickstart's teacher ensemble and students on the test set, beside Table 1's row ({profile} profile)",
+             "the quickstart chain (store kind chain)"),
+    Artifact("curves", Kind.FIGURE, "00_quickstart_{profile}_curves",
+             "The quickstart's test NLL and accuracy over the steps, with Table 1's values dashed ({profile} profile)",
+             "the quickstart chain (store kind chain)"),
+    Artifact("entropy", Kind.FIGURE, "00_quickstart_{profile}_entropy",
+             "The quickstart's expected-entropy student against the teacher ensemble, per test input ({profile} "
+             "profile)", "the quickstart chain (store kind chain)"),
+)
+
+
 EXPERIMENT = Experiment(
-    "00_quickstart", PROFILES, _tasks,
+    "00_quickstart", PROFILES, _tasks, artifacts=ARTIFACTS,
     parameters={"dataset": "mnist", "model": "fcnn", "labelled_size": None, "mask_size": 0, "step_size": 4e-6,
                 "prior_precision": 10.0, "batch_size": 100, "student_dropout": 0.5},
     scaled_paper=SCALED_CHAIN)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import comparison, experiment1, experiment2, experiment3, experiment4, quickstart, samplers, thesis
+from . import comparison, experiment1, experiment2, experiment3, experiment4, quickstart, samplers, thesis, your_model
 from .frame import Experiment
 
 #: Every notebook of ``notebooks/``, in order.
@@ -32,7 +32,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     experiment4.EXPERIMENT,
     comparison.EXPERIMENT,
     thesis.EXPERIMENT,
-    Experiment("09_your_own_model"),  # your own model and data: nothing of the store's
+    your_model.EXPERIMENT,
     samplers.EXPERIMENT,
 )
 

@@ -74,6 +74,11 @@ class Entry:
         return f"Entry({self.kind}/{self.key}, {'complete' if self.complete else 'incomplete'})"
 
     @property
+    def name(self) -> str:
+        """``<kind>/<key>``: how the manifest names the entry (:mod:`gped_kit.experiments.artifacts`)."""
+        return f"{self.kind}/{self.key}"
+
+    @property
     def checkpoint(self) -> Path:
         return self.path / CHECKPOINT_FILE
 
@@ -94,6 +99,7 @@ class Entry:
         f = self.path / f"{name}.csv"
         if not f.exists():
             raise KeyError(f"entry {self.kind}/{self.key} has no table {name!r}; it has {self.table_names()}")
+        self.store.read_keys.add(self.name)
         return pd.read_csv(f)
 
     def write_table(self, name: str, frame: pd.DataFrame) -> None:
@@ -105,6 +111,7 @@ class Entry:
         f = self.path / ARRAYS_FILE
         if not f.exists():
             return {}
+        self.store.read_keys.add(self.name)
         with np.load(f, allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
 
@@ -138,6 +145,9 @@ class ResultsStore:
     def __init__(self, root: str | Path, lock_timeout: float = -1) -> None:
         self.root = Path(root)
         self.lock_timeout = lock_timeout
+        #: The entries (``<kind>/<key>``) whose tables or arrays this store object has read: what a
+        #: figure written after them rests on (recorded in the figures' manifest).
+        self.read_keys: set[str] = set()
 
     def __repr__(self) -> str:
         return f"ResultsStore({str(self.root)!r})"

@@ -24,15 +24,16 @@ from ..frame import (
 from ..numerics import numerics_code
 from ..store import ResultsStore
 from ..verdicts import HYDRA, OURS, Claim, link, number, profile_evidence, read_table, verdict
+from .artifacts import ARTIFACTS
 from .run import ComparisonRun, SpiralRun, run_comparison, spiral_run
 from .settings import PROFILES, ZERO_MU, ComparisonSettings
 from .tasks import comparison_task, spiral_task
 
 #: The tables notebook 07 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's row reads the
 #: MNIST comparison.
-MNIST_TABLE = "comparison_mnist_{profile}"
+MNIST_TABLE = ARTIFACTS["mnist"].file
 #: Each method's model uncertainty (MU) against the long-chain teacher's, and the zero-MU baseline.
-MU_SPLIT_TABLE = "comparison_mu_error_split_{profile}"
+MU_SPLIT_TABLE = ARTIFACTS["mu_split"].file
 #: The Hydra paper's Table 2 (MNIST, test NLL, mean of n = 3 runs), the reference of notebook 07.
 HYDRA_TABLE2_MNIST_NLL = {"ensemble (M = 50)": 0.0439, "Hydra": 0.0465, "KD": 0.0497, "prior networks": 0.0521}
 
@@ -199,7 +200,7 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 # Hydra 20,000 + 60,000 -> 200 + 600 steps; the spiral's chain 100,000 -> 1,000 (B 100), its Hydra 50 + 200
 EXPERIMENT = Experiment(
     "07_hydra_comparison", PROFILES, _tasks, summary=comparison_summary, shown_profiles=("default", "long"),
-    after_chains="hydra",
+    after_chains="hydra", artifacts=ARTIFACTS,
     scaled_paper={**SCALED_CHAIN, "hydra.phase1_steps": 200, "hydra.phase2_steps": 600,
                   "spiral.num_iterations": 1_000, "spiral.burn_in": 100, "spiral.hydra.phase1_steps": 50,
                   "spiral.hydra.phase2_steps": 200},

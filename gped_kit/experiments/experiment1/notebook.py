@@ -31,6 +31,7 @@ from ..verdicts import (
     verdict,
 )
 from .analysis import TABLE1, TABLE1_PROFILES, experiment1_table
+from .artifacts import ARTIFACTS
 from .settings import PROFILES, Experiment1Settings
 from .tasks import experiment1_tasks
 
@@ -265,4 +266,4 @@ def readme_rows(figures: Path) -> list[Claim]:
 EXPERIMENT = Experiment(
     "01_experiment1", PROFILES, _tasks, parameters={"models": MODELS_RUN}, summary=experiment1_summary,
     shown_profiles=("default", "cpu30"), scaled_paper={**SCALED_CHAIN, "estimator_ablation": False},
-    verdicts=_lines, readme_rows=readme_rows)
+    verdicts=_lines, readme_rows=readme_rows, artifacts=ARTIFACTS)

@@ -19,6 +19,7 @@ from .analysis import (
     experiment2_trend_cells_compared,
     experiment2_trend_comparison,
 )
+from .artifacts import CIFAR10_ARTIFACTS, FIGURE3_ARTIFACTS, MNIST_ARTIFACTS
 from .settings import PROFILES, Experiment2Settings
 from .tasks import cifar_tasks, experiment2_tasks, lr_check_tasks
 
@@ -159,8 +160,9 @@ def readme_rows(figures: Path) -> list[Claim]:
 MNIST = Experiment(
     "02_experiment2_mnist", PROFILES, _mnist_tasks,
     parameters={"models": MNIST_MODELS, "lr_check_models": LR_CHECK_MODELS}, summary=experiment2_summary,
-    shown_profiles=("default", "seeds"), scaled_paper=SCALED_CHAIN, verdicts=_mnist_lines, readme_rows=readme_rows)
+    shown_profiles=("default", "seeds"), scaled_paper=SCALED_CHAIN, verdicts=_mnist_lines, readme_rows=readme_rows,
+    artifacts=MNIST_ARTIFACTS)
 CIFAR10 = Experiment("03_experiment2_cifar10", PROFILES, _cifar_tasks, scaled_paper=SCALED_CHAIN,
-                     verdicts=_cifar_lines)
+                     verdicts=_cifar_lines, artifacts=CIFAR10_ARTIFACTS)
 #: Notebook 04 draws Figure 3 (the masks) and explores the stored grid; it runs nothing of its own.
-FIGURE3 = Experiment("04_figure3_masking")
+FIGURE3 = Experiment("04_figure3_masking", artifacts=FIGURE3_ARTIFACTS)

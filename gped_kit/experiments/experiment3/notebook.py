@@ -27,6 +27,7 @@ from ..frame import (
 from ..paper import paper_model
 from ..store import ResultsStore
 from ..verdicts import MODELS, SKILL_FLOOR, Claim, link, profile_evidence, read_table, verdict
+from .artifacts import ARTIFACTS
 from .fair import FAIR_TABLE
 from .pareto import METHODS, METRICS, metric_rows, search_candidates
 from .report import experiment3_comparison
@@ -36,10 +37,10 @@ from .tasks import experiment3_tasks, task_targets
 
 #: The tables notebook 05 writes to ``figures/`` (``.csv`` and ``.md``): a model's search beside the paper's per
 #: metric and profile (the README's rows read them), the students and the frontier.
-VS_PAPER_TABLE = "experiment3_vs_paper_{model}_{metric}_{profile}"
-VS_PAPER_PROFILES = "experiment3_vs_paper_profiles"
-STUDENTS_TABLE = "experiment3_students_{model}_{profile}"
-FRONTIER_TABLE = "experiment3_frontier_{model}_{profile}"
+VS_PAPER_TABLE = ARTIFACTS["vs_paper"].file
+VS_PAPER_PROFILES = ARTIFACTS["profiles"].file
+STUDENTS_TABLE = ARTIFACTS["students"].file
+FRONTIER_TABLE = ARTIFACTS["frontier"].file
 #: Figures 2, 7 and 10, which the README's rows link to.
 FIGURE2 = "fig2_experiment3_cnn_mnist_student_nll_{profile}"
 FIGURE7 = "fig7_experiment3_cnn_mnist_entropy_mae_{profile}"
@@ -273,7 +274,7 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 # Experiment 3's fine-tuning: 600 epochs -> 0.3 with the lr halved every 0.1 epochs; latency 50 -> 2 repeats
 EXPERIMENT = Experiment(
     "05_experiment3_search", PROFILES, _tasks, summary=experiment3_summary, shown_profiles=("default", "long"),
-    after_chains="search",
+    after_chains="search", artifacts=ARTIFACTS,
     scaled_paper={**SCALED_CHAIN, "search.finetune_epochs": 0.3, "search.finetune_lr_halving_epochs": 0.1,
                   "search.latency_repeats": 2},
     stored=_search_gaps, verdicts=_lines, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows)

@@ -39,6 +39,7 @@ from ..verdicts import (
     within,
 )
 from .analysis import experiment4_claims, experiment4_teacher_lines
+from .artifacts import ARTIFACTS
 from .evaluate import run_experiment4
 from .settings import ENDD_EVAL_TEMPERATURES, PROFILES, Experiment4Settings
 from .tasks import experiment4_tasks
@@ -47,13 +48,13 @@ from .tasks import experiment4_tasks
 MODELS_RUN = ["fcnn", "cnn_mnist", "cnn_cifar10"]
 #: The tables notebook 06 writes to ``figures/`` (``.csv`` and ``.md``); the README's rows read the claims of a
 #: profile and every profile's teacher quality.
-CLAIMS_TABLE = "experiment4_claims_{profile}"
+CLAIMS_TABLE = ARTIFACTS["claims"].file
 #: The expected calibration error of the teachers and the largest GPED and EnD2 students, per profile.
-CALIBRATION_TABLE = "calibration_experiment4_{profile}"
-CLAIMS_PROFILES = "experiment4_claims_profiles"
-TEACHER_QUALITY_PROFILES = "experiment4_teacher_quality_profiles"
+CALIBRATION_TABLE = ARTIFACTS["calibration"].file
+CLAIMS_PROFILES = ARTIFACTS["profiles"].file
+TEACHER_QUALITY_PROFILES = ARTIFACTS["teacher_quality"].file
 #: Every student's value beside its own teacher ensemble's (:func:`~.analysis.experiment4_teacher_lines`).
-TEACHER_LINES = "experiment4_teacher_lines_{profile}"
+TEACHER_LINES = ARTIFACTS["teacher_lines"].file
 
 
 def students_above_teacher(figures: Path, profile: str, ood_inputs: str) -> tuple[int, int] | None:
@@ -192,8 +193,9 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
         if "students above their teacher's AUROC" in judged:
             ours += ("; a student above its own teacher ensemble's AUROC separates the OOD set better than what it "
                      "distils, so these AUROCs do not measure how faithfully the ensemble was distilled")
-        rows.append(Claim(method_name(f"Exp. 4: {r['claim'].replace('nll', 'NLL').replace('entropy_mae', 'entropy MAE')}"
-                                      .replace("auroc", "OOD AUROC").replace("ndcg@20", "nDCG@20")),
+        claim = (r["claim"].replace("nll", "NLL").replace("entropy_mae", "entropy MAE").replace("auroc", "OOD AUROC")
+                 .replace("ndcg@20", "nDCG@20"))
+        rows.append(Claim(method_name(f"Exp. 4: {claim}"),
                           judged, ours,
                           f"{r['paper']}; {r['paper_statement']}",
                           link(f"{CLAIMS_TABLE.format(profile='default')}.md", "claims") + ", notebook 06",
@@ -234,4 +236,5 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 EXPERIMENT = Experiment(
     "06_experiment4_uncertainty", PROFILES, _tasks, parameters={"models": MODELS_RUN}, summary=experiment4_summary,
     shown_profiles=("default", "long", "seeds"), scaled_paper=SCALED_CHAIN, stored=_evaluation_gaps,
-    verdicts=_lines, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows)
+    verdicts=_lines, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows,
+    artifacts=ARTIFACTS)

@@ -12,6 +12,7 @@ from ..frame import Experiment, Summary, read_chains, side_by_side
 from ..paper_tables import table1
 from ..store import ResultsStore
 from ..verdicts import OURS, Claim, Evidence, link, number, read_table, seeds_text
+from .artifacts import ARTIFACTS
 from .study import (
     PROFILES,
     SamplerStudySettings,
@@ -24,8 +25,8 @@ from .study import (
 
 #: The tables notebook 10 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's rows read
 #: the first.
-STUDY_TABLE = "10_samplers_{profile}_table"
-STUDY_WINNERS = "10_samplers_{profile}_winners"
+STUDY_TABLE = ARTIFACTS["table"].file
+STUDY_WINNERS = ARTIFACTS["winners"].file
 #: Label of the paper's row in :func:`sampler_table_by_profile`.
 PAPER_SAMPLER = "paper, T = 10^6 (Table 1)"
 
@@ -95,4 +96,5 @@ def readme_rows(figures: Path) -> list[Claim]:
 
 # T = 1,101 with the paper's B = 1,000 kept: the warm-up candidate needs B >= its 1,000 warm-up steps
 EXPERIMENT = Experiment("10_samplers", PROFILES, _tasks, summary=sampler_summary, shown_profiles=("default", "pooling"),
-                        scaled_paper={"num_iterations": 1_101, "test_size": 500}, readme_rows=readme_rows)
+                        scaled_paper={"num_iterations": 1_101, "test_size": 500}, readme_rows=readme_rows,
+                        artifacts=ARTIFACTS)

@@ -13,6 +13,7 @@ from ..chains import ChainTask
 from ..frame import Experiment
 from ..store import ResultsStore
 from ..verdicts import THESIS, Claim, Evidence, link, read_table, verdict
+from .artifacts import ARTIFACTS
 from .toys import (
     BY_CONSTRUCTION,
     PROFILES,
@@ -24,7 +25,7 @@ from .toys import (
 )
 
 #: The claims table notebook 08 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README reads it.
-CLAIMS_TABLE = "thesis_toys_claims_{profile}"
+CLAIMS_TABLE = ARTIFACTS["claims"].file
 
 
 def _toy_gaps(store: ResultsStore, settings: ThesisToysSettings, tasks: Sequence[ChainTask],
@@ -89,7 +90,7 @@ def readme_rows(figures: Path) -> list[Claim]:
 
 # S = 10,000 -> 1,000 samples (burn-in 100) for both toys, M = 100, 500 SGD iterations per student
 EXPERIMENT = Experiment(
-    "08_thesis_toys", PROFILES,
+    "08_thesis_toys", PROFILES, artifacts=ARTIFACTS,
     scaled_paper={"mog.num_samples": 1_000, "mog.burn_in": 100, "mog.num_distill_samples": 100,
                   "logreg.num_samples": 1_000, "logreg.burn_in": 100, "logreg.num_iterations": 500},
     stored=_toy_gaps, readme_rows=readme_rows)

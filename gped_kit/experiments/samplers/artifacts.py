@@ -1,0 +1,21 @@
+"""What notebook 10 writes to ``figures/`` (:mod:`gped_kit.experiments.artifacts`)."""
+
+from __future__ import annotations
+
+from ..artifacts import Artifact, Kind, declare
+
+ARTIFACTS = declare(
+    Artifact("winners", Kind.TABLE, "10_samplers_{profile}_winners",
+             "Which teacher sampler comes closest to Table 1 at equal work, per quantity ({profile} profile)",
+             "the sampler study (store kind chain)"),
+    Artifact("table", Kind.TABLE, "10_samplers_{profile}_table",
+             "Each candidate sampler's last log point, seconds and ratio to the paper's Table 1 ({profile} profile)",
+             "the sampler study (store kind chain)"),
+    Artifact("curves", Kind.FIGURE, "10_samplers_{profile}_curves",
+             "Table 1's quantities over the steps for every candidate sampler ({profile} profile)",
+             "the sampler study (store kind chain)"),
+    Artifact("profiles_table", Kind.TABLE, "10_samplers_profiles_table",
+             "The sampler study's candidates under every stored profile", "the store's chains of every profile"),
+    Artifact("profiles_winners", Kind.TABLE, "10_samplers_profiles_winners",
+             "The sampler study's winners under every stored profile", "the store's chains of every profile"),
+)

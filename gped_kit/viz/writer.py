@@ -1,0 +1,89 @@
+"""The one way a notebook writes to ``figures/``: an :class:`ArtifactWriter` bound to (notebook, profile).
+
+A notebook makes one at its start::
+
+    out = ArtifactWriter("01_experiment1", profile, "../figures", store=store, settings=settings)
+    out.table(table, E1.ARTIFACTS["table1"])                      # table1_experiment1_<profile>.md/.csv
+    out.figure(fig, E1.ARTIFACTS["reliability"], model="fcnn")    # fig_reliability_experiment1_fcnn_<profile>
+
+Each call fills the artifact's file-name template (:class:`~gped_kit.experiments.artifacts.Artifact`; the
+profile is the writer's, the other fields the call's), writes the files as :func:`~gped_kit.viz.plots.save_figure`
+and :func:`~gped_kit.viz.plots.save_table` do (files that show the same figure or table are kept as they are)
+and records their :class:`~gped_kit.experiments.artifacts.Provenance` in the folder's manifest, with the store
+entries the notebook's ``store`` has read so far. The run's settings are recorded once, at the first write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ..experiments.artifacts import Artifact, Kind, Provenance, record
+from ..experiments.store import ResultsStore
+from .plots import save_figure, save_table
+from .snapshot import write_png
+
+
+class ArtifactWriter:
+    """Writes a notebook's declared artifacts into ``figures_dir`` and records where each came from (see the
+    module docstring). ``store``: the notebook's results store (its entries read so far are each file's
+    ``store_keys``; None: none); ``settings``: the run's settings, recorded once per (notebook, profile)."""
+
+    def __init__(self, notebook: str, profile: str, figures_dir: str | Path, store: ResultsStore | None = None,
+                 settings: Any = None) -> None:
+        if not notebook or "/" in notebook:
+            raise ValueError(f"notebook={notebook!r}: give the notebook's stem, e.g. '01_experiment1'")
+        self.notebook, self.profile, self.figures_dir = notebook, str(profile), Path(figures_dir)
+        self.store, self.settings = store, settings
+        self._settings_recorded = False
+        self.written: list[Provenance] = []
+
+    def __repr__(self) -> str:
+        return f"ArtifactWriter({self.notebook!r}, profile={self.profile!r}, {str(self.figures_dir)!r})"
+
+    def _values(self, artifact: Artifact, kind: Kind, values: dict[str, Any]) -> dict[str, Any]:
+        if artifact.kind is not kind:
+            raise ValueError(f"artifact {artifact.key!r} is a {artifact.kind}, not a {kind}")
+        if "profile" in values:
+            raise ValueError(f"artifact {artifact.key!r}: the profile is the writer's ({self.profile!r}), not a "
+                             "value to give")
+        return {**values, "profile": self.profile} if "profile" in artifact.fields else dict(values)
+
+    def _record(self, artifact: Artifact, stem: str, values: dict[str, Any]) -> Provenance:
+        entry = Provenance(stem=stem, kind=artifact.kind, notebook=self.notebook, artifact=artifact.key,
+                           profile=self.profile, caption=artifact.caption_for(**values),
+                           values={k: str(v) for k, v in values.items()},
+                           store_keys=tuple(sorted(self.store.read_keys)) if self.store is not None else ())
+        run = None if self._settings_recorded else f"{self.notebook}/{self.profile}"
+        record(self.figures_dir, [entry], run=run, settings=self.settings)
+        self._settings_recorded = True
+        self.written.append(entry)
+        return entry
+
+    def figure(self, fig: plt.Figure, artifact: Artifact, **values: Any) -> list[Path]:
+        """Save ``fig`` as ``artifact``'s PNG and PDF for the cell ``values`` and record it."""
+        values = self._values(artifact, Kind.FIGURE, values)
+        stem = artifact.stem(**values)
+        paths = save_figure(fig, stem, self.figures_dir)
+        self._record(artifact, paths[0].stem, values)
+        return paths
+
+    def table(self, table: pd.DataFrame, artifact: Artifact, floatfmt: str = ".3f", **values: Any) -> list[Path]:
+        """Save ``table`` as ``artifact``'s Markdown and CSV for the cell ``values`` and record it."""
+        values = self._values(artifact, Kind.TABLE, values)
+        paths = save_table(table, artifact.stem(**values), self.figures_dir, floatfmt=floatfmt)
+        self._record(artifact, paths[0].stem, values)
+        return paths
+
+    def snapshot(self, png: bytes, artifact: Artifact, **values: Any) -> Path:
+        """Write an explorer's view ``png`` as ``artifact``'s file for ``values`` and record it."""
+        values = self._values(artifact, Kind.SNAPSHOT, values)
+        stem = artifact.stem(**values)
+        path = write_png(png, self.figures_dir / f"{stem}.png")
+        self._record(artifact, stem, values)
+        return path
+
+
+__all__ = ["ArtifactWriter"]
