@@ -3,7 +3,8 @@
 The page is built from the committed ``figures/`` into a scratch folder: every PNG of ``figures/`` is on it
 exactly once, and every image resolves; every notebook has a section that links to it; the verdict and the
 claims table are the README's. ``figures/README.md`` is what the folder and the notebooks give (the check
-fails on a stale one). How files are matched to notebooks is checked on a hand-built notebook. The page is
+fails on a stale one); no two files share a caption. How files are listed under the notebook their manifest
+record names is checked on a hand-built folder. The page is
 also opened in headless Chromium (marked slow, like ``tests/test_browser.py``, and skipped the same way
 without playwright or Chromium): its title, the claims table's rows, no broken image.
 """
@@ -21,6 +22,8 @@ import pytest
 
 from gped_kit.cli import readme as RM
 from gped_kit.cli import report as R
+from gped_kit.experiments.artifacts import MANIFEST, Artifact, Kind, Provenance, read_manifest, record
+from gped_kit.experiments.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "figures"
@@ -118,10 +121,15 @@ def test_the_verdict_and_the_claims_table_are_the_readmes(built):
 def test_every_committed_figure_is_written_by_a_notebook():
     folder = R.read_folder(FIGURES, NOTEBOOKS)
     assert not [i.files for i in folder.others], \
-        "files of figures/ that no notebook's code writes: a notebook names them in a way the report cannot read"
-    assert folder.generated == [RM.DETAILS]
+        "files of figures/ that no notebook wrote (no record in figures/manifest.json): run the notebook that makes " \
+        "them (make figures), or remove them"
+    assert sorted(folder.generated) == sorted([RM.DETAILS, MANIFEST])
     assert [i.stem for i in folder.items["09_your_own_model"]] == ["09_regression_uncertainty"]
-    assert [i.stem for i in folder.items["04_figure3_masking"]] == ["fig3_masked_mnist", "explorer_masking_default"]
+    figure3 = sorted(i.stem for i in folder.items["04_figure3_masking"])
+    assert figure3 == ["explorer_masking_default", "fig3_masked_mnist"]
+    declared = {(e.name, key) for e in EXPERIMENTS for key in e.artifacts}
+    recorded = {(r.notebook, r.artifact) for r in read_manifest(FIGURES).files.values()}
+    assert recorded <= declared, recorded - declared  # every record names a declared artifact
 
 
 def test_figures_readme_is_current():
@@ -149,52 +157,57 @@ def _notebook(path: Path, cells: list) -> Path:
     return path
 
 
-def test_files_are_matched_to_the_notebook_whose_code_names_them_most_precisely(tmp_path):
+def test_files_are_listed_under_the_notebook_the_manifest_names_with_their_declared_captions(tmp_path):
     notebooks, figures = tmp_path / "notebooks", tmp_path / "figures"
     notebooks.mkdir()
     figures.mkdir()
-    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
-    _notebook(notebooks / "01_any.ipynb", [
-        md("# 01 · Any\n\nIntro."),
-        code("from gped_kit.viz.plots import save_figure, save_table\n"
-             "from gped_kit.experiments import experiment1 as E1"),
-        md("## Curves, one per model\n\nThe first paragraph, with [a link](../docs/store.md) and $U_o$.\n\nMore."),
-        code('for model in ("fcnn", "cnn_mnist"):\n'
-             '    fig = plot(model, title=f"{model}: ours ({profile} profile)")\n'
-             '    save_figure(fig, f"{figure}_curves_{model}_{profile}", figures_dir)'),
-        code("save_table(t, E1.TABLE1.format(profile=profile), figures_dir)"),
-        code("%%time\nnot python"),  # a cell magic: skipped
-    ])
-    _notebook(notebooks / "02_cifar.ipynb", [
-        md("# 02 · CIFAR"),
-        code('save_figure(fig, f"fig5_curves_fcnn_{profile}", figures_dir)'),
-    ])
-    for name in ("fig1_curves_fcnn_default.png", "fig1_curves_fcnn_default.pdf", "fig1_curves_cnn_mnist_long.png",
-                 "fig5_curves_fcnn_default_paper_only.png", "table1_experiment1_cpu30.md",
-                 "table1_experiment1_cpu30.csv", "fig1_curves_resnet_default.png", "notes.txt", "claims.md"):
+    md = nbformat.v4.new_markdown_cell
+    _notebook(notebooks / "01_any.ipynb", [md("# 01 · Any\n\nIntro.")])
+    _notebook(notebooks / "02_cifar.ipynb", [md("No heading here.")])
+    curves = Artifact("curves", Kind.FIGURE, "fig1_curves_{model}_{profile}", "Curves of {model} ({profile} profile)")
+    table = Artifact("table1", Kind.TABLE, "table1_{profile}", "Table 1 ({profile} profile)")
+    paper = Artifact("fig5", Kind.FIGURE, "fig5_curves_{profile}", "Figure 5 ({profile} profile)")
+    records = [
+        Provenance(curves.stem(model="fcnn", profile="default"), Kind.FIGURE, "01_any", "curves", "default",
+                   curves.caption_for(model="fcnn", profile="default")),
+        Provenance(table.stem(profile="cpu30"), Kind.TABLE, "01_any", "table1", "cpu30",
+                   table.caption_for(profile="cpu30")),
+        Provenance("fig5_curves_default_paper_only", Kind.FIGURE, "02_cifar", "fig5", "default",
+                   paper.caption_for(profile="default")),
+        Provenance("gone_default", Kind.FIGURE, "03_removed", "gone", "default", "A notebook no longer there"),
+    ]
+    record(figures, records)
+    for name in ("fig1_curves_fcnn_default.png", "fig1_curves_fcnn_default.pdf", "fig5_curves_default_paper_only.png",
+                 "table1_cpu30.md", "table1_cpu30.csv", "gone_default.png", "notes.txt", "claims.md"):
         (figures / name).write_bytes(b"")
     folder = R.read_folder(figures, notebooks)
+    assert [b.title for b in folder.notebooks] == ["01 · Any", "02_cifar"]  # no heading: the name
     first = {i.stem: i for i in folder.items["01_any"]}
-    assert sorted(first) == ["fig1_curves_cnn_mnist_long", "fig1_curves_fcnn_default", "table1_experiment1_cpu30"]
+    assert sorted(first) == ["fig1_curves_fcnn_default", "table1_cpu30"]
     fcnn = first["fig1_curves_fcnn_default"]
     assert fcnn.files == ("fig1_curves_fcnn_default.png", "fig1_curves_fcnn_default.pdf")
-    assert fcnn.profile == "default" and fcnn.description() == "fcnn: ours (default profile)"
-    assert first["table1_experiment1_cpu30"].description() == "Curves, one per model (profile `cpu30`)"
-    (cifar,) = folder.items["02_cifar"]  # both notebooks' patterns match; the more literal one wins
-    assert cifar.stem == "fig5_curves_fcnn_default_paper_only" and cifar.paper_only
-    assert cifar.description() == "02 · CIFAR (profile `default`; the paper's numbers only)"
-    assert sorted(i.stem for i in folder.others) == ["fig1_curves_resnet_default", "notes"]  # model not in the loop
-    assert folder.generated == ["claims.md"]
+    assert fcnn.description() == "Curves of FCNN (default profile)"
+    assert first["table1_cpu30"].files == ("table1_cpu30.md", "table1_cpu30.csv")
+    (cifar,) = folder.items["02_cifar"]
+    assert cifar.paper_only and cifar.description() == "Figure 5 (default profile) (the paper's numbers only)"
+    assert sorted(i.stem for i in folder.others) == ["gone_default", "notes"]  # no record, or its notebook is gone
+    assert sorted(folder.generated) == ["claims.md", MANIFEST]
     index = R.render_index(folder)
     assert "## [01 · Any](../notebooks/01_any.ipynb)" in index
-    assert "- [fig1_curves_fcnn_default.png](fig1_curves_fcnn_default.png) ([pdf](fig1_curves_fcnn_default.pdf))" \
-        in index
-    output = fcnn.output
-    assert output is not None and output.caption.startswith("The first paragraph") and "More" not in output.caption
+    assert ("- [fig1_curves_fcnn_default.png](fig1_curves_fcnn_default.png) ([pdf](fig1_curves_fcnn_default.pdf))"
+            " — Curves of FCNN (default profile)") in index
+    assert "- [notes.txt](notes.txt) — written by no notebook (no record in the manifest)" in index
     assert R.relink("../docs/store.md", notebooks, figures) == "../docs/store.md"
     assert R.relink("#notes", notebooks, figures, notebooks / "01_any.ipynb") == "../notebooks/01_any.ipynb#notes"
     assert R.relink("https://arxiv.org/abs/2005.08110", notebooks, figures) == "https://arxiv.org/abs/2005.08110"
     assert R.relink("figures/claims.md", tmp_path, figures) == "claims.md"
+
+
+def test_no_caption_is_shared_by_two_files_of_the_folder():
+    """The declared captions tell every file apart (one caption over several files says nothing of each)."""
+    manifest = read_manifest(FIGURES)
+    captions = [r.caption for r in manifest.files.values()]
+    assert len(captions) == len(set(captions)), [c for c in set(captions) if captions.count(c) > 1]
 
 
 # ----------------------------------------------------------------------------- in a real browser

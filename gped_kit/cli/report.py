@@ -1,5 +1,5 @@
 """The results page (``figures/report.html``) and the index of ``figures/`` (``figures/README.md``), generated
-from the committed figures and tables and from the notebooks that write them.
+from the figures folder and its manifest.
 
 ``python -m gped_kit.cli.report`` (``make report``) writes both:
 
@@ -8,42 +8,33 @@ from the committed figures and tables and from the notebooks that write them.
   :func:`~gped_kit.cli.readme.render_verdict` and :func:`~gped_kit.cli.readme.render`, reused: no claim is
   derived here), then one section per notebook in the notebooks' order (00, 01, ...), each linking to its
   notebook and showing every figure it wrote with its caption and listing its tables, and a last section
-  for the files no notebook claims. Images are referenced by paths relative to the page (not embedded):
+  for the files no notebook wrote. Images are referenced by paths relative to the page (not embedded):
   the page stays small, and it shows the figures of the folder beside it. It is git-ignored (generated
   output).
 * ``README.md`` of the figures folder: per notebook, its figures and tables with one line each; it is
-  committed, and ``--check`` exits with status 1 when it is not what the folder and the notebooks give
+  committed, and ``--check`` exits with status 1 when it is not what the folder and its manifest give
   (``tests/test_report.py`` runs the check, as ``tests/test_readme.py`` does for the README).
 
-Which notebook wrote a file is read from the notebooks' code, never listed by hand: every
-``save_figure(fig, NAME, ...)`` and ``save_table(table, NAME, ...)`` call (:mod:`gped_kit.viz.plots`) and
-every call given ``figures_dir=`` whose class writes a snapshot image (the explorers: the file name their
-``snapshot_name`` method documents) gives a file-name pattern (:func:`notebook_outputs`). ``NAME`` may be a
-string, an f-string, or a constant of the kit imported by the notebook (``E1.TABLE1.format(profile=...)``);
-a placeholder over a literal loop (``for model in ("fcnn", "cnn_mnist")``) matches those values only, one
-named ``profile`` or ``tag`` one word, any other anything. A file that several patterns match goes to the
-most specific (most literal characters). A figure's caption is the notebook's Markdown cell above the code
-cell that saves it (its heading, then its first paragraph), and its title the ``title=`` given to the call
-that drew it, or its ``suptitle``, where every placeholder of it is known from the file name.
+Which notebook wrote a file, and its caption, come from the folder's manifest (``figures/manifest.json``,
+:mod:`gped_kit.experiments.artifacts`), where the notebook's writer recorded them when it saved the file
+(:class:`gped_kit.viz.writer.ArtifactWriter`); the captions are the ones each experiment package declares. A
+notebook's title is the first heading of its first Markdown cell.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import html
-import importlib
 import os
 import re
-import string
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import nbformat
 
+from ..experiments.artifacts import MANIFEST, Manifest, Provenance, read_manifest
 from ..viz.plots import PAPER_ONLY_SUFFIX
 from . import readme
 
@@ -55,382 +46,46 @@ INDEX = "README.md"
 TITLE = "gped-kit: results"
 #: Files of the figures folder that are pages generated from its tables, with what they are.
 GENERATED = {readme.DETAILS: "every claim, cell by cell: all the numbers the README's claims table shortens "
-                             "(`python -m gped_kit.cli.readme`)"}
-#: What a call writes, by the function's name: the kind of file and its extensions.
-WRITERS = {"save_figure": ("figure", ("png", "pdf")), "save_table": ("table", ("md", "csv"))}
+                             "(`python -m gped_kit.cli.readme`)",
+             MANIFEST: "where every file here came from: its notebook, artifact, profile, caption and the store "
+                       "entries it rests on (written by the notebooks)"}
 #: Extensions of figures and of tables.
 FIGURE_EXTENSIONS = ("png", "pdf", "svg", "jpg", "jpeg")
 TABLE_EXTENSIONS = ("md", "csv")
-#: Placeholder names that stand for a profile (or an explorer's tag, its profile): one word, no underscore.
-PROFILE_LABELS = ("profile", "tag")
-#: The modules whose constants a notebook's file names may use (imported to read them).
-KIT = "gped_kit"
-
-_ANY = "(.+)"
-_WORD = "([^_]+)"
-
-
-# ----------------------------------------------------------------------------- what a notebook writes
-@dataclass(frozen=True)
-class Placeholder:
-    """A part of a file name the notebook fills in at run time: ``expr`` its source (``row.model``),
-    ``label`` the name shown for it (``model``), ``values`` the literal values it can take (empty: any)."""
-
-    expr: str
-    label: str
-    values: tuple[str, ...] = ()
-
-    @property
-    def regex(self) -> str:
-        if self.values:
-            return "(" + "|".join(re.escape(v) for v in sorted(self.values, key=len, reverse=True)) + ")"
-        return _WORD if self.label in PROFILE_LABELS else _ANY
-
-
-#: A file name as text and placeholders, in order.
-Parts = tuple["str | Placeholder", ...]
-
-
-@dataclass(frozen=True)
-class Output:
-    """One call of a notebook that writes files to the figures folder: ``parts`` its file stem,
-    ``kind`` ``"figure"`` or ``"table"``, ``extensions`` those it writes, ``cell`` the code cell's index,
-    ``heading`` and ``caption`` the Markdown above it (heading and first paragraph; Markdown text),
-    ``title`` the figure's title (text and placeholders; empty when none is given)."""
-
-    parts: Parts
-    kind: str
-    extensions: tuple[str, ...]
-    cell: int
-    heading: str
-    caption: str
-    title: Parts = ()
-
-    @property
-    def literal(self) -> int:
-        """How specific the pattern is: its literal characters, each placeholder of literal values counting
-        its shortest value."""
-        return sum(len(p) if isinstance(p, str) else min((len(v) for v in p.values), default=0)
-                   for p in self.parts)
-
-    def regex(self, lazy: bool = False) -> re.Pattern[str]:
-        """The file stem's pattern (``lazy``: placeholders of any text match as little as they can)."""
-        body = "".join(re.escape(p) if isinstance(p, str) else
-                       (p.regex.replace("+)", "+?)") if lazy and not p.values else p.regex) for p in self.parts)
-        return re.compile(f"^{body}$")
-
-    @property
-    def placeholders(self) -> list[Placeholder]:
-        return [p for p in self.parts if isinstance(p, Placeholder)]
-
-    def values(self, stem: str) -> dict[str, str] | None:
-        """The placeholders' values in ``stem`` (by their source), only those the file name determines (the
-        same however the text between literals is split); None when ``stem`` does not match."""
-        greedy, lazy = self.regex().match(stem), self.regex(lazy=True).match(stem)
-        if greedy is None or lazy is None:
-            return None
-        return {p.expr: greedy.group(i + 1) for i, p in enumerate(self.placeholders)
-                if greedy.group(i + 1) == lazy.group(i + 1)}
-
-    def title_for(self, stem: str) -> str:
-        """The figure's title for the file ``stem``, or "" when it has none or a placeholder of it is not
-        determined by the file name."""
-        known = self.values(stem) or {}
-        text = []
-        for part in self.title:
-            if isinstance(part, str):
-                text.append(part)
-            elif part.expr in known:
-                text.append(known[part.expr])
-            elif part.expr.endswith("!r") and part.expr[:-2] in known:
-                text.append(repr(known[part.expr[:-2]]))
-            else:
-                return ""
-        return "".join(text).strip()
 
 
 @dataclass(frozen=True)
 class Notebook:
-    """A notebook of ``notebooks/``: its ``path``, ``title`` (its first heading) and the calls that write
-    to the figures folder (``outputs``, in the notebook's order)."""
+    """A notebook of the notebooks' folder: its ``path``, ``name`` (stem) and ``title`` (its first heading)."""
 
     path: Path
+    name: str
     title: str
-    outputs: tuple[Output, ...]
-
-    @property
-    def name(self) -> str:
-        return self.path.stem
 
 
-def _markdown_parts(source: str) -> tuple[str, str]:
-    """A Markdown cell's heading (without its ``#``) and its first paragraph after the heading; with no
-    heading, the first sentence of the first paragraph and that paragraph."""
-    heading, paragraphs, current = "", [], []
-    for line in source.splitlines():
-        stripped = line.strip()
-        if not heading and not paragraphs and not current and stripped.startswith("#"):
-            heading = stripped.lstrip("#").strip()
-            continue
-        if stripped:
-            current.append(stripped)
-        elif current:
-            paragraphs.append(" ".join(current))
-            current = []
-    if current:
-        paragraphs.append(" ".join(current))
-    first = paragraphs[0] if paragraphs else ""
-    if not heading:
-        heading = re.split(r"(?<=[.!?])\s", first, maxsplit=1)[0]
-    return heading, first
-
-
-def _imports(trees: Sequence[ast.AST]) -> dict[str, str]:
-    """The notebook's import aliases of the kit: the name bound -> the dotted path of what it names."""
-    names: dict[str, str] = {}
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name.split(".")[0] == KIT:
-                        names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else KIT
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == KIT:
-                for alias in node.names:
-                    names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return names
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of attributes of a name, else None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute) and (head := _dotted(node.value)) is not None:
-        return f"{head}.{node.attr}"
-    return None
-
-
-def _lookup(node: ast.AST, imports: dict[str, str]) -> Any:
-    """The kit's object a name or attribute chain of the notebook names (through its imports), or None."""
-    dotted = _dotted(node)
-    if dotted is None or dotted.split(".")[0] not in imports:
-        return None
-    path = imports[dotted.split(".")[0]] + dotted[len(dotted.split(".")[0]):]
-    parts = path.split(".")
-    for cut in range(len(parts), 0, -1):  # the longest importable module, then attributes
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return None
-        return obj
-    return None
-
-
-def _label(node: ast.AST) -> str:
-    """The name shown for a placeholder: the attribute of ``row.model`` or ``row.figure.split()[-1]``
-    read from its name (``model``, ``figure``), or the name itself."""
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name):
-            return sub.attr
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name):
-            return sub.id
-    return ast.unparse(node)
-
-
-def _template_parts(template: str, kwargs: dict[str, ast.AST], loops: dict[str, tuple[str, ...]]) -> Parts:
-    """A ``str.format`` template's parts: its literal text, and a placeholder per field (the keyword's
-    constant where ``.format`` is given one)."""
-    parts: list[str | Placeholder] = []
-    for literal, name, _, _ in string.Formatter().parse(template):
-        if literal:
-            parts.append(literal)
-        if name is None:
-            continue
-        value = kwargs.get(name)
-        if isinstance(value, ast.Constant):
-            parts.append(str(value.value))
-        elif value is not None:
-            parts.append(_placeholder(value, loops, label=name))
-        else:
-            parts.append(Placeholder(name, name))
-    return tuple(parts)
-
-
-def _placeholder(node: ast.AST, loops: dict[str, tuple[str, ...]], label: str | None = None) -> Placeholder:
-    expr = ast.unparse(node)
-    values = loops.get(expr, ()) if isinstance(node, ast.Name) else ()
-    return Placeholder(expr, label or _label(node), values)
-
-
-def _string_parts(node: ast.AST | None, imports: dict[str, str], loops: dict[str, tuple[str, ...]]) -> Parts | None:
-    """A file name or title expression as parts, or None when it cannot be read from the code."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return (node.value,)
-    if isinstance(node, ast.JoinedStr):
-        parts: list[str | Placeholder] = []
-        for value in node.values:
-            if isinstance(value, ast.Constant):
-                parts.append(str(value.value))
-            elif isinstance(value, ast.FormattedValue):
-                held = _placeholder(value.value, loops)
-                if value.conversion == ord("r"):
-                    held = Placeholder(held.expr + "!r", held.label, held.values)
-                parts.append(held)
-        return tuple(parts)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
-            and not node.args):
-        template = _lookup(node.func.value, imports)
-        if isinstance(template, str):
-            return _template_parts(template, {k.arg: k.value for k in node.keywords if k.arg}, loops)
-        return None
-    constant = _lookup(node, imports) if node is not None else None
-    return (constant,) if isinstance(constant, str) else None
-
-
-def _loops(tree: ast.AST) -> dict[ast.AST, dict[str, tuple[str, ...]]]:
-    """For every node inside a ``for`` loop over literal values: the loop names -> the strings they take."""
-    bound: dict[ast.AST, dict[str, tuple[str, ...]]] = {}
-
-    def visit(node: ast.AST, names: dict[str, tuple[str, ...]]) -> None:
-        bound[node] = names
-        if isinstance(node, ast.For):
-            try:
-                items = ast.literal_eval(node.iter)
-            except (ValueError, SyntaxError, TypeError):
-                items = None
-            inner = dict(names)
-            targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
-            if isinstance(items, (list, tuple)) and items:
-                rows = [item if isinstance(node.target, ast.Tuple) else (item,) for item in items]
-                for i, target in enumerate(targets):
-                    if isinstance(target, ast.Name):
-                        column = [row[i] for row in rows if isinstance(row, (list, tuple)) and len(row) > i]
-                        if len(column) == len(rows) and all(isinstance(v, str) for v in column):
-                            inner[target.id] = tuple(column)
-            for child in ast.iter_child_nodes(node):
-                visit(child, inner)
-            return
-        for child in ast.iter_child_nodes(node):
-            visit(child, names)
-
-    visit(tree, {})
-    return bound
-
-
-def _snapshot_parts(cls: Any) -> tuple[Parts, str] | None:
-    """The file stem and extension an explorer class documents for its snapshot: the first ````...````
-    literal of its ``snapshot_name``'s docstring, ``<name>`` a placeholder."""
-    doc = getattr(getattr(cls, "snapshot_name", None), "__doc__", None) or ""
-    found = re.search(r"``([^`]+)``", doc)
-    if found is None:
-        return None
-    stem, _, extension = found.group(1).rpartition(".")
-    parts: list[str | Placeholder] = []
-    for piece in re.split(r"(<\w+>)", stem):
-        if piece.startswith("<") and piece.endswith(">"):
-            parts.append(Placeholder(piece[1:-1], piece[1:-1]))
-        elif piece:
-            parts.append(piece)
-    return tuple(parts), extension
-
-
-def _title(cell: ast.Module, save: ast.Call, imports: dict[str, str],
-           loops: dict[ast.AST, dict[str, tuple[str, ...]]]) -> Parts:
-    """The title of the figure a ``save_figure`` call saves: the ``title=`` of the call whose result was
-    assigned to its first argument last before it, or a later ``.suptitle(...)`` on it."""
-    if not save.args or not isinstance(save.args[0], ast.Name):
-        return ()
-    name, title, since = save.args[0].id, None, -1
-    for node in ast.walk(cell):
-        if getattr(node, "lineno", save.lineno + 1) > save.lineno:
-            continue
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-                and isinstance(node.value, ast.Call) and node.lineno > since):
-            since = node.lineno
-            given = [k.value for k in node.value.keywords if k.arg == "title"]
-            title = (_string_parts(given[0], imports, loops.get(given[0], {})) or ()) if given else None
-    for node in ast.walk(cell):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "suptitle"
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == name and node.args
-                and since <= node.lineno <= save.lineno):
-            title = _string_parts(node.args[0], imports, loops.get(node.args[0], {})) or ()
-    return tuple(title or ())
-
-
-def notebook_outputs(path: Path) -> Notebook:
-    """What the notebook at ``path`` writes to the figures folder, read from its code cells (see the
-    module docstring); a code cell that does not parse as Python (a cell magic) is skipped."""
-    book = nbformat.read(path, as_version=4)
-    cells: list[tuple[int, ast.Module]] = []
-    name = path.stem
-    for index, cell in enumerate(book.cells):
-        if cell.cell_type == "markdown" and name == path.stem and cell.source.lstrip().startswith("#"):
-            name = _markdown_parts(cell.source)[0]
-        if cell.cell_type == "code":
-            try:
-                cells.append((index, ast.parse(cell.source)))
-            except SyntaxError:
-                continue
-    imports = _imports([tree for _, tree in cells])
-    outputs: list[Output] = []
-    for index, tree in cells:
-        above = next((c.source for c in reversed(book.cells[:index]) if c.cell_type == "markdown"), "")
-        heading, caption = _markdown_parts(above)
-        loops = _loops(tree)
-        calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
-        for call in calls:
-            function = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-            if function in WRITERS:
-                given = call.args[1] if len(call.args) > 1 else next(
-                    (k.value for k in call.keywords if k.arg == "name"), None)
-                parts = _string_parts(given, imports, loops.get(given, {})) if given is not None else None
-                if parts is None:
-                    continue
-                kind, extensions = WRITERS[function]
-                title = _title(tree, call, imports, loops) if kind == "figure" else ()
-                outputs.append(Output(parts, kind, extensions, index, heading, caption, title))
-            elif any(k.arg == "figures_dir" for k in call.keywords):
-                owner = call.func.value if isinstance(call.func, ast.Attribute) else call.func
-                snapshot = _snapshot_parts(_lookup(owner, imports))
-                if snapshot is not None:
-                    outputs.append(Output(snapshot[0], "figure", (snapshot[1],), index, heading, caption))
-    return Notebook(path, name, tuple(outputs))
+def read_notebook(path: Path) -> Notebook:
+    """The notebook at ``path`` with the first heading of its first Markdown cell as its title (its name when
+    it has none)."""
+    nb = nbformat.read(path, as_version=4)
+    first = next((c.source for c in nb.cells if c.cell_type == "markdown"), "")
+    heading = next((line.lstrip("#").strip() for line in first.splitlines() if line.startswith("#")), "")
+    return Notebook(path, path.stem, heading or path.stem)
 
 
 # ----------------------------------------------------------------------------- the folder, file by file
 @dataclass(frozen=True)
 class Item:
     """The files of one stem in the figures folder (``files``: names with their extensions, PNG first),
-    ``kind`` ``"figure"``, ``"table"`` or ``"other"``, and, where a notebook wrote it, that notebook and
-    the call (``output``)."""
+    ``kind`` ``"figure"``, ``"table"`` or ``"other"``, and, where a notebook wrote it, its manifest record."""
 
     stem: str
     files: tuple[str, ...]
     kind: str
-    notebook: Notebook | None = None
-    output: Output | None = None
+    record: Provenance | None = None
 
     @property
     def paper_only(self) -> bool:
         return self.stem.endswith(PAPER_ONLY_SUFFIX)
-
-    @property
-    def written_stem(self) -> str:
-        """The stem the notebook's name gives (without the paper-only suffix that saving adds)."""
-        return self.stem[:-len(PAPER_ONLY_SUFFIX)] if self.paper_only else self.stem
-
-    @property
-    def profile(self) -> str | None:
-        if self.output is None:
-            return None
-        known = self.output.values(self.written_stem) or {}
-        return next((known[p.expr] for p in self.output.placeholders
-                     if p.label in PROFILE_LABELS and p.expr in known), None)
 
     @property
     def image(self) -> str | None:
@@ -438,28 +93,19 @@ class Item:
         return next((f for ext in ("png", "svg", "jpg", "jpeg") for f in self.files if f.endswith(f".{ext}")),
                     None)
 
-    def note(self, title: str = "") -> str:
-        """The profile (unless ``title`` names it already) and "the paper's numbers only", as text ("" when
-        neither)."""
-        notes = []
-        if self.profile is not None and f"{self.profile} profile" not in title:
-            notes.append(f"profile `{self.profile}`")
-        if self.paper_only:
-            notes.append("the paper's numbers only")
-        return "; ".join(notes)
-
     def description(self) -> str:
-        """One line of Markdown: the figure's title where known, else its section's heading; and the note."""
-        title = self.output.title_for(self.written_stem) if self.output else ""
-        text = title or (self.output.heading if self.output else "")
-        note = self.note(title)
-        return f"{text} ({note})" if text and note else text or note
+        """One line: the declared caption of the file ("" when no notebook wrote it), and whether it shows the
+        paper's numbers only."""
+        text = self.record.caption if self.record is not None else ""
+        if self.paper_only:
+            text = f"{text} (the paper's numbers only)" if text else "the paper's numbers only"
+        return text
 
 
 @dataclass(frozen=True)
 class Folder:
-    """The figures folder read against the notebooks: ``notebooks`` in order, ``items`` per notebook name
-    (in its calls' order), ``others`` the files no notebook writes, ``generated`` pages made from them."""
+    """The figures folder read with its manifest: ``notebooks`` in order, ``items`` per notebook name (in file
+    order), ``others`` the files no notebook wrote, ``generated`` pages made from them."""
 
     figures: Path
     notebooks: tuple[Notebook, ...]
@@ -480,16 +126,19 @@ def _order(files: list[str]) -> tuple[str, ...]:
     return tuple(sorted(files, key=lambda f: (rank.get(f.rpartition(".")[2].lower(), len(rank)), f)))
 
 
-def read_folder(figures: Path, notebooks: Path, skip: Sequence[str] = (INDEX, PAGE)) -> Folder:
+def read_folder(figures: Path, notebooks: Path, skip: Sequence[str] = (INDEX, PAGE),
+                manifest: Manifest | None = None) -> Folder:
     """Every file of ``figures`` (but ``skip``: the page and the index themselves, and hidden files) with the
-    notebook of ``notebooks`` that writes it (see the module docstring)."""
+    notebook that wrote it, from the folder's manifest (``manifest``: that one instead). A file whose record
+    names a notebook not in ``notebooks`` counts as written by none."""
     figures, notebooks = Path(figures), Path(notebooks)
     if not figures.is_dir():
         raise FileNotFoundError(f"no figures folder at {figures}: run the notebooks (`make figures`) first")
     paths = sorted(notebooks.glob("*.ipynb"))
     if not paths:
         raise FileNotFoundError(f"no notebooks (*.ipynb) in {notebooks}")
-    books = tuple(notebook_outputs(p) for p in paths)
+    books = tuple(read_notebook(p) for p in paths)
+    manifest = read_manifest(figures) if manifest is None else manifest
     folder = Folder(figures, books, {b.name: [] for b in books})
     stems: dict[tuple[str, str], list[str]] = {}  # a figure and a table may share a stem
     for path in sorted(figures.iterdir()):
@@ -498,20 +147,13 @@ def read_folder(figures: Path, notebooks: Path, skip: Sequence[str] = (INDEX, PA
                 folder.generated.append(path.name)
                 continue
             stems.setdefault((path.stem, _kind([path.name])), []).append(path.name)
-    found: list[tuple[int, Item]] = []  # (the call's place in its notebook, the item)
     for (stem, kind), files in sorted(stems.items()):
-        bare = Item(stem, _order(files), kind)
-        candidates = [(output.literal, -n, -output.cell, book, output)
-                      for n, book in enumerate(books) for output in book.outputs
-                      if output.kind == kind and output.regex().match(bare.written_stem)]
-        if not candidates:
-            folder.others.append(bare)
-            continue
-        *_, book, output = max(candidates, key=lambda c: c[:3])
-        found.append((book.outputs.index(output), Item(stem, bare.files, kind, book, output)))
-    for _, item in sorted(found, key=lambda f: (f[0], f[1].stem)):
-        assert item.notebook is not None
-        folder.items[item.notebook.name].append(item)
+        ordered = _order(files)
+        owner = manifest.owner(ordered[0])
+        if owner is None or owner.notebook not in folder.items:
+            folder.others.append(Item(stem, ordered, kind))
+        else:
+            folder.items[owner.notebook].append(Item(stem, ordered, kind, owner))
     return folder
 
 
@@ -569,10 +211,6 @@ def _relink_html(text: str, source: Path, page: Path, anchor: Path | None = None
                   text)
 
 
-def _relink_markdown(text: str, source: Path, page: Path, anchor: Path | None = None) -> str:
-    return re.sub(r"\]\(([^)\s]+)\)", lambda m: f"]({relink(m.group(1), source, page, anchor)})", text)
-
-
 def _plain(markdown_html: str) -> str:
     """Rendered HTML as one line of text (for ``alt``)."""
     return " ".join(html.unescape(re.sub(r"<[^>]+>", "", markdown_html)).split())
@@ -611,12 +249,9 @@ def _files_line(item: Item, page: Path, figures: Path) -> str:
 
 def _figure(item: Item, page: Path, figures: Path, md: Callable[[str], str], alt: str) -> str:
     image = item.image
-    title = item.output.title_for(item.written_stem) if item.output else ""
     details = [f"<code>{html.escape(image or item.files[0])}</code>"]
-    if title:
-        details.append(html.escape(title))
-    if item.note(title):
-        details.append(_inline(md, item.note(title)))
+    if item.description():
+        details.append(_inline(md, item.description()))
     details.append(_files_line(item, page, figures))
     if image is None:  # a PDF only: a link, no picture
         return f'<figure id="{html.escape(item.stem)}"><figcaption>{" · ".join(details)}</figcaption></figure>'
@@ -631,25 +266,13 @@ def _inline(md: Callable[[str], str], text: str) -> str:
     return rendered[3:-4] if rendered.startswith("<p>") and rendered.endswith("</p>") else rendered
 
 
-def _groups(items: Sequence[Item]) -> Iterator[tuple[Output, list[Item]]]:
-    """The items grouped by the notebook's section (the Markdown cell above the calls that wrote them), in
-    order."""
-    groups: dict[tuple[str, str], tuple[Output, list[Item]]] = {}
-    for item in items:
-        assert item.output is not None
-        groups.setdefault((item.output.heading, item.output.caption), (item.output, []))[1].append(item)
-    yield from groups.values()
-
-
-def _table_list(items: Sequence[Item], page: Path, figures: Path, md: Callable[[str], str],
-                notebook: Path | None = None) -> str:
-    """A list of ``items`` (tables and other files): a link to each file and, where a notebook (at
-    ``notebook``) wrote it, its one-line description."""
+def _table_list(items: Sequence[Item], page: Path, figures: Path, md: Callable[[str], str]) -> str:
+    """A list of ``items`` (tables and other files): a link to each file and, where a notebook wrote it, its
+    caption."""
     rows = []
     for item in items:
         first = html.escape(relink(item.files[0], figures, page))
-        text = _relink_html(_inline(md, item.description()), notebook.parent, page, notebook) \
-            if item.output and notebook is not None else ""
+        text = _inline(md, item.description()) if item.description() else ""
         files = _files_line(item, page, figures)
         rows.append(f'<li><a href="{first}"><code>{html.escape(item.stem)}</code></a> ({files})'
                     + (f" — {text}" if text else "") + "</li>")
@@ -679,17 +302,14 @@ def render_page(folder: Folder, page: Path, root: Path, md: Callable[[str], str]
         items = folder.items.get(book.name, [])
         if not items:
             section.append("<p>This notebook writes no figures or tables to the figures folder.</p>")
-        for output, group in _groups([i for i in items if i.kind == "figure"]):
-            heading = _relink_html(_inline(md, output.heading), book.path.parent, here, book.path)
-            section.append(f"<h3>{heading}</h3>")
-            if output.caption:
-                section.append(f'<div class="caption">'
-                               f'{_relink_html(md(output.caption), book.path.parent, here, book.path)}</div>')
-            for item in group:
-                section.append(_figure(item, here, figures, md, _plain(md(item.description()))))
+        shown = [i for i in items if i.kind == "figure"]
+        if shown:
+            section.append("<h3>Figures</h3>")
+        for item in shown:
+            section.append(_figure(item, here, figures, md, _plain(md(item.description() or item.stem))))
         tables = [i for i in items if i.kind != "figure"]
         if tables:
-            section += ["<h3>Tables</h3>", _table_list(tables, here, figures, md, book.path)]
+            section += ["<h3>Tables</h3>", _table_list(tables, here, figures, md)]
         body.append("\n".join(section + ["</section>"]))
     nav.append('<li><a href="#other">Other files</a></li>')
     other = ['<section id="other">', "<h2>Other files</h2>"]
@@ -697,7 +317,7 @@ def render_page(folder: Folder, page: Path, root: Path, md: Callable[[str], str]
         other.append(f'<p><a href="{html.escape(relink(name, figures, here))}"><code>{html.escape(name)}</code></a>'
                      f" — {_inline(md, GENERATED[name])}</p>")
     if folder.others:
-        other.append("<p>Files no notebook's code names:</p>")
+        other.append("<p>Files no notebook wrote (no record in the manifest):</p>")
         for item in folder.others:
             if item.kind == "figure":
                 other.append(_figure(item, here, figures, md, item.stem))
@@ -712,7 +332,7 @@ def render_page(folder: Folder, page: Path, root: Path, md: Callable[[str], str]
         '<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{html.escape(TITLE)}</title>",
         f"<style>{STYLE}</style>", "</head>", "<body>", f"<h1>{html.escape(TITLE)}</h1>",
         '<p class="generated">Generated by <code>python -m gped_kit.cli.report</code> (<code>make report</code>) from '
-        "the figures and tables the notebooks write and from the notebooks themselves; do not edit. The verdict and "
+        "the figures and tables the notebooks write and the manifest that records them; do not edit. The verdict and "
         "the claims table are the README's.</p>",
         "<nav><h2>Contents</h2><ol>", *nav, "</ol></nav>",
         '<section id="verdict"><h2>Verdict</h2>', verdict, "</section>",
@@ -727,10 +347,10 @@ def _md_files(item: Item) -> str:
     return ", ".join(f"[{f.rpartition('.')[2]}]({f})" for f in item.files[1:])
 
 
-def _md_item(item: Item, source: Path, figures: Path, anchor: Path | None) -> str:
+def _md_item(item: Item) -> str:
     first = item.files[0]
     more = f" ({_md_files(item)})" if len(item.files) > 1 else ""
-    text = _relink_markdown(item.description(), source, figures, anchor) if item.output else ""
+    text = item.description()
     return f"- [{first}]({first}){more}" + (f" — {text}" if text else "")
 
 
@@ -738,11 +358,11 @@ def render_index(folder: Folder) -> str:
     """``README.md`` of the figures folder: per notebook, its figures and tables, one line each."""
     figures = folder.figures
     lines = ["# figures/", "",
-             "Generated by `python -m gped_kit.cli.report` (`make report`) from this folder and the notebooks' code; "
-             "do not edit (`tests/test_report.py` fails when it is stale). What every notebook writes here: its "
-             "figures (PNG, with a PDF beside each) and its tables (Markdown, with a CSV beside each), one line "
-             "each, from the title the notebook gives the figure or else the heading of the notebook's section "
-             "that writes it. All of it on one page, with the README's verdict and claims table: "
+             "Generated by `python -m gped_kit.cli.report` (`make report`) from this folder and its manifest "
+             f"(`{MANIFEST}`); do not edit (`tests/test_report.py` fails when it is stale). What every notebook "
+             "writes here: its figures (PNG, with a PDF beside each) and its tables (Markdown, with a CSV beside "
+             "each), one line each, with the caption its experiment declares. All of it on one page, with the "
+             "README's verdict and claims table: "
              f"`make report` writes `{PAGE}` here (not committed).", ""]
     for book in folder.notebooks:
         notebook = relink(book.path.name, book.path.parent, figures)
@@ -755,11 +375,11 @@ def render_index(folder: Folder) -> str:
             chosen = [i for i in items if i.kind == kind]
             if chosen:
                 lines += [f"{name}:", ""]
-                lines += [_md_item(i, book.path.parent, figures, book.path) for i in chosen]
+                lines += [_md_item(i) for i in chosen]
                 lines.append("")
     lines += ["## Other files", ""]
     lines += [f"- [{name}]({name}) — {GENERATED[name]}" for name in folder.generated]
-    lines += [_md_item(i, figures, figures, None) + " — written by no notebook's code" for i in folder.others]
+    lines += [_md_item(i) + " — written by no notebook (no record in the manifest)" for i in folder.others]
     if not folder.generated and not folder.others:
         lines.append("None.")
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -774,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help=f"the page (default <figures>/{PAGE})")
     parser.add_argument("--index", type=Path, default=None, help=f"the folder's index (default <figures>/{INDEX})")
     parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 when the index is not what the folder and the notebooks give")
+                        help="write nothing; exit 1 when the index is not what the folder and its manifest give")
     args = parser.parse_args(argv)
     figures = args.figures
     notebooks = args.notebooks or figures.resolve().parent / "notebooks"
@@ -789,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render_index(folder)
     if args.check:
         if not index.exists() or index.read_text() != text:
-            print(f"{index}: not what {figures}/ and {notebooks}/ give; run `python -m gped_kit.cli.report` "
+            print(f"{index}: not what {figures}/ and its manifest give; run `python -m gped_kit.cli.report` "
                   "(`make report`) and commit it", file=sys.stderr)
             return 1
         return 0

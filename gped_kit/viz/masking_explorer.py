@@ -42,11 +42,12 @@ from IPython.display import display
 from ..data.sources import load_split
 from ..data.transforms import apply_square_mask, masking_rate
 from ..experiments.experiment2 import chain_lengths, experiment2_cells, experiment12_rows
+from ..experiments.experiment2.artifacts import FIGURE3_ARTIFACTS
 from ..experiments.numerics import numerics_code
-from ..experiments.store import ResultsStore
 from .figure3 import pixel_max, select_examples, show_masked_image, square_mask_region
 from .plots import EXPERIMENT2_METRICS, plot_uncertainty_grid
-from .snapshot import StaticView, figure_png, html_number, html_text
+from .snapshot import StaticView, figure_png, html_number, html_text, writer_store
+from .writer import ArtifactWriter
 
 ESTIMATORS = ("U_o", "U_s")
 #: Mask size of the paper's Figure 3: the explorer opens on the stored mask size nearest to it.
@@ -97,11 +98,13 @@ class MaskingExplorer(StaticView):
         ``num_iterations`` (a T with no stored chain; the message lists the stored ones).
     """
 
+    artifact = FIGURE3_ARTIFACTS["explorer"]
+
     def __init__(self, results: pd.DataFrame, images: torch.Tensor | None = None, dataset: str = "mnist",
                  data_root: str | Path | None = None, num_examples: int = 8, seed: int = 0,
                  num_iterations: int | None = None, figures_dir: str | Path | None = None,
-                 tag: str = "default") -> None:
-        self._init_static(figures_dir, tag)
+                 tag: str = "default", writer: ArtifactWriter | None = None) -> None:
+        self._init_static(figures_dir, tag, writer)
         self.rows: pd.DataFrame = experiment12_rows(results, dataset=dataset)
         self.results_empty: bool = len(results) == 0
         self.dataset = dataset
@@ -175,7 +178,7 @@ class MaskingExplorer(StaticView):
         ``grid``: only the rows whose columns hold the values given, e.g. the cells of notebook 02's
         figures ``{"labelled_size": [10000, 60000], "mask_size": [0, 15, 25], "seed": [0]}``.
         ``num_iterations`` picks the chain length shown first; ``kwargs`` go to the constructor."""
-        summary = ResultsStore(results_dir).load("summary", "chain",
+        summary = writer_store(kwargs.get("writer"), results_dir).load("summary", "chain",
                                                  code=numerics_code("chain") if current_only else None)
         for column, values in (grid or {}).items():
             if len(summary) and column not in summary.columns:

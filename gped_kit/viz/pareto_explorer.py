@@ -38,10 +38,12 @@ from ..experiments.experiment3 import (
     pareto_front,
     search_candidates,
 )
+from ..experiments.experiment3.artifacts import ARTIFACTS as EXPERIMENT3_ARTIFACTS
 from ..experiments.numerics import numerics_code
 from ..experiments.store import ResultsStore
 from .plots import plot_pareto
-from .snapshot import StaticView, figure_png, html_number, html_text, safe_name, stack_pngs, text_png
+from .snapshot import StaticView, figure_png, html_number, html_text, safe_name, stack_pngs, text_png, writer_store
+from .writer import ArtifactWriter
 
 
 def stored_searches(store: ResultsStore, current_only: bool = True,
@@ -101,8 +103,11 @@ class ParetoExplorer(StaticView):
     #: How near (in points) to a student's marker a click or hover must be to find it.
     PICK_RADIUS = 8.0
 
-    def __init__(self, table: pd.DataFrame, figures_dir: str | Path | None = None, tag: str = "default") -> None:
-        self._init_static(figures_dir, tag)
+    artifact = EXPERIMENT3_ARTIFACTS["explorer"]
+
+    def __init__(self, table: pd.DataFrame, figures_dir: str | Path | None = None, tag: str = "default",
+                 writer: ArtifactWriter | None = None) -> None:
+        self._init_static(figures_dir, tag, writer)
         if not isinstance(table, pd.DataFrame):
             raise TypeError(f"table must be a pandas DataFrame, got {type(table).__name__}")
         needed = ("model", "method", "stage", "target", "student", "is_base")
@@ -140,14 +145,15 @@ class ParetoExplorer(StaticView):
 
     @classmethod
     def from_store(cls, results_dir: str | Path, figures_dir: str | Path | None = None, tag: str = "default",
-                   entries: Collection[str] | None = None, current_only: bool = True) -> ParetoExplorer:
+                   entries: Collection[str] | None = None, current_only: bool = True,
+                   writer: ArtifactWriter | None = None) -> ParetoExplorer:
         """An explorer over the Experiment 3 searches stored in ``ResultsStore(results_dir)``
         (:func:`stored_searches`: by default those the current code made; ``entries``: only the
         searches of those entry keys, e.g. the ones the notebook's tables and figures show); an
-        empty or absent store gives one that says so. ``figures_dir`` and ``tag`` as for the
-        constructor."""
-        explorer = cls(stored_searches(ResultsStore(results_dir), current_only, entries), figures_dir=figures_dir,
-                       tag=tag)
+        empty or absent store gives one that says so. ``figures_dir``, ``tag`` and ``writer`` as for the
+        constructor (with a ``writer``, its store is read when it is the one at ``results_dir``)."""
+        explorer = cls(stored_searches(writer_store(writer, results_dir), current_only, entries),
+                       figures_dir=figures_dir, tag=tag, writer=writer)
         explorer.source = str(results_dir)
         explorer._draw_details()
         explorer._update_snapshot()
@@ -262,6 +268,10 @@ class ParetoExplorer(StaticView):
         """``explorer_pareto_<model>_<tag>.png`` (``explorer_pareto_<tag>.png`` without a model)."""
         model = "" if self.model.value is None else f"{safe_name(self.model.value)}_"
         return f"explorer_pareto_{model}{self.tag}.png"
+
+    def snapshot_values(self) -> dict[str, str] | None:
+        """``{"model": ...}`` (None without a model: an empty store)."""
+        return None if self.model.value is None else {"model": safe_name(self.model.value)}
 
     def _snapshot_parts(self) -> tuple[list[str], list[bytes | None]]:
         method = dict((v, k) for k, v in self.METHOD_OPTIONS)[self.method.value]

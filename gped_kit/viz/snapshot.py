@@ -25,7 +25,7 @@ import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 import numpy as np
@@ -33,8 +33,13 @@ from IPython.display import display
 from matplotlib.figure import Figure
 from PIL import Image as PILImage
 
+from ..experiments.artifacts import Artifact
+from ..experiments.store import ResultsStore
 from ..files import atomic_write_bytes
 from .theme import savefig_metadata
+
+if TYPE_CHECKING:  # the writer saves through this module: a type only
+    from .writer import ArtifactWriter
 
 #: A PNG on disk counts as the same image as a new one (and is kept) when both have one size and at most this
 #: fraction of their pixels differ, a pixel differing when one of its channels differs by more than
@@ -126,6 +131,14 @@ def safe_name(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "none"
 
 
+def writer_store(writer: ArtifactWriter | None, results_dir: str | Path) -> ResultsStore:
+    """The store an explorer reads: the notebook writer's when it is the one at ``results_dir`` (so that the
+    view's image records the entries it rests on), else a new one there."""
+    if writer is not None and writer.store is not None and writer.store.root.resolve() == Path(results_dir).resolve():
+        return writer.store
+    return ResultsStore(results_dir)
+
+
 class StaticView:
     """What every explorer shares: the PNG of the current view (:attr:`snapshot_png`), the file it
     is written to in :attr:`figures_dir`, the plain ``image/png`` outputs showing it under the
@@ -138,8 +151,15 @@ class StaticView:
     snapshot_file: Path | None
     figures_dir: Path | None
     tag: str
+    #: The artifact a notebook's writer records the view's image as (:mod:`gped_kit.experiments.artifacts`).
+    artifact: Artifact
 
-    def _init_static(self, figures_dir: str | Path | None, tag: str) -> None:
+    def _init_static(self, figures_dir: str | Path | None, tag: str, writer: ArtifactWriter | None = None) -> None:
+        if writer is not None:
+            if figures_dir is not None:
+                raise ValueError("give figures_dir or writer (which writes to its own folder), not both")
+            figures_dir, tag = writer.figures_dir, writer.profile
+        self.writer = writer
         self.figures_dir = None if figures_dir is None else Path(figures_dir)
         self.tag = safe_name(tag)
         self.snapshot_png = None
@@ -162,7 +182,13 @@ class StaticView:
         if self.figures_dir is None or self.snapshot_png is None:
             raise ValueError("this explorer has no figures_dir to save its view to: make it with "
                              "figures_dir='../figures' (or another folder)")
-        self.snapshot_file = write_png(self.snapshot_png, self.figures_dir / self.snapshot_name())
+        if self.writer is not None:
+            values = self.snapshot_values()
+            if values is None:
+                raise ValueError("this view shows nothing to save (no stored result)")
+            self.snapshot_file = self.writer.snapshot(self.snapshot_png, self.artifact, **values)
+        else:
+            self.snapshot_file = write_png(self.snapshot_png, self.figures_dir / self.snapshot_name())
         self._saved_png = self.snapshot_png
         bundle = self._snapshot_bundle()
         for handle in self._snapshot_handles:
@@ -172,6 +198,11 @@ class StaticView:
     def snapshot_name(self) -> str:
         """The file name (without folder) the current view's image is written to."""
         raise NotImplementedError
+
+    def snapshot_values(self) -> dict[str, str] | None:
+        """The fields of :attr:`artifact`'s file name other than the profile for the current view (None: the
+        view shows nothing a notebook's writer records)."""
+        return {}
 
     def _snapshot_parts(self) -> tuple[list[str], list[bytes | None]]:
         """The text lines and the PNGs (plots) of the current view."""
@@ -188,7 +219,8 @@ class StaticView:
         self.snapshot_png = self._compose_snapshot(lines, pngs)
         self.snapshot_count += 1
         self._snapshot_caption = " | ".join(lines[:2])
-        if self.figures_dir is not None and self._saved_png is None:
+        if self.figures_dir is not None and self._saved_png is None and (
+                self.writer is None or self.snapshot_values() is not None):
             self.save_view()
             return
         bundle = self._snapshot_bundle()

@@ -2,11 +2,13 @@
 
 A notebook makes one at its start::
 
-    out = ArtifactWriter("01_experiment1", profile, "../figures", store=store, settings=settings)
-    out.table(table, E1.ARTIFACTS["table1"])                      # table1_experiment1_<profile>.md/.csv
-    out.figure(fig, E1.ARTIFACTS["reliability"], model="fcnn")    # fig_reliability_experiment1_fcnn_<profile>
+    writer = ArtifactWriter("01_experiment1", profile, "../figures", store=store, settings=settings)
+    writer.table(table, "table1")                      # table1_experiment1_<profile>.md and .csv
+    writer.figure(fig, "reliability", model="fcnn")    # fig_reliability_experiment1_fcnn_<profile>.png and .pdf
 
-Each call fills the artifact's file-name template (:class:`~gped_kit.experiments.artifacts.Artifact`; the
+An artifact is named by its key among the notebook's declared ones (its registry entry's ``artifacts``) or given
+as an :class:`~gped_kit.experiments.artifacts.Artifact` (a notebook of your own). Each call fills the artifact's
+file-name template (:class:`~gped_kit.experiments.artifacts.Artifact`; the
 profile is the writer's, the other fields the call's), writes the files as :func:`~gped_kit.viz.plots.save_figure`
 and :func:`~gped_kit.viz.plots.save_table` do (files that show the same figure or table are kept as they are)
 and records their :class:`~gped_kit.experiments.artifacts.Provenance` in the folder's manifest, with the store
@@ -21,6 +23,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..experiments.artifacts import Artifact, Kind, Provenance, record
+from ..experiments.registry import NOTEBOOKS
 from ..experiments.store import ResultsStore
 from .plots import save_figure, save_table
 from .snapshot import write_png
@@ -37,11 +40,22 @@ class ArtifactWriter:
             raise ValueError(f"notebook={notebook!r}: give the notebook's stem, e.g. '01_experiment1'")
         self.notebook, self.profile, self.figures_dir = notebook, str(profile), Path(figures_dir)
         self.store, self.settings = store, settings
+        #: The notebook's declared artifacts by key (none for a notebook the registry does not know).
+        self.declared = dict(NOTEBOOKS[notebook].artifacts) if notebook in NOTEBOOKS else {}
         self._settings_recorded = False
         self.written: list[Provenance] = []
 
     def __repr__(self) -> str:
         return f"ArtifactWriter({self.notebook!r}, profile={self.profile!r}, {str(self.figures_dir)!r})"
+
+    def artifact(self, artifact: Artifact | str) -> Artifact:
+        """``artifact`` itself, or the notebook's declared artifact of that key (an unknown key is an error that
+        lists the declared ones)."""
+        if isinstance(artifact, Artifact):
+            return artifact
+        if artifact not in self.declared:
+            raise ValueError(f"{self.notebook} declares no artifact {artifact!r}; declared: {sorted(self.declared)}")
+        return self.declared[artifact]
 
     def _values(self, artifact: Artifact, kind: Kind, values: dict[str, Any]) -> dict[str, Any]:
         if artifact.kind is not kind:
@@ -62,23 +76,27 @@ class ArtifactWriter:
         self.written.append(entry)
         return entry
 
-    def figure(self, fig: plt.Figure, artifact: Artifact, **values: Any) -> list[Path]:
+    def figure(self, fig: plt.Figure, artifact: Artifact | str, **values: Any) -> list[Path]:
         """Save ``fig`` as ``artifact``'s PNG and PDF for the cell ``values`` and record it."""
+        artifact = self.artifact(artifact)
         values = self._values(artifact, Kind.FIGURE, values)
         stem = artifact.stem(**values)
         paths = save_figure(fig, stem, self.figures_dir)
         self._record(artifact, paths[0].stem, values)
         return paths
 
-    def table(self, table: pd.DataFrame, artifact: Artifact, floatfmt: str = ".3f", **values: Any) -> list[Path]:
+    def table(self, table: pd.DataFrame, artifact: Artifact | str, floatfmt: str = ".3f",
+              **values: Any) -> list[Path]:
         """Save ``table`` as ``artifact``'s Markdown and CSV for the cell ``values`` and record it."""
+        artifact = self.artifact(artifact)
         values = self._values(artifact, Kind.TABLE, values)
         paths = save_table(table, artifact.stem(**values), self.figures_dir, floatfmt=floatfmt)
         self._record(artifact, paths[0].stem, values)
         return paths
 
-    def snapshot(self, png: bytes, artifact: Artifact, **values: Any) -> Path:
+    def snapshot(self, png: bytes, artifact: Artifact | str, **values: Any) -> Path:
         """Write an explorer's view ``png`` as ``artifact``'s file for ``values`` and record it."""
+        artifact = self.artifact(artifact)
         values = self._values(artifact, Kind.SNAPSHOT, values)
         stem = artifact.stem(**values)
         path = write_png(png, self.figures_dir / f"{stem}.png")
