@@ -56,7 +56,6 @@ from typing import Callable, Mapping, Protocol, Sequence
 import torch
 
 from ..core.adam import adam_update_, bias_corrections
-from ..core.autodiff import Autodiff
 from ..core.estimators import estimator_init
 from ..core.options import InputGenerator
 from . import evaluate, loop, resume, steps
@@ -288,34 +287,25 @@ def adam_step(state: EngineState, setup: EngineSetup, j: int, grads: dict[str, t
 
 
 # ---------------------------------------------------------------------- the façade
-def _host_field(name: str) -> property:
-    """A property naming field ``name`` of the engine's :class:`~gped_kit.engine.state.HostState`."""
+def _field(part: str, name: str, writable: bool = True) -> property:
+    """A property naming field ``name`` of the engine's ``part``: ``"state"``
+    (:class:`~gped_kit.engine.state.EngineState`), ``"state.host"`` (its
+    :class:`~gped_kit.engine.state.HostState`), ``"setup"`` (:class:`~gped_kit.engine.setup.EngineSetup`)
+    or ``"setup.layout"`` (:class:`~gped_kit.engine.layout.ChainLayout`); the setup's are read-only."""
+    path = part.split(".")
+
+    def owner(engine: GPEDEngine) -> object:
+        for attr in path:
+            engine = getattr(engine, attr)
+        return engine
 
     def get(engine: GPEDEngine) -> object:
-        return getattr(engine.state.host, name)
+        return getattr(owner(engine), name)
 
     def put(engine: GPEDEngine, value: object) -> None:
-        setattr(engine.state.host, name, value)
+        setattr(owner(engine), name, value)
 
-    return property(get, put, doc=f"``state.host.{name}`` (:class:`~gped_kit.engine.state.HostState`).")
-
-
-def _state_field(name: str) -> property:
-    """A property naming field ``name`` of the engine's :class:`~gped_kit.engine.state.EngineState`."""
-
-    def get(engine: GPEDEngine) -> object:
-        return getattr(engine.state, name)
-
-    def put(engine: GPEDEngine, value: object) -> None:
-        setattr(engine.state, name, value)
-
-    return property(get, put, doc=f"``state.{name}`` (:class:`~gped_kit.engine.state.EngineState`).")
-
-
-def _setup_field(name: str) -> property:
-    """A read-only property naming field ``name`` of the engine's :class:`~gped_kit.engine.setup.EngineSetup`."""
-    return property(lambda engine: getattr(engine.setup, name),
-                    doc=f"``setup.{name}`` (:class:`~gped_kit.engine.setup.EngineSetup`).")
+    return property(get, put if writable else None, doc=f"``{part}.{name}``.")
 
 
 class GPEDEngine:
@@ -336,35 +326,40 @@ class GPEDEngine:
     (CUDA; None without graph mode). Subclasses change the teacher's move by overriding
     :meth:`teacher_step` (:class:`~gped_kit.engine.offline.OfflineEngine`)."""
 
-    t = _host_field("t")
-    steps_in_nll_sum = _host_field("steps_in_nll_sum")
-    ensemble_count = _host_field("ensemble_count")
-    adam_steps = _host_field("adam_steps")
-    steps_since_log = _host_field("steps_since_log")
-    snapshots_taken = _host_field("snapshots_taken")
-    host = _state_field("host")
-    chain = _state_field("chain")
-    students = _state_field("students")
-    ensemble = _state_field("ensemble")
-    snapshots = _state_field("snapshots")
-    streams = _state_field("streams")
-    recent = _state_field("recent")
-    history = _state_field("history")
-    elapsed = _state_field("elapsed")
-    resumed_from = _state_field("resumed_from")
-    chains = _setup_field("chains")
-    config = _setup_field("config")
-    device = _setup_field("device")
-    num_outputs = _setup_field("num_outputs")
-    train_sets = _setup_field("train_sets")
-    eval_sets = _setup_field("eval_sets")
-    eval_slices = _setup_field("eval_slices")
-    num_eval = _setup_field("num_eval")
-    test_labels = _setup_field("test_labels")
-    period = _setup_field("period")
-    values = _setup_field("values")
-    teacher_fns = _setup_field("teacher_fns")
-    student_fns = _setup_field("student_fns")
+    t = _field("state.host", "t")
+    steps_in_nll_sum = _field("state.host", "steps_in_nll_sum")
+    ensemble_count = _field("state.host", "ensemble_count")
+    adam_steps = _field("state.host", "adam_steps")
+    steps_since_log = _field("state.host", "steps_since_log")
+    snapshots_taken = _field("state.host", "snapshots_taken")
+    host = _field("state", "host")
+    chain = _field("state", "chain")
+    students = _field("state", "students")
+    ensemble = _field("state", "ensemble")
+    snapshots = _field("state", "snapshots")
+    streams = _field("state", "streams")
+    recent = _field("state", "recent")
+    history = _field("state", "history")
+    elapsed = _field("state", "elapsed")
+    resumed_from = _field("state", "resumed_from")
+    chains = _field("setup", "chains", writable=False)
+    config = _field("setup", "config", writable=False)
+    device = _field("setup", "device", writable=False)
+    num_outputs = _field("setup", "num_outputs", writable=False)
+    train_sets = _field("setup", "train_sets", writable=False)
+    eval_sets = _field("setup", "eval_sets", writable=False)
+    eval_slices = _field("setup", "eval_slices", writable=False)
+    num_eval = _field("setup", "num_eval", writable=False)
+    test_labels = _field("setup", "test_labels", writable=False)
+    period = _field("setup", "period", writable=False)
+    values = _field("setup", "values", writable=False)
+    teacher_fns = _field("setup", "teacher_fns", writable=False)
+    student_fns = _field("setup", "student_fns", writable=False)
+    num_runs = _field("setup.layout", "num_runs", writable=False)
+    K = _field("setup.layout", "K", writable=False)  # the teacher chains (the chain axis)
+    pooled = _field("setup.layout", "pooled", writable=False)  # one pooled teacher's runs
+    batched = _field("setup.layout", "batched", writable=False)  # the teacher's steps under vmap
+    autodiff = _field("setup.layout", "autodiff", writable=False)  # the teacher's autodiff mode
 
     def __init__(self, chains: Sequence[ChainSpec], use_vmap: bool | None = None, pooled: bool | None = None) -> None:
         self.setup, self.state = init(chains, use_vmap, pooled)
@@ -372,30 +367,6 @@ class GPEDEngine:
         # graph mode (CUDA): periods of the event schedule replayed as captured CUDA graphs
         use_graphs = config.graph if config.graph is not None else self.setup.device.type == "cuda"
         self.graphs = PeriodGraphs(self.setup) if use_graphs else None
-
-    @property
-    def num_runs(self) -> int:
-        return self.setup.layout.num_runs
-
-    @property
-    def K(self) -> int:
-        """The number of teacher chains (the chain axis of the teacher's state and ensemble sums)."""
-        return self.setup.layout.K
-
-    @property
-    def pooled(self) -> bool:
-        """Whether the runs are one pooled teacher's (:class:`~gped_kit.engine.layout.Pooled`)."""
-        return self.setup.layout.pooled
-
-    @property
-    def batched(self) -> bool:
-        """Whether the teacher's step functions run under vmap over the chain axis (else on chain 0's views)."""
-        return self.setup.layout.batched
-
-    @property
-    def autodiff(self) -> Autodiff:
-        """The teacher's autodiff mode (functorch under vmap)."""
-        return self.setup.layout.autodiff
 
     @property
     def run_count(self) -> int:
