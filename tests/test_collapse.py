@@ -9,7 +9,7 @@ import pytest
 
 from gped_kit.core.likelihoods import Categorical, Gaussian
 from gped_kit.core.sgld import SGLDConfig
-from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
+from gped_kit.engine import GPEDConfig, StudentConfig, evaluate
 from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.collapse import ChainCollapsed, CollapseHook, chain_nlls, check_history, collapsed_chains
 from gped_kit.experiments.frame import failed_lines
@@ -88,9 +88,9 @@ def test_run_chains_fails_a_chain_that_collapses_and_refuses_a_stored_one(digits
     stored = run_chains([_pooled_task(digits_data)], store, progress=False, executor="stored")
     assert list(stored.cells["status"]) == ["failed"]
     # while computing: the run stops at the first log point that shows it, recorded as failed
-    original = GPEDEngine.chain_metrics
-    monkeypatch.setattr(GPEDEngine, "chain_metrics",
-                        lambda self: {k: (LOG10 if k == "teacher_nll_chain1" else 0.1) for k in original(self)})
+    original = evaluate.chain_metrics
+    monkeypatch.setattr(evaluate, "chain_metrics", lambda state, setup: {
+        k: (LOG10 if k == "teacher_nll_chain1" else 0.1) for k in original(state, setup)})
     fresh = run_chains([_pooled_task(digits_data)], ResultsStore(tmp_path / "fresh"), progress=False)
     assert list(fresh.cells["status"]) == ["failed"] and "ChainCollapsed" in fresh.outcomes[0].error
     assert "at step 20" in fresh.outcomes[0].error

@@ -23,6 +23,8 @@ from gped_kit.core.adam import AdamState, adam_update_, bias_corrections
 from gped_kit.core.flat import FlatLayout, FlatTensors, units
 from gped_kit.core.samplers import sampler_config
 from gped_kit.engine import GPEDConfig, GPEDEngine, steps
+from gped_kit.engine import engine as engine_module
+from gped_kit.engine.distill import one, student_views, teacher_map, teacher_views
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import tree_leaves
@@ -38,34 +40,38 @@ def per_tensor_teacher_step(state, x, y, noise, *, fns, scales, autodiff):
 
 
 class PerTensorEngine(GPEDEngine):
-    """The engine's updates tensor by tensor, as before the flat buffers (the oracle)."""
+    """The engine's updates tensor by tensor, as before the flat buffers (the oracle): its teacher step here, its
+    Adam step :func:`per_tensor_adam_step` (in place of the engine's while it runs: :func:`assert_bit_identical`)."""
 
     def teacher_step(self, t: int | None = None) -> None:
         t = self.t if t is None else t
-        chain = self._teacher()[0]
-        self.streams.teacher_indices(self._idx, self.train_sets.sizes)
-        self.streams.sgld_noise(self._noise_flat)
-        x, y = self.train_sets.gather(self._idx)
-        noise = {k: self._one(v) for k, v in self._noise.items()}
-        step = functools.partial(per_tensor_teacher_step, fns=self.teacher_fns, scales=self.config.sampler.scales(t),
+        state, setup = self.state, self.setup
+        chain, buffers = teacher_views(state)[0], state.buffers
+        state.streams.teacher_indices(buffers.idx, setup.train_sets.sizes)
+        state.streams.sgld_noise(buffers.noise)
+        x, y = setup.train_sets.gather(buffers.idx)
+        noise, offset = {}, 0
+        for name in self.chains[0].teacher.param_names:  # each parameter's draws, in the logical order
+            p = state.chain.params[name]
+            noise[name] = one(setup, buffers.noise[:, offset:offset + p[0].numel()].view(p.shape))
+            offset += p[0].numel()
+        step = functools.partial(per_tensor_teacher_step, fns=setup.teacher_fns, scales=self.config.sampler.scales(t),
                                  autodiff=self.autodiff)
-        self._map(step, (0, 0, 0, 0))(chain, self._one(x), self._one(y), noise)
-        self.steps_in_nll_sum += 1
+        teacher_map(setup, step, (0, 0, 0, 0))(chain, one(setup, x), one(setup, y), noise)
 
-    def _adam_step(self, j: int, grads: dict[str, torch.Tensor], chain_axis: bool) -> None:
-        self.adam_steps[j] += 1
-        corrections = bias_corrections(self.adam_steps[j])
-        s = self._students()[j]
 
-        def update(params, grads, exp_avg, exp_avg_sq, lr):
-            adam_update_(params, grads, AdamState(exp_avg, exp_avg_sq), lr, *corrections)
-            return lr
+def per_tensor_adam_step(state, setup, j: int, grads: dict[str, torch.Tensor], chain_axis: bool) -> None:
+    corrections = bias_corrections(state.host.adam_steps[j] + 1)
+    s = student_views(state)[j]
 
-        if chain_axis:
-            vmap(update, randomness="different")(s.params, grads, s.adam.exp_avg, s.adam.exp_avg_sq, s.lr)
-        else:
-            update(s.params, grads, s.adam.exp_avg, s.adam.exp_avg_sq, s.lr)
-        self.steps_since_log[j] += 1
+    def update(params, grads, exp_avg, exp_avg_sq, lr):
+        adam_update_(params, grads, AdamState(exp_avg, exp_avg_sq), lr, *corrections)
+        return lr
+
+    if chain_axis:
+        vmap(update, randomness="different")(s.params, grads, s.adam.exp_avg, s.adam.exp_avg_sq, s.lr)
+    else:
+        update(s.params, grads, s.adam.exp_avg, s.adam.exp_avg_sq, s.lr)
 
 
 def state_tensors(engine: GPEDEngine) -> list[torch.Tensor]:
@@ -76,7 +82,9 @@ def state_tensors(engine: GPEDEngine) -> list[torch.Tensor]:
 def assert_bit_identical(make_specs) -> None:
     flat_engine, oracle = GPEDEngine(make_specs()), PerTensorEngine(make_specs())
     run_engine(flat_engine)
-    run_engine(oracle)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine_module, "adam_step", per_tensor_adam_step)
+        run_engine(oracle)
     a, b = state_tensors(flat_engine), state_tensors(oracle)
     assert len(a) == len(b)
     different = [i for i, (x, y) in enumerate(zip(a, b)) if not torch.equal(x, y)]
@@ -93,7 +101,7 @@ def test_cnn_chains_with_channels_last_weights_equal_the_per_tensor_updates(k):
     specs = chains(k, model="cnn_mnist", size=16, students=STUDENTS[:2], num_iterations=16, burn_in=4,
                    log_every=8, checkpoint_every=8, num_snapshots=2)
     engine = GPEDEngine(specs)
-    layout = engine._teacher_buffers.params.layout
+    layout = engine.state.buffers.teacher.params.layout
     assert not layout.logical  # channels-last conv weights: the views keep their strides
     convs = [v[0] for v in engine.chain.params.values() if v.dim() == 5]
     assert convs and all(v.is_contiguous(memory_format=torch.channels_last) for v in convs)

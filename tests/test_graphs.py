@@ -47,36 +47,42 @@ def test_periods_replay_only_between_boundaries():
     engine = GPEDEngine([spec()])
     assert engine.graphs is None and engine.period == 6  # lcm(3, 2, 3); no graphs on the CPU by default
     stop = engine.config.num_iterations
-    burn_in = period_pattern(engine, 0, stop)
+    def pattern(e: GPEDEngine, t0: int, stop: int) -> tuple | None:
+        return period_pattern(e.setup, e.state, t0, stop)
+
+    burn_in = pattern(engine, 0, stop)
     assert burn_in is not None and not any(acc or groups for acc, groups in burn_in[:2])  # steps 0, 1: nothing kept
-    assert period_pattern(engine, 3, stop) is None  # not at a period's start
-    after = period_pattern(engine, 18, stop)
-    assert after is not None and after == period_pattern(engine, 24, stop)  # the same pattern every period
-    assert period_pattern(engine, 114, 118) is None  # the stop falls inside
+    assert pattern(engine, 3, stop) is None  # not at a period's start
+    after = pattern(engine, 18, stop)
+    assert after is not None and after == pattern(engine, 24, stop)  # the same pattern every period
+    assert pattern(engine, 114, 118) is None  # the stop falls inside
     # a log point strictly inside the period stops it
     inside = GPEDEngine([spec(log_every=20, checkpoint_every=60)])
-    assert period_pattern(inside, 18, 120) is None and period_pattern(inside, 24, 120) is not None
+    assert pattern(inside, 18, 120) is None and pattern(inside, 24, 120) is not None
     # snapshots are taken eagerly
     snaps = GPEDEngine([spec(num_snapshots=4)])
     steps_with = sorted(snaps.chains[0].snapshot_at)
     first = steps_with[0] - steps_with[0] % snaps.period
-    assert period_pattern(snaps, first, 120) is None
+    assert pattern(snaps, first, 120) is None
 
 
 def test_period_ending_at_a_log_point_is_replayable():
     engine = GPEDEngine([spec()])
-    assert period_pattern(engine, 54, 120) is not None  # steps 54..59, logged after step 59 (t = 60)
+    # steps 54..59, logged after step 59 (t = 60)
+    assert period_pattern(engine.setup, engine.state, 54, 120) is not None
 
 
 def test_learning_rate_changes_and_host_side_step_sizes_are_stepped_eagerly():
     halving = [dataclasses.replace(s, lr_halving_epochs=0.25) for s in STUDENTS]  # N = 300, M = 25: every 3 steps
     engine = GPEDEngine([spec(students=halving)])
-    assert all(period_pattern(engine, t0, 120) is None for t0 in range(18, 114, 6))
+    assert all(period_pattern(engine.setup, engine.state, t0, 120) is None for t0 in range(18, 114, 6))
     engine.run()  # eager, with its halvings
     baoa = sampler_config("baoa", step_size=1e-3, batch_size=25, schedule="polynomial", decay_steps=10.0)
-    assert period_pattern(GPEDEngine([spec(sampler=baoa)]), 18, 120) is None
+    baoa_engine = GPEDEngine([spec(sampler=baoa)])
+    assert period_pattern(baoa_engine.setup, baoa_engine.state, 18, 120) is None
     constant_baoa = sampler_config("baoa", step_size=1e-3, batch_size=25)
-    assert period_pattern(GPEDEngine([spec(sampler=constant_baoa)]), 18, 120) is not None
+    constant = GPEDEngine([spec(sampler=constant_baoa)])
+    assert period_pattern(constant.setup, constant.state, 18, 120) is not None
 
 
 def test_fallbacks_a_user_did_not_ask_for_are_warned_once():
@@ -90,10 +96,10 @@ def test_fallbacks_a_user_did_not_ask_for_are_warned_once():
     for _ in range(18):
         engine.step()
     graphs = PeriodGraphs.__new__(PeriodGraphs)
-    graphs.engine, graphs.graphs, graphs.warmed, graphs.pool, graphs.replays, graphs.fallbacks = (
-        engine, {("full", i): None for i in range(MAX_GRAPHS)}, set(), None, 0, [])
+    graphs.setup, graphs.graphs, graphs.warmed, graphs.pool, graphs.replays, graphs.fallbacks = (
+        engine.setup, {("full", i): None for i in range(MAX_GRAPHS)}, set(), None, 0, [])
     with pytest.warns(GraphFallbackWarning, match=f"{MAX_GRAPHS} event patterns are captured"):
-        assert graphs.run_period(120) is False
+        assert graphs.run_period(engine.state, 120, lambda state: engine.step()) is False
     assert engine.t == 18 and len(graphs.fallbacks) == 1
     graphs.fallbacks = list(graphs.fallbacks)
     with warnings.catch_warnings():
@@ -165,7 +171,7 @@ def test_no_host_synchronisation_inside_a_period():
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        assert engine.graphs.run_period(120)
+        assert engine.graphs.run_period(engine.state, 120, lambda state: engine.step())
     finally:
         torch.cuda.set_sync_debug_mode("default")
 

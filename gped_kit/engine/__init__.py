@@ -2,12 +2,18 @@
 
 * :mod:`~gped_kit.engine.config` -- :class:`GPEDConfig` (teacher chain, loop) and :class:`StudentConfig`;
 * :mod:`~gped_kit.engine.spec` -- a chain made concrete: networks, initial values, groups;
-* :mod:`~gped_kit.engine.state` -- the typed state containers (chain axis first);
+* :mod:`~gped_kit.engine.state` -- the typed state: :class:`EngineState` and its parts (chain axis first);
+* :mod:`~gped_kit.engine.layout` -- independent chains or a pooled teacher, as data chosen once;
+* :mod:`~gped_kit.engine.setup` -- what an engine fixes when built, and the event schedule;
 * :mod:`~gped_kit.engine.steps` -- ``teacher_gradients``, ``distill_gradients``, ``ensemble_step``;
 * :mod:`~gped_kit.engine.streams` -- per-chain random generators;
 * :mod:`~gped_kit.engine.values` / :mod:`~gped_kit.engine.graphs` -- device-side per-step values, CUDA graphs;
-* :mod:`~gped_kit.engine.engine` -- :class:`GPEDEngine`: K chains, the loop, evaluation;
-* :mod:`~gped_kit.engine.checkpoint` -- per-chain checkpoints, bit-identical resume;
+* :mod:`~gped_kit.engine.engine` -- ``init`` / ``step`` (Algorithm 1's iteration) and :class:`GPEDEngine`;
+* :mod:`~gped_kit.engine.distill` -- a distillation group's update of its students;
+* :mod:`~gped_kit.engine.loop` -- the run loop (log and checkpoint points, graph mode);
+* :mod:`~gped_kit.engine.evaluate` -- history rows, metrics, results;
+* :mod:`~gped_kit.engine.resume` / :mod:`~gped_kit.engine.checkpoint` -- a run's state, per-run checkpoints,
+  bit-identical resume;
 * :mod:`~gped_kit.engine.run` -- :func:`distill` / :func:`distill_many`;
 * :mod:`~gped_kit.engine.offline` -- :func:`distill_samples`: a teacher given as samples (an ensemble, a posterior);
 * :mod:`~gped_kit.engine.distilled` -- a student as a model: predict with uncertainty, save, :func:`load_model`.
@@ -30,7 +36,8 @@ from .config import (
 )
 from .distilled import DistilledModel, Prediction
 from .distilled import load as load_model
-from .engine import GPEDEngine, check_batchable
+from .engine import GPEDEngine
+from .layout import check_batchable
 from .offline import OfflineEngine, distill_samples
 from .result import GPEDResult
 from .run import distill, distill_many

@@ -6,8 +6,8 @@ chain's slice, the ensemble sums, the random generators' states, the global rand
 drives dropout, snapshots and the history so far) as a dict (:meth:`RunState.to_dict
 <gped_kit.engine.state.RunState.to_dict>`) -- plus its ``format`` and a *fingerprint* (the JSON
 record of the chain's data, configuration and students) so that a checkpoint only ever resumes
-the run that made it. The engine makes and applies the state (:meth:`GPEDEngine.run_state
-<gped_kit.engine.engine.GPEDEngine.run_state>`, :meth:`~gped_kit.engine.engine.GPEDEngine.load_run_states`);
+the run that made it. The engine makes and applies the state (:func:`gped_kit.engine.resume.run_state`,
+:func:`~gped_kit.engine.resume.load_run_states`);
 this module only writes, reads and checks files. Resuming gives the same numbers as an
 uninterrupted run, bit for bit.
 
@@ -102,7 +102,7 @@ def load_checkpoints(engine: GPEDEngine, paths: Sequence[str | Path | None]) -> 
     Every checkpoint must have been made by the same chain (fingerprint) and all chains of a
     batch must resume at the same step; otherwise :class:`CheckpointError` / ``ValueError``
     before anything is changed. The engine applies the states itself
-    (:meth:`~gped_kit.engine.engine.GPEDEngine.load_run_states`).
+    (:func:`~gped_kit.engine.resume.load_run_states`).
     """
     if len(paths) != engine.num_runs:
         raise ValueError(f"{len(paths)} checkpoint paths for {engine.num_runs} runs")

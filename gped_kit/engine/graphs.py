@@ -4,7 +4,7 @@ On a GPU one step of the paper's FCNN chain is a few microseconds of arithmetic 
 kernel launches, each costing the host about 20 us of Python and driver time: eager steps are
 bound by the host. A CUDA graph records the kernels of P steps once and replays them with one
 launch. The engine's events repeat with the period ``P = lcm(eval_thinning, every H)``
-(:attr:`GPEDEngine.period <gped_kit.engine.engine.GPEDEngine.period>`), so :class:`PeriodGraphs`
+(:attr:`EngineSetup.period <gped_kit.engine.setup.EngineSetup>`), so :class:`PeriodGraphs`
 captures one graph per *pattern* of events over a period (burn-in: teacher steps only; after
 burn-in: teacher steps, the ensemble and each group's distillation at their steps; a cyclical
 schedule's phases give a few more) and replays it whenever a period starts with that pattern.
@@ -18,9 +18,9 @@ period is replayed only when it holds no log point, checkpoint point or snapshot
 no learning-rate change (the halving schedule) and ends before the run's stop; a momentum sampler
 with a varying step size (its factors are host floats) never replays. Such periods run eagerly,
 step by step, as on the CPU; the two a user may not expect (such a sampler, and more patterns than
-:data:`MAX_GRAPHS`) are warned about once each (:class:`GraphFallbackWarning`). After a replay the
-engine's host state (:class:`~gped_kit.engine.state.HostState`: t, Adam's step counts, the ensemble's
-count, the steps in the running sums) advances by what the captured period did.
+:data:`MAX_GRAPHS`) are warned about once each (:class:`GraphFallbackWarning`). A replay advances the
+state's host counters (:class:`~gped_kit.engine.state.HostState`: t, Adam's step counts, the ensemble's
+count, the steps in the running sums) by what the captured period's steps advanced them by.
 
 **First sight of a pattern**: the period runs eagerly on a side stream (CUDA's warm-up before a
 capture: libraries initialise their workspaces); the next period with the pattern is captured and
@@ -31,15 +31,16 @@ compute: a replayed period equals the same period stepped eagerly, bit for bit (
 from __future__ import annotations
 
 import warnings
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable
 
 import torch
 
 from .config import GPEDConfig
-from .spec import ChainSpec
-from .state import HostState
-from .streams import ChainStreams
-from .values import EngineValues
+from .setup import EngineSetup, events, learning_rates
+from .state import EngineState, HostState
+
+#: One step of an engine: advances the state it is given (``t`` and every other part) by one iteration.
+Step = Callable[[EngineState], None]
 
 #: At most this many patterns are captured per engine; further ones run eagerly (a cyclical
 #: schedule with many distinct phase boundaries would otherwise capture a graph per period).
@@ -63,31 +64,11 @@ def sampler_fallback(config: GPEDConfig) -> str | None:
     return None
 
 
-class PeriodEngine(Protocol):
-    """What graph mode reads and advances of :class:`gped_kit.engine.engine.GPEDEngine` (which imports
-    this module): its step and events, its host-side counters (:class:`~gped_kit.engine.state.HostState`),
-    its streams and device-side values (:class:`~gped_kit.engine.values.EngineValues`)."""
-
-    host: HostState
-    period: int
-    config: GPEDConfig
-    chains: Sequence[ChainSpec]
-    device: torch.device
-    streams: ChainStreams
-    values: EngineValues
-    lr_values: list[list[float]]
-
-    def step(self) -> None: ...
-
-    def events(self, t: int) -> Any: ...
-
-    def learning_rates(self, j: int, t: int) -> list[float]: ...
-
-
-def period_pattern(engine: PeriodEngine, t0: int, stop: int) -> tuple | None:
+def period_pattern(setup: EngineSetup, state: EngineState, t0: int, stop: int) -> tuple | None:
     """The pattern of events of the period starting at ``t0`` (what a graph of it records), or None
-    when the period cannot be replayed (see the module docstring). Host-side only."""
-    cfg, period = engine.config, engine.period
+    when the period cannot be replayed (see the module docstring). Host-side only: reads the
+    schedule and the state's current learning rates."""
+    cfg, period = setup.config, setup.period
     if t0 % period or t0 + period > stop:
         return None
     sampler = cfg.sampler
@@ -98,31 +79,31 @@ def period_pattern(engine: PeriodEngine, t0: int, stop: int) -> tuple | None:
     for t in range(t0, end):
         if 0 < t - t0 and (t % cfg.log_every == 0 or t % cfg.checkpoint_every == 0):
             return None  # a log or checkpoint point after step t - 1, inside the period
-        events = engine.events(t)
-        if events.snapshot is not None:
+        step_events = events(setup, t)
+        if step_events.snapshot is not None:
             return None
-        for key in events.groups:
-            for j in engine.chains[0].groups[key]:
-                if engine.learning_rates(j, t) != engine.lr_values[j]:
+        for key in step_events.groups:
+            for j in setup.chains[0].groups[key]:
+                if learning_rates(setup, j, t) != state.lr_values[j]:
                     return None
-        pattern.append((events.accumulate, events.groups))
+        pattern.append((step_events.accumulate, step_events.groups))
     return tuple(pattern)
 
 
 class PeriodGraphs:
     """The captured periods of one engine (CUDA), keyed by their event pattern (module docstring)."""
 
-    def __init__(self, engine: PeriodEngine) -> None:
-        if engine.device.type != "cuda":
-            raise ValueError(f"GPEDConfig.graph=True needs a CUDA device, the run is on {engine.device}; "
+    def __init__(self, setup: EngineSetup) -> None:
+        if setup.device.type != "cuda":
+            raise ValueError(f"GPEDConfig.graph=True needs a CUDA device, the run is on {setup.device}; "
                              "leave graph at None (on for CUDA only) or set it to False")
-        self.engine = engine
+        self.setup = setup
         self.graphs: dict[tuple, tuple[Any, HostState]] = {}
         self.warmed: set[tuple] = set()
         self.pool: Any = None
         self.replays = 0
         self.fallbacks: list[str] = []  # the reasons warned about (GraphFallbackWarning), once each
-        if (reason := sampler_fallback(engine.config)) is not None:
+        if (reason := sampler_fallback(setup.config)) is not None:
             self._fall_back(reason)
 
     def _fall_back(self, reason: str) -> None:
@@ -130,60 +111,58 @@ class PeriodGraphs:
             self.fallbacks.append(reason)
             warnings.warn(f"graph mode: {reason}", GraphFallbackWarning, stacklevel=3)
 
-    def run_period(self, stop: int) -> bool:
-        """Run the period starting at the engine's step when it can be replayed (warming up, capturing
-        or replaying its graph) and return True; return False (nothing done) when it must be stepped
-        eagerly."""
-        engine = self.engine
-        t0 = engine.host.t
-        pattern = period_pattern(engine, t0, stop)
+    def run_period(self, state: EngineState, stop: int, step: Step) -> bool:
+        """Run the period starting at ``state``'s step when it can be replayed (warming up, capturing or
+        replaying its graph; ``step`` advances a state by one step) and return True, ``state`` advanced
+        by the period; return False (nothing done) when it must be stepped eagerly."""
+        setup = self.setup
+        t0 = state.host.t
+        pattern = period_pattern(setup, state, t0, stop)
         if pattern is None:
             return False
         if pattern not in self.graphs and len(self.graphs) >= MAX_GRAPHS:
             self._fall_back(f"{MAX_GRAPHS} event patterns are captured (MAX_GRAPHS); periods of a new pattern, "
                             f"first at step {t0}, run eagerly")
             return False
-        engine.values.fill(t0, engine.host.adam_steps)  # the period's rows, which the capture recorded
+        setup.values.fill(t0, state.host.adam_steps)  # the period's rows, which the capture recorded
         if pattern not in self.graphs:
             if pattern not in self.warmed:
-                self._warm_up()
+                self._warm_up(state, step)
                 self.warmed.add(pattern)
                 return True
-            self.graphs[pattern] = self._capture()
-        graph, delta = self.graphs[pattern]
-        graph.replay()
-        engine.host = engine.host.plus(delta)
+            self.graphs[pattern] = self._capture(state, step)
+        else:
+            state.host = state.host.plus(self.graphs[pattern][1])
+        self.graphs[pattern][0].replay()
         self.replays += 1
         return True
 
-    def _warm_up(self) -> None:
-        engine = self.engine
-        side = torch.cuda.Stream(engine.device)
-        side.wait_stream(torch.cuda.current_stream(engine.device))
+    def _warm_up(self, state: EngineState, step: Step) -> None:
+        device = self.setup.device
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
-            for _ in range(engine.period):
-                engine.step()
-        torch.cuda.current_stream(engine.device).wait_stream(side)
+            for _ in range(self.setup.period):
+                step(state)
+        torch.cuda.current_stream(device).wait_stream(side)
 
-    def _capture(self) -> tuple[Any, HostState]:
-        """Record one period (the kernels are recorded, not run) and what it advances the host state by; the
-        host state is restored (the replay that follows advances it)."""
-        engine = self.engine
+    def _capture(self, state: EngineState, step: Step) -> tuple[Any, HostState]:
+        """Record one period (the kernels are recorded, not run; the replay that follows runs them) and
+        what it advances the host state by. The state's host counters advance as the period's steps
+        advance them; each step replaces them with a new value, so ``before`` keeps the start's."""
         graph = torch.cuda.CUDAGraph()
-        streams = engine.streams
+        streams = state.streams
         for gen in [*streams.data, *streams.noise, *(g for gens in streams.groups.values() for g in gens)]:
             graph.register_generator_state(gen)
-        before = engine.host.copy()
+        before = state.host
         try:
             with torch.cuda.graph(graph, pool=self.pool):
-                for _ in range(engine.period):
-                    engine.step()
+                for _ in range(self.setup.period):
+                    step(state)
         except Exception as exc:
-            engine.host = before
+            state.host = before
             raise RuntimeError(f"capturing the period at step {before.t} as a CUDA graph failed ({exc}); the run is "
                                "unchanged: run it with GPEDConfig(graph=False)") from exc
-        delta = engine.host.minus(before)
-        engine.host = before
         if self.pool is None:
             self.pool = graph.pool()
-        return graph, delta
+        return graph, state.host.minus(before)

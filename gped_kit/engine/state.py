@@ -22,8 +22,8 @@ of :mod:`gped_kit.engine.steps` update these containers in place, for one chain 
   and the host-side counters, the history, its teacher's part (:class:`TeacherRunState`; every
   chain of a pooled teacher), each student's part (:class:`StudentRunState`), the ensemble's
   (:class:`EnsembleRunState`), the random generators' and the dropout stream's states and the
-  snapshots. :meth:`GPEDEngine.run_state <gped_kit.engine.engine.GPEDEngine.run_state>` makes one
-  and :meth:`~gped_kit.engine.engine.GPEDEngine.load_run_states` applies it; a checkpoint
+  snapshots. :func:`gped_kit.engine.resume.run_state` takes one out of an :class:`EngineState`
+  and :func:`~gped_kit.engine.resume.load_run_states` puts it back; a checkpoint
   (:mod:`gped_kit.engine.checkpoint`) is a run state as a dict of tensors and plain data
   (:meth:`RunState.to_dict`, :meth:`RunState.from_dict`), so it never reads the engine's fields.
 """
@@ -40,6 +40,8 @@ from ..core.adam import AdamState
 from ..core.estimators import EstimatorState
 from ..core.flat import FlatLayout, FlatTensors
 from ..core.sampler import FLAT_MOMENTA, momentum_key
+from .streams import ChainStreams
+from .window import RecentWindow
 
 
 class ChainState(NamedTuple):
@@ -88,6 +90,18 @@ class HostState:
                          [a - b for a, b in zip(self.adam_steps, other.adam_steps)],
                          [a - b for a, b in zip(self.steps_since_log, other.steps_since_log)],
                          self.snapshots_taken - other.snapshots_taken)
+
+    def advanced(self, slots: Sequence[int], accumulate: bool, snapshot: int | None) -> HostState:
+        """This state after one step, as a new value (the step replaces the engine's, so a value once
+        read never changes): t and the steps in the NLL sum by one, the ensemble's count when the
+        sample joined it, each updated student slot's counters in ``slots``, the snapshots taken."""
+        adam, since = list(self.adam_steps), list(self.steps_since_log)
+        for j in slots:
+            adam[j] += 1
+            since[j] += 1
+        count = self.ensemble_count + (1 if accumulate else 0)
+        return HostState(self.t + 1, self.steps_in_nll_sum + 1, count, adam, since,
+                         self.snapshots_taken if snapshot is None else snapshot + 1)
 
     def plus(self, delta: HostState) -> HostState:
         """This state advanced by ``delta`` (:meth:`minus` of a captured period), as a new value."""
@@ -244,6 +258,48 @@ def flatten_student_(state: StudentState) -> StudentBuffers:
                           state.lr.reshape(runs, 1))
 
 
+class StepBuffers(NamedTuple):
+    """What a step writes besides the state: the flat views of the state for the updates
+    (:class:`TeacherBuffers`, one :class:`StudentBuffers` per slot), the draws' buffers (each chain's
+    minibatch indices ``idx`` (K, M), its noise ``noise`` (K, P), each group's indices into D' (R, M')),
+    and chain 0's views of the teacher and ensemble (``teacher_views``) and of the students
+    (``student_views``) when the step functions run on one chain rather than under vmap (else None)."""
+
+    teacher: TeacherBuffers
+    students: list[StudentBuffers]
+    idx: torch.Tensor
+    noise: torch.Tensor
+    group_idx: dict[Any, torch.Tensor]
+    teacher_views: tuple[ChainState, EnsembleState] | None
+    student_views: list[StudentState] | None
+
+
+@dataclass
+class EngineState:
+    """Everything an engine's steps advance, for a batch of K teacher chains and R runs: the
+    teacher chains' state (``chain``), each student slot's (``students``, run axis first), the
+    ensemble's sums, the snapshots (K, S, P), the host-side counters (``host``, replaced by each
+    step), the random generators (``streams``), each slot's current learning rates per run
+    (``lr_values``, host floats), the recent window of the ensemble, each run's history rows, the
+    elapsed seconds, the step a resume started from (``resumed_from``), the dropout stream's saved
+    state (``dropout_rng``) and the step's buffers (:class:`StepBuffers`). One run's part of it is a
+    :class:`RunState` (:func:`gped_kit.engine.resume.run_state`)."""
+
+    chain: ChainState
+    students: list[StudentState]
+    ensemble: EnsembleState
+    snapshots: torch.Tensor
+    host: HostState
+    streams: ChainStreams
+    lr_values: list[list[float]]
+    recent: RecentWindow
+    history: list[list[dict]]
+    buffers: StepBuffers
+    dropout_rng: dict[str, torch.Tensor]
+    elapsed: float = 0.0
+    resumed_from: int | None = None
+
+
 # ---------------------------------------------------------------------- one run's state, for checkpoints
 Tensors = dict[str, torch.Tensor]
 
@@ -324,8 +380,8 @@ class EnsembleRunState:
 @dataclass(frozen=True)
 class RunState:
     """Everything run r of an engine needs to continue exactly where it stopped (see the module
-    docstring): made by :meth:`GPEDEngine.run_state <gped_kit.engine.engine.GPEDEngine.run_state>`,
-    applied by :meth:`~gped_kit.engine.engine.GPEDEngine.load_run_states`; continuing from it gives
+    docstring): made by :func:`gped_kit.engine.resume.run_state`, applied by
+    :func:`~gped_kit.engine.resume.load_run_states`; continuing from it gives
     the same numbers as never having stopped, bit for bit.
 
     ``t`` is the next step to run and ``elapsed`` the seconds spent so far; ``history`` the run's

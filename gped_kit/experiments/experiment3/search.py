@@ -32,7 +32,7 @@ from ...core.schema import record
 from ...core.targets import Target, resolve_target
 from ...data.container import GPEDData
 from ...engine import GPEDResult
-from ...engine.engine import prediction_metrics
+from ...engine.evaluate import prediction_metrics
 from ...engine.spec import ChainSpec
 from ...models.build import instantiate
 from ...models.cost import network_cost
@@ -58,7 +58,7 @@ def evaluate_student(net: nn.Module, spec: ChainSpec, target: str | Target, ense
                      batch_size: int = EVAL_CHUNK_SIZE) -> dict[str, float]:
     """Test metrics of a student network as Algorithm 1 reports them: its linked outputs on the
     chain's test set (``spec.data.test_x``, in chunks of ``batch_size``), scored by the engine's
-    :func:`~gped_kit.engine.engine.prediction_metrics` against the teacher ensemble's estimates
+    :func:`~gped_kit.engine.evaluate.prediction_metrics` against the teacher ensemble's estimates
     ``ensemble`` (:attr:`GPEDResult.teacher_outputs` ``["test"]``): ``student_nll`` and
     ``student_accuracy`` (predictive targets), ``target_mae``, ``entropy_mae`` (entropy targets)
     and ``nll_gap`` (student - teacher NLL)."""
