@@ -93,7 +93,7 @@ CELLS = [
     ('profile = "default"\nnum_iterations = None\nseed = 0\nresults_dir = "results"\nfigures_dir = "figures"\n'
      'executor = "local"', ["parameters"]),
     ("import tiny99 as T\nfrom gped_kit.experiments.settings import resolve_settings\n"
-     "from gped_kit.experiments.store import ResultsStore\nfrom gped_kit.viz.plots import save_table\n\n"
+     "from gped_kit.experiments.store import ResultsStore\nfrom gped_kit.plotting.save import save_table\n\n"
      "p = resolve_settings(T.PROFILES, profile, globals())\nstore = ResultsStore(results_dir)\n"
      "summary = T.EXPERIMENT.summarise(store, p, profile=profile, seed=seed, executor=executor, progress=False)\n"
      "save_table(summary.tables['table'], T.TABLE.format(profile=profile), figures_dir)\n"

@@ -1,6 +1,6 @@
-"""Tests for gped_kit.viz.plots, gped_kit.viz.theme and gped_kit.viz.tables (and the thesis
-figures' layout): every figure is drawn from small hand-made tables (made-up numbers) and checked
-for what it shows; saved figures and tables land in tmp_path."""
+"""Tests for the figures (gped_kit.plotting.figures and each experiment's figures module), gped_kit.plotting.theme and
+gped_kit.plotting.tables (and the thesis figures' layout): every figure is drawn from small hand-made tables (made-up
+numbers) and checked for what it shows; saved figures and tables land in tmp_path."""
 
 import matplotlib
 
@@ -15,31 +15,28 @@ from test_widgets import synthetic_search  # noqa: E402
 
 from gped_kit.core.likelihoods import RegressionMoments  # noqa: E402
 from gped_kit.core.uncertainty import from_samples  # noqa: E402
+from gped_kit.experiments.comparison.figures import plot_comparison, plot_uncertainty_maps  # noqa: E402
+from gped_kit.experiments.experiment2.figures import plot_experiment2_vs_paper, plot_uncertainty_grid  # noqa: E402
 from gped_kit.experiments.experiment3 import pareto_front, search_candidates  # noqa: E402
-from gped_kit.toys import ToyResult  # noqa: E402
-from gped_kit.viz import thesis as thesis_plots  # noqa: E402
-from gped_kit.viz.plots import (  # noqa: E402
-    PAPER_ONLY_SUFFIX,
-    is_paper_only,
+from gped_kit.experiments.experiment3.figures import (  # noqa: E402
     pareto_paper_reference,
-    plot_comparison,
-    plot_data_uncertainty_joint,
-    plot_entropy_agreement,
-    plot_experiment2_vs_paper,
-    plot_experiment4_in_distribution,
-    plot_learning_curves,
     plot_pareto,
     plot_pareto_figure,
-    plot_regression_uncertainty,
-    plot_sampler_study,
-    plot_uncertainty_grid,
-    plot_uncertainty_maps,
-    save_figure,
-    save_table,
 )
-from gped_kit.viz.report import missing_data_line  # noqa: E402
-from gped_kit.viz.tables import flat_table, full_table, integer_columns, markdown_table, paper_table  # noqa: E402
-from gped_kit.viz.theme import (  # noqa: E402
+from gped_kit.experiments.experiment4.figures import (  # noqa: E402
+    plot_data_uncertainty_joint,
+    plot_experiment4_in_distribution,
+)
+from gped_kit.experiments.samplers.figures import plot_sampler_study  # noqa: E402
+from gped_kit.experiments.thesis import figures as thesis_plots  # noqa: E402
+from gped_kit.plotting.figures import (  # noqa: E402
+    plot_entropy_agreement,
+    plot_learning_curves,
+    plot_regression_uncertainty,
+)
+from gped_kit.plotting.save import PAPER_ONLY_SUFFIX, is_paper_only, save_figure, save_table  # noqa: E402
+from gped_kit.plotting.tables import flat_table, full_table, integer_columns, markdown_table, paper_table  # noqa: E402
+from gped_kit.plotting.theme import (  # noqa: E402
     KIT_RC,
     METHOD_COLORS,
     PALETTE,
@@ -49,6 +46,8 @@ from gped_kit.viz.theme import (  # noqa: E402
     method_colors,
     savefig_metadata,
 )
+from gped_kit.toys import ToyResult  # noqa: E402
+from gped_kit.viz.report import missing_data_line  # noqa: E402
 
 
 def test_figures_are_drawn_and_saved_as_png_and_pdf(tmp_path):

@@ -156,7 +156,7 @@ def test_files_are_matched_to_the_notebook_whose_code_names_them_most_precisely(
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
     _notebook(notebooks / "01_any.ipynb", [
         md("# 01 · Any\n\nIntro."),
-        code("from gped_kit.viz.plots import save_figure, save_table\n"
+        code("from gped_kit.plotting.save import save_figure, save_table\n"
              "from gped_kit.experiments import experiment1 as E1"),
         md("## Curves, one per model\n\nThe first paragraph, with [a link](../docs/store.md) and $U_o$.\n\nMore."),
         code('for model in ("fcnn", "cnn_mnist"):\n'

@@ -1,6 +1,6 @@
 """Known-answer tests of the thesis toys (paper 001, Chapter 3): the numerics
 (gped_kit.toys), their stored runs and analysis (gped_kit.experiments.thesis) and
-their figures (gped_kit.viz.thesis)."""
+their figures (gped_kit.experiments.thesis.figures)."""
 
 import dataclasses
 
@@ -20,7 +20,7 @@ from gped_kit import toys  # noqa: E402
 from gped_kit.experiments import numerics, thesis  # noqa: E402
 from gped_kit.experiments.settings import Overrides, resolve_settings  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
-from gped_kit.viz import thesis as thesis_plots  # noqa: E402
+from gped_kit.experiments.thesis import figures as thesis_plots  # noqa: E402
 
 # ----------------------------------------------------------------------------- Bayesian MoG
 

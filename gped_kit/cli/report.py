@@ -16,7 +16,7 @@ from the committed figures and tables and from the notebooks that write them.
   (``tests/test_report.py`` runs the check, as ``tests/test_readme.py`` does for the README).
 
 Which notebook wrote a file is read from the notebooks' code, never listed by hand: every
-``save_figure(fig, NAME, ...)`` and ``save_table(table, NAME, ...)`` call (:mod:`gped_kit.viz.plots`) and
+``save_figure(fig, NAME, ...)`` and ``save_table(table, NAME, ...)`` call (:mod:`gped_kit.plotting.save`) and
 every call given ``figures_dir=`` whose class writes a snapshot image (the explorers: the file name their
 ``snapshot_name`` method documents) gives a file-name pattern (:func:`notebook_outputs`). ``NAME`` may be a
 string, an f-string, or a constant of the kit imported by the notebook (``E1.TABLE1.format(profile=...)``);
@@ -44,7 +44,7 @@ from typing import Any
 
 import nbformat
 
-from ..viz.plots import PAPER_ONLY_SUFFIX
+from ..plotting.save import PAPER_ONLY_SUFFIX
 from . import readme
 
 #: The page's default file name (inside the figures folder).

@@ -9,7 +9,7 @@ that pandas turned into floats because a value is missing) written as integers
 (:func:`integer_columns`). :func:`paper_table` labels a table of the paper's numbers as the
 paper's (columns ``<name>_paper``, the kit's suffix for the paper's values beside ours) when there
 are no numbers of ours to show beside them. :func:`markdown_table` is the Markdown that
-:func:`gped_kit.viz.plots.save_table` writes.
+:func:`gped_kit.plotting.save.save_table` writes.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pandas as pd
 #: How a missing value is shown in every table of the kit.
 MISSING = "—"
 #: The key of :attr:`pandas.DataFrame.attrs` that marks a table of the paper's numbers only
-#: (set by :func:`paper_table`; :func:`gped_kit.viz.plots.save_table` then names its files
+#: (set by :func:`paper_table`; :func:`gped_kit.plotting.save.save_table` then names its files
 #: ``<name>_paper_only``).
 PAPER_ONLY_ATTR = "paper_only"
 
