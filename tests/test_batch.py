@@ -13,17 +13,11 @@ import nbformat
 import pandas as pd
 import pytest
 
-from gped_kit.cli import batch
-from gped_kit.cli.batch import (
-    ParameterOverride,
-    main,
-    parse_override,
-    parse_value,
-    plan_runs,
-    run_batch,
-    select_notebooks,
-)
+from gped_kit.cli import batch, parameters, plan
+from gped_kit.cli.batch import main, run_batch
 from gped_kit.cli.executors import Executor, LocalPapermillExecutor, NotebookRun
+from gped_kit.cli.parameters import ParameterOverride, check_overrides, parse_override, parse_value
+from gped_kit.cli.plan import plan_runs, select_notebooks
 
 KERNEL = "python3"  # ipykernel's native kernel: always present where ipykernel is installed
 
@@ -224,14 +218,14 @@ def test_undeclared_override_is_an_error_before_anything_runs(
     assert executor.calls == [] and not out.exists()  # nothing ran, nothing was written
     assert not (notebook_dir / "00_params.out.json").exists()
 
-    with pytest.raises(batch.UnknownParameterError, match=r"02_plain does not declare 'lr'"):
-        batch.check_overrides(select_notebooks([], notebook_dir), [ParameterOverride("lr", 1, "02_plain")])
+    with pytest.raises(parameters.UnknownParameterError, match=r"02_plain does not declare 'lr'"):
+        check_overrides(select_notebooks([], notebook_dir), [ParameterOverride("lr", 1, "02_plain")])
 
     def unreadable(path: Path) -> dict[str, str] | None:
         raise OSError(f"cannot read {path}")
 
-    with pytest.raises(batch.UnknownParameterError, match=r"could not read the parameters of 00_params"):
-        batch.check_overrides([notebook_dir / "00_params.ipynb"], [ParameterOverride("steps", 1)], inspect=unreadable)
+    with pytest.raises(parameters.UnknownParameterError, match=r"could not read the parameters of 00_params"):
+        check_overrides([notebook_dir / "00_params.ipynb"], [ParameterOverride("steps", 1)], inspect=unreadable)
 
 
 def test_override_declared_by_one_selected_notebook_is_accepted(
@@ -249,7 +243,7 @@ def test_override_declared_by_one_selected_notebook_is_accepted(
     ]
     assert "01_fails.ipynb does not declare 'lr', 'adam.beta1'; not passed" in caplog.text
     assert "override 02_plain:steps matches none of the selected notebooks" in caplog.text
-    batch.check_overrides(select_notebooks([], notebook_dir), [parse_override("0*:lr=1"), parse_override("steps=2")])
+    check_overrides(select_notebooks([], notebook_dir), [parse_override("0*:lr=1"), parse_override("steps=2")])
 
 
 REPO_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -271,7 +265,7 @@ def test_settings_are_checked_before_any_notebook_runs(tmp_path: Path, capsys: p
     assert '"spiral.hydra.phase1_steps": 50' in capsys.readouterr().out
     runs = plan_runs(select_notebooks(["00_quickstart", "01_experiment1", "04_figure3_masking"], REPO_NOTEBOOKS),
                      output_dir=tmp_path, profile="cpu30", overrides=[parse_override("01_*:models=['resnet']")])
-    problems = batch.check_runs(runs)  # cpu30 is Experiment 1's profile only; 04 has no profiles
+    problems = plan.check_runs(runs)  # cpu30 is Experiment 1's profile only; 04 has no profiles
     assert set(problems) == {"00_quickstart (profile cpu30)", "01_experiment1 (profile cpu30)"}
     assert "profile='cpu30' is not known" in problems["00_quickstart (profile cpu30)"]
     assert "resnet" in problems["01_experiment1 (profile cpu30)"]
@@ -283,20 +277,20 @@ def test_profile_all_runs_every_shown_profile_before_default(tmp_path: Path, cap
     ``default`` run last (it reads the others back from the store), each profile into its own folder; with
     ``--inplace`` only the default runs are copied back over the notebooks."""
     notebooks = select_notebooks([], REPO_NOTEBOOKS)
-    runs = batch.plan_all_profiles(notebooks, output_dir=tmp_path, inplace=True)
+    runs = plan.plan_all_profiles(notebooks, output_dir=tmp_path, inplace=True)
     planned = [(run.name, run.parameters.get("profile")) for run in runs]
-    declares = {nb.stem: "profile" in (batch.inspect_parameters(nb) or {}) for nb in notebooks}
+    declares = {nb.stem: "profile" in (parameters.inspect_parameters(nb) or {}) for nb in notebooks}
     assert planned[-len(notebooks):] == [(nb.stem, "default" if declares[nb.stem] else None) for nb in notebooks]
     others = planned[:len(planned) - len(notebooks)]
     assert ("01_experiment1", "cpu30") in others and ("05_experiment3_search", "long") in others
     assert ("06_experiment4_uncertainty", "seeds") in others and ("10_samplers", "pooling") in others
     assert all(profile != "default" for _, profile in others)
-    assert len(others) == sum(len(batch.notebook_profiles(nb)) - 1 for nb in notebooks)
+    assert len(others) == sum(len(plan.notebook_profiles(nb)) - 1 for nb in notebooks)
     for run in runs:
         profile = run.parameters.get("profile", "default")
         assert run.output_path == tmp_path / profile / f"{run.name}.ipynb"
         assert (run.publish_path is not None) == (profile == "default")
-    assert batch.check_runs(runs) == {}  # every shown profile resolves and builds its chains
+    assert plan.check_runs(runs) == {}  # every shown profile resolves and builds its chains
     assert main(["--notebook-dir", str(REPO_NOTEBOOKS), "--output-dir", str(tmp_path / "dry"), "--profile", "all",
                  "--dry-run", "--only", "06_*"], executor=ExplodingExecutor()) == 0
     printed = capsys.readouterr().out
@@ -386,13 +380,13 @@ def test_select_notebooks(notebook_dir: Path) -> None:
 
 
 def test_inspect_parameters(notebook_dir: Path) -> None:
-    assert batch.inspect_parameters(notebook_dir / "00_params.ipynb") == {
+    assert parameters.inspect_parameters(notebook_dir / "00_params.ipynb") == {
         "profile": '"default"',
         "steps": "10",
         "lr": "0.1",
         "adam": "Overrides()",
     }
-    assert batch.inspect_parameters(notebook_dir / "02_plain.ipynb") is None
+    assert parameters.inspect_parameters(notebook_dir / "02_plain.ipynb") is None
 
 
 @pytest.mark.parametrize(

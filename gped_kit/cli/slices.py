@@ -61,7 +61,8 @@ from ..experiments.chains import ChainTask, run_chains
 from ..experiments.numerics import numerics_code
 from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, ResultsStore
 from ..files import atomic_write_bytes, sha256_of, temporary_path
-from .batch import DEFAULT_NOTEBOOK_DIR, parse_override, select_notebooks
+from .parameters import parse_override
+from .plan import DEFAULT_NOTEBOOK_DIR, select_notebooks
 
 PACK_FORMAT = 1
 MIB = 2**20

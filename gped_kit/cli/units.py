@@ -45,7 +45,7 @@ from ..experiments.units import (
     run_units,
     shard,
 )
-from .batch import plain_overrides
+from .parameters import plain_overrides
 from .slices import GRAPH_CHOICES, deterministic_convolutions, with_graph
 
 #: The checkout whose ``docs/device-runs`` hold the committed GPU runs' records.
