@@ -89,6 +89,7 @@ from gped_kit.engine.config import GroupKey
 from gped_kit.experiments import comparison as C
 from gped_kit.experiments import experiment3 as E3
 from gped_kit.experiments.chains import ChainTask
+from gped_kit.experiments.frame import AfterChains
 from gped_kit.experiments.registry import NOTEBOOKS
 
 
@@ -178,9 +179,11 @@ def hydra_chains_work(work: NotebookWork, tasks: Sequence[ChainTask], settings: 
     work.extra_steps, work.extra_label = steps, "Hydra steps"
 
 
-#: What each kind of work after the chains (a registry entry's ``after_chains``) adds to a notebook.
-AFTER_CHAINS: dict[str, Callable[[NotebookWork, Sequence[ChainTask], object], None]] = {
-    "search": search_work, "hydra": hydra_chains_work}
+#: What each kind of work after the chains (a registry entry's ``after_chains``) adds to a notebook: every kind has
+#: its counter (checked at import, so a new kind cannot be left uncounted).
+AFTER_CHAINS: dict[AfterChains, Callable[[NotebookWork, Sequence[ChainTask], object], None]] = {
+    AfterChains.SEARCH: search_work, AfterChains.HYDRA: hydra_chains_work}
+assert set(AFTER_CHAINS) == set(AfterChains), f"no counter for {set(AfterChains) - set(AFTER_CHAINS)}"
 #: Notes on the page beside a notebook's row.
 NOTES = {"06_experiment4_uncertainty": ["OOD sets: those present here (Fashion-MNIST, masked and whole, for MNIST; "
                                         "none for CIFAR-10); KMNIST and notMNIST would add their sizes to every "
@@ -209,7 +212,7 @@ def all_notebooks(only: Sequence[str] = ()) -> list[NotebookWork]:
             notes.insert(0, f"{len(tasks)} cells; the {len(tasks) - len(new)} that {', '.join(reused)} runs too are "
                             "reused from the store")
         work = chains_work(entry.name, new, entry.chains_per_batch(settings), notes)
-        if entry.after_chains:
+        if entry.after_chains is not None:
             AFTER_CHAINS[entry.after_chains](work, new, settings)
         out.append(work)
     return out

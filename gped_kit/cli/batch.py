@@ -78,6 +78,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.status import Status
 from ..experiments.executors import ExecutorName
 from .executors import (
     FALLBACK_KERNEL,
@@ -104,9 +105,6 @@ logger = logging.getLogger("gped_kit.cli.batch")
 DEFAULT_OUTPUT_ROOT = Path("outputs") / "notebooks"
 SUMMARY_FILENAME = "batch_summary.csv"
 
-STATUS_RAN = "ran"
-STATUS_FAILED = "failed"
-STATUS_SKIPPED = "skipped"
 SUMMARY_COLUMNS = ("notebook", "status", "seconds", "output_path", "error", "parameters")
 
 
@@ -137,7 +135,7 @@ def _row(run: NotebookRun, status: str, seconds: float, error: str) -> dict[str,
         "notebook": run.path.name,
         "status": status,
         "seconds": round(seconds, 2),
-        "output_path": str(run.output_path) if status != STATUS_SKIPPED else "",
+        "output_path": str(run.output_path) if status != Status.SKIPPED else "",
         "error": error,
         "parameters": json.dumps(dict(run.parameters), sort_keys=True, default=str),
     }
@@ -170,7 +168,7 @@ def run_batch(
     interrupted: KeyboardInterrupt | None = None
     for index, run in enumerate(specs, start=1):
         if skip_reason is not None:
-            rows.append(_row(run, STATUS_SKIPPED, 0.0, skip_reason))
+            rows.append(_row(run, Status.SKIPPED, 0.0, skip_reason))
             continue
         logger.info("[%d/%d] %s -> %s %s", index, len(specs), run.path, run.output_path, dict(run.parameters))
         move_aside(run.output_path)
@@ -179,13 +177,13 @@ def run_batch(
         try:
             executor.execute(run)
         except KeyboardInterrupt as exc:
-            rows.append(_row(run, STATUS_FAILED, time.perf_counter() - start, "KeyboardInterrupt"))
+            rows.append(_row(run, Status.FAILED, time.perf_counter() - start, "KeyboardInterrupt"))
             skip_reason, interrupted = "interrupted", exc
             continue
         except Exception as exc:  # noqa: BLE001 - one failing notebook must not stop the batch
             error = first_line(exc)
             logger.error("%s failed: %s", run.path.name, error)
-            rows.append(_row(run, STATUS_FAILED, time.perf_counter() - start, error))
+            rows.append(_row(run, Status.FAILED, time.perf_counter() - start, error))
             if fail_fast:
                 skip_reason = f"not run: {run.path.name} failed (fail-fast)"
             continue
@@ -193,7 +191,7 @@ def run_batch(
         if run.publish_path is not None and Path(run.publish_path).resolve() != Path(run.output_path).resolve():
             shutil.copyfile(run.output_path, run.publish_path)
             logger.info("copied executed %s to %s", run.path.name, run.publish_path)
-        rows.append(_row(run, STATUS_RAN, seconds, ""))
+        rows.append(_row(run, Status.RAN, seconds, ""))
 
     summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     _write_summary(summary, summary_path)
@@ -222,12 +220,12 @@ def _run_concurrently(specs: Sequence[NotebookRun], executor: RayPapermillExecut
         run = specs[index]
         if error is not None:
             logger.error("%s failed: %s", run.path.name, first_line(error))
-            rows[index] = _row(run, STATUS_FAILED, seconds, first_line(error))
+            rows[index] = _row(run, Status.FAILED, seconds, first_line(error))
             return
         if run.publish_path is not None and Path(run.publish_path).resolve() != Path(run.output_path).resolve():
             shutil.copyfile(run.output_path, run.publish_path)
         logger.info("[%d/%d] %s ran (%.1f s)", index + 1, len(specs), run.path.name, seconds)
-        rows[index] = _row(run, STATUS_RAN, seconds, "")
+        rows[index] = _row(run, Status.RAN, seconds, "")
 
     logger.info("submitting %d notebook(s) to %s", len(specs), executor.describe())
     executor.execute_all(specs, done)
@@ -405,7 +403,7 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
     summary = run_batch(runs, executor, summary_path=summary_path, fail_fast=args.fail_fast)
     print(format_summary(summary))
     print(f"summary written to {summary_path}")
-    n_failed = int((summary["status"] == STATUS_FAILED).sum())
+    n_failed = int((summary["status"] == Status.FAILED).sum())
     if n_failed:
         print(f"{n_failed} of {len(summary)} notebook(s) failed", file=sys.stderr)
         return 1
