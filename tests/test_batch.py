@@ -18,6 +18,7 @@ from gped_kit.cli.batch import main, run_batch
 from gped_kit.cli.executors import Executor, LocalPapermillExecutor, NotebookRun
 from gped_kit.cli.parameters import ParameterOverride, check_overrides, parse_override, parse_value
 from gped_kit.cli.plan import plan_runs, select_notebooks
+from gped_kit.core.status import Status
 
 KERNEL = "python3"  # ipykernel's native kernel: always present where ipykernel is installed
 
@@ -110,7 +111,7 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     assert [r.path.name for r in runs] == ["00_params.ipynb", "01_fails.ipynb", "02_plain.ipynb"]
     summary = run_batch(runs, LocalPapermillExecutor(kernel_name=KERNEL), summary_path=out / "summary.csv")
 
-    assert list(summary["status"]) == ["ran", "failed", "ran"]
+    assert list(summary["status"]) == [Status.RAN, Status.FAILED, Status.RAN]
     assert summary.loc[1, "error"] == "RuntimeError: boom"
     assert (summary.loc[[0, 2], "error"] == "").all()
     # profile, global override and per-notebook override reached the notebook; cwd is its folder
@@ -128,7 +129,7 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     assert len(injected) == 1 and "steps = 5" in injected[0].source and "adam.beta1 = 0.8" in injected[0].source
     assert runs[0].parameters == {"profile": "ci", "steps": 5, "lr": 0.001, "adam.beta1": 0.8}
     on_disk = pd.read_csv(out / "summary.csv", keep_default_na=False)
-    assert list(on_disk["status"]) == ["ran", "failed", "ran"]
+    assert list(on_disk["status"]) == [Status.RAN, Status.FAILED, Status.RAN]
     assert list(on_disk.columns) == list(batch.SUMMARY_COLUMNS)
 
 
@@ -150,7 +151,7 @@ def test_main_exit_status_outputs_kept(notebook_dir: Path, tmp_path: Path) -> No
 
     assert main(common + ["--only", "00_params,01_fails"]) == 1
     summary = pd.read_csv(out / batch.SUMMARY_FILENAME, keep_default_na=False)
-    assert list(summary["status"]) == ["ran", "failed"]
+    assert list(summary["status"]) == [Status.RAN, Status.FAILED]
 
 
 @pytest.mark.slow  # a real papermill kernel: in make test-slow
@@ -303,13 +304,13 @@ def test_failures_do_not_stop_batch_and_fail_fast_skips(notebook_dir: Path, tmp_
     notebooks = select_notebooks([], notebook_dir)
     runs = plan_runs(notebooks, output_dir=tmp_path / "a", inspect=lambda p: {})
     summary = run_batch(runs, FakeExecutor())
-    assert list(summary["status"]) == ["ran", "failed", "ran"]
+    assert list(summary["status"]) == [Status.RAN, Status.FAILED, Status.RAN]
     assert summary.loc[1, "error"] == "ValueError: fake failure"
 
     runs = plan_runs(notebooks, output_dir=tmp_path / "b", inspect=lambda p: {})
     executor = FakeExecutor()
     summary = run_batch(runs, executor, fail_fast=True)
-    assert list(summary["status"]) == ["ran", "failed", "skipped"]
+    assert list(summary["status"]) == [Status.RAN, Status.FAILED, Status.SKIPPED]
     assert len(executor.calls) == 2
 
 

@@ -14,6 +14,7 @@ from PIL import Image as PIL_Image  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
 from gped_kit.core.likelihoods import RegressionMoments  # noqa: E402
+from gped_kit.core.status import Status  # noqa: E402
 from gped_kit.core.uncertainty import from_samples  # noqa: E402
 from gped_kit.experiments.comparison.figures import plot_comparison, plot_uncertainty_maps  # noqa: E402
 from gped_kit.experiments.experiment2.figures import plot_experiment2_vs_paper, plot_uncertainty_grid  # noqa: E402
@@ -326,13 +327,13 @@ def test_counts_stored_as_floats_are_shown_as_integers(tmp_path):
 
 
 def test_missing_data_is_named_once_in_one_line_without_paths():
-    cells = pd.DataFrame({"cell": ["a", "b", "c"], "status": ["missing data", "reused", "missing data"],
+    cells = pd.DataFrame({"cell": ["a", "b", "c"], "status": [Status.MISSING_DATA, Status.REUSED, Status.MISSING_DATA],
                           "error": ["data set 'cifar10' (train) not found.\nLooked in:\n  - /root/x/data_batch_1",
                                     None, "data set 'cifar10' (train) not found.\nLooked in:\n  - /root/x/b"]})
     line = missing_data_line(cells, cells)
     assert line.count("cifar10") == 1 and "\n" not in line and "/root" not in line
     assert line.startswith("Not on this machine: data set 'cifar10' (train) not found.")
-    assert missing_data_line(cells[cells["status"] == "reused"]) == ""
+    assert missing_data_line(cells[cells["status"] == Status.REUSED]) == ""
 
 
 def test_saving_a_figure_twice_gives_the_same_bytes_without_time_stamps(tmp_path):

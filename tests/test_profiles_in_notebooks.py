@@ -255,7 +255,7 @@ def test_notebook_06_long_and_seeds_beside_the_default(tmp_path):
     entry = registry.notebook("06_experiment4_uncertainty")
     changes = changed_settings(default.settings, entry.settings("default"))
     seeds = entry.summarise(store, entry.settings("seeds", changes), models=["fcnn"], profile="seeds", progress=False)
-    assert seeds.run.cells["evaluation"].tolist() == ["reused", "ran", "ran"]
+    assert seeds.run.cells["evaluation"].tolist() == [Status.REUSED, Status.RAN, Status.RAN]
     every = entry.stored_profiles(default, store, models=["fcnn"])
     assert list(every.summaries) == ["default", "long", "seeds"] and every.lines == []
     counts = every.table("claims", keys=["claim"], columns=["seeds", "agree"])

@@ -26,6 +26,7 @@ from PIL import Image  # noqa: E402
 
 import gped_kit.viz.pareto_explorer as pareto_module  # noqa: E402
 import gped_kit.viz.snapshot as snapshot_module  # noqa: E402
+from gped_kit.core.status import Status  # noqa: E402
 from gped_kit.data.transforms import apply_square_mask  # noqa: E402
 from gped_kit.experiments.experiment2 import chain_lengths, experiment2_cells, experiment12_rows  # noqa: E402
 from gped_kit.experiments.experiment2.figures import (  # noqa: E402
@@ -254,7 +255,7 @@ def _write_store(root, summary: pd.DataFrame, code: str | None = None) -> Result
     for key, rows in summary.groupby("run_key"):
         table = rows.drop(columns="run_key")
         _, status = store.cached("chain", {"chain": key}, code, lambda e: e.write_table("summary", table))
-        assert status == "ran"
+        assert status == Status.RAN
     return store
 
 

@@ -3,7 +3,7 @@ notebook the batch runner started.
 
 :class:`Status` names each outcome. Its value is the word the kit has always stored and printed (``"ran"``,
 ``"missing data"``): like an :class:`~gped_kit.core.options.Option`, a member subclasses ``str``, compares equal
-to its word and prints as it, so tables, CSV files and messages read exactly as before.
+to its word and prints as it (its ``repr`` too), so tables, CSV files and messages read exactly as before.
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ class Status(str, Enum):
 
     def __str__(self) -> str:
         return str(self.value)
+
+    def __repr__(self) -> str:
+        """The word's own repr (``'failed'``), as messages that quote a status (``{status!r}``) always printed it."""
+        return repr(self.value)
 
 
 #: The outcomes of a unit whose result is complete and in the store.
