@@ -3,7 +3,7 @@
 - a line or a marker outside its axes' range (drawn past the edge, or clipped at it: a curve that
   runs off the panel, an off-scale student drawn as a line leaving the axes);
 - two series in one axes, or two entries of one legend, that look alike: the same marker and line
-  style in colours closer than :data:`gped_kit.viz.theme.SIMILAR_COLOR_DELTA_E` (two students in
+  style in colours closer than :data:`gped_kit.plotting.theme.SIMILAR_COLOR_DELTA_E` (two students in
   the same grey, two near-identical oranges);
 - an axis whose tick labels show numbers or names but that has no label (x and y), a colour bar
   without a label, a colour scale (an image, hexbins, filled contours) without a colour bar;
@@ -50,7 +50,7 @@ from matplotlib.lines import Line2D
 from matplotlib.offsetbox import DrawingArea
 from matplotlib.patches import Patch
 
-from gped_kit.viz.theme import OWN_Y_RANGE, SIMILAR_COLOR_DELTA_E, color_difference
+from gped_kit.plotting.theme import OWN_Y_RANGE, SIMILAR_COLOR_DELTA_E, color_difference
 
 #: Pixels a point may lie past an axes' edge and still count as inside (markers drawn on the edge).
 EDGE_TOLERANCE_PX = 1.5
@@ -630,7 +630,7 @@ def _quantity(ax: Axes) -> str:
 def unequal_shared_axes(fig: Figure) -> list[str]:
     """Panels of ``fig`` that show one quantity (the same y label on the same scale) over unequal y ranges:
     the same value sits at different heights side by side (Figure 14's two accuracy panels at 0.80-0.88 and
-    0.80-0.84). Give them one y range (``sharey``); a panel marked by :func:`gped_kit.viz.theme.own_y_range`
+    0.80-0.84). Give them one y range (``sharey``); a panel marked by :func:`gped_kit.plotting.theme.own_y_range`
     keeps its own, for the reason it gives."""
     groups: dict[str, list[Axes]] = {}
     for ax in _all_axes(fig):

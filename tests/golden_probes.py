@@ -34,6 +34,7 @@ from gped_kit.core.baoa import BAOAConfig
 from gped_kit.core.sghmc import SGHMCConfig
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.sgnht import SGNHTConfig
+from gped_kit.core.status import Status
 from gped_kit.data.container import GPEDData
 from gped_kit.data.experiment import DataConfig
 from gped_kit.engine import GPEDConfig, StudentConfig
@@ -129,7 +130,7 @@ def _search(store: ResultsStore) -> None:
                      search_students("fcnn", [0.05, 0.5], [0.05, 0.5], [1e-3, 1e-2], thinning={"predictive": 2}))
     result = run_experiment3(task, SearchSettings(finetune_epochs=1.0, latency_batch_size=8, latency_repeats=1),
                              store, progress=False)
-    if result.status not in ("ran", "reused"):
+    if result.status not in (Status.RAN, Status.REUSED):
         raise RuntimeError(f"search: {result.status}: {result.error}")
 
 

@@ -20,6 +20,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from gped_kit.baselines import hydra as H
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.data.container import GPEDData
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill
 from gped_kit.engine.checkpoint import CheckpointError
@@ -270,7 +271,7 @@ def test_corrupt_checkpoint_in_the_store_is_recorded_with_the_kits_sentence(digi
     entry.path.mkdir(parents=True)
     entry.checkpoint.write_bytes(b"PK\x03\x04 cut short")
     outcome = run_chains([task], store, progress=False).outcomes[0]
-    assert outcome.status == "failed"
+    assert outcome.status == Status.FAILED
     assert outcome.error.startswith(f"CheckpointError: checkpoint {entry.checkpoint} cannot be read: it is not a "
                                     "complete torch archive")
     assert "PytorchStreamReader" not in outcome.error

@@ -13,17 +13,12 @@ import nbformat
 import pandas as pd
 import pytest
 
-from gped_kit.cli import batch
-from gped_kit.cli.batch import (
-    ParameterOverride,
-    main,
-    parse_override,
-    parse_value,
-    plan_runs,
-    run_batch,
-    select_notebooks,
-)
+from gped_kit.cli import batch, parameters, plan
+from gped_kit.cli.batch import main, run_batch
 from gped_kit.cli.executors import Executor, LocalPapermillExecutor, NotebookRun
+from gped_kit.cli.parameters import ParameterOverride, check_overrides, parse_override, parse_value
+from gped_kit.cli.plan import plan_runs, select_notebooks
+from gped_kit.core.status import Status
 
 KERNEL = "python3"  # ipykernel's native kernel: always present where ipykernel is installed
 
@@ -116,7 +111,7 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     assert [r.path.name for r in runs] == ["00_params.ipynb", "01_fails.ipynb", "02_plain.ipynb"]
     summary = run_batch(runs, LocalPapermillExecutor(kernel_name=KERNEL), summary_path=out / "summary.csv")
 
-    assert list(summary["status"]) == ["ran", "failed", "ran"]
+    assert list(summary["status"]) == [Status.RAN, Status.FAILED, Status.RAN]
     assert summary.loc[1, "error"] == "RuntimeError: boom"
     assert (summary.loc[[0, 2], "error"] == "").all()
     # profile, global override and per-notebook override reached the notebook; cwd is its folder
@@ -134,7 +129,7 @@ def test_run_batch_real_papermill(notebook_dir: Path, tmp_path: Path) -> None:
     assert len(injected) == 1 and "steps = 5" in injected[0].source and "adam.beta1 = 0.8" in injected[0].source
     assert runs[0].parameters == {"profile": "ci", "steps": 5, "lr": 0.001, "adam.beta1": 0.8}
     on_disk = pd.read_csv(out / "summary.csv", keep_default_na=False)
-    assert list(on_disk["status"]) == ["ran", "failed", "ran"]
+    assert list(on_disk["status"]) == [Status.RAN, Status.FAILED, Status.RAN]
     assert list(on_disk.columns) == list(batch.SUMMARY_COLUMNS)
 
 
@@ -156,7 +151,7 @@ def test_main_exit_status_outputs_kept(notebook_dir: Path, tmp_path: Path) -> No
 
     assert main(common + ["--only", "00_params,01_fails"]) == 1
     summary = pd.read_csv(out / batch.SUMMARY_FILENAME, keep_default_na=False)
-    assert list(summary["status"]) == ["ran", "failed"]
+    assert list(summary["status"]) == [Status.RAN, Status.FAILED]
 
 
 @pytest.mark.slow  # a real papermill kernel: in make test-slow
@@ -224,14 +219,14 @@ def test_undeclared_override_is_an_error_before_anything_runs(
     assert executor.calls == [] and not out.exists()  # nothing ran, nothing was written
     assert not (notebook_dir / "00_params.out.json").exists()
 
-    with pytest.raises(batch.UnknownParameterError, match=r"02_plain does not declare 'lr'"):
-        batch.check_overrides(select_notebooks([], notebook_dir), [ParameterOverride("lr", 1, "02_plain")])
+    with pytest.raises(parameters.UnknownParameterError, match=r"02_plain does not declare 'lr'"):
+        check_overrides(select_notebooks([], notebook_dir), [ParameterOverride("lr", 1, "02_plain")])
 
     def unreadable(path: Path) -> dict[str, str] | None:
         raise OSError(f"cannot read {path}")
 
-    with pytest.raises(batch.UnknownParameterError, match=r"could not read the parameters of 00_params"):
-        batch.check_overrides([notebook_dir / "00_params.ipynb"], [ParameterOverride("steps", 1)], inspect=unreadable)
+    with pytest.raises(parameters.UnknownParameterError, match=r"could not read the parameters of 00_params"):
+        check_overrides([notebook_dir / "00_params.ipynb"], [ParameterOverride("steps", 1)], inspect=unreadable)
 
 
 def test_override_declared_by_one_selected_notebook_is_accepted(
@@ -249,7 +244,7 @@ def test_override_declared_by_one_selected_notebook_is_accepted(
     ]
     assert "01_fails.ipynb does not declare 'lr', 'adam.beta1'; not passed" in caplog.text
     assert "override 02_plain:steps matches none of the selected notebooks" in caplog.text
-    batch.check_overrides(select_notebooks([], notebook_dir), [parse_override("0*:lr=1"), parse_override("steps=2")])
+    check_overrides(select_notebooks([], notebook_dir), [parse_override("0*:lr=1"), parse_override("steps=2")])
 
 
 REPO_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -271,7 +266,7 @@ def test_settings_are_checked_before_any_notebook_runs(tmp_path: Path, capsys: p
     assert '"spiral.hydra.phase1_steps": 50' in capsys.readouterr().out
     runs = plan_runs(select_notebooks(["00_quickstart", "01_experiment1", "04_figure3_masking"], REPO_NOTEBOOKS),
                      output_dir=tmp_path, profile="cpu30", overrides=[parse_override("01_*:models=['resnet']")])
-    problems = batch.check_runs(runs)  # cpu30 is Experiment 1's profile only; 04 has no profiles
+    problems = plan.check_runs(runs)  # cpu30 is Experiment 1's profile only; 04 has no profiles
     assert set(problems) == {"00_quickstart (profile cpu30)", "01_experiment1 (profile cpu30)"}
     assert "profile='cpu30' is not known" in problems["00_quickstart (profile cpu30)"]
     assert "resnet" in problems["01_experiment1 (profile cpu30)"]
@@ -283,20 +278,20 @@ def test_profile_all_runs_every_shown_profile_before_default(tmp_path: Path, cap
     ``default`` run last (it reads the others back from the store), each profile into its own folder; with
     ``--inplace`` only the default runs are copied back over the notebooks."""
     notebooks = select_notebooks([], REPO_NOTEBOOKS)
-    runs = batch.plan_all_profiles(notebooks, output_dir=tmp_path, inplace=True)
+    runs = plan.plan_all_profiles(notebooks, output_dir=tmp_path, inplace=True)
     planned = [(run.name, run.parameters.get("profile")) for run in runs]
-    declares = {nb.stem: "profile" in (batch.inspect_parameters(nb) or {}) for nb in notebooks}
+    declares = {nb.stem: "profile" in (parameters.inspect_parameters(nb) or {}) for nb in notebooks}
     assert planned[-len(notebooks):] == [(nb.stem, "default" if declares[nb.stem] else None) for nb in notebooks]
     others = planned[:len(planned) - len(notebooks)]
     assert ("01_experiment1", "cpu30") in others and ("05_experiment3_search", "long") in others
     assert ("06_experiment4_uncertainty", "seeds") in others and ("10_samplers", "pooling") in others
     assert all(profile != "default" for _, profile in others)
-    assert len(others) == sum(len(batch.notebook_profiles(nb)) - 1 for nb in notebooks)
+    assert len(others) == sum(len(plan.notebook_profiles(nb)) - 1 for nb in notebooks)
     for run in runs:
         profile = run.parameters.get("profile", "default")
         assert run.output_path == tmp_path / profile / f"{run.name}.ipynb"
         assert (run.publish_path is not None) == (profile == "default")
-    assert batch.check_runs(runs) == {}  # every shown profile resolves and builds its chains
+    assert plan.check_runs(runs) == {}  # every shown profile resolves and builds its chains
     assert main(["--notebook-dir", str(REPO_NOTEBOOKS), "--output-dir", str(tmp_path / "dry"), "--profile", "all",
                  "--dry-run", "--only", "06_*"], executor=ExplodingExecutor()) == 0
     printed = capsys.readouterr().out
@@ -309,13 +304,13 @@ def test_failures_do_not_stop_batch_and_fail_fast_skips(notebook_dir: Path, tmp_
     notebooks = select_notebooks([], notebook_dir)
     runs = plan_runs(notebooks, output_dir=tmp_path / "a", inspect=lambda p: {})
     summary = run_batch(runs, FakeExecutor())
-    assert list(summary["status"]) == ["ran", "failed", "ran"]
+    assert list(summary["status"]) == [Status.RAN, Status.FAILED, Status.RAN]
     assert summary.loc[1, "error"] == "ValueError: fake failure"
 
     runs = plan_runs(notebooks, output_dir=tmp_path / "b", inspect=lambda p: {})
     executor = FakeExecutor()
     summary = run_batch(runs, executor, fail_fast=True)
-    assert list(summary["status"]) == ["ran", "failed", "skipped"]
+    assert list(summary["status"]) == [Status.RAN, Status.FAILED, Status.SKIPPED]
     assert len(executor.calls) == 2
 
 
@@ -386,13 +381,13 @@ def test_select_notebooks(notebook_dir: Path) -> None:
 
 
 def test_inspect_parameters(notebook_dir: Path) -> None:
-    assert batch.inspect_parameters(notebook_dir / "00_params.ipynb") == {
+    assert parameters.inspect_parameters(notebook_dir / "00_params.ipynb") == {
         "profile": '"default"',
         "steps": "10",
         "lr": "0.1",
         "adam": "Overrides()",
     }
-    assert batch.inspect_parameters(notebook_dir / "02_plain.ipynb") is None
+    assert parameters.inspect_parameters(notebook_dir / "02_plain.ipynb") is None
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 from test_batching import chains
 
+from gped_kit.core.status import Status
 from gped_kit.engine import GPEDEngine
 from gped_kit.engine.spec import build_chain
 from gped_kit.experiments import batching
@@ -51,7 +52,7 @@ def test_auto_runs_the_grid_in_batches_and_says_so(tmp_path, monkeypatch, capsys
     specs = chains(3)
     tasks = [ChainTask(s.data, s.config, tuple(st.config for st in s.students)) for s in specs]
     grid = run_chains(tasks, ResultsStore(tmp_path), chains_per_batch="auto", progress=True)
-    assert list(grid.cells["status"]) == ["ran"] * 3 and grid.cells["batched"].all()
+    assert list(grid.cells["status"]) == [Status.RAN] * 3 and grid.cells["batched"].all()
     assert "batches of up to 3 chains on cpu" in capsys.readouterr().out
     with pytest.raises(ValueError, match=r"chains_per_batch='many': must be an integer >= 1 or 'auto'"):
         run_chains(tasks, ResultsStore(tmp_path), chains_per_batch="many")

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from gped_kit.viz.snapshot import same_image
+from gped_kit.plotting.save import same_image
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("04_figure3_masking.ipynb", "05_experiment3_search.ipynb")

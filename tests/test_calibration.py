@@ -25,7 +25,7 @@ from gped_kit.engine.distilled import Prediction  # noqa: E402
 from gped_kit.experiments.calibration import chain_calibration  # noqa: E402
 from gped_kit.experiments.chains import ChainTask, run_chains  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
-from gped_kit.viz.plots import plot_reliability  # noqa: E402
+from gped_kit.plotting.figures import plot_reliability  # noqa: E402
 
 
 def _random_predictive(n: int = 2000, c: int = 10, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

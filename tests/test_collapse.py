@@ -9,6 +9,7 @@ import pytest
 
 from gped_kit.core.likelihoods import Categorical, Gaussian
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig, StudentConfig, evaluate
 from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.collapse import ChainCollapsed, CollapseHook, chain_nlls, check_history, collapsed_chains
@@ -75,7 +76,7 @@ def _pooled_task(digits_data):
 def test_run_chains_fails_a_chain_that_collapses_and_refuses_a_stored_one(digits_data, tmp_path, monkeypatch):
     store = ResultsStore(tmp_path)
     healthy = run_chains([_pooled_task(digits_data)], store, progress=False)
-    assert list(healthy.cells["status"]) == ["ran"]
+    assert list(healthy.cells["status"]) == [Status.RAN]
     # a stored pooled result whose history shows a collapsed chain (made before the check) is not used
     entry = healthy.outcomes[0].entry
     history = entry.table("history")
@@ -83,16 +84,16 @@ def test_run_chains_fails_a_chain_that_collapses_and_refuses_a_stored_one(digits
     history.loc[logged, "teacher_nll_chain0"], history.loc[logged, "teacher_nll_chain1"] = 0.1, LOG10
     entry.write_table("history", history)
     again = run_chains([_pooled_task(digits_data)], store, progress=False)
-    assert list(again.cells["status"]) == ["failed"] and "ChainCollapsed" in again.outcomes[0].error
+    assert list(again.cells["status"]) == [Status.FAILED] and "ChainCollapsed" in again.outcomes[0].error
     assert "chain 1 at 2.3026" in again.outcomes[0].error
     stored = run_chains([_pooled_task(digits_data)], store, progress=False, executor="stored")
-    assert list(stored.cells["status"]) == ["failed"]
+    assert list(stored.cells["status"]) == [Status.FAILED]
     # while computing: the run stops at the first log point that shows it, recorded as failed
     original = evaluate.chain_metrics
     monkeypatch.setattr(evaluate, "chain_metrics", lambda state, setup: {
         k: (LOG10 if k == "teacher_nll_chain1" else 0.1) for k in original(state, setup)})
     fresh = run_chains([_pooled_task(digits_data)], ResultsStore(tmp_path / "fresh"), progress=False)
-    assert list(fresh.cells["status"]) == ["failed"] and "ChainCollapsed" in fresh.outcomes[0].error
+    assert list(fresh.cells["status"]) == [Status.FAILED] and "ChainCollapsed" in fresh.outcomes[0].error
     assert "at step 20" in fresh.outcomes[0].error
 
 

@@ -10,6 +10,7 @@ import torch
 
 from gped_kit.baselines import hydra as H
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig, GPEDEngine, student_updates
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
@@ -154,7 +155,7 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     task = ChainTask(data, cfg, students, name="digits")
     store = ResultsStore(tmp_path)
     run = C.run_comparison(s, store, task=task, progress=False)
-    assert run.status == "ran" and run.chain.status == "ran" and run.hydra_path.exists()
+    assert run.status == Status.RAN and run.chain.status == Status.RAN and run.hydra_path.exists()
     assert run.eval_sets == ["test", "mnist_rotated60"]
     table = run.table.set_index(["eval_set", "method"])
     methods = {"Long-chain teacher", "Snapshot ensemble", "Hydra", C.ZERO_MU, "EnD2 (tau = 2.5)",
@@ -231,7 +232,7 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
     # the same configuration again: everything from the store, no chain run or loaded
     monkeypatch.setattr(chains_module, "run_chains", no_chains)
     again = C.run_comparison(s, store, task=task, progress=False)
-    assert again.status == "reused" and again.chain.status == "reused"
+    assert again.status == Status.REUSED and again.chain.status == Status.REUSED
     for name in ("table", "memory", "kd_variants", "hydra_history"):
         pd.testing.assert_frame_equal(getattr(again, name), getattr(run, name))
     pd.testing.assert_frame_equal(again.summary, run.summary)
@@ -247,7 +248,7 @@ def test_spiral_run_maps_every_uncertainty_method_and_is_reused(tmp_path, monkey
         "spiral.num_snapshots": 3, "spiral.hydra": H.HydraConfig(head_hidden=(16,), phase1_steps=20, phase2_steps=40)})
     store = ResultsStore(tmp_path)
     out = C.spiral_run(s, store, device="cpu", progress=False)
-    assert out.status == "ran" and list(out.maps) == ["Long-chain teacher", "Snapshot ensemble", "GPED", "EnD2",
+    assert out.status == Status.RAN and list(out.maps) == ["Long-chain teacher", "Snapshot ensemble", "GPED", "EnD2",
                                                       "EnD2 (tau = 2.5)", "Hydra"]
     data = out.data
     grid = data.ood_x["grid"].shape[0]
@@ -266,7 +267,7 @@ def test_spiral_run_maps_every_uncertainty_method_and_is_reused(tmp_path, monkey
         assert float(u.knowledge.mean()) == pytest.approx(grid_rows.loc[method, "mu_mean"], abs=2e-3)
     monkeypatch.setattr(chains_module, "run_chains", no_chains)
     again = C.spiral_run(s, store, device="cpu", progress=False)
-    assert again.status == "reused" and again.chain.status == "reused"
+    assert again.status == Status.REUSED and again.chain.status == Status.REUSED
     pd.testing.assert_frame_equal(again.table, out.table)
     for method in out.maps:
         torch.testing.assert_close(again.maps[method].total, out.maps[method].total)

@@ -10,6 +10,7 @@ import torch
 
 from gped_kit.baselines.endd import ENDD
 from gped_kit.core import metrics
+from gped_kit.core.status import Status
 from gped_kit.core.uncertainty import from_dirichlet, from_moments
 from gped_kit.data.ood import OOD_SETS
 from gped_kit.engine import GPEDConfig, GPEDResult, StudentConfig
@@ -345,7 +346,7 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
     store = ResultsStore(tmp_path / "results")
     run = E4.run_experiment4([digits_task], store, s, progress=False)
     cells = run.cells
-    assert list(cells["status"]) == ["ran"] and list(cells["evaluation"]) == ["ran"]
+    assert list(cells["status"]) == [Status.RAN] and list(cells["evaluation"]) == [Status.RAN]
     down = run.downstream
     assert set(down["method"]) == {"Ensemble", "GPED", "EnD2", "EnD2 (tau = 2.5)"} and set(down["cell"]) == {"digits"}
     assert set(down["seed"]) == {0}
@@ -395,14 +396,14 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
 
     monkeypatch.setattr(chains_module, "run_chains", no_chains)
     again = E4.run_experiment4([digits_task], store, s, progress=False)
-    assert list(again.cells["evaluation"]) == ["reused"] and list(again.cells["status"]) == ["reused"]
+    assert list(again.cells["evaluation"]) == [Status.REUSED] and list(again.cells["status"]) == [Status.REUSED]
     pd.testing.assert_frame_equal(again.downstream, down)
     pd.testing.assert_frame_equal(again.data_uncertainty, per_input)
     assert again.grid.table["student"].tolist() == run.grid.table["student"].tolist()  # compact chain tables
     # another number of nDCG trials is another evaluation (of the same stored chain)
     monkeypatch.undo()
     other = E4.run_experiment4([digits_task], store, dataclasses.replace(s, ndcg_trials=5), progress=False)
-    assert list(other.cells["evaluation"]) == ["ran"] and list(other.cells["status"]) == ["reused"]
+    assert list(other.cells["evaluation"]) == [Status.RAN] and list(other.cells["status"]) == [Status.REUSED]
     assert len(store.entries("experiment4")) == 2 and len(store.entries("chain")) == 1
 
 
@@ -410,7 +411,7 @@ def test_missing_data_is_recorded_and_the_other_tasks_go_on(tmp_path):
     s = dataclasses.replace(E4.PROFILES["default"], num_iterations=20, burn_in=10)
     task = E4.experiment4_task("cnn_cifar10", s, device="cpu", data_root=str(tmp_path / "nowhere"))
     run = E4.run_experiment4([task], ResultsStore(tmp_path / "results"), s, progress=False)
-    assert list(run.cells["status"]) == ["missing data"] and list(run.cells["evaluation"]) == ["missing data"]
+    assert list(run.cells["status"]) == [Status.MISSING_DATA] and list(run.cells["evaluation"]) == [Status.MISSING_DATA]
     assert run.downstream.empty and list(run.downstream.columns) == list(E4.DOWNSTREAM_COLUMNS)
     run.raise_if_failed()  # missing data is not a failure
     assert len(E4.experiment4_comparison(run.downstream, "ndcg")) == len(paper_tables.experiment4_ndcg())

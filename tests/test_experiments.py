@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig, StudentConfig
 from gped_kit.experiments import experiment1 as E1
 from gped_kit.experiments import experiment2 as E2
@@ -147,14 +148,14 @@ def test_grid_runs_cifar10_cells_on_tiny_data_and_records_missing_and_failing_ce
                           cifar.students, name="diverging")
     store = ResultsStore(tmp_path / "results")
     grid = run_chains([cifar, missing, diverging], store, progress=False)
-    assert list(grid.cells["status"]) == ["ran", "missing data", "failed"]
+    assert list(grid.cells["status"]) == [Status.RAN, Status.MISSING_DATA, Status.FAILED]
     assert str(tmp_path / "empty") in grid.cells.loc[1, "error"]  # says where it looked
     assert "step size" in grid.cells.loc[2, "error"]
     assert len(grid.table) == 4 and set(grid.table["target"]) == {"predictive", "entropy"}
     assert set(grid.table["model"]) == {"cnn_cifar10"} and (grid.table["labelled_size"] == 20).all()
     with pytest.raises(RuntimeError, match="1 chain"):
         grid.raise_if_failed()
-    assert list(run_chains([cifar], store, progress=False).cells["status"]) == ["reused"]
+    assert list(run_chains([cifar], store, progress=False).cells["status"]) == [Status.REUSED]
     cells = E2.experiment2_cells(grid.table)
     assert len(cells) == 2 and set(cells["estimator"]) == {"U_o", "U_s"}
     with pytest.raises(ValueError, match="model='resnet'"):
@@ -176,12 +177,12 @@ def test_grid_batches_compatible_cells_and_matches_one_by_one(tmp_path, write_ti
     tasks = [a, missing, b, longer]
     one_by_one = run_chains(tasks, ResultsStore(tmp_path / "seq"), progress=False)
     batched = run_chains(tasks, ResultsStore(tmp_path / "bat"), progress=False, chains_per_batch=4)
-    assert list(batched.cells["status"]) == ["ran", "missing data", "ran", "ran"]
+    assert list(batched.cells["status"]) == [Status.RAN, Status.MISSING_DATA, Status.RAN, Status.RAN]
     assert list(batched.cells["batched"]) == [True, False, True, False]  # a and b together; T differs for the last
     cols = ["run_key", "student", "teacher_nll", "student_nll", "entropy_mae"]
     pd.testing.assert_frame_equal(batched.table[cols], one_by_one.table[cols], rtol=1e-4)  # same keys, same numbers
     again = run_chains(tasks, ResultsStore(tmp_path / "bat"), progress=False, chains_per_batch=4)
-    assert list(again.cells["status"]) == ["reused", "missing data", "reused", "reused"]
+    assert list(again.cells["status"]) == [Status.REUSED, Status.MISSING_DATA, Status.REUSED, Status.REUSED]
     with pytest.raises(ValueError, match="chains_per_batch=0"):
         run_chains(tasks, ResultsStore(tmp_path / "bat"), chains_per_batch=0)
 

@@ -12,6 +12,7 @@ import pytest
 
 from gped_kit.core.options import Estimator
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig
 from gped_kit.experiments.chains import ChainTask
 from gped_kit.experiments.experiment1.ablation import (
@@ -113,7 +114,7 @@ def test_search_fine_tunes_the_grid_alike_and_leaves_the_group_rows(digits_data,
     first = run_experiment3(task, plain, store, progress=False)
     fair = run_experiment3(task, SearchSettings(finetune_epochs=4.0, latency_batch_size=8, latency_repeats=1,
                                                 finetune_exhaustive=True), store, progress=False)
-    assert fair.chain_status == "reused" and fair.entry.key != first.entry.key
+    assert fair.chain_status == Status.REUSED and fair.entry.key != first.entry.key
     t = fair.table
     tuned = t[(t["method"] == "exhaustive") & (t["stage"] == "fine-tuned")]
     assert len(tuned) == 2 and (tuned["finetune_steps"] == round(4 * 1200 / 50 / 2)).all()
@@ -222,4 +223,4 @@ def test_the_ablation_runs_through_the_store_and_reads_back(tmp_path):
     again, _ = estimator_ablation(store, small, device="cpu", executor="stored", progress=False)
     pd.testing.assert_frame_equal(again, ran)
     none, lines = estimator_ablation(ResultsStore(tmp_path / "empty"), small, device="cpu", executor="stored")
-    assert none.empty and lines and "not stored" in lines[0]
+    assert none.empty and lines and Status.NOT_STORED in lines[0]

@@ -13,7 +13,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from gped_kit.cli import batch
+from gped_kit.cli import batch, parameters, plan
 from gped_kit.cli import readme as R
 from gped_kit.experiments import registry
 from gped_kit.experiments.store import ResultsStore
@@ -93,7 +93,7 @@ CELLS = [
     ('profile = "default"\nnum_iterations = None\nseed = 0\nresults_dir = "results"\nfigures_dir = "figures"\n'
      'executor = "local"', ["parameters"]),
     ("import tiny99 as T\nfrom gped_kit.experiments.settings import resolve_settings\n"
-     "from gped_kit.experiments.store import ResultsStore\nfrom gped_kit.viz.plots import save_table\n\n"
+     "from gped_kit.experiments.store import ResultsStore\nfrom gped_kit.plotting.save import save_table\n\n"
      "p = resolve_settings(T.PROFILES, profile, globals())\nstore = ResultsStore(results_dir)\n"
      "summary = T.EXPERIMENT.summarise(store, p, profile=profile, seed=seed, executor=executor, progress=False)\n"
      "save_table(summary.tables['table'], T.TABLE.format(profile=profile), figures_dir)\n"
@@ -127,10 +127,10 @@ def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_a_registered_experiment_is_checked_before_anything_runs(tiny, tmp_path):
     tiny99, notebooks = tiny
     assert registry.notebook("99") is tiny99.EXPERIMENT
-    assert batch.notebook_profiles(notebooks / "99_tiny.ipynb") == ("default", "long")
-    runs = batch.plan_runs([notebooks / "99_tiny.ipynb"], output_dir=tmp_path / "out", profile="default",
-                           overrides=[batch.ParameterOverride("num_iterations", 0)])
-    (problem,) = batch.check_runs(runs).values()
+    assert plan.notebook_profiles(notebooks / "99_tiny.ipynb") == ("default", "long")
+    runs = plan.plan_runs([notebooks / "99_tiny.ipynb"], output_dir=tmp_path / "out", profile="default",
+                           overrides=[parameters.ParameterOverride("num_iterations", 0)])
+    (problem,) = plan.check_runs(runs).values()
     assert "num_iterations" in problem  # GPEDConfig refuses T = 0 before any notebook starts
 
 

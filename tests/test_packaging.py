@@ -2,8 +2,9 @@
 
 * pyproject.toml's [project].dependencies hold what the library imports and nothing of the notebooks' or the
   tests': every third-party module that a module of gped_kit/ imports at module level is provided by them,
-  except in gped_kit.viz and gped_kit.cli (the figures, widgets and the notebook runner), whose imports the
-  `notebooks` extra provides; an import inside a function (an optional dependency) is declared in some extra.
+  except in gped_kit.plotting, gped_kit.viz, gped_kit.cli and the experiments' ``figures`` modules (the figures,
+  widgets and the notebook runner), whose imports the `notebooks` extra provides; an import inside a function (an
+  optional dependency) is declared in some extra. No library module imports one of those.
 * CHANGELOG.md's latest version is gped_kit.__version__; `make api` writes the API reference with pdoc.
 * Slow: a wheel built from the sources, pip-installed into an empty virtual environment (the running
   environment's packages visible behind it, the notebooks' and tests' packages hidden), imports every library
@@ -37,8 +38,15 @@ except ModuleNotFoundError:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "gped_kit"
 
-#: Layers whose module-level imports the `notebooks` extra may provide (the rest is the library).
-NOTEBOOK_LAYERS = ("viz", "cli")
+#: Layers whose module-level imports the `notebooks` extra may provide (the rest is the library), and the name of
+#: the modules that draw an experiment's figures beside it in its package, which the extra provides too.
+NOTEBOOK_LAYERS = ("plotting", "viz", "cli")
+FIGURE_MODULE = "figures"
+
+
+def in_notebook_layer(path: Path) -> bool:
+    """Whether a file of gped_kit/ is one the `notebooks` extra serves (a figure, widget or the runner)."""
+    return path.relative_to(PACKAGE).parts[0] in NOTEBOOK_LAYERS or path.stem == FIGURE_MODULE
 
 #: Import name -> the distribution that provides it (PEP 503 name), for every third-party module gped_kit/
 #: imports. A new import fails test_every_import_is_declared until it is added here and to pyproject.toml.
@@ -119,16 +127,48 @@ def test_every_import_is_declared():
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(ROOT)
         layer = path.relative_to(PACKAGE).parts[0]
+        notebook_layer = in_notebook_layer(path)
         for top, line, module_level in imports(path):
             if top not in DISTRIBUTIONS:
                 problems.append(f"{where}:{line}: import {top}: not in DISTRIBUTIONS (add it and declare it)")
                 continue
             dist = DISTRIBUTIONS[top]
             dist = TRANSITIVE.get(dist, dist)
-            allowed = (anywhere if not module_level else notebooks if layer in NOTEBOOK_LAYERS else dependencies)
+            allowed = (anywhere if not module_level else notebooks if notebook_layer else dependencies)
             if dist not in allowed:
                 level = "an optional import" if not module_level else f"a module-level import of {layer}"
                 problems.append(f"{where}:{line}: import {top} ({level}) needs {dist}, which is not declared there")
+    assert not problems, "\n".join(problems)
+
+
+def kit_imports(path: Path) -> set[str]:
+    """The gped_kit modules (or packages) a file imports, relative imports resolved."""
+    package = ["gped_kit", *path.relative_to(PACKAGE).parent.parts]  # what a relative import of level 1 names
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "gped_kit"}
+        elif isinstance(node, ast.ImportFrom):
+            base = (node.module or "").split(".") if not node.level else \
+                package[:len(package) - node.level + 1] + ([node.module] if node.module else [])
+            module = ".".join(base)
+            if module.split(".")[0] == "gped_kit":
+                found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_the_library_imports_no_figure_widget_or_runner():
+    """The library (every module outside gped_kit.plotting, viz, cli and the ``figures`` modules) imports none
+    of those: it installs and imports without the `notebooks` extra, and the figures stay on top of it."""
+    notebook_modules = {".".join(("gped_kit", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+                        for p in PACKAGE.rglob("*.py") if in_notebook_layer(p)}
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if in_notebook_layer(path):
+            continue
+        taken = {m for m in kit_imports(path) if m in notebook_modules}
+        if taken:
+            problems.append(f"{path.relative_to(ROOT)} imports {sorted(taken)}")
     assert not problems, "\n".join(problems)
 
 
@@ -205,7 +245,7 @@ assert not visible, f"not a clean install: {visible} visible"
 import gped_kit
 assert Path(gped_kit.__file__).resolve().is_relative_to(Path(sys.argv[2]).resolve()), gped_kit.__file__
 library = [m.name for m in pkgutil.walk_packages(gped_kit.__path__, "gped_kit.")
-           if m.name.split(".")[1] not in ("viz", "cli")]
+           if m.name.split(".")[1] not in ("plotting", "viz", "cli") and m.name.rsplit(".", 1)[1] != "figures"]
 for name in library:
     importlib.import_module(name)
 print("imported", len(library), "library modules from", Path(gped_kit.__file__).parent)
@@ -252,11 +292,11 @@ def site_view(distributions: set[str], view: Path) -> None:
 
 @pytest.mark.slow  # builds a wheel and runs a 3,000-step chain: about 30 s, in make test-slow
 def test_wheel_installs_alone_and_runs_the_quickstart(tmp_path):
-    """`pip install` of a wheel built from the sources into an empty virtual environment gives the library:
-    every module outside viz and cli imports, and docs/library.md's quickstart runs, from outside the checkout.
-    Offline: the wheel is built with this environment's setuptools, and the new environment sees, behind its own
-    site-packages, only the installed distributions that [project].dependencies need (their requirements'
-    closure), so the notebooks' and tests' packages are absent as after `pip install .`."""
+    """`pip install` of a wheel built from the sources into an empty virtual environment gives the library: every
+    module outside plotting, viz, cli and the figures modules imports, and docs/library.md's quickstart runs, from
+    outside the checkout. Offline: the wheel is built with this environment's setuptools, and the new environment
+    sees, behind its own site-packages, only the installed distributions that [project].dependencies need (their
+    requirements' closure), so the notebooks' and tests' packages are absent as after `pip install .`."""
     setuptools = pytest.importorskip("setuptools", reason="building the wheel offline needs setuptools here")
     if Version(setuptools.__version__) < Version("70.1"):  # older ones build wheels through the wheel package
         pytest.importorskip("wheel", reason=f"setuptools {setuptools.__version__} builds wheels only with `wheel`")

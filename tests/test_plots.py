@@ -1,6 +1,6 @@
-"""Tests for gped_kit.viz.plots, gped_kit.viz.theme and gped_kit.viz.tables (and the thesis
-figures' layout): every figure is drawn from small hand-made tables (made-up numbers) and checked
-for what it shows; saved figures and tables land in tmp_path."""
+"""Tests for the figures (gped_kit.plotting.figures and each experiment's figures module), gped_kit.plotting.theme and
+gped_kit.plotting.tables (and the thesis figures' layout): every figure is drawn from small hand-made tables (made-up
+numbers) and checked for what it shows; saved figures and tables land in tmp_path."""
 
 import matplotlib
 
@@ -14,32 +14,30 @@ from PIL import Image as PIL_Image  # noqa: E402
 from test_widgets import synthetic_search  # noqa: E402
 
 from gped_kit.core.likelihoods import RegressionMoments  # noqa: E402
+from gped_kit.core.status import Status  # noqa: E402
 from gped_kit.core.uncertainty import from_samples  # noqa: E402
+from gped_kit.experiments.comparison.figures import plot_comparison, plot_uncertainty_maps  # noqa: E402
+from gped_kit.experiments.experiment2.figures import plot_experiment2_vs_paper, plot_uncertainty_grid  # noqa: E402
 from gped_kit.experiments.experiment3 import pareto_front, search_candidates  # noqa: E402
-from gped_kit.toys import ToyResult  # noqa: E402
-from gped_kit.viz import thesis as thesis_plots  # noqa: E402
-from gped_kit.viz.plots import (  # noqa: E402
-    PAPER_ONLY_SUFFIX,
-    is_paper_only,
+from gped_kit.experiments.experiment3.figures import (  # noqa: E402
     pareto_paper_reference,
-    plot_comparison,
-    plot_data_uncertainty_joint,
-    plot_entropy_agreement,
-    plot_experiment2_vs_paper,
-    plot_experiment4_in_distribution,
-    plot_learning_curves,
     plot_pareto,
     plot_pareto_figure,
-    plot_regression_uncertainty,
-    plot_sampler_study,
-    plot_uncertainty_grid,
-    plot_uncertainty_maps,
-    save_figure,
-    save_table,
 )
-from gped_kit.viz.report import missing_data_line  # noqa: E402
-from gped_kit.viz.tables import flat_table, full_table, integer_columns, markdown_table, paper_table  # noqa: E402
-from gped_kit.viz.theme import (  # noqa: E402
+from gped_kit.experiments.experiment4.figures import (  # noqa: E402
+    plot_data_uncertainty_joint,
+    plot_experiment4_in_distribution,
+)
+from gped_kit.experiments.samplers.figures import plot_sampler_study  # noqa: E402
+from gped_kit.experiments.thesis import figures as thesis_plots  # noqa: E402
+from gped_kit.plotting.figures import (  # noqa: E402
+    plot_entropy_agreement,
+    plot_learning_curves,
+    plot_regression_uncertainty,
+)
+from gped_kit.plotting.save import PAPER_ONLY_SUFFIX, is_paper_only, save_figure, save_table  # noqa: E402
+from gped_kit.plotting.tables import flat_table, full_table, integer_columns, markdown_table, paper_table  # noqa: E402
+from gped_kit.plotting.theme import (  # noqa: E402
     KIT_RC,
     METHOD_COLORS,
     PALETTE,
@@ -49,6 +47,8 @@ from gped_kit.viz.theme import (  # noqa: E402
     method_colors,
     savefig_metadata,
 )
+from gped_kit.toys import ToyResult  # noqa: E402
+from gped_kit.viz.report import missing_data_line  # noqa: E402
 
 
 def test_figures_are_drawn_and_saved_as_png_and_pdf(tmp_path):
@@ -327,13 +327,13 @@ def test_counts_stored_as_floats_are_shown_as_integers(tmp_path):
 
 
 def test_missing_data_is_named_once_in_one_line_without_paths():
-    cells = pd.DataFrame({"cell": ["a", "b", "c"], "status": ["missing data", "reused", "missing data"],
+    cells = pd.DataFrame({"cell": ["a", "b", "c"], "status": [Status.MISSING_DATA, Status.REUSED, Status.MISSING_DATA],
                           "error": ["data set 'cifar10' (train) not found.\nLooked in:\n  - /root/x/data_batch_1",
                                     None, "data set 'cifar10' (train) not found.\nLooked in:\n  - /root/x/b"]})
     line = missing_data_line(cells, cells)
     assert line.count("cifar10") == 1 and "\n" not in line and "/root" not in line
     assert line.startswith("Not on this machine: data set 'cifar10' (train) not found.")
-    assert missing_data_line(cells[cells["status"] == "reused"]) == ""
+    assert missing_data_line(cells[cells["status"] == Status.REUSED]) == ""
 
 
 def test_saving_a_figure_twice_gives_the_same_bytes_without_time_stamps(tmp_path):

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from gped_kit.core.baoa import BAOAConfig
+from gped_kit.core.status import Status
 from gped_kit.data.sources import DatasetNotFoundError, load_split
 from gped_kit.experiments import comparison as C
 from gped_kit.experiments import experiment1 as E1
@@ -63,7 +64,7 @@ def profiles_read(notebook: str, overrides: dict, other: str, tmp_path, **parame
     assert list(beside.summaries) == ["default"] and not beside.others
     assert len(beside.lines) == 1
     line = beside.lines[0]
-    assert line.startswith(f"Profile {other!r}: not in the store (") and frame.NOT_STORED in line
+    assert line.startswith(f"Profile {other!r}: not in the store (") and Status.NOT_STORED in line
     assert line.endswith(f"make it with `python -m gped_kit.cli.batch --profile {other} {notebook}`.")
     assert entry_paths(store) == before  # nothing was computed
     computed = entry.summarise(store, entry.settings(other, changed_settings(default.settings,
@@ -254,7 +255,7 @@ def test_notebook_06_long_and_seeds_beside_the_default(tmp_path):
     entry = registry.notebook("06_experiment4_uncertainty")
     changes = changed_settings(default.settings, entry.settings("default"))
     seeds = entry.summarise(store, entry.settings("seeds", changes), models=["fcnn"], profile="seeds", progress=False)
-    assert seeds.run.cells["evaluation"].tolist() == ["reused", "ran", "ran"]
+    assert seeds.run.cells["evaluation"].tolist() == [Status.REUSED, Status.RAN, Status.RAN]
     every = entry.stored_profiles(default, store, models=["fcnn"])
     assert list(every.summaries) == ["default", "long", "seeds"] and every.lines == []
     counts = every.table("claims", keys=["claim"], columns=["seeds", "agree"])

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig, StudentConfig
 from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.executors import RayExecutor
@@ -62,13 +63,13 @@ def test_ray_grid_equals_local_and_records_failures(cluster, digits_data, tmp_pa
              task(digits_data, seed=2, step_size=5.0, name="diverges")]  # a real failure: recorded, not retried
     local = run_chains(tasks, ResultsStore(tmp_path / "local"), progress=False)
     remote = run_chains(tasks, ResultsStore(tmp_path / "ray"), progress=False, executor="ray")
-    assert list(remote.cells["status"]) == list(local.cells["status"]) == ["ran", "ran", "failed"]
+    assert list(remote.cells["status"]) == list(local.cells["status"]) == [Status.RAN, Status.RAN, Status.FAILED]
     assert "diverged" in remote.outcomes[2].error
     for a, b in zip(local.outcomes[:2], remote.outcomes[:2]):
         assert a.entry.key == b.entry.key
         assert_same_tables(stored(a), stored(b), exact=False)
     again = run_chains(tasks[:2], ResultsStore(tmp_path / "ray"), progress=False, executor=RayExecutor())
-    assert list(again.cells["status"]) == ["reused", "reused"]
+    assert list(again.cells["status"]) == [Status.REUSED, Status.REUSED]
 
 
 def _worker_running(name: str):
@@ -105,7 +106,7 @@ def test_killed_worker_is_retried_and_resumes_from_the_last_checkpoint(cluster, 
     assert "pid" in killed, "the worker was not found mid-cell"
     print(f"killed Ray worker {killed['pid']} after the first checkpoint; Ray retried the cell: {outcome.status}")
     # the retry found the checkpoint the killed worker left and went on from there
-    assert outcome.status == "resumed" and outcome.entry.key == reference.entry.key
+    assert outcome.status == Status.RESUMED and outcome.entry.key == reference.entry.key
     assert_same_tables(stored(reference), stored(outcome))
 
 
@@ -130,7 +131,7 @@ def test_notebooks_as_ray_tasks(cluster, tmp_path):
                          "--kernel", "python3"])
     summary = pd.read_csv(out / "batch_summary.csv").set_index("notebook")
     assert status == 1
-    assert summary.loc["good.ipynb", "status"] == "ran" and summary.loc["bad.ipynb", "status"] == "failed"
+    assert summary.loc["good.ipynb", "status"] == Status.RAN and summary.loc["bad.ipynb", "status"] == Status.FAILED
     assert "boom" in summary.loc["bad.ipynb", "error"]
     executed = nbformat.read(str(out / "good.ipynb"), as_version=4)
     assert "answer 42" in executed.cells[-1].outputs[0]["text"]
@@ -156,8 +157,8 @@ def test_searches_as_ray_tasks_equal_local_and_stored_ones_start_nothing(cluster
     settings = SearchSettings(finetune_epochs=2.0, latency_batch_size=8, latency_repeats=1)
     local = run_searches(tasks, settings, ResultsStore(tmp_path / "local"), progress=False)
     remote = run_searches(tasks, settings, ResultsStore(tmp_path / "ray"), progress=False, executor="ray")
-    assert [r.status for r in local] == [r.status for r in remote] == ["ran", "failed"]
-    assert remote[0].chain_status == "ran" and "diverged" in remote[1].error
+    assert [r.status for r in local] == [r.status for r in remote] == [Status.RAN, Status.FAILED]
+    assert remote[0].chain_status == Status.RAN and "diverged" in remote[1].error
     assert remote[0].entry.key == local[0].entry.key
     numbers = ["student_nll", "student_accuracy", "params", "flops", "units_removed"]
     pd.testing.assert_frame_equal(remote[0].table[["student", "stage", *numbers]],
@@ -166,4 +167,4 @@ def test_searches_as_ray_tasks_equal_local_and_stored_ones_start_nothing(cluster
         mp.setattr(chains_module, "compute_derived", None)
         mp.setattr(chains_module, "run_chains", None)
         again = run_searches(tasks[:1], settings, ResultsStore(tmp_path / "ray"), progress=False, executor="ray")
-    assert again[0].status == "reused" and again[0].table.equals(remote[0].table)
+    assert again[0].status == Status.REUSED and again[0].table.equals(remote[0].table)

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig
 from gped_kit.experiments import chains as chains_module
 from gped_kit.experiments import experiment3
@@ -520,7 +521,7 @@ def searched(digits_data, tmp_path_factory):
 def test_search_table_rows_and_costs(searched):
     first, _, _, store, _ = searched
     t = first.table
-    assert (first.status, first.chain_status, first.error) == ("ran", "ran", "")
+    assert (first.status, first.chain_status, first.error) == (Status.RAN, Status.RAN, "")
     counts = t.groupby(["method", "stage"]).size().to_dict()
     assert counts == {("teacher", "teacher"): 1, ("exhaustive", "distilled"): 4, ("group_lasso", "distilled"): 2,
                       ("group_lasso", "pruned"): 2, ("group_lasso", "fine-tuned"): 2}
@@ -549,11 +550,11 @@ def test_search_table_rows_and_costs(searched):
 
 def test_search_reuses_the_stored_table(searched):
     first, again, other, store, _ = searched
-    assert (again.status, again.chain_status) == ("reused", "reused")  # the chain not even loaded
+    assert (again.status, again.chain_status) == (Status.REUSED, Status.REUSED)  # the chain not even loaded
     assert again.entry.key == first.entry.key
     pd.testing.assert_frame_equal(again.table, first.table)
     # another latency setting is another search of the same chain, whose state came from its checkpoint
-    assert (other.status, other.chain_status) == ("ran", "reused") and other.entry.key != first.entry.key
+    assert (other.status, other.chain_status) == (Status.RAN, Status.REUSED) and other.entry.key != first.entry.key
     cols = ["student", "stage", "student_nll", "params", "units_removed"]
     pd.testing.assert_frame_equal(other.table[[c for c in cols]], first.table[cols])
     stored = load_search_results(store)
@@ -566,7 +567,7 @@ def test_search_reuses_the_stored_table(searched):
 def test_evaluate_student_reproduces_the_engine_metrics(searched):
     first, _, _, store, task = searched
     outcome = run_chains([task], store, requires_state=True, progress=False).outcomes[0]
-    assert outcome.status == "reused" and outcome.entry.key == first.table["run_key"].iloc[0]
+    assert outcome.status == Status.REUSED and outcome.entry.key == first.table["run_key"].iloc[0]
     result = outcome.result
     rows = first.table[first.table["stage"] == "distilled"].set_index("student")
     summary = result.summary.set_index("student")
@@ -604,7 +605,7 @@ def test_missing_data_and_bad_arguments(tmp_path):
     p = resolve_settings(PROFILES, "default", {})
     task = experiment3_task("cnn_cifar10", p, device="cpu", data_root=str(tmp_path / "no-data"), target="predictive")
     res = run_experiment3(task, p.search_settings(), store, progress=False)
-    assert (res.status, res.entry, res.run_dir) == ("missing data", None, None) and res.table.empty
+    assert (res.status, res.entry, res.run_dir) == (Status.MISSING_DATA, None, None) and res.table.empty
     assert "cifar10" in res.error and not (tmp_path / "results").exists()
     with pytest.raises(TypeError, match="SearchSettings"):
         run_experiment3(task, p, store)
@@ -639,7 +640,7 @@ def test_entropy_students_are_searched_pruned_and_compared(searched_two_targets)
 
 
 def test_figure_availability_says_why_each_figure_is_missing(searched_two_targets):
-    missing = SearchResult("cnn_cifar10", pd.DataFrame(), "missing data", "data set 'cifar10' (train) not found")
+    missing = SearchResult("cnn_cifar10", pd.DataFrame(), Status.MISSING_DATA, "data set 'cifar10' (train) not found")
     results = {"fcnn": searched_two_targets, "cnn_cifar10": missing}
     both = figure_availability(results, ["predictive", "entropy"], "default").set_index("figure")
     assert both.index.tolist() == [f"Figure {n}" for n in (2, 6, 7, 8, 9, 10, 11, 12, 13)]
@@ -655,28 +656,31 @@ def test_figure_availability_says_why_each_figure_is_missing(searched_two_target
     reason = predictive.loc["Figure 10", "reason"]
     assert "the entropy target is not distilled in this run (targets ['predictive'])" in reason
     # targets asked for but absent from the table (e.g. a table stored by another profile), and a failed search
-    only_pred = SearchResult("fcnn", searched_two_targets.table[lambda d: d["target"] != "entropy"], "reused")
+    only_pred = SearchResult("fcnn", searched_two_targets.table[lambda d: d["target"] != "entropy"], Status.REUSED)
     stale = figure_availability({"fcnn": only_pred}, ["predictive", "entropy"]).set_index("figure")
     reason = stale.loc["Figure 10", "reason"]
     assert "the table has no expected-entropy MAE for any searched entropy student of fcnn" in reason
-    failed = figure_availability({"fcnn": SearchResult("fcnn", pd.DataFrame(), "failed", "boom\nmore")},
+    failed = figure_availability({"fcnn": SearchResult("fcnn", pd.DataFrame(), Status.FAILED, "boom\nmore")},
                                  ["predictive"]).set_index("figure")
     assert failed.loc["Figure 9", "reason"] == "not produced: the fcnn search has no results (status 'failed': boom)"
 
 
 def test_merged_search_stacks_one_models_targets(searched_two_targets):
     t = searched_two_targets.table
-    pred = SearchResult("fcnn", t[t["target"] != "entropy"], "reused", entry=searched_two_targets.entry,
+    pred = SearchResult("fcnn", t[t["target"] != "entropy"], Status.REUSED, entry=searched_two_targets.entry,
                         seconds=1.0, chain_status="", target="predictive")
-    ent = SearchResult("fcnn", t[t["target"] == "entropy"], "ran", seconds=2.0, chain_status="ran", target="entropy")
+    ent = SearchResult("fcnn", t[t["target"] == "entropy"], Status.RAN, seconds=2.0, chain_status=Status.RAN,
+                       target="entropy")
     both = merged_search([pred, ent])
-    assert (both.status, both.seconds, both.chain_status, both.target) == ("ran", 3.0, "ran", "predictive+entropy")
+    assert (both.status, both.seconds, both.chain_status) == (Status.RAN, 3.0, Status.RAN)
+    assert both.target == "predictive+entropy"
     assert len(both.table) == len(t) and both.entry is pred.entry
     assert merged_search([pred]) is pred
-    missing = SearchResult("fcnn", pd.DataFrame(), "missing data", "no data", target="entropy")
-    assert (merged_search([pred, missing]).status, merged_search([pred, missing]).error) == ("missing data", "no data")
+    missing = SearchResult("fcnn", pd.DataFrame(), Status.MISSING_DATA, "no data", target="entropy")
+    merged = merged_search([pred, missing])
+    assert (merged.status, merged.error) == (Status.MISSING_DATA, "no data")
     with pytest.raises(ValueError, match="one model"):
-        merged_search([pred, SearchResult("cnn_mnist", pd.DataFrame(), "ran")])
+        merged_search([pred, SearchResult("cnn_mnist", pd.DataFrame(), Status.RAN)])
     with pytest.raises(ValueError, match="one model"):
         merged_search([])
 

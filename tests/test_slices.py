@@ -20,6 +20,7 @@ import torch
 from gped_kit.cli import slices as S
 from gped_kit.cli.executors import LocalPapermillExecutor, NotebookRun, default_kernel_name
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.data.sources import DatasetNotFoundError, load_split
 from gped_kit.engine import GPEDConfig, StudentConfig
 from gped_kit.experiments.budget import Budget, BudgetReached
@@ -195,12 +196,12 @@ def assert_same_results(a: dict[str, dict], b: dict[str, dict], arrays: bool = T
 def test_two_slices_in_fresh_folders_equal_one_uninterrupted_run(digits_data, tmp_path):
     tasks = digits_tasks(digits_data)
     whole = run_chains(tasks, ResultsStore(tmp_path / "whole"), chains_per_batch=2, progress=False)
-    assert list(whole.cells["status"]) == ["ran"] * 3
+    assert list(whole.cells["status"]) == [Status.RAN] * 3
     # slice 1 on "machine A": the first batch (seeds 0, 1) stops at step 40, the second is not reached
     store_a = ResultsStore(tmp_path / "a")
     before = S.store_state(store_a.root)
     first = run_chains(tasks, store_a, chains_per_batch=2, progress=False, budget=Budget(steps=30))
-    assert list(first.cells["status"]) == ["stopped", "stopped", "not started"]
+    assert list(first.cells["status"]) == [Status.STOPPED, Status.STOPPED, Status.NOT_STARTED]
     assert "stopped at step 40" in first.cells["error"].iloc[0]
     files = S.changed_files(store_a.root, before, keep_final_checkpoints=False)
     assert len(files) == 2 and all(f.endswith("checkpoint.pt") for f in files)
@@ -209,7 +210,7 @@ def test_two_slices_in_fresh_folders_equal_one_uninterrupted_run(digits_data, tm
     store_b = ResultsStore(tmp_path / "b")
     S.unpack([tmp_path / "pack1"], store_b.root)
     second = run_chains(tasks, store_b, chains_per_batch=2, progress=False, budget=Budget(seconds=60, clock=Clock()))
-    assert list(second.cells["status"]) == ["resumed", "resumed", "ran"]
+    assert list(second.cells["status"]) == [Status.RESUMED, Status.RESUMED, Status.RAN]
     assert_same_results(stored(store_b.root), stored(tmp_path / "whole"))
 
 
@@ -294,11 +295,11 @@ def test_notebook01_paper_profile_in_two_slices_then_papermill_reuses_them(tmp_p
     assert S.main([*run, "--results", str(tmp_path / "a"), "--out", str(tmp_path / "out1"),
                    "--resume", str(tmp_path / "none"), "--max-steps", "100"]) == 0
     first = capsys.readouterr().out
-    assert "stopped at step 100" in first and "not started" in first and "2 chain(s) left" in first
+    assert "stopped at step 100" in first and Status.NOT_STARTED in first and "2 chain(s) left" in first
     assert S.main([*run, "--results", str(tmp_path / "b"), "--out", str(tmp_path / "out2"),
                    "--resume", str(tmp_path / "out1"), "--minutes", "60"]) == 0
     second = capsys.readouterr().out
-    assert "every chain of the notebook is done" in second and "resumed" in second
+    assert "every chain of the notebook is done" in second and Status.RESUMED in second
     assert S.main([*run, "--results", str(tmp_path / "whole"), "--out", str(tmp_path / "out3"),
                    "--max-steps", "100000"]) == 0
     assert_same_results(stored(tmp_path / "b"), stored(tmp_path / "whole"), arrays=False)  # the notebook keeps none

@@ -16,6 +16,7 @@ import torch
 from gped_kit.cli import store as store_cli
 from gped_kit.core.schema import key_of, record
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
@@ -50,17 +51,17 @@ def test_entries_are_written_atomically_listed_and_set_aside_on_recompute(tmp_pa
     table = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
     entry, status = store.cached("toy", {"n": 1}, "code1", lambda e: (e.write_table("summary", table),
                                                                        e.write_arrays({"z": torch.arange(3.0)})))
-    assert status == "ran" and entry.complete and entry.meta["record"] == {"n": 1}
+    assert status == Status.RAN and entry.complete and entry.meta["record"] == {"n": 1}
     assert entry.meta["machine"]["torch"] == torch.__version__
     again, status = store.cached("toy", {"n": 1}, "code1", lambda e: pytest.fail("must not recompute"))
-    assert status == "reused" and again.table("summary").equals(table)
+    assert status == Status.REUSED and again.table("summary").equals(table)
     assert list(again.arrays()["z"]) == [0.0, 1.0, 2.0]
     other, _ = store.cached("toy", {"n": 1}, "code2", lambda e: e.write_table("summary", table.assign(a=0)))
     assert other.key != entry.key  # other code, other entry: the first one is still there
     assert len(store.entries("toy")) == 2 and len(store.load("summary", "toy")) == 4
     fresh, status = store.cached("toy", {"n": 1}, "code1", lambda e: e.write_table("summary", table.assign(a=5)),
                                  recompute=True)
-    assert status == "ran" and list(fresh.table("summary")["a"]) == [5, 5]
+    assert status == Status.RAN and list(fresh.table("summary")["a"]) == [5, 5]
     aside = [p for p in (tmp_path / "toy").iterdir() if ".old-" in p.name]
     assert len(aside) == 1 and pd.read_csv(aside[0] / "summary.csv").equals(table)  # nothing lost
     assert not list(tmp_path.rglob(".*.tmp"))
@@ -138,7 +139,7 @@ def test_rekey_moves_legacy_entries_to_their_version_keys_without_recomputing(tm
     assert search.complete and search.table("summary")["run_key"].tolist() == [new_chain.key]
     assert store_cli.rekey_store(tmp_path) == {kind: {} for kind in numerics.LEGACY_CODES}  # nothing left to move
     entry, status = store.cached("chain", chain, None, lambda e: pytest.fail("must not recompute"))
-    assert status == "reused" and entry.key == new_chain.key
+    assert status == Status.REUSED and entry.key == new_chain.key
     assert not [p for p in (tmp_path / "chain").iterdir() if p.name.startswith(".")]
 
 
@@ -165,21 +166,21 @@ def tiny_tasks(digits_data, seeds=(0, 1), steps=60):
 def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_path, monkeypatch, capsys):
     store = ResultsStore(tmp_path)
     first = run_chains(tiny_tasks(digits_data), store, progress=False)
-    assert list(first.cells["status"]) == ["ran", "ran"]
+    assert list(first.cells["status"]) == [Status.RAN, Status.RAN]
     second = run_chains(tiny_tasks(digits_data), store, progress=False)
-    assert list(second.cells["status"]) == ["reused", "reused"]
+    assert list(second.cells["status"]) == [Status.REUSED, Status.REUSED]
     cols = [c for c in first.table if c not in ("store_status", "elapsed_s", "iterations_per_s")]
     pd.testing.assert_frame_equal(first.table[cols], second.table[cols], check_dtype=False)
     torch.testing.assert_close(second.results[0].student_outputs["test"]["entropy-U_o"],
                                first.results[0].student_outputs["test"]["entropy-U_o"], rtol=1e-3, atol=1e-3)
     # the full state comes back from the checkpoint, without steps
     state = run_chains(tiny_tasks(digits_data), store, progress=False, requires_state=True)
-    assert list(state.cells["status"]) == ["reused", "reused"] and state.results[0].student_params
+    assert list(state.cells["status"]) == [Status.REUSED, Status.REUSED] and state.results[0].student_params
     # without checkpoints (a fresh clone), full state means recomputing, with the same numbers
     for o in first.outcomes:
         o.entry.checkpoint.unlink()
     again = run_chains(tiny_tasks(digits_data), store, progress=False, requires_state=True)
-    assert list(again.cells["status"]) == ["ran", "ran"]
+    assert list(again.cells["status"]) == [Status.RAN, Status.RAN]
     assert again.table["teacher_nll"].tolist() == first.table["teacher_nll"].tolist()
     # ... and the stored tables are kept beside the new ones, not overwritten (another machine's draw may differ)
     kept = sorted(store.root.glob("chain/*.old-*"))
@@ -188,7 +189,7 @@ def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_p
     # another numerics version: other entries, computed afresh; the old ones stay
     monkeypatch.setattr(numerics, "NUMERICS", {**numerics.NUMERICS, "chain": numerics.NUMERICS["chain"] + 1})
     changed = run_chains(tiny_tasks(digits_data), store, progress=False)
-    assert list(changed.cells["status"]) == ["ran", "ran"] and len(store.entries("chain")) == 4
+    assert list(changed.cells["status"]) == [Status.RAN, Status.RAN] and len(store.entries("chain")) == 4
 
 
 def test_interrupted_chain_resumes_in_the_store_and_batches_equal_single_runs(digits_data, tmp_path):
@@ -198,7 +199,7 @@ def test_interrupted_chain_resumes_in_the_store_and_batches_equal_single_runs(di
     entry = store.entry("chain", spec.record())
     run_engine(GPEDEngine([spec]), [entry.checkpoint], max_steps=30)  # killed at step 30
     grid = run_chains(tasks, store, progress=False)
-    assert list(grid.cells["status"]) == ["ran", "resumed", "ran"]
+    assert list(grid.cells["status"]) == [Status.RAN, Status.RESUMED, Status.RAN]
     alone = run_chains(tasks, ResultsStore(tmp_path / "other"), progress=False)
     assert grid.table["teacher_nll"].tolist() == alone.table["teacher_nll"].tolist()
     batched = run_chains(tasks, ResultsStore(tmp_path / "batched"), progress=False, chains_per_batch=3)
@@ -219,8 +220,8 @@ def test_failures_and_corrupt_checkpoints_are_recorded_and_the_grid_goes_on(digi
     entry.checkpoint.write_bytes(b"not a checkpoint")
     grid = run_chains([bad, tasks[1]], store, progress=False)
     cells = grid.cells.set_index("cell")
-    assert cells.loc["diverging", "status"] == "failed" and "SGLD diverged" in cells.loc["diverging", "error"]
-    assert cells.loc["s1", "status"] == "failed" and "cannot be read" in cells.loc["s1", "error"]
+    assert cells.loc["diverging", "status"] == Status.FAILED and "SGLD diverged" in cells.loc["diverging", "error"]
+    assert cells.loc["s1", "status"] == Status.FAILED and "cannot be read" in cells.loc["s1", "error"]
     assert entry.checkpoint.read_bytes() == b"not a checkpoint"  # kept for inspection
     with pytest.raises(RuntimeError, match="2 chain"):
         grid.raise_if_failed()
@@ -243,7 +244,7 @@ def test_four_processes_share_one_store_without_losing_or_overwriting_entries(tm
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         outputs = pool.map(_worker, jobs)
     statuses = [s for _, st, _ in outputs for s in st]
-    assert statuses.count("ran") == 3 and statuses.count("reused") == len(statuses) - 3
+    assert statuses.count(Status.RAN) == 3 and statuses.count(Status.REUSED) == len(statuses) - 3
     store = ResultsStore(tmp_path)
     entries = store.entries("chain")
     assert len(entries) == 3 and all(e.complete for e in entries)
@@ -264,7 +265,7 @@ def test_stored_executor_reads_back_what_is_stored_and_computes_nothing(digits_d
     first, second = tiny_tasks(digits_data)
     run_chains([first], store, progress=False)
     grid = run_chains([first, second], store, progress=False, executor="stored")
-    assert [o.status for o in grid.outcomes] == ["reused", "not stored"]
+    assert [o.status for o in grid.outcomes] == [Status.REUSED, Status.NOT_STORED]
     assert grid.outcomes[1].result is None and not grid.outcomes[1].entry.path.exists()  # nothing started
     assert len(store.entries("chain")) == 1 and grid.failed.empty
 
@@ -283,7 +284,7 @@ def test_stored_executor_does_not_wait_for_a_chain_another_process_computes(digi
     try:
         assert holder.stdout.readline().strip() == "held"
         grid = run_chains([first], store, progress=False, executor="stored")
-        assert [o.status for o in grid.outcomes] == ["not stored"] and grid.failed.empty  # no lock timeout
+        assert [o.status for o in grid.outcomes] == [Status.NOT_STORED] and grid.failed.empty  # no lock timeout
     finally:
         holder.kill()
         holder.wait(10)
@@ -295,9 +296,9 @@ def test_stored_executor_derives_nothing(digits_data, tmp_path):
     first, second = tiny_tasks(digits_data)
     items = [DerivedTask(t, "probe", {"n": 1}, lambda e, result, data: e.write_table(
         "summary", pd.DataFrame({"steps": [result.steps_done]})), code="code") for t in (first, second)]
-    assert [o.status for o in run_derived(items[:1], store)] == ["ran"]
+    assert [o.status for o in run_derived(items[:1], store)] == [Status.RAN]
     outcomes = run_derived(items, store, executor="stored")
-    assert [o.status for o in outcomes] == ["reused", "not stored"]
+    assert [o.status for o in outcomes] == [Status.REUSED, Status.NOT_STORED]
     assert outcomes[0].entry.table("summary")["steps"].tolist() == [60] and outcomes[1].entry is None
     assert len(store.entries("probe")) == 1 and len(store.entries("chain")) == 1  # the second chain never ran
 

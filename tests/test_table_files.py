@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gped_kit.viz.tables import TABLE_RTOL, same_table
+from gped_kit.plotting.save import save_table
+from gped_kit.plotting.tables import TABLE_RTOL, same_table
 
 
 def _table() -> pd.DataFrame:
@@ -27,3 +28,13 @@ def test_round_off_is_the_same_table_and_a_real_change_is_not(tmp_path):
     assert not same_table(pd.concat([_table(), _table()]), path)  # more rows
     (tmp_path / "bad.csv").write_bytes(b"\xff\xfe\x00")
     assert not same_table(_table(), tmp_path / "bad.csv")
+
+
+def test_save_table_keeps_files_that_hold_the_same_table_and_writes_a_changed_one(tmp_path):
+    csv, md = save_table(_table(), "t", tmp_path)
+    md.write_text(md.read_text() + "<!-- marker -->")  # a rewrite would drop it
+    save_table(_table().assign(nll=lambda t: t["nll"] * (1 + TABLE_RTOL / 10)), "t", tmp_path)
+    assert md.read_text().endswith("<!-- marker -->")
+    doubled = _table().assign(nll=lambda t: t["nll"] * 2)
+    save_table(doubled, "t", tmp_path)
+    assert not md.read_text().endswith("<!-- marker -->") and same_table(doubled, csv)

@@ -1,6 +1,6 @@
 """Known-answer tests of the thesis toys (paper 001, Chapter 3): the numerics
 (gped_kit.toys), their stored runs and analysis (gped_kit.experiments.thesis) and
-their figures (gped_kit.viz.thesis)."""
+their figures (gped_kit.experiments.thesis.figures)."""
 
 import dataclasses
 
@@ -17,10 +17,11 @@ from scipy.special import expit  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 
 from gped_kit import toys  # noqa: E402
+from gped_kit.core.status import Status  # noqa: E402
 from gped_kit.experiments import numerics, thesis  # noqa: E402
 from gped_kit.experiments.settings import Overrides, resolve_settings  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
-from gped_kit.viz import thesis as thesis_plots  # noqa: E402
+from gped_kit.experiments.thesis import figures as thesis_plots  # noqa: E402
 
 # ----------------------------------------------------------------------------- Bayesian MoG
 
@@ -264,7 +265,7 @@ def test_stored_run_is_reused_for_the_same_code_and_recomputed_when_the_code_cha
     store = ResultsStore(tmp_path)
     first = thesis.run_toy(TINY_LOGREG, store)
     second = thesis.run_toy(TINY_LOGREG, store)
-    assert first.status == "ran" and second.status == "reused" and first.key == second.key
+    assert first.status == Status.RAN and second.status == Status.REUSED and first.key == second.key
     pd.testing.assert_frame_equal(first.table, second.table)       # timings too: both read from the entry
     for name in first.arrays:
         assert np.array_equal(first.arrays[name], second.arrays[name])
@@ -275,19 +276,19 @@ def test_stored_run_is_reused_for_the_same_code_and_recomputed_when_the_code_cha
 
     # another configuration: its own entry
     other = thesis.run_toy(dataclasses.replace(TINY_LOGREG, seed=1), store)
-    assert other.status == "ran" and other.key != first.key and len(store.entries("toy")) == 2
+    assert other.status == Status.RAN and other.key != first.key and len(store.entries("toy")) == 2
 
     # the toys' numerics version bumped: a new entry, computed again
     monkeypatch.setattr(numerics, "NUMERICS", {**numerics.NUMERICS, "toy": numerics.NUMERICS["toy"] + 1})
     changed = thesis.run_toy(TINY_LOGREG, store)
-    assert changed.status == "ran" and changed.key != first.key and len(store.entries("toy")) == 3
-    assert thesis.run_toy(TINY_LOGREG, store).status == "reused"
+    assert changed.status == Status.RAN and changed.key != first.key and len(store.entries("toy")) == 3
+    assert thesis.run_toy(TINY_LOGREG, store).status == Status.REUSED
     monkeypatch.undo()
     assert thesis.run_toy(TINY_LOGREG, store).key == first.key       # the first entry is still there
 
     # recompute sets the stored entry aside and runs again
     third = thesis.run_toy(TINY_LOGREG, store, recompute=True)
-    assert third.status == "ran" and third.key == first.key
+    assert third.status == Status.RAN and third.key == first.key
     assert len(list((tmp_path / "toy").glob(f"{first.key}.old-*"))) == 1
 
 

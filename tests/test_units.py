@@ -14,6 +14,7 @@ import pytest
 
 from gped_kit.cli import units as cli
 from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig, StudentConfig
 from gped_kit.experiments import units as U
 from gped_kit.experiments.chains import ChainTask
@@ -167,7 +168,7 @@ def test_run_finishes_units_records_rates_and_stops_before_one_that_would_not_fi
     report = U.run_units(units, store, rates, budget_s=100, device="cpu", progress=False, say=say,
                          clock=lambda: time.monotonic() + offset[0])
     (a,) = report.outcomes
-    assert a.planned.unit.name == units[0].name and a.statuses == ("ran", "ran") and a.finished and a.recorded
+    assert a.planned.unit.name == units[0].name and a.statuses == (Status.RAN, Status.RAN) and a.finished and a.recorded
     assert report.stopped_before is not None and report.stopped_before.unit.name == units[1].name
     assert len(a.entries) == 2 and all((Path(e) / "entry.json").is_file() for e in a.entries)
     assert "predicted 10 s" in lines[0]
@@ -189,7 +190,7 @@ def test_run_finishes_units_records_rates_and_stops_before_one_that_would_not_fi
     second = U.run_units(marked, store, table(("cpu", 1, 1, 1_000.0)), budget_s=100, device="cpu",
                          progress=False, say=lambda _: None)
     assert [o.planned.unit.name for o in second.outcomes] == [units[1].name] and second.stopped_before is None
-    assert second.outcomes[0].statuses == ("ran",)
+    assert second.outcomes[0].statuses == (Status.RAN,)
     assert all(m.complete for m in U.mark_done(units, store))
 
 

@@ -1,5 +1,6 @@
-"""Tests for the explorers (gped_kit.viz.masking_explorer, pareto_explorer), Figure 3 (viz.figure3), their static
-images (viz.snapshot) and the stored Experiment 1-2 rows (experiments.experiment2), driving the controls from Python.
+"""Tests for the explorers (gped_kit.viz.masking_explorer, pareto_explorer), Figure 3 (experiments.experiment2.figures),
+their static images (viz.snapshot) and the stored Experiment 1-2 rows (experiments.experiment2), driving the controls
+from Python.
 
 The results tables below are SYNTHETIC (made-up numbers in the shape of the chain summaries and
 Experiment 3 search tables, for these tests only); stores and figure folders are made in
@@ -25,20 +26,26 @@ from PIL import Image  # noqa: E402
 
 import gped_kit.viz.pareto_explorer as pareto_module  # noqa: E402
 import gped_kit.viz.snapshot as snapshot_module  # noqa: E402
+from gped_kit.core.status import Status  # noqa: E402
 from gped_kit.data.transforms import apply_square_mask  # noqa: E402
 from gped_kit.experiments.experiment2 import chain_lengths, experiment2_cells, experiment12_rows  # noqa: E402
+from gped_kit.experiments.experiment2.figures import (  # noqa: E402
+    plot_masked_examples,
+    select_examples,
+    square_mask_region,
+)
 from gped_kit.experiments.experiment3 import (  # noqa: E402
     SEARCH_KIND,
     SEARCH_TABLE,
     frontier_table,
     pareto_front,
 )
+from gped_kit.experiments.experiment3.figures import plot_pareto_figure  # noqa: E402
 from gped_kit.experiments.numerics import numerics_code  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
-from gped_kit.viz.figure3 import plot_masked_examples, select_examples, square_mask_region  # noqa: E402
+from gped_kit.plotting.save import same_image  # noqa: E402
 from gped_kit.viz.masking_explorer import MaskingExplorer  # noqa: E402
 from gped_kit.viz.pareto_explorer import ParetoExplorer  # noqa: E402
-from gped_kit.viz.plots import plot_pareto_figure  # noqa: E402
 
 SIZES = (10_000, 60_000)
 MASKS = (0, 5, 10, 15)
@@ -248,7 +255,7 @@ def _write_store(root, summary: pd.DataFrame, code: str | None = None) -> Result
     for key, rows in summary.groupby("run_key"):
         table = rows.drop(columns="run_key")
         _, status = store.cached("chain", {"chain": key}, code, lambda e: e.write_table("summary", table))
-        assert status == "ran"
+        assert status == Status.RAN
     return store
 
 
@@ -659,13 +666,13 @@ def test_a_file_showing_the_same_image_is_kept(tmp_path):
 
     path = snapshot_module.write_png(png(0), tmp_path / "view.png")
     stamp = path.stat().st_mtime_ns
-    assert snapshot_module.same_image(png(0), path)
+    assert same_image(png(0), path)
     # the same bar a pixel over: 40 of 40,000 pixels differ (0.1%): the same image within the tolerance, kept
-    assert snapshot_module.same_image(png(1), path)
+    assert same_image(png(1), path)
     snapshot_module.write_png(png(1), path)
     assert path.read_bytes() == png(0) and path.stat().st_mtime_ns == stamp
     # five pixels over: 200 pixels differ (0.5%): another image, written
-    assert not snapshot_module.same_image(png(5), path)
+    assert not same_image(png(5), path)
     snapshot_module.write_png(png(5), path)
     assert path.read_bytes() == png(5)
 

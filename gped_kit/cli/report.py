@@ -35,7 +35,7 @@ from pathlib import Path
 import nbformat
 
 from ..experiments.artifacts import MANIFEST, Manifest, Provenance, read_manifest
-from ..viz.plots import PAPER_ONLY_SUFFIX
+from ..plotting.save import PAPER_ONLY_SUFFIX
 from . import readme
 
 #: The page's default file name (inside the figures folder).

@@ -42,7 +42,7 @@ import pandas as pd
 
 # Absolute imports: a side runs this file by its path with the other tree first on PYTHONPATH, so that
 # the kit it imports is that tree's (an older revision need not have this module).
-from gped_kit.cli.batch import plain_overrides
+from gped_kit.cli.parameters import plain_overrides
 from gped_kit.experiments.chains import run_chains
 from gped_kit.experiments.numerics import LONG_CHAIN_TOLERANCE
 from gped_kit.experiments.registry import notebook as registered_notebook

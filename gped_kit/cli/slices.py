@@ -54,6 +54,7 @@ from typing import Any, BinaryIO
 import pandas as pd
 import torch
 
+from ..core.status import FINISHED, Status
 from ..engine.checkpoint import read_checkpoint
 from ..experiments import registry
 from ..experiments.budget import Budget
@@ -61,7 +62,8 @@ from ..experiments.chains import ChainTask, run_chains
 from ..experiments.numerics import numerics_code
 from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, ResultsStore
 from ..files import atomic_write_bytes, sha256_of, temporary_path
-from .batch import DEFAULT_NOTEBOOK_DIR, parse_override, select_notebooks
+from .parameters import parse_override
+from .plan import DEFAULT_NOTEBOOK_DIR, select_notebooks
 
 PACK_FORMAT = 1
 MIB = 2**20
@@ -70,8 +72,6 @@ PART_BYTES = 16 * MIB
 #: Limits on a whole pack (``--max-files``, ``--max-mib``): none unless given, for a transfer or quota of yours.
 MAX_FILES: int | None = None
 MAX_BYTES: int | None = None
-#: Chain statuses after which nothing is left to compute.
-DONE = ("ran", "resumed", "reused")
 
 
 class PackError(RuntimeError):
@@ -441,7 +441,7 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
         grids = [run_chains([with_graph(t, graph) for t in g.tasks], store, chains_per_batch=g.chains_per_batch,
                             progress=progress, budget=budget) for g in chains.groups if g.tasks]
     cells = pd.concat([g.cells for g in grids], ignore_index=True) if grids else pd.DataFrame()
-    complete = bool(len(cells)) and bool(cells["status"].isin([*DONE, "missing data"]).all())
+    complete = bool(len(cells)) and bool(cells["status"].isin([*FINISHED, Status.MISSING_DATA]).all())
     keep = chains.needs_state if keep_final_checkpoints is None else keep_final_checkpoints
     files = changed_files(store.root, before, keep)
     info = {"sequence": 1 + max((m.get("sequence", 0) for _, m in previous), default=0),
@@ -542,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"resumed from earlier packs: {_summary(report.unpacked)}")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(report.cells[["cell", "status", "seconds", "error"]].to_string(index=False))
-    left = report.cells[~report.cells["status"].isin([*DONE, "missing data"])]
+    left = report.cells[~report.cells["status"].isin([*FINISHED, Status.MISSING_DATA])]
     if report.manifest is not None:
         files = [report.manifest.name] + [p["name"] for p in json.loads(report.manifest.read_text())["parts"]]
         print(f"packed into {args.out}: {', '.join(files)}")
@@ -550,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("nothing changed in the store: no pack written")
     print("every chain of the notebook is done" if report.complete else
           f"{len(left)} chain(s) left: run the next slice with --resume <this pack's folder>")
-    return 1 if (report.cells["status"] == "failed").any() else 0
+    return 1 if (report.cells["status"] == Status.FAILED).any() else 0
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.status import Status
 from ..experiments import registry
 from ..experiments.rates import RateTable, device_kind, slug
 from ..experiments.store import ResultsStore
@@ -45,7 +46,7 @@ from ..experiments.units import (
     run_units,
     shard,
 )
-from .batch import plain_overrides
+from .parameters import plain_overrides
 from .slices import GRAPH_CHOICES, deterministic_convolutions, with_graph
 
 #: The checkout whose ``docs/device-runs`` hold the committed GPU runs' records.
@@ -252,7 +253,7 @@ def _run(args: argparse.Namespace, units: list, notes: list[str], store: Results
         print(f"not run: {p.unit.name}: {p.note}")
     print(f"{len(left)} unit(s) left, predicted {sum(p.seconds or 0 for p in left):,.0f} s: run again"
           if left else "no unit left in this plan")
-    failed = any(s == "failed" for o in report.outcomes for s in o.statuses)
+    failed = any(s == Status.FAILED for o in report.outcomes for s in o.statuses)
     return 1 if failed else 0
 
 

@@ -67,7 +67,7 @@ class ChainCalibration:
     def calibrations(self, model: str, seed: int, names: Mapping[str, str]) -> dict[str, Calibration]:
         """The teacher's and the networks of ``names``' :class:`~gped_kit.core.calibration.Calibration` in
         ``model``'s chain of ``seed``, by their new names (``"teacher"`` first, then in ``names``' order), for
-        :func:`~gped_kit.viz.plots.plot_reliability`; empty when the chain has no stored bins."""
+        :func:`~gped_kit.plotting.figures.plot_reliability`; empty when the chain has no stored bins."""
         rows = self.of(model, seed)
         found = calibrations_from_table(rows) if len(rows) else {}
         order = {"teacher": "teacher", **names}

@@ -35,6 +35,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from ..core.status import FINISHED, Status
 from ..core.targets import SkillWarning
 from ..data.container import GPEDData
 from ..data.experiment import DataConfig, prepare_data
@@ -84,7 +85,7 @@ class ChainOutcome:
     its store entry."""
 
     task: ChainTask
-    status: str
+    status: Status
     result: GPEDResult | None = None
     error: str = ""
     seconds: float = 0.0
@@ -104,7 +105,7 @@ class FailureReport:
     @property
     def failed(self) -> pd.DataFrame:
         cells = self.cells
-        return cells[cells["status"] == "failed"] if len(cells) else cells
+        return cells[cells["status"] == Status.FAILED] if len(cells) else cells
 
     def raise_if_failed(self) -> None:
         """Raise ``RuntimeError`` listing the failed cells and their errors (a notebook's last cell)."""
@@ -245,7 +246,7 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
             if stored_only:  # no lock: a chain another process is computing is not stored yet, and is not waited for
                 found = entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs)
                 outcomes[i] = (_reused_chain(task, spec, entry, started) if found
-                               else ChainOutcome(task, "not stored", entry=entry))
+                               else ChainOutcome(task, Status.NOT_STORED, entry=entry))
                 outcomes[i].seconds = time.perf_counter() - started
                 report(i)
                 continue
@@ -266,10 +267,10 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                 step = read_checkpoint(entry.checkpoint)["t"] if entry.checkpoint.exists() else 0
             pending.append((i, spec, entry, step))
         except DatasetNotFoundError as exc:
-            outcomes[i] = ChainOutcome(task, "missing data", error=str(exc), seconds=time.perf_counter() - started)
+            outcomes[i] = ChainOutcome(task, Status.MISSING_DATA, error=str(exc), seconds=time.perf_counter() - started)
             report(i)
         except Exception as exc:  # noqa: BLE001 -- recorded, the grid goes on
-            outcomes[i] = ChainOutcome(task, "failed", error=f"{type(exc).__name__}: {exc}",
+            outcomes[i] = ChainOutcome(task, Status.FAILED, error=f"{type(exc).__name__}: {exc}",
                                        seconds=time.perf_counter() - started)
             report(i)
 
@@ -286,7 +287,7 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
         for batch in batches:
             if budget is not None and budget.spent():
                 for i, _, entry, _ in batch:
-                    outcomes[i] = ChainOutcome(tasks[i], "not started", entry=entry)
+                    outcomes[i] = ChainOutcome(tasks[i], Status.NOT_STARTED, entry=entry)
             else:
                 _compute(batch, tasks, outcomes, store, budget)
             for i, *_ in batch:
@@ -299,7 +300,7 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
 
         def done(index: int, report_rows: list[tuple[str, str, float, bool]]) -> None:
             for (i, spec, entry, _), (status, error, seconds, batched) in zip(batches[index], report_rows):
-                result = result_from_entry(entry) if status in ("ran", "resumed", "reused") else None
+                result = result_from_entry(entry) if status in FINISHED else None
                 outcomes[i] = ChainOutcome(tasks[i], status, result, error, seconds, batched, entry)
                 report(i)
 
@@ -317,9 +318,9 @@ def _reused_chain(task: ChainTask, spec: ChainSpec, entry: Entry, started: float
         try:
             check_history(result.history, chance, task.label, sampler_text(spec.config))
         except ChainCollapsed as exc:
-            return ChainOutcome(task, "failed", error=f"ChainCollapsed: {exc}", seconds=time.perf_counter() - started,
-                                entry=entry)
-    return ChainOutcome(task, "reused", result, seconds=time.perf_counter() - started, entry=entry)
+            return ChainOutcome(task, Status.FAILED, error=f"ChainCollapsed: {exc}",
+                                seconds=time.perf_counter() - started, entry=entry)
+    return ChainOutcome(task, Status.REUSED, result, seconds=time.perf_counter() - started, entry=entry)
 
 
 def compute_batch(tasks: Sequence[ChainTask], store_root: str, chains_per_batch: int,
@@ -384,17 +385,17 @@ def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: Res
                 result.summary, result.history = entry.table("summary"), entry.table("history")
                 entry.finish(seconds=round(engine.elapsed, 2), device=str(engine.device), steps=engine.t,
                              batched_with=len(batch))
-                status = "reused" if resumed_from is not None and resumed_from >= engine.config.num_iterations else (
-                    "resumed" if resumed_from else "ran")
+                finished = resumed_from is not None and resumed_from >= engine.config.num_iterations
+                status = Status.REUSED if finished else (Status.RESUMED if resumed_from else Status.RAN)
                 outcomes[i] = ChainOutcome(task, status, result, seconds=time.perf_counter() - started,
                                            batched=len(batch) > 1, entry=entry)
         except BudgetReached as stop:  # checkpointed: the next call resumes the batch
             for i, spec, entry, _ in batch:
-                outcomes[i] = ChainOutcome(tasks[i], "stopped", error=str(stop), seconds=time.perf_counter() - started,
-                                           batched=len(batch) > 1, entry=entry)
+                outcomes[i] = ChainOutcome(tasks[i], Status.STOPPED, error=str(stop),
+                                           seconds=time.perf_counter() - started, batched=len(batch) > 1, entry=entry)
         except Exception as exc:  # noqa: BLE001 -- recorded for every chain of the batch; the grid goes on
             for i, spec, entry, _ in batch:
-                outcomes[i] = ChainOutcome(tasks[i], "failed", error=f"{type(exc).__name__}: {exc}",
+                outcomes[i] = ChainOutcome(tasks[i], Status.FAILED, error=f"{type(exc).__name__}: {exc}",
                                            seconds=time.perf_counter() - started, batched=len(batch) > 1, entry=entry)
 
 
@@ -408,7 +409,7 @@ class DerivedOutcome:
 
     chain: ChainOutcome
     entry: Entry | None
-    status: str
+    status: Status
     error: str = ""
     seconds: float = 0.0
 
@@ -439,12 +440,12 @@ def _derived_entry(item: DerivedTask, store: ResultsStore, started: float
         data = load_data(task.data, device)
         chain_record = build_chain(data, task.config, task.students).record()
     except DatasetNotFoundError as exc:
-        outcome = ChainOutcome(task, "missing data", error=str(exc), seconds=time.perf_counter() - started)
-        return DerivedOutcome(outcome, None, "missing data", str(exc), time.perf_counter() - started)
+        outcome = ChainOutcome(task, Status.MISSING_DATA, error=str(exc), seconds=time.perf_counter() - started)
+        return DerivedOutcome(outcome, None, Status.MISSING_DATA, str(exc), time.perf_counter() - started)
     except Exception as exc:  # noqa: BLE001 -- recorded, the caller goes on
         error = f"{type(exc).__name__}: {exc}"
-        return DerivedOutcome(ChainOutcome(task, "failed", error=error, seconds=time.perf_counter() - started),
-                              None, "failed", error, time.perf_counter() - started)
+        return DerivedOutcome(ChainOutcome(task, Status.FAILED, error=error, seconds=time.perf_counter() - started),
+                              None, Status.FAILED, error, time.perf_counter() - started)
     return data, chain_record, store.entry(item.kind, {"chain": chain_record, **item.record}, item.code)
 
 
@@ -454,10 +455,10 @@ def _reused(item: DerivedTask, store: ResultsStore, entry: Entry, chain_record: 
     are read when stored)."""
     chain_entry = store.entry("chain", chain_record)
     result = result_from_entry(chain_entry) if chain_entry.complete else None
-    outcome = ChainOutcome(item.task, "reused", result, seconds=time.perf_counter() - started, entry=chain_entry)
+    outcome = ChainOutcome(item.task, Status.REUSED, result, seconds=time.perf_counter() - started, entry=chain_entry)
     if progress:
         status_line(f"{item.task.label}: {item.kind} reused (chain not loaded)")
-    return DerivedOutcome(outcome, entry, "reused", seconds=time.perf_counter() - started)
+    return DerivedOutcome(outcome, entry, Status.REUSED, seconds=time.perf_counter() - started)
 
 
 def derive(item: DerivedTask, store: ResultsStore, recompute: bool = False, progress: bool = True
@@ -488,7 +489,7 @@ def derive(item: DerivedTask, store: ResultsStore, recompute: bool = False, prog
         entry, status = store.cached(item.kind, entry.record, item.code, lambda e: item.compute(e, full, data),
                                      recompute=recompute)
     except Exception as exc:  # noqa: BLE001 -- recorded, the caller goes on
-        return DerivedOutcome(outcome, None, "failed", f"{item.kind}: {type(exc).__name__}: {exc}",
+        return DerivedOutcome(outcome, None, Status.FAILED, f"{item.kind}: {type(exc).__name__}: {exc}",
                               time.perf_counter() - started)
     return DerivedOutcome(outcome, entry, status, seconds=time.perf_counter() - started)
 
@@ -533,8 +534,8 @@ def run_derived(items: Sequence[DerivedTask], store: ResultsStore, recompute: bo
         elif prepared[2].complete and not recompute:
             outcomes[i] = _reused(item, store, prepared[2], prepared[1], started, progress)
         elif stored_only:
-            chain = ChainOutcome(item.task, "not stored", seconds=time.perf_counter() - started)
-            outcomes[i] = DerivedOutcome(chain, None, "not stored", seconds=time.perf_counter() - started)
+            chain = ChainOutcome(item.task, Status.NOT_STORED, seconds=time.perf_counter() - started)
+            outcomes[i] = DerivedOutcome(chain, None, Status.NOT_STORED, seconds=time.perf_counter() - started)
         else:
             submit.append(i)
             gpus.append(resolve_device(item.task.config.device).type == "cuda")

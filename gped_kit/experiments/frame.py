@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..core.status import Status
 from ..data.container import GPEDData
 from ..data.sources import DatasetNotFoundError, load_split
 from .artifacts import Artifact
@@ -33,9 +35,6 @@ from .executors import ExecutorName
 from .numerics import numerics_code
 from .settings import changed_settings, resolve_settings
 from .store import ResultsStore
-
-#: The status of a result that ``executor="stored"`` did not find in the store.
-NOT_STORED = "not stored"
 
 #: The chain of a scaled paper profile (``tests/test_paper_profile.py``): T = 10^6 -> 101 with B -> 50, so
 #: that every event of Algorithm 1 happens at least once at the paper's thinnings, and 500 of the 10,000
@@ -57,6 +56,19 @@ def _no_lines(settings: Any, absent: Collection[str]) -> list[str]:
     return []
 
 
+class AfterChains(str, Enum):
+    """What an experiment computes from its chains once they are done: work the chains' count does not hold
+    (``benchmarks/paper_profile_work.py`` counts each kind's)."""
+
+    #: Experiment 3: every searched student pruned and fine-tuned, evaluated and timed
+    SEARCH = "search"
+    #: the comparison: Hydra's two phases on each chain's snapshots
+    HYDRA = "hydra"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
 @dataclass(frozen=True)
 class Experiment:
     """A notebook of ``notebooks/`` and the experiment it runs (see the module docstring).
@@ -68,8 +80,8 @@ class Experiment:
     parameters cell; ``summary(experiment, store, settings, *, profile, executor, progress, **parameters)``
     computes (or with ``executor="stored"`` reads back) its main results as a :class:`Summary`;
     ``shown_profiles`` are the profiles its section "Other profiles in the store" shows, in order (and what
-    ``--profile all`` runs); ``after_chains`` names what it computes from its chains (``"search"``,
-    ``"hydra"``); ``scaled_paper`` are the overrides of its ``paper`` profile that make it run on a CPU (None:
+    ``--profile all`` runs); ``after_chains`` names what it computes from its chains (:class:`AfterChains`;
+    None: nothing); ``scaled_paper`` are the overrides of its ``paper`` profile that make it run on a CPU (None:
     no paper profile to run); ``stored`` checks what else than the chains a run must store, ``verdicts``
     gives the lines its checks print (both for a run where the data sets ``absent`` are missing);
     ``needs_chain_state`` says whether what it derives from its chains needs their full final state;
@@ -84,7 +96,7 @@ class Experiment:
     parameters: Mapping[str, Any] = field(default_factory=dict)
     summary: Callable[..., Summary] | None = None
     shown_profiles: tuple[str, ...] = ("default",)
-    after_chains: str = ""
+    after_chains: AfterChains | None = None
     scaled_paper: Mapping[str, Any] | None = None
     stored: StoreCheck | None = None
     verdicts: Verdicts = _no_lines
@@ -220,12 +232,12 @@ def check_executor(executor: Any, recompute: bool) -> bool:
 
 def grid_missing(grid: ChainGrid) -> list[str]:
     """One line per chain of ``grid`` that ``executor="stored"`` did not find."""
-    return [f"{o.task.label}: chain {NOT_STORED}" for o in grid.outcomes if o.status == NOT_STORED]
+    return [f"{o.task.label}: chain {Status.NOT_STORED}" for o in grid.outcomes if o.status == Status.NOT_STORED]
 
 
 def derived_missing(outcomes: Iterable[DerivedOutcome], kind: str) -> list[str]:
     """One line per derived entry (of ``kind``) that ``executor="stored"`` did not find."""
-    return [f"{o.chain.task.label}: {kind} {NOT_STORED}" for o in outcomes if o.status == NOT_STORED]
+    return [f"{o.chain.task.label}: {kind} {Status.NOT_STORED}" for o in outcomes if o.status == Status.NOT_STORED]
 
 
 def first_chain_missing(tasks: Sequence[Any], store: ResultsStore) -> list[str]:
@@ -467,7 +479,7 @@ def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collecti
 
 
 __all__ = [
-    "NOT_STORED", "SCALED_CHAIN", "PAPER_COLUMNS", "CHAIN_DATASETS", "Experiment", "Summary", "ProfilesBeside",
+    "AfterChains", "SCALED_CHAIN", "PAPER_COLUMNS", "CHAIN_DATASETS", "Experiment", "Summary", "ProfilesBeside",
     "batch_command", "check_executor", "grid_missing", "derived_missing", "first_chain_missing", "read_chains",
     "chain_seconds", "failed_lines", "side_by_side", "absent_datasets", "dataset_of", "chain_summaries",
     "task_chains", "derived_rows", "chain_gaps",

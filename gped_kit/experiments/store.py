@@ -49,6 +49,7 @@ import torch
 from filelock import FileLock
 
 from ..core.schema import SCHEMA_VERSION, key_of
+from ..core.status import Status
 from ..files import atomic_write_bytes
 from .numerics import numerics_code
 
@@ -179,17 +180,17 @@ class ResultsStore:
             yield entry
 
     def cached(self, kind: str, record: Any, code: str | None, compute: Callable[[Entry], None],
-               recompute: bool = False) -> tuple[Entry, str]:
+               recompute: bool = False) -> tuple[Entry, Status]:
         """The entry of ``record``, computing it with ``compute(entry)`` (which writes its tables and
         arrays; the entry is then marked complete) unless it is stored already. Returns the entry
         and ``"reused"`` or ``"ran"``."""
         with self.open(kind, record, code, recompute) as entry:
             if entry.complete:
-                return entry, "reused"
+                return entry, Status.REUSED
             started = time.perf_counter()
             compute(entry)
             entry.finish(seconds=round(time.perf_counter() - started, 2))
-            return entry, "ran"
+            return entry, Status.RAN
 
     def entries(self, kind: str | None = None, complete: bool = True, code: str | None = None) -> list[Entry]:
         """Stored entries (of ``kind``), complete ones only by default; entries set aside are skipped.

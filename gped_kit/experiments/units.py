@@ -44,6 +44,7 @@ import pandas as pd
 import torch
 from filelock import FileLock, Timeout
 
+from ..core.status import FINISHED, Status
 from ..data.container import GPEDData
 from ..engine import resolve_device
 from . import registry
@@ -63,8 +64,6 @@ PAPER_NOTEBOOKS = ("01_experiment1", "02_experiment2_mnist", "06_experiment4_unc
                    "10_samplers")
 #: Table 1's seeds (notebook 01's paper profile runs one; the units run three).
 TABLE1_SEEDS = (0, 1, 2)
-#: Statuses of a chain after which nothing is left to compute.
-FINISHED = ("ran", "resumed", "reused")
 
 
 @dataclass(frozen=True)
@@ -446,10 +445,11 @@ def _chain_steps(unit: WorkUnit, statuses: Sequence[str], batched: Sequence[bool
     """The steps per chain this unit computed, where they are known: T when every chain ran from its first
     step; the guard budget's iterations when the chains were one batch (or one chain) that resumed or stopped
     alike; else None (no rate is recorded)."""
-    if all(s == "ran" for s in statuses):
+    if all(s == Status.RAN for s in statuses):
         return unit.steps
     one_batch = unit.chains == 1 or all(batched)
-    if one_batch and len(set(statuses)) == 1 and statuses[0] in ("resumed", "stopped") and budget.steps_done > 0:
+    resumable = (Status.RESUMED, Status.STOPPED)
+    if one_batch and len(set(statuses)) == 1 and statuses[0] in resumable and budget.steps_done > 0:
         return budget.steps_done
     return None
 
@@ -502,7 +502,7 @@ def run_units(units: Sequence[WorkUnit], store: ResultsStore, rates: RateTable, 
 def _after(units: list[WorkUnit], ran: WorkUnit, statuses: Sequence[str]) -> list[WorkUnit]:
     """``units`` with the chains of ``ran`` marked done when they finished, and left out of this run when they
     failed, had no data or stopped (the next run takes them up again)."""
-    settled = {id(t) for t, s in zip(ran.tasks, statuses) if s != "not started"}
+    settled = {id(t) for t, s in zip(ran.tasks, statuses) if s != Status.NOT_STARTED}
     out = []
     for unit in units:
         keep = [(t, d or id(t) in settled) for t, d in zip(unit.tasks, unit.done)]

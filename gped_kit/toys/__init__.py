@@ -20,7 +20,7 @@ columns first.
 These are not baselines of the engine (they use neither its chains nor its students): the package
 depends on :mod:`gped_kit.core` only. It is the numerics only: :func:`run_mog` and
 :func:`run_logreg` return a :class:`ToyResult` in memory. Stored runs, profiles and the analysis of
-the tables are in :mod:`gped_kit.experiments.thesis`, the figures in :mod:`gped_kit.viz.thesis`.
+the tables are in :mod:`gped_kit.experiments.thesis`, the figures in :mod:`gped_kit.experiments.thesis.figures`.
 """
 
 from .common import MODES, ToyResult, array_bytes, config_dict, linear_decay

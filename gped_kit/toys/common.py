@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..core.status import Status
+
 Mode = Literal["batch", "online"]
 #: Distillation modes (Section 3.2.2): the stored bag of samples, or each sample as it comes.
 MODES: tuple[Mode, ...] = ("batch", "online")
@@ -41,7 +43,7 @@ class ToyResult:
     table: pd.DataFrame
     arrays: dict[str, np.ndarray]
     config: dict[str, Any]
-    status: str = "ran"
+    status: Status = Status.RAN
     key: str | None = None
 
 

@@ -3,10 +3,11 @@ Section 4, Figures 1 and 4), read back from the results store.
 
 :class:`MaskingExplorer` puts together, for the mask size m chosen on a slider:
 
-- a few test images with one random m x m zero square each (:mod:`gped_kit.viz.figure3`) and the
-  masking rate r = m^2 / (H W) (= m^2 / 784 for MNIST);
-- the Experiment 2 curves (:func:`gped_kit.viz.plots.plot_uncertainty_grid`) of the chosen model
-  and target estimator, with the cell (r, labelled-set size N) ringed in red;
+- a few test images with one random m x m zero square each
+  (:func:`gped_kit.experiments.experiment2.figures.plot_masked_examples`) and the masking rate r = m^2 / (H W)
+  (= m^2 / 784 for MNIST);
+- the Experiment 2 curves (:func:`gped_kit.experiments.experiment2.figures.plot_uncertainty_grid`) of the chosen
+  model and target estimator, with the cell (r, labelled-set size N) ringed in red;
 - the stored metrics of that cell (teacher NLL, student - teacher NLL gap, expected-entropy MAE),
   or a message saying that no run is stored for it.
 
@@ -43,9 +44,15 @@ from ..data.sources import load_split
 from ..data.transforms import apply_square_mask, masking_rate
 from ..experiments.experiment2 import chain_lengths, experiment2_cells, experiment12_rows
 from ..experiments.experiment2.artifacts import FIGURE3_ARTIFACTS
+from ..experiments.experiment2.figures import (
+    EXPERIMENT2_METRICS,
+    pixel_max,
+    plot_uncertainty_grid,
+    select_examples,
+    show_masked_image,
+    square_mask_region,
+)
 from ..experiments.numerics import numerics_code
-from .figure3 import pixel_max, select_examples, show_masked_image, square_mask_region
-from .plots import EXPERIMENT2_METRICS, plot_uncertainty_grid
 from .snapshot import StaticView, figure_png, html_number, html_text, writer_store
 from .writer import ArtifactWriter
 

@@ -39,9 +39,9 @@ from ..experiments.experiment3 import (
     search_candidates,
 )
 from ..experiments.experiment3.artifacts import ARTIFACTS as EXPERIMENT3_ARTIFACTS
+from ..experiments.experiment3.figures import plot_pareto
 from ..experiments.numerics import numerics_code
 from ..experiments.store import ResultsStore
-from .plots import plot_pareto
 from .snapshot import StaticView, figure_png, html_number, html_text, safe_name, stack_pngs, text_png, writer_store
 from .writer import ArtifactWriter
 
@@ -68,7 +68,7 @@ class ParetoExplorer(StaticView):
     with stored students for the model), ``cost`` (Dropdown: FLOPs per input, parameters,
     measured latency), ``method`` (ToggleButtons: exhaustive search, group l1/l2 + pruning, both)
     and ``point`` (Dropdown of the students shown, cheapest first; choosing one selects it).
-    Views: ``plot_out`` (the panel of :func:`gped_kit.viz.plots.plot_pareto`: students, frontier,
+    Views: ``plot_out`` (the panel of :func:`gped_kit.experiments.experiment3.figures.plot_pareto`: students, frontier,
     teacher, base student, the selected student ringed) and ``details_html`` (the selected
     student's architecture, widths, costs and metrics, whether it is on the frontier, and its
     ratios to the base student). :meth:`select` picks a student by label and

@@ -19,10 +19,8 @@ from typing import Any
 import pandas as pd
 import torch
 
+from ..core.status import Status
 from ..engine import resolve_device
-
-#: The status of a cell whose data set is absent (chains, searches, evaluations).
-MISSING_DATA = "missing data"
 
 
 def _statuses(source: Any) -> list[str]:
@@ -46,11 +44,11 @@ def _missing(source: Any) -> list[str]:
     if isinstance(source, pd.DataFrame):
         if "status" not in source or "error" not in source:
             return []
-        return [str(e) for e in source.loc[source["status"] == MISSING_DATA, "error"] if isinstance(e, str)]
+        return [str(e) for e in source.loc[source["status"] == Status.MISSING_DATA, "error"] if isinstance(e, str)]
     cells = getattr(source, "cells", None)
     if isinstance(cells, pd.DataFrame):
         return _missing(cells)
-    if getattr(source, "status", None) == MISSING_DATA and isinstance(getattr(source, "error", None), str):
+    if getattr(source, "status", None) == Status.MISSING_DATA and isinstance(getattr(source, "error", None), str):
         return [source.error]
     if isinstance(source, Iterable) and not isinstance(source, str):
         return [e for item in source for e in _missing(item)]

@@ -11,9 +11,10 @@ draws no widgets). Given a ``figures_dir``, the opening view's PNG is written th
 asks (:meth:`StaticView.save_view`, the widget's *save this view* button): exploring writes nothing, so a
 few clicks in JupyterLab leave the repository as it was.
 
-A PNG already on disk is kept when the new one shows the same image within :data:`CHANGED_PIXELS`
-(:func:`same_image`): the same view drawn on another machine differs in the last bits of its numbers, a
-line moved by a pixel here and there, and rewriting it would only dirty the repository."""
+A PNG already on disk is kept when the new one shows the same image within
+:data:`~gped_kit.plotting.save.CHANGED_PIXELS` (:func:`~gped_kit.plotting.save.same_image`): the same view drawn
+on another machine differs in the last bits of its numbers, a line moved by a pixel here and there, and rewriting it
+would only dirty the repository."""
 
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
-import numpy as np
 from IPython.display import display
 from matplotlib.figure import Figure
 from PIL import Image as PILImage
@@ -36,16 +36,11 @@ from PIL import Image as PILImage
 from ..experiments.artifacts import Artifact
 from ..experiments.store import ResultsStore
 from ..files import atomic_write_bytes
-from .theme import savefig_metadata
+from ..plotting.save import same_image
+from ..plotting.theme import savefig_metadata
 
 if TYPE_CHECKING:  # the writer saves through this module: a type only
     from .writer import ArtifactWriter
-
-#: A PNG on disk counts as the same image as a new one (and is kept) when both have one size and at most this
-#: fraction of their pixels differ, a pixel differing when one of its channels differs by more than
-#: :data:`PIXEL_TOLERANCE` (of 255).
-CHANGED_PIXELS = 0.002
-PIXEL_TOLERANCE = 8
 
 #: Width (in characters) at which the text panel of a static image is wrapped.
 SNAPSHOT_TEXT_WIDTH = 120
@@ -95,27 +90,10 @@ def stack_pngs(pngs: Sequence[bytes | None], vertical: bool = True, gap: int = 1
     return buf.getvalue()
 
 
-def same_image(png: bytes, path: str | Path) -> bool:
-    """Whether the PNG file at ``path`` shows the image ``png`` does, within :data:`CHANGED_PIXELS` and
-    :data:`PIXEL_TOLERANCE`; False when there is no such file or it is no image of the same size."""
-    path = Path(path)
-    if not path.is_file():
-        return False
-    try:
-        old = np.asarray(PILImage.open(path).convert("RGB"), dtype=np.int16)
-    except (OSError, ValueError):
-        return False
-    new = np.asarray(PILImage.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
-    if old.shape != new.shape:
-        return False
-    changed = (np.abs(old - new) > PIXEL_TOLERANCE).any(axis=-1)
-    return bool(changed.mean() <= CHANGED_PIXELS)
-
-
 def write_png(png: bytes, path: str | Path) -> Path:
     """Write ``png`` to ``path`` atomically (:func:`~gped_kit.experiments.store.atomic_write_bytes`),
     so a reader never sees half a file, unless the file there already shows the same image
-    (:func:`same_image`); the folder is created if needed."""
+    (:func:`~gped_kit.plotting.save.same_image`); the folder is created if needed."""
     path = Path(path)
     if not same_image(png, path):
         atomic_write_bytes(path, png)

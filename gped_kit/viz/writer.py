@@ -9,8 +9,8 @@ A notebook makes one at its start::
 An artifact is named by its key among the notebook's declared ones (its registry entry's ``artifacts``) or given
 as an :class:`~gped_kit.experiments.artifacts.Artifact` (a notebook of your own). Each call fills the artifact's
 file-name template (:class:`~gped_kit.experiments.artifacts.Artifact`; the
-profile is the writer's, the other fields the call's), writes the files as :func:`~gped_kit.viz.plots.save_figure`
-and :func:`~gped_kit.viz.plots.save_table` do (files that show the same figure or table are kept as they are)
+profile is the writer's, the other fields the call's), writes the files as :func:`~gped_kit.plotting.save.save_figure`
+and :func:`~gped_kit.plotting.save.save_table` do (files that show the same figure or table are kept as they are)
 and records their :class:`~gped_kit.experiments.artifacts.Provenance` in the folder's manifest, with the store
 entries the notebook's ``store`` has read so far. The run's settings are recorded once, at the first write."""
 
@@ -25,7 +25,7 @@ import pandas as pd
 from ..experiments.artifacts import Artifact, Kind, Provenance, record
 from ..experiments.registry import NOTEBOOKS
 from ..experiments.store import ResultsStore
-from .plots import save_figure, save_table
+from ..plotting.save import save_figure, save_table
 from .snapshot import write_png
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...core.status import Status
 from ..chains import ChainTask
 from ..frame import (
-    NOT_STORED,
     SCALED_CHAIN,
+    AfterChains,
     Experiment,
     Summary,
     chain_summaries,
@@ -121,10 +122,10 @@ def comparison_summary(experiment: Experiment, store: ResultsStore, settings: Co
         try:
             runs[name] = run()
         except RuntimeError as exc:  # run_comparison / spiral_run raise unless their entry is there
-            if not (stored and f": {NOT_STORED}:" in str(exc)):
+            if not (stored and f": {Status.NOT_STORED}:" in str(exc)):
                 raise
             runs[name] = None
-            missing.append(f"{str(exc).split(': ')[0]}: {NOT_STORED}")
+            missing.append(f"{str(exc).split(': ')[0]}: {Status.NOT_STORED}")
     out, spiral = runs["comparison"], runs["spiral"]
     tables = {}
     if out is not None and spiral is not None:
@@ -200,7 +201,7 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 # Hydra 20,000 + 60,000 -> 200 + 600 steps; the spiral's chain 100,000 -> 1,000 (B 100), its Hydra 50 + 200
 EXPERIMENT = Experiment(
     "07_hydra_comparison", PROFILES, _tasks, summary=comparison_summary, shown_profiles=("default", "long"),
-    after_chains="hydra", artifacts=ARTIFACTS,
+    after_chains=AfterChains.HYDRA, artifacts=ARTIFACTS,
     scaled_paper={**SCALED_CHAIN, "hydra.phase1_steps": 200, "hydra.phase2_steps": 600,
                   "spiral.num_iterations": 1_000, "spiral.burn_in": 100, "spiral.hydra.phase1_steps": 50,
                   "spiral.hydra.phase2_steps": 200},

@@ -16,6 +16,7 @@ import torch
 from ...baselines import hydra
 from ...core import uncertainty
 from ...core.schema import record
+from ...core.status import Status
 from ...data.container import GPEDData
 from ...data.spiral import SpiralConfig, spiral_data
 from ...engine import GPEDResult
@@ -42,7 +43,7 @@ class ComparisonRun:
     ``kd_variants`` (:func:`kd_variants`) and ``hydra_history`` (Hydra's losses per log point)."""
 
     chain: ChainOutcome
-    status: str
+    status: Status
     entry: Entry
     table: pd.DataFrame
     memory: pd.DataFrame
@@ -123,7 +124,7 @@ class SpiralRun:
     configuration (:attr:`data` regenerates the points, for plots)."""
 
     chain: ChainOutcome
-    status: str
+    status: Status
     entry: Entry
     table: pd.DataFrame
     maps: dict[str, uncertainty.Uncertainties]

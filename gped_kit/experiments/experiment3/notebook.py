@@ -11,10 +11,11 @@ from pathlib import Path
 import pandas as pd
 
 from ...core.schema import record
+from ...core.status import Status
 from ..chains import ChainTask
 from ..frame import (
-    NOT_STORED,
     SCALED_CHAIN,
+    AfterChains,
     Experiment,
     Summary,
     chain_summaries,
@@ -102,7 +103,8 @@ def experiment3_summary(experiment: Experiment, store: ResultsStore, settings: E
         return Summary(experiment, profile, settings, None, {}, missing)
     found = run_searches(tasks, settings.search_settings(seed), store, recompute=recompute, progress=progress,
                          executor=executor)
-    missing = [f"{task.label}: search {NOT_STORED}" for task, r in zip(tasks, found) if r.status == NOT_STORED]
+    missing = [f"{task.label}: search {Status.NOT_STORED}" for task, r in zip(tasks, found)
+               if r.status == Status.NOT_STORED]
     run = SearchRun(found)
     frames = list(run.comparisons.values())
     tables = {"comparison": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
@@ -274,7 +276,7 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 # Experiment 3's fine-tuning: 600 epochs -> 0.3 with the lr halved every 0.1 epochs; latency 50 -> 2 repeats
 EXPERIMENT = Experiment(
     "05_experiment3_search", PROFILES, _tasks, summary=experiment3_summary, shown_profiles=("default", "long"),
-    after_chains="search", artifacts=ARTIFACTS,
+    after_chains=AfterChains.SEARCH, artifacts=ARTIFACTS,
     scaled_paper={**SCALED_CHAIN, "search.finetune_epochs": 0.3, "search.finetune_lr_halving_epochs": 0.1,
                   "search.latency_repeats": 2},
     stored=_search_gaps, verdicts=_lines, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...core.status import Status
 from ...core.targets import SKILL_FLOOR, resolve_target
 from .. import paper_tables
 from ..verdicts import MODELS, link, read_table, student_skill
@@ -157,7 +158,7 @@ def figure_availability(results: Mapping[str, SearchResult], targets: Sequence[s
         if res is None:
             reason = (f"not produced: {fig.model} is not among the models of {where} ({', '.join(models) or 'none'}); "
                       "add it to `models`")
-        elif res.status == "missing data":
+        elif res.status == Status.MISSING_DATA:
             reason = (f"not produced: the {fig.dataset} data set is absent here (search status 'missing data'; "
                       "the loader's message says where to put it)")
         elif res.table is None or res.table.empty:

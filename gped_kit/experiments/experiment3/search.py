@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from ...core.schema import record
+from ...core.status import Status
 from ...core.targets import Target, resolve_target
 from ...data.container import GPEDData
 from ...engine import GPEDResult
@@ -80,7 +81,7 @@ class SearchResult:
 
     model: str
     table: pd.DataFrame
-    status: str
+    status: Status
     error: str = ""
     entry: Entry | None = None
     seconds: float = 0.0
@@ -99,7 +100,7 @@ class SearchResult:
 
 
 #: Search statuses, the most telling first: a merged search (:func:`merged_search`) takes the first one present.
-_STATUS_ORDER = ("failed", "missing data", "not stored", "ran", "resumed", "reused")
+_STATUS_ORDER = (Status.FAILED, Status.MISSING_DATA, Status.NOT_STORED, Status.RAN, Status.RESUMED, Status.REUSED)
 
 
 def merged_search(searches: Sequence[SearchResult]) -> SearchResult:

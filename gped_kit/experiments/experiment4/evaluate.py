@@ -16,6 +16,7 @@ import torch
 from ...baselines.endd import heated_label
 from ...core import metrics, uncertainty
 from ...core.metrics import lowest_skill
+from ...core.status import Status
 from ...core.targets import PREDICTIVE_ENTROPY, Target
 from ...data.container import GPEDData
 from ...data.experiment import DataConfig, ood_set_name
@@ -161,8 +162,8 @@ class Experiment4Run(FailureReport):
             return cells
         cells["evaluation"] = [e.status for e in self.evaluations]
         cells["entry"] = [e.entry.key if e.entry is not None else "" for e in self.evaluations]
-        failed = [e.status == "failed" and e.chain.status != "failed" for e in self.evaluations]
-        cells.loc[failed, "status"] = "failed"
+        failed = [e.status == Status.FAILED and e.chain.status != Status.FAILED for e in self.evaluations]
+        cells.loc[failed, "status"] = Status.FAILED
         cells.loc[failed, "error"] = [e.error for e, f in zip(self.evaluations, failed) if f]
         return cells
 

@@ -33,6 +33,7 @@ import pandas as pd
 
 from ...core.options import check_int
 from ...core.schema import record
+from ...core.status import Status
 from ...toys import (
     INPUT_GENERATORS,
     LOSSES,
@@ -154,7 +155,7 @@ def store_toy(entry: Entry, result: ToyResult) -> None:
     entry.write_arrays(compact_arrays(result.arrays), dtype=None)
 
 
-def load_toy(entry: Entry, config: MoGConfig | LogRegConfig, status: str = "reused") -> ToyResult:
+def load_toy(entry: Entry, config: MoGConfig | LogRegConfig, status: Status = Status.REUSED) -> ToyResult:
     """The :class:`ToyResult` stored in ``entry`` (table exactly as computed; arrays as stored)."""
     table = entry.table("summary")
     for col in LIST_COLUMNS:

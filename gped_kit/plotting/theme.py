@@ -1,5 +1,5 @@
 """The kit's one plotting theme: fonts, grid, palette and a colour per method, for every figure of
-:mod:`gped_kit.viz`.
+the kit (:mod:`gped_kit.plotting` and each experiment's ``figures`` module).
 
 Every plotting function of the kit draws inside :func:`kit_theme` (the :func:`themed` decorator),
 a :func:`matplotlib.pyplot.rc_context`: the theme applies to the figures the kit draws and
@@ -7,7 +7,7 @@ matplotlib's global settings are restored when the function returns, so a notebo
 or a user's own figure is never restyled behind its back. To draw a figure of your own in the
 kit's style::
 
-    from gped_kit.viz.theme import kit_theme, method_color
+    from gped_kit.plotting.theme import kit_theme, method_color
 
     with kit_theme():
         fig, ax = plt.subplots()

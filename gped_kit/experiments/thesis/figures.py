@@ -4,7 +4,7 @@ They draw the tables and arrays of :class:`~gped_kit.toys.ToyResult` (computed
 by :mod:`gped_kit.toys`, stored and read back by
 :func:`gped_kit.experiments.thesis.run_toy`); they compute nothing of the science themselves.
 Stored arrays are mostly float16; they are widened to float64 before drawing. Every figure is drawn
-in the kit's theme (:mod:`gped_kit.viz.theme`).
+in the kit's theme (:mod:`gped_kit.plotting.theme`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..toys import INPUT_GENERATORS, MOG_TRUE_MEANS, ToyResult
-from .theme import CLASS_COLORS, PALETTE, TEACHER_COLOR, own_y_range, themed
+from ...plotting.theme import CLASS_COLORS, PALETTE, TEACHER_COLOR, own_y_range, themed
+from ...toys import INPUT_GENERATORS, MOG_TRUE_MEANS, ToyResult
 
 #: Colours of the thesis' students: by distillation loss (cross-entropy, derivative square error)
 #: and by mode (batch, online), the same in every thesis figure.

@@ -9,7 +9,7 @@ that pandas turned into floats because a value is missing) written as integers
 (:func:`integer_columns`). :func:`paper_table` labels a table of the paper's numbers as the
 paper's (columns ``<name>_paper``, the kit's suffix for the paper's values beside ours) when there
 are no numbers of ours to show beside them. :func:`markdown_table` is the Markdown that
-:func:`gped_kit.viz.plots.save_table` writes.
+:func:`gped_kit.plotting.save.save_table` writes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pandas as pd
 #: How a missing value is shown in every table of the kit.
 MISSING = "—"
 #: The key of :attr:`pandas.DataFrame.attrs` that marks a table of the paper's numbers only
-#: (set by :func:`paper_table`; :func:`gped_kit.viz.plots.save_table` then names its files
+#: (set by :func:`paper_table`; :func:`gped_kit.plotting.save.save_table` then names its files
 #: ``<name>_paper_only``).
 PAPER_ONLY_ATTR = "paper_only"
 
@@ -141,7 +141,7 @@ def same_table(table: pd.DataFrame, csv: str | Path, rtol: float = TABLE_RTOL, a
     every non-numeric cell and the same missing cells, every number within ``rtol`` (relative) or
     ``atol`` (absolute) of the stored one. False when there is no such file or it cannot be read as a
     table. A saver keeps the stored files when this holds, so that a table computed live on another
-    host does not show as changed (:func:`gped_kit.viz.plots.save_table`)."""
+    host does not show as changed (:func:`gped_kit.plotting.save.save_table`)."""
     csv = Path(csv)
     if not csv.is_file():
         return False
