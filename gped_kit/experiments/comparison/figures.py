@@ -23,7 +23,7 @@ from ...plotting.theme import (
     method_colors,
     themed,
 )
-from ..prose import join_words
+from ..prose import join_words, method_name
 
 __all__ = ["MU_DEFINITION", "plot_comparison", "plot_uncertainty_maps"]
 
@@ -68,7 +68,7 @@ def plot_uncertainty_maps(maps: dict[str, Uncertainties], grid_size: int, extent
                 ax.add_patch(Circle((0, 0), r, fill=False, ls="--", lw=0.8, color="white", alpha=0.9))
             ax.set_xticks(ticks)
             ax.set_yticks(ticks)
-            ax.set_title(f"{method}: {kind}", fontsize=10)
+            ax.set_title(f"{method_name(method)}: {kind}", fontsize=10)
             if row == n - 1:
                 ax.set_xlabel("x1")
             if col == 0:
@@ -141,7 +141,7 @@ def plot_comparison(table: pd.DataFrame, title: str = "") -> plt.Figure:
                             fontsize=7, color="white", fontweight="bold")
                 else:
                     ax.text(value + right * 0.01, y, f"{value:.3g}", va="center", fontsize=7)
-            ax.set_yticks(ys, methods if j == 0 else [""] * len(methods), fontsize=8)
+            ax.set_yticks(ys, [method_name(m) for m in methods] if j == 0 else [""] * len(methods), fontsize=8)
             ax.set_ylim(len(methods) - 0.4, -0.6)
             if j == 0:
                 ax.set_ylabel("method")

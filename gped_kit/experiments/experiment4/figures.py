@@ -21,7 +21,7 @@ from ...plotting.theme import (
     method_color,
     themed,
 )
-from ..prose import model_name
+from ..prose import method_name, model_name
 
 __all__ = ["plot_data_uncertainty_joint", "plot_experiment4_in_distribution"]
 
@@ -69,13 +69,13 @@ def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") 
                 xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(settings))]
                 values = [sel["value"].get(s, float("nan")) for s in settings]
                 ax.plot(xs, values, ls="none", marker=markers[method], ms=7, color=method_color(method),
-                        label=f"{method} (ours)", zorder=3)
+                        label=f"{method_name(method)} (ours)", zorder=3)
                 points += [(x, v, f"{v:.3f}") for x, v in zip(xs, values)]
                 spots += list(zip(xs, values))
                 paper = [sel["value_paper"].get(s, float("nan")) for s in settings] if "value_paper" in sel else []
                 if any(pd.notna(paper)):
                     ax.plot(xs, paper, ls="none", marker=markers[method], ms=9, mew=1.6, mfc="none",
-                            mec=PAPER_COLOR, label=f"{method} (the paper's)", zorder=4)
+                            mec=PAPER_COLOR, label=f"{method_name(method)} (the paper's)", zorder=4)
                     spots += list(zip(xs, paper))
             ax.set_xticks(range(len(settings)), settings, fontsize=9)
             ax.set_xlim(-0.5, len(settings) - 0.5)
@@ -88,8 +88,9 @@ def plot_experiment4_in_distribution(comparison: pd.DataFrame, title: str = "") 
         for ax in column:
             ax.set_ylim(low, high)
     handles, names = unique_handles(axes.flat)
-    order = sorted(range(len(names)), key=lambda k: (methods.index(names[k].rsplit(" (", 1)[0])
-                                                     if names[k].rsplit(" (", 1)[0] in methods else len(methods),
+    shown = [method_name(m) for m in methods]
+    order = sorted(range(len(names)), key=lambda k: (shown.index(names[k].rsplit(" (", 1)[0])
+                                                     if names[k].rsplit(" (", 1)[0] in shown else len(shown),
                                                      "paper" in names[k]))
     outside_legend(fig, [handles[k] for k in order], [names[k] for k in order], where="lower",
                    ncol=len(methods))
@@ -138,7 +139,7 @@ def plot_data_uncertainty_joint(ensemble: torch.Tensor, students: dict[str, torc
                           cmap=_HEXBIN_CMAPS.get(family, "Greys"), mincnt=1)
         fig.colorbar(hexes, cax=fig.add_subplot(grid[1, 2]), label="test inputs per hexagon")
         ax.plot([0, top], [0, top], "k--", lw=1)
-        ax.set(xlim=(0, top), ylim=(0, top), xlabel="ensemble E[H] (nats)", ylabel=f"{name} E[H] (nats)")
+        ax.set(xlim=(0, top), ylim=(0, top), xlabel="ensemble E[H] (nats)", ylabel=f"{method_name(name)} E[H] (nats)")
         ax_top.hist(t, bins=bins, range=(0, top), color="0.55")
         ax_right.hist(t, bins=bins, range=(0, top), orientation="horizontal", color="0.8")
         ax_right.hist(s, bins=bins, range=(0, top), orientation="horizontal", histtype="step", lw=1.5,
@@ -148,7 +149,7 @@ def plot_data_uncertainty_joint(ensemble: torch.Tensor, students: dict[str, torc
             a.spines[:].set_visible(False)
         ax_top.tick_params(labelbottom=False, labelleft=False, left=False)
         ax_right.tick_params(labelleft=False, labelbottom=False, bottom=False)
-        ax_top.set_title(name)
+        ax_top.set_title(method_name(name))
     families = list(dict.fromkeys(next((f for f in _HEXBIN_CMAPS if method_color(n) == method_color(f)), n)
                                   for n in students))
     handles = [Patch(color="0.55"), Line2D([], [], color="black", ls="--", lw=1)]
