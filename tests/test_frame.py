@@ -1,6 +1,7 @@
 """Adding a notebook is the notebook, one experiment package and one line in the registry
 (gped_kit.experiments.frame): a small experiment, registered here, is checked by the batch runner before it runs,
-executed end to end by it (papermill), found complete by the store check, and judged in the README's rows."""
+executed end to end by it (papermill), found complete by the store check, its declared figure and table recorded
+in the figures' manifest and listed by the report with their captions, and judged in the README's rows."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import nbformat
 import pandas as pd
 import pytest
 
-from gped_kit.cli import batch, parameters, plan
+from gped_kit.cli import batch, parameters, plan, report
 from gped_kit.cli import readme as R
 from gped_kit.experiments import registry
+from gped_kit.experiments.artifacts import read_manifest
 from gped_kit.experiments.store import ResultsStore
+from gped_kit.viz.writer import ArtifactWriter
 
 KERNEL = "python3"  # ipykernel's native kernel: always present where ipykernel is installed
 
@@ -33,11 +36,18 @@ from sklearn.datasets import load_digits
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.data.container import GPEDData
 from gped_kit.engine import GPEDConfig, StudentConfig
+from gped_kit.experiments.artifacts import Artifact, Kind, declare
 from gped_kit.experiments.chains import ChainTask
 from gped_kit.experiments.frame import Experiment, Summary, read_chains
-from gped_kit.experiments.verdicts import Claim, link, number, read_table, verdict
+from gped_kit.experiments.verdicts import Claim, artifact_table, link, number, verdict
 
-TABLE = "99_tiny_{profile}"
+ARTIFACTS = declare(
+    Artifact("table", Kind.TABLE, "99_tiny_{profile}", "The tiny chain's teacher and student NLL ({profile} profile)",
+             "the tiny chain (store kind chain)"),
+    Artifact("nll", Kind.FIGURE, "99_tiny_nll_{profile}",
+             "The tiny student's NLL beside its teacher's ({profile} profile)", "the tiny chain (store kind chain)"),
+)
+TABLE = ARTIFACTS["table"].file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +84,7 @@ def summary(experiment, store, settings, *, profile="default", executor="local",
 
 
 def readme_rows(figures: Path) -> list:
-    t = read_table(figures, f"{TABLE.format(profile='default')}.csv")
+    t = artifact_table(figures, ARTIFACTS["table"], profile="default")
     if t is None:
         return []
     row = t.iloc[0]
@@ -85,18 +95,22 @@ def readme_rows(figures: Path) -> list:
 
 
 EXPERIMENT = Experiment("99_tiny", PROFILES, tasks, summary=summary, shown_profiles=("default", "long"),
-                        readme_rows=readme_rows)
+                        readme_rows=readme_rows, artifacts=ARTIFACTS)
 '''
 
 #: The notebook: a parameters cell, the run through its experiment, its table, the other profiles beside it.
 CELLS = [
     ('profile = "default"\nnum_iterations = None\nseed = 0\nresults_dir = "results"\nfigures_dir = "figures"\n'
      'executor = "local"', ["parameters"]),
-    ("import tiny99 as T\nfrom gped_kit.experiments.settings import resolve_settings\n"
-     "from gped_kit.experiments.store import ResultsStore\nfrom gped_kit.plotting.save import save_table\n\n"
+    ("import matplotlib.pyplot as plt\nimport tiny99 as T\nfrom gped_kit.experiments.settings import resolve_settings\n"
+     "from gped_kit.experiments.store import ResultsStore\nfrom gped_kit.viz.writer import ArtifactWriter\n\n"
      "p = resolve_settings(T.PROFILES, profile, globals())\nstore = ResultsStore(results_dir)\n"
+     "writer = ArtifactWriter(T.EXPERIMENT, profile, figures_dir, store=store, settings=p)\n"
      "summary = T.EXPERIMENT.summarise(store, p, profile=profile, seed=seed, executor=executor, progress=False)\n"
-     "save_table(summary.tables['table'], T.TABLE.format(profile=profile), figures_dir)\n"
+     "table = summary.tables['table']\nwriter.table(table, 'table')\n"
+     "fig, ax = plt.subplots()\n"
+     "ax.bar(['teacher', 'student'], [table.teacher_nll.iloc[0], table.student_nll.iloc[0]])\n"
+     "ax.set(ylabel='test NLL', title='tiny')\nwriter.figure(fig, 'nll')\n"
      "beside = T.EXPERIMENT.stored_profiles(summary, store, seed=seed)\nprint(beside.lines)", []),
 ]
 
@@ -140,7 +154,9 @@ def test_the_readme_asks_the_experiment_for_its_rows(tiny, tmp_path):
     figures.mkdir()
     assert R.claims_table(figures, [tiny99.EXPERIMENT])[0].claim != "tiny: the student is within 1 nat of its teacher"
     table = pd.DataFrame({"student": ["s"], "teacher_nll": [0.5], "student_nll": [0.75]})
-    table.to_csv(figures / "99_tiny_default.csv", index=False)
+    table.to_csv(figures / "99_tiny_default.csv", index=False)  # a file no notebook recorded: not read
+    assert R.claims_table(figures, [tiny99.EXPERIMENT])[0].claim != "tiny: the student is within 1 nat of its teacher"
+    ArtifactWriter(tiny99.EXPERIMENT, "default", figures).table(table, "table")
     row = R.claims_table(figures, [tiny99.EXPERIMENT])[0]
     assert (row.claim, row.verdict, row.ours) == ("tiny: the student is within 1 nat of its teacher", "yes",
                                                   "teacher 0.500, student 0.750")
@@ -161,6 +177,19 @@ def test_a_registered_experiment_runs_end_to_end_through_the_batch_runner(tiny, 
         assert (tmp_path / "figures" / f"99_tiny_{profile}.csv").exists()
     executed = nbformat.read(str(out / "default" / "99_tiny.ipynb"), as_version=4)
     (cell,) = [c for c in executed.cells if "stored_profiles" in c.source]
-    assert cell.outputs[0]["text"].strip() == "[]"  # the long profile was stored: no line says it is missing
+    printed = [o["text"].strip() for o in cell.outputs if o.get("name") == "stdout"]
+    assert printed[-1].splitlines()[-1] == "[]"  # the long profile was stored: no line says it is missing
     (row,) = [r for r in R.claims_table(tmp_path / "figures", registry.EXPERIMENTS) if r.claim.startswith("tiny:")]
     assert row.verdict in ("yes", "no") and row.ours.startswith("teacher ")
+    # the manifest records both files of both profiles; the report lists them under the notebook, captioned
+    manifest = read_manifest(tmp_path / "figures")
+    record = manifest.owner("99_tiny_nll_long.pdf")
+    assert (record.notebook, record.artifact, record.profile) == ("99_tiny", "nll", "long")
+    assert record.caption == "The tiny student's NLL beside its teacher's (long profile)"
+    assert record.store_keys and all(key.startswith("chain/") for key in record.store_keys)
+    assert manifest.runs["99_tiny/long"]["num_iterations"] == 80
+    folder = report.read_folder(tmp_path / "figures", notebooks)
+    assert not folder.others
+    assert sorted(i.stem for i in folder.items["99_tiny"]) == ["99_tiny_default", "99_tiny_long", "99_tiny_nll_default",
+                                                                "99_tiny_nll_long"]
+    assert "The tiny chain's teacher and student NLL (default profile)" in report.render_index(folder)

@@ -37,7 +37,7 @@ from pathlib import Path
 from ..engine import StudentConfig
 from ..experiments import device_runs
 from ..experiments.device_runs import PaperCell
-from ..experiments.experiment1.analysis import TABLE1
+from ..experiments.experiment1.artifacts import ARTIFACTS as EXPERIMENT1_ARTIFACTS
 from ..experiments.experiment2.notebook import below_floor_line
 from ..experiments.experiment3.report import below_floor_line as experiment3_below_floor_line
 from ..experiments.frame import Experiment
@@ -52,10 +52,10 @@ from ..experiments.verdicts import (
     THESIS,
     Claim,
     Evidence,
+    artifact_table,
     as_list,
     compare,
     number,
-    read_table,
     short_verdict,
     verdict_word,
 )
@@ -397,7 +397,7 @@ def paper_length_lines(root: Path) -> list[str]:
 def reason_line(figures: Path) -> str | None:
     """What the store shows against one reason for the misses (weaker teachers): a profile whose teacher is
     worse than the paper's but whose student is better than the paper's (notebook 01's ``cpu30``), or None."""
-    t = read_table(figures, f"{TABLE1.format(profile='cpu30')}.csv")
+    t = artifact_table(figures, EXPERIMENT1_ARTIFACTS["table1"], profile="cpu30")
     if t is None:
         return None
     t = t[t["model"].isin(list(MODELS))].set_index("model")

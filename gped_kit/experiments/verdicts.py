@@ -29,11 +29,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from ..core.metrics import lowest_skill
 from ..core.targets import SKILL_FLOOR
+from .artifacts import Artifact, read_manifest
 
 #: The MNIST models of the claims, with their names in the table.
 MODELS = {"fcnn": "FCNN", "cnn_mnist": "CNN"}
@@ -242,10 +244,13 @@ def counts(text: str, prefix: str = "") -> tuple[int, int]:
     return int(k.strip().split()[-1]), int(rest.strip().split()[0])
 
 
-def read_table(figures: Path, name: str) -> pd.DataFrame | None:
-    """The table ``figures/<name>`` (a CSV a notebook wrote), or None when it is not there."""
-    path = Path(figures) / name
-    return pd.read_csv(path) if path.exists() else None
+def artifact_table(figures: Path, artifact: Artifact, **values: Any) -> pd.DataFrame | None:
+    """The table a notebook wrote as ``artifact`` for the cell ``values`` (its profile among them) into
+    ``figures``, found through the folder's manifest (:mod:`~gped_kit.experiments.artifacts`); None when no
+    notebook has recorded it there."""
+    record = read_manifest(figures).owner(artifact.files(**values)[-1])  # the CSV
+    path = Path(figures) / f"{record.stem}.csv" if record is not None else None
+    return pd.read_csv(path) if path is not None and path.exists() else None
 
 
 def seeds_of(row: pd.Series) -> int:
@@ -260,5 +265,5 @@ def as_list(out: Claim | list[Claim] | None) -> list[Claim]:
 __all__ = ["MODELS", "Claim", "Evidence", "Finding", "WITHIN", "NOT_SEPARABLE", "SKILL_FLOOR", "KINDS", "GPED",
            "PRECONDITION", "ANOTHER_PROFILE", "HYDRA", "THESIS", "OURS", "RUN", "within", "compare",
            "bound_distance", "separable", "student_skill", "no_evidence", "number", "link", "verdict",
-           "verdict_word", "counts", "read_table", "seeds_of", "seeds_text", "steps_text", "profile_evidence",
+           "verdict_word", "counts", "artifact_table", "seeds_of", "seeds_text", "steps_text", "profile_evidence",
            "as_list", "short_verdict"]

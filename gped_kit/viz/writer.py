@@ -6,7 +6,9 @@ A notebook makes one at its start::
     writer.table(table, "table1")                      # table1_experiment1_<profile>.md and .csv
     writer.figure(fig, "reliability", model="fcnn")    # fig_reliability_experiment1_fcnn_<profile>.png and .pdf
 
-An artifact is named by its key among the notebook's declared ones (its registry entry's ``artifacts``) or given
+The notebook is named by its stem (its registry entry is looked up) or given as its
+:class:`~gped_kit.experiments.frame.Experiment` (a notebook of your own, not in the registry). An artifact is
+named by its key among the notebook's declared ones (the entry's ``artifacts``) or given
 as an :class:`~gped_kit.experiments.artifacts.Artifact` (a notebook of your own). Each call fills the artifact's
 file-name template (:class:`~gped_kit.experiments.artifacts.Artifact`; the
 profile is the writer's, the other fields the call's), writes the files as :func:`~gped_kit.plotting.save.save_figure`
@@ -23,6 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..experiments.artifacts import Artifact, Kind, Provenance, record
+from ..experiments.frame import Experiment
 from ..experiments.registry import NOTEBOOKS
 from ..experiments.store import ResultsStore
 from ..plotting.save import save_figure, save_table
@@ -34,14 +37,17 @@ class ArtifactWriter:
     module docstring). ``store``: the notebook's results store (its entries read so far are each file's
     ``store_keys``; None: none); ``settings``: the run's settings, recorded once per (notebook, profile)."""
 
-    def __init__(self, notebook: str, profile: str, figures_dir: str | Path, store: ResultsStore | None = None,
-                 settings: Any = None) -> None:
-        if not notebook or "/" in notebook:
-            raise ValueError(f"notebook={notebook!r}: give the notebook's stem, e.g. '01_experiment1'")
-        self.notebook, self.profile, self.figures_dir = notebook, str(profile), Path(figures_dir)
+    def __init__(self, notebook: str | Experiment, profile: str, figures_dir: str | Path,
+                 store: ResultsStore | None = None, settings: Any = None) -> None:
+        entry = notebook if isinstance(notebook, Experiment) else NOTEBOOKS.get(notebook)
+        name = notebook.name if isinstance(notebook, Experiment) else notebook
+        if not name or "/" in name:
+            raise ValueError(f"notebook={name!r}: give the notebook's stem, e.g. '01_experiment1', or its "
+                             "registry entry")
+        self.notebook, self.profile, self.figures_dir = name, str(profile), Path(figures_dir)
         self.store, self.settings = store, settings
         #: The notebook's declared artifacts by key (none for a notebook the registry does not know).
-        self.declared = dict(NOTEBOOKS[notebook].artifacts) if notebook in NOTEBOOKS else {}
+        self.declared = dict(entry.artifacts) if entry is not None else {}
         self._settings_recorded = False
         self.written: list[Provenance] = []
 

@@ -24,7 +24,7 @@ from ..frame import (
 )
 from ..numerics import numerics_code
 from ..store import ResultsStore
-from ..verdicts import HYDRA, OURS, Claim, link, number, profile_evidence, read_table, verdict
+from ..verdicts import HYDRA, OURS, Claim, artifact_table, link, number, profile_evidence, verdict
 from .artifacts import ARTIFACTS
 from .run import ComparisonRun, SpiralRun, run_comparison, spiral_run
 from .settings import PROFILES, ZERO_MU, ComparisonSettings
@@ -157,7 +157,7 @@ def _comparison_gaps(store: ResultsStore, settings: ComparisonSettings, tasks: S
 def order_row(figures: Path, profile: str = "default") -> list[Claim]:
     """Rule: on the MNIST test set, NLL ensemble < Hydra < KD < EnD² (prior networks), as in the
     Hydra paper's Table 2; ``partly`` when some of the three adjacent pairs are in that order."""
-    t = read_table(figures, f"{MNIST_TABLE.format(profile=profile)}.csv")
+    t = artifact_table(figures, ARTIFACTS["mnist"], profile=profile)
     if t is None:
         return []
     t = t[t["eval_set"] == "test"].set_index("method")["nll"]
@@ -175,7 +175,7 @@ def mu_row(figures: Path, profile: str = "default") -> list[Claim]:
     """Not a claim of the paper: each student's model uncertainty (MU) error against the long-chain teacher's
     on the MNIST test set (mean absolute error), beside the baseline that predicts zero MU; the verdict
     names the methods no better than predicting zero."""
-    t = read_table(figures, f"{MU_SPLIT_TABLE.format(profile=profile)}.csv")
+    t = artifact_table(figures, ARTIFACTS["mu_split"], profile=profile)
     if t is None:
         return []
     t = t[t["eval_set"] == "test"].set_index("method")["mu_mae_teacher"]

@@ -39,12 +39,13 @@ from ..frame import read_chains
 from ..paper import FULL_TRAINING_SIZE, ChainSettings, paper_model, paper_shaped_lr_scale, teacher_config
 from ..store import ResultsStore
 from ..verdicts import student_skill
+from .artifacts import ARTIFACTS
 
 #: The schedules compared: the rate held constant, or halved as many times over the chain as the kit's reading of
 #: Appendix A.2 halves it over 10^6 steps.
 SCHEDULES = ("constant", "annealed")
 #: The table notebook 01 writes (``figures/``): the gap per (H, schedule), mean and spread over the seeds.
-ESTIMATOR_ABLATION_TABLE = "experiment1_estimator_ablation"
+ESTIMATOR_ABLATION_TABLE = ARTIFACTS["estimator_ablation"].file
 
 
 @dataclass(frozen=True)

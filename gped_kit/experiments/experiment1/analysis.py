@@ -10,16 +10,17 @@ from ...core.targets import SKILL_FLOOR
 from .. import paper_tables
 from ..frame import Summary, side_by_side
 from ..verdicts import compare, no_evidence, student_skill
+from .artifacts import ARTIFACTS
 
 #: Table 1's quantities: the teacher ensemble's NLL, the predictive U_s student's NLL, the entropy
 #: U_o student's MAE (the paper's Table 1), and the two accuracies (ours only).
 TABLE1_METRICS = ("teacher_nll", "student_nll", "entropy_mae")
 #: The tables notebook 01 writes to ``figures/`` (``.csv`` and ``.md``): Table 1 of a profile, and every
 #: profile's beside the paper's. The README's rows read them (:mod:`.notebook`).
-TABLE1 = "table1_experiment1_{profile}"
-TABLE1_PROFILES = "table1_experiment1_profiles"
+TABLE1 = ARTIFACTS["table1"].file
+TABLE1_PROFILES = ARTIFACTS["profiles"].file
 #: The expected calibration error of Table 1's teachers and predictive students, per profile.
-CALIBRATION_TABLE = "calibration_experiment1_{profile}"
+CALIBRATION_TABLE = ARTIFACTS["calibration"].file
 #: Label of the paper's rows in :func:`table1_by_profile`.
 PAPER_TABLE1 = "paper (T = 10^6)"
 #: Label of the rows of the paper profile's chains run on a GPU (committed under docs/device-runs) in
@@ -184,7 +185,7 @@ def run_time_line(summaries: Mapping[str, Summary]) -> str:
 
 
 #: The table of the U_s - U_o student NLL gap per profile (:func:`estimator_gap`), written by notebook 01.
-ESTIMATOR_GAP_TABLE = "experiment1_estimator_gap"
+ESTIMATOR_GAP_TABLE = ARTIFACTS["estimator_gap"].file
 #: Label of the GPU chain's rows and of the paper's in :func:`estimator_gap`.
 GPU_ROW, PAPER_ROW = "paper on a GPU", "the paper's (Tables 5, 6)"
 

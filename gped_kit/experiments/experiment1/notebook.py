@@ -20,17 +20,17 @@ from ..verdicts import (
     Claim,
     Evidence,
     Finding,
+    artifact_table,
     compare,
     link,
     no_evidence,
     number,
     profile_evidence,
-    read_table,
     seeds_of,
     seeds_text,
     verdict,
 )
-from .analysis import TABLE1, TABLE1_PROFILES, experiment1_table
+from .analysis import TABLE1, experiment1_table
 from .artifacts import ARTIFACTS
 from .settings import PROFILES, Experiment1Settings
 from .tasks import experiment1_tasks
@@ -118,7 +118,7 @@ def table1_gap(figures: Path) -> Claim | None:
     GPU run at the paper's length (Table 1's student: U_s), the same rule with the run-to-run spread of the
     student NLL: a gap closer to 0 or to twice the paper's than that spread is not separable."""
     name = TABLE1.format(profile="default")
-    t = read_table(figures, f"{name}.csv")
+    t = artifact_table(figures, ARTIFACTS["table1"], profile="default")
     if t is None:
         return None
     t = t[t["model"].isin(list(MODELS))].set_index("model")
@@ -151,7 +151,7 @@ def table1_minutes_per_seed(figures: Path, profile: str, models: list[str]) -> f
     together, in minutes: per model, its chains' seconds (all seeds, as notebook 01's per-profile
     table gives them from the store entries) over its seeds, summed; None where that table or a
     model's time is missing."""
-    t = read_table(figures, f"{TABLE1_PROFILES}.csv")
+    t = artifact_table(figures, ARTIFACTS["profiles"])
     if t is None or "seconds" not in t:
         return None
     rows = t[(t["profile"] == profile) & t["model"].isin(models)].set_index("model")
@@ -205,7 +205,7 @@ def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
     paper's length beside it, on Table 1's cells of the models that completed one (with the run-to-run spread);
     other profiles' rows are the same claim again (:data:`~gped_kit.experiments.verdicts.ANOTHER_PROFILE`)."""
     name = TABLE1.format(profile=profile)
-    t = read_table(figures, f"{name}.csv")
+    t = artifact_table(figures, ARTIFACTS["table1"], profile=profile)
     if t is None:
         return None
     t = t[t["model"].isin(list(MODELS))].set_index("model")

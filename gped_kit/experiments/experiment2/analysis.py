@@ -25,12 +25,13 @@ from ..claims import (
     trend_cells,
 )
 from ..verdicts import student_skill
+from .artifacts import MNIST_ARTIFACTS
 
 #: The trend tables notebook 02 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's rows
 #: read them (:mod:`.notebook`).
-TRENDS_TABLE = "experiment2_mnist_trends_{profile}"
+TRENDS_TABLE = MNIST_ARTIFACTS["trends"].file
 #: The cells whose students are below the skill floor (:func:`below_floor`), per profile; the README names them.
-BELOW_FLOOR_TABLE = "experiment2_mnist_below_floor_{profile}"
+BELOW_FLOOR_TABLE = MNIST_ARTIFACTS["below_floor"].file
 
 
 def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:

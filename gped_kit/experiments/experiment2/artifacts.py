@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from ..artifacts import Artifact, Kind, declare
-from .analysis import BELOW_FLOOR_TABLE, TRENDS_TABLE
 
 MNIST_ARTIFACTS = declare(
-    Artifact("below_floor", Kind.TABLE, BELOW_FLOOR_TABLE,
+    Artifact("below_floor", Kind.TABLE, "experiment2_mnist_below_floor_{profile}",
              "Experiment 2 students that do not beat the best constant prediction ({profile} profile)",
              "the grid's chains (store kind chain)"),
     Artifact("figure", Kind.FIGURE, "{figure}_experiment2_{model}_{profile}",
@@ -15,7 +14,7 @@ MNIST_ARTIFACTS = declare(
     Artifact("table", Kind.TABLE, "{name}_experiment2_{model}_{profile}",
              "Table {name} ({model}): every cell of the grid, ours beside the paper's ({profile} profile)",
              "the grid's chains (store kind chain)"),
-    Artifact("trends", Kind.TABLE, TRENDS_TABLE,
+    Artifact("trends", Kind.TABLE, "experiment2_mnist_trends_{profile}",
              "The paper's Experiment 2 trends counted on our cells and on the paper's ({profile} profile)",
              "the grid's chains (store kind chain)"),
     Artifact("trend_cells", Kind.TABLE, "experiment2_mnist_trend_cells_{profile}",

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..device_runs import PAPER_STEPS, paper_length_runs, uo_vs_us
 from ..frame import SCALED_CHAIN, Experiment, Summary, read_chains
 from ..store import ResultsStore
-from ..verdicts import MODELS, Claim, Evidence, Finding, counts, link, profile_evidence, read_table, verdict
+from ..verdicts import MODELS, Claim, Evidence, Finding, artifact_table, counts, link, profile_evidence, verdict
 from .analysis import (
     BELOW_FLOOR_TABLE,
     TRENDS_TABLE,
@@ -80,7 +80,7 @@ def below_floor_line(figures: Path, profile: str = "default") -> str | None:
     skill floor (the table notebook 02 wrote, :func:`~.analysis.below_floor`), by model, metric and m, with a link
     to their skills; None when there are none or the table is absent."""
     name = BELOW_FLOOR_TABLE.format(profile=profile)
-    low = read_table(figures, f"{name}.csv")
+    low = artifact_table(figures, MNIST_ARTIFACTS["below_floor"], profile=profile)
     if low is None or low.empty:
         return None
     groups = []
@@ -131,10 +131,10 @@ def readme_rows(figures: Path) -> list[Claim]:
     default profile (its seeds; the ``seeds`` profile's count per seed beside it); for U_o against U_s, the GPU
     runs at the paper's length too (:func:`uo_gpu_finding`)."""
     name = TRENDS_TABLE.format(profile="default")
-    t = read_table(figures, f"{name}.csv")
+    t = artifact_table(figures, MNIST_ARTIFACTS["trends"], profile="default")
     if t is None:
         return []
-    seeds = read_table(figures, f"{TRENDS_TABLE.format(profile='seeds')}.csv")
+    seeds = artifact_table(figures, MNIST_ARTIFACTS["trends"], profile="seeds")
     seeds = {} if seeds is None else {(r.model, r.trend): r.seeds for r in seeds.itertuples()}
     rows = []
     for trend, g in t.groupby("trend", sort=False):

@@ -24,13 +24,14 @@ import pandas as pd
 from ...core.targets import SKILL_FLOOR
 from ..store import ResultsStore
 from ..verdicts import student_skill
+from .artifacts import ARTIFACTS
 from .pareto import METHODS, METRICS, metric_target
 from .search import SearchResult, merged_search, run_searches
 from .settings import Experiment3Settings
 from .tasks import experiment3_tasks
 
 #: The table notebook 05 writes (``figures/``) per profile: every model's fair comparison, one row per metric.
-FAIR_TABLE = "experiment3_fair_{profile}"
+FAIR_TABLE = ARTIFACTS["fair"].file
 #: The metrics compared fairly: one per searched target.
 FAIR_METRICS = ("student_nll", "entropy_mae")
 

@@ -27,9 +27,8 @@ from ..frame import (
 )
 from ..paper import paper_model
 from ..store import ResultsStore
-from ..verdicts import MODELS, SKILL_FLOOR, Claim, link, profile_evidence, read_table, verdict
+from ..verdicts import MODELS, SKILL_FLOOR, Claim, artifact_table, link, profile_evidence, verdict
 from .artifacts import ARTIFACTS
-from .fair import FAIR_TABLE
 from .pareto import METHODS, METRICS, metric_rows, search_candidates
 from .report import experiment3_comparison
 from .search import SEARCH_KIND, SEARCH_TABLE, SearchResult, merged_search, run_searches
@@ -158,7 +157,7 @@ UNFAIR = f"no evidence ({UNFAIR_REASON})"
 
 def _fair(figures: Path, profile: str) -> pd.DataFrame | None:
     """The fair comparison notebook 05 wrote for ``profile`` (:func:`~.fair.fair_comparison`), by (model, metric)."""
-    t = read_table(figures, f"{FAIR_TABLE.format(profile=profile)}.csv")
+    t = artifact_table(figures, ARTIFACTS["fair"], profile=profile)
     return t.set_index(["model", "metric"]) if t is not None and len(t) else None
 
 
@@ -185,7 +184,7 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
     beat, small = [], []
     fair = _fair(figures, profile)
     for model in MODELS:
-        t = read_table(figures, f"{VS_PAPER_TABLE.format(model=model, metric='student_nll', profile=profile)}.csv")
+        t = artifact_table(figures, ARTIFACTS["vs_paper"], model=model, metric="student_nll", profile=profile)
         if t is None:
             continue
         q = t.set_index("quantity")
@@ -239,7 +238,7 @@ def entropy_rows(figures: Path, profile: str = "default") -> list[Claim]:
     results, ours, paper = [], [], []
     fair = _fair(figures, profile)
     for model in MODELS:
-        t = read_table(figures, f"{VS_PAPER_TABLE.format(model=model, metric='entropy_mae', profile=profile)}.csv")
+        t = artifact_table(figures, ARTIFACTS["vs_paper"], model=model, metric="entropy_mae", profile=profile)
         if t is None:
             continue
         q = t.set_index("quantity")

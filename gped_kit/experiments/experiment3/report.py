@@ -13,7 +13,8 @@ import pandas as pd
 from ...core.status import Status
 from ...core.targets import SKILL_FLOOR, resolve_target
 from .. import paper_tables
-from ..verdicts import MODELS, link, read_table, student_skill
+from ..verdicts import MODELS, artifact_table, link, student_skill
+from .artifacts import ARTIFACTS
 from .pareto import (
     METHODS,
     METRICS,
@@ -28,7 +29,7 @@ from .search import SearchResult
 from .settings import check_choice
 
 #: The table notebook 05 writes (``figures/``): the searched students below the skill floor, per profile.
-BELOW_FLOOR_TABLE = "experiment3_below_floor_{profile}"
+BELOW_FLOOR_TABLE = ARTIFACTS["below_floor"].file
 
 
 def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "student_nll") -> pd.DataFrame:
@@ -220,7 +221,7 @@ def below_floor_line(figures: Path, profile: str = "default") -> str | None:
     """One line for the README's verdict naming the searched students of ``profile`` below the skill floor (the
     table notebook 05 wrote, :func:`below_floor`); None when there are none or the table is absent."""
     name = BELOW_FLOOR_TABLE.format(profile=profile)
-    low = read_table(figures, f"{name}.csv")
+    low = artifact_table(figures, ARTIFACTS["below_floor"], profile=profile)
     if low is None or low.empty:
         return None
     each = "; ".join(f"{MODELS.get(r.model, r.model)} {r.target} {METHODS.get(r.method, r.method)} "

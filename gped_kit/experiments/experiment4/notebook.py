@@ -30,11 +30,11 @@ from ..verdicts import (
     PRECONDITION,
     Claim,
     Evidence,
+    artifact_table,
     counts,
     link,
     number,
     profile_evidence,
-    read_table,
     verdict,
     within,
 )
@@ -62,7 +62,7 @@ def students_above_teacher(figures: Path, profile: str, ood_inputs: str) -> tupl
     ``ood_inputs``, "whole" or "masked") exceeds their own teacher ensemble's, of how many: a student above
     its teacher separates the OOD set better than what it distils, so its AUROC does not measure how
     faithfully it distilled the ensemble. None without the notebook's table."""
-    t = read_table(figures, f"{TEACHER_LINES.format(profile=profile)}.csv")
+    t = artifact_table(figures, ARTIFACTS["teacher_lines"], profile=profile)
     return None if t is None else above_teacher(t, ood_inputs)
 
 
@@ -169,10 +169,10 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
     compared agrees, ``partly`` when some do, ``no`` when none; the OOD claims have no cell in common
     with the paper (its OOD sets, KMNIST and notMNIST, are not obtainable here), so they are shown
     as counts beside the paper's MNIST count, not judged. EnD² at τ = 1 decides; τ = 2.5 is beside it."""
-    t = read_table(figures, f"{CLAIMS_TABLE.format(profile=profile)}.csv")
+    t = artifact_table(figures, ARTIFACTS["claims"], profile=profile)
     if t is None:
         return []
-    seeds = read_table(figures, f"{CLAIMS_TABLE.format(profile='seeds')}.csv") if profile == "default" else None
+    seeds = artifact_table(figures, ARTIFACTS["claims"], profile="seeds") if profile == "default" else None
     seeds = {} if seeds is None else dict(zip(seeds["claim"], seeds["seeds"]))
     rows = []
     for _, r in t.iterrows():
@@ -211,7 +211,7 @@ def _evidence(profile: str) -> Evidence:
 def teacher_row(figures: Path, profile: str = "default") -> list[Claim]:
     """Rule: the teacher ensemble's test NLL within 10% of the paper's (two-sided) in Experiment 4's MNIST settings
     (Table 2: N = 60,000, m = 15); read from the teacher-quality table of every profile."""
-    t = read_table(figures, f"{TEACHER_QUALITY_PROFILES}.csv")
+    t = artifact_table(figures, ARTIFACTS["teacher_quality"])
     column = f"teacher / paper ({profile})"
     if t is None or column not in t:
         return []

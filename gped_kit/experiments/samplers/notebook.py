@@ -11,7 +11,7 @@ import pandas as pd
 from ..frame import Experiment, Summary, read_chains, side_by_side
 from ..paper_tables import table1
 from ..store import ResultsStore
-from ..verdicts import OURS, Claim, Evidence, link, number, read_table, seeds_text
+from ..verdicts import OURS, Claim, Evidence, artifact_table, link, number, seeds_text
 from .artifacts import ARTIFACTS
 from .study import (
     PROFILES,
@@ -67,7 +67,7 @@ def study_row(figures: Path, profile: str = "default") -> Claim | None:
     profile compares the samplers (teacher NLL); ``pooling`` one chain, pooled chains and the cyclical
     schedule, with the student NLL and entropy MAE that Table 1 also judges."""
     name = STUDY_TABLE.format(profile=profile)
-    t = read_table(figures, f"{name}.csv")
+    t = artifact_table(figures, ARTIFACTS["table"], profile=profile)
     if t is None:
         return None
     t = t.sort_values("teacher NLL")

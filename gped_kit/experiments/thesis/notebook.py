@@ -12,7 +12,7 @@ import pandas as pd
 from ..chains import ChainTask
 from ..frame import Experiment
 from ..store import ResultsStore
-from ..verdicts import THESIS, Claim, Evidence, link, read_table, verdict
+from ..verdicts import THESIS, Claim, Evidence, artifact_table, link, verdict
 from .artifacts import ARTIFACTS
 from .toys import (
     BY_CONSTRUCTION,
@@ -76,7 +76,7 @@ def readme_rows(figures: Path) -> list[Claim]:
     the memory findings hold by construction and are reported, not counted (:func:`count_claims`). "Online as
     close as batch" is :func:`online_rule`, on the distance to p_MC (KL) of each comparison."""
     name = CLAIMS_TABLE.format(profile="default")
-    t = read_table(figures, f"{name}.csv")
+    t = artifact_table(figures, ARTIFACTS["claims"], profile="default")
     if t is None:
         return []
     held, failing, _ = count_claims(t)
