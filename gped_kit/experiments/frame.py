@@ -86,6 +86,7 @@ class Experiment:
     gives the lines its checks print (both for a run where the data sets ``absent`` are missing);
     ``needs_chain_state`` says whether what it derives from its chains needs their full final state;
     ``artifacts`` the files it writes to ``figures/`` (:mod:`~gped_kit.experiments.artifacts`), by key;
+    ``description`` its line in the README's list of notebooks;
     ``readme_rows(figures)`` gives its rows of the README's claims table from the tables it wrote to
     ``figures`` (:class:`~gped_kit.experiments.verdicts.Claim`), and ``long_rows(figures, profile)`` the
     rows its ``long`` profile judges too."""
@@ -104,6 +105,7 @@ class Experiment:
     readme_rows: Callable[[Path], list] | None = None
     long_rows: Callable[[Path, str], list] | None = None
     artifacts: Mapping[str, Artifact] = field(default_factory=dict)
+    description: str = ""
 
     def path(self, notebook_dir: str | Path = "notebooks") -> Path:
         return Path(notebook_dir) / f"{self.name}.ipynb"

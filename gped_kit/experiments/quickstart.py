@@ -94,6 +94,7 @@ ARTIFACTS = declare(
 
 EXPERIMENT = Experiment(
     "00_quickstart", PROFILES, _tasks, artifacts=ARTIFACTS,
+    description="one FCNN chain on MNIST feeding a predictive (U_s) and an expected-entropy (U_o) student",
     parameters={"dataset": "mnist", "model": "fcnn", "labelled_size": None, "mask_size": 0, "step_size": 4e-6,
                 "prior_precision": 10.0, "batch_size": 100, "student_dropout": 0.5},
     scaled_paper=SCALED_CHAIN)

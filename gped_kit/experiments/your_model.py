@@ -13,4 +13,5 @@ ARTIFACTS = declare(
              "aleatoric and epistemic parts, beside the teacher ensemble's", "computed live in the notebook"),
 )
 
-EXPERIMENT = Experiment("09_your_own_model", artifacts=ARTIFACTS)
+EXPERIMENT = Experiment("09_your_own_model", artifacts=ARTIFACTS,
+    description="your own model and data through the public API")

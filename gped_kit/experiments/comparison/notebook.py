@@ -202,6 +202,7 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 EXPERIMENT = Experiment(
     "07_hydra_comparison", PROFILES, _tasks, summary=comparison_summary, shown_profiles=("default", "long"),
     after_chains=AfterChains.HYDRA, artifacts=ARTIFACTS,
+    description="KD, GPED, EnD² and Hydra on one chain; a 2-D spiral; the thesis' input generators",
     scaled_paper={**SCALED_CHAIN, "hydra.phase1_steps": 200, "hydra.phase2_steps": 600,
                   "spiral.num_iterations": 1_000, "spiral.burn_in": 100, "spiral.hydra.phase1_steps": 50,
                   "spiral.hydra.phase2_steps": 200},

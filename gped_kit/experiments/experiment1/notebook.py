@@ -266,4 +266,5 @@ def readme_rows(figures: Path) -> list[Claim]:
 EXPERIMENT = Experiment(
     "01_experiment1", PROFILES, _tasks, parameters={"models": MODELS_RUN}, summary=experiment1_summary,
     shown_profiles=("default", "cpu30"), scaled_paper={**SCALED_CHAIN, "estimator_ablation": False},
-    verdicts=_lines, readme_rows=readme_rows, artifacts=ARTIFACTS)
+    verdicts=_lines, readme_rows=readme_rows, artifacts=ARTIFACTS,
+    description="Experiment 1: Table 1 over 3 seeds; the `cpu30` profile beside it")

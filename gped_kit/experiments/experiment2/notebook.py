@@ -161,8 +161,11 @@ MNIST = Experiment(
     "02_experiment2_mnist", PROFILES, _mnist_tasks,
     parameters={"models": MNIST_MODELS, "lr_check_models": LR_CHECK_MODELS}, summary=experiment2_summary,
     shown_profiles=("default", "seeds"), scaled_paper=SCALED_CHAIN, verdicts=_mnist_lines, readme_rows=readme_rows,
-    artifacts=MNIST_ARTIFACTS)
+    artifacts=MNIST_ARTIFACTS,
+    description="Experiment 2: labelled-set sizes × masking rates, U_o vs U_s (Figures 1, 4; Tables 5, 6)")
 CIFAR10 = Experiment("03_experiment2_cifar10", PROFILES, _cifar_tasks, scaled_paper=SCALED_CHAIN,
-                     verdicts=_cifar_lines, artifacts=CIFAR10_ARTIFACTS)
+                     verdicts=_cifar_lines, artifacts=CIFAR10_ARTIFACTS,
+    description="Experiment 2 on CIFAR-10 (Figure 5, Table 7) where the data set is present")
 #: Notebook 04 draws Figure 3 (the masks) and explores the stored grid; it runs nothing of its own.
-FIGURE3 = Experiment("04_figure3_masking", artifacts=FIGURE3_ARTIFACTS)
+FIGURE3 = Experiment("04_figure3_masking", artifacts=FIGURE3_ARTIFACTS,
+    description="Figure 3 and the masking-rate / dataset-size explorer")

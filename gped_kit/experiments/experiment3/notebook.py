@@ -276,6 +276,8 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 EXPERIMENT = Experiment(
     "05_experiment3_search", PROFILES, _tasks, summary=experiment3_summary, shown_profiles=("default", "long"),
     after_chains=AfterChains.SEARCH, artifacts=ARTIFACTS,
+    description="Experiment 3: width grid, group ℓ1/ℓ2 pruning and fine-tuning; Figures 2, 6, 8, 9; the Pareto "
+                "explorer",
     scaled_paper={**SCALED_CHAIN, "search.finetune_epochs": 0.3, "search.finetune_lr_halving_epochs": 0.1,
                   "search.latency_repeats": 2},
     stored=_search_gaps, verdicts=_lines, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows)

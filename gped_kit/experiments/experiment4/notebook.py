@@ -237,4 +237,5 @@ EXPERIMENT = Experiment(
     "06_experiment4_uncertainty", PROFILES, _tasks, parameters={"models": MODELS_RUN}, summary=experiment4_summary,
     shown_profiles=("default", "long", "seeds"), scaled_paper=SCALED_CHAIN, stored=_evaluation_gaps,
     verdicts=_lines, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows,
-    artifacts=ARTIFACTS)
+    artifacts=ARTIFACTS,
+    description="Experiment 4: GPED vs EnD² on NLL, entropy, OOD AUROC, nDCG@20 (Tables 2–4, 8–16; Figures 14, 15)")

@@ -97,4 +97,5 @@ def readme_rows(figures: Path) -> list[Claim]:
 # T = 1,101 with the paper's B = 1,000 kept: the warm-up candidate needs B >= its 1,000 warm-up steps
 EXPERIMENT = Experiment("10_samplers", PROFILES, _tasks, summary=sampler_summary, shown_profiles=("default", "pooling"),
                         scaled_paper={"num_iterations": 1_101, "test_size": 500}, readme_rows=readme_rows,
-                        artifacts=ARTIFACTS)
+                        artifacts=ARTIFACTS,
+    description="SGLD, SGHMC, SGNHT, BAOA, pooled and cyclical teachers at equal work")

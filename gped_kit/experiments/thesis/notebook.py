@@ -91,6 +91,7 @@ def readme_rows(figures: Path) -> list[Claim]:
 # S = 10,000 -> 1,000 samples (burn-in 100) for both toys, M = 100, 500 SGD iterations per student
 EXPERIMENT = Experiment(
     "08_thesis_toys", PROFILES, artifacts=ARTIFACTS,
+    description="Papamakarios' toys: online vs batch distillation (mixture of Gaussians, logistic regression)",
     scaled_paper={"mog.num_samples": 1_000, "mog.burn_in": 100, "mog.num_distill_samples": 100,
                   "logreg.num_samples": 1_000, "logreg.burn_in": 100, "logreg.num_iterations": 500},
     stored=_toy_gaps, readme_rows=readme_rows)
