@@ -277,7 +277,7 @@ def test_claims_are_counted_cell_by_cell_against_the_papers_cells_over_seeds():
     # one seed: the count says so
     one = E4.experiment4_claims(_claims_downstream(seeds=(0,))).set_index("claim")
     assert one.loc["GPED lower nll than EnD2", "seeds"] == "6 of 8 (one seed)"
-    # the claims against EnD2 at T = 2.5, with T = 1 beside
+    # the claims against EnD2 at tau = 2.5, with tau = 1 beside
     heated = E4.experiment4_claims(down, endd=E4.ENDD_HEATED, beside=E4.ENDD_MAIN).set_index("claim")
     assert heated.loc["GPED lower nll than EnD2", "ours"] == "8 of 8"
     assert heated.loc["GPED lower nll than EnD2", "ours_beside"] == "6 of 8"

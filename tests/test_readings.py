@@ -35,18 +35,18 @@ def test_experiment4_reading_states_the_tables_numbers_and_where_gped_loses():
     text = experiment4.experiment4_reading(_downstream(), "default")
     assert text.startswith("**Reading Experiment 4** ('default' profile")
     assert ("- GPED lower NLL than EnD²: ours 6 of 8 cells; the paper 8 of 8 (MNIST) in its own cells, "
-            "agree in 6 of 8 cells compared; over seeds 6 of 8 (one seed); against EnD² (T = 2.5): 8 of 8.") in text
+            "agree in 6 of 8 cells compared; over seeds 6 of 8 (one seed); against EnD² (τ = 2.5): 8 of 8.") in text
     assert "GPED loses in distribution in 2 cell(s): NLL in CNN-MNIST U_o largest (0.503 against EnD²'s 0.491; " \
            "the paper: 0.305 against 0.314) and NLL in CNN-MNIST U_s largest (0.503 against EnD²'s 0.491; " \
            "the paper: 0.296 against 0.321)." in text
-    assert "against EnD² (T = 2.5): nan" not in text and ": 8 of 8." in text
+    assert "against EnD² (τ = 2.5): nan" not in text and ": 8 of 8." in text
     assert "ours 0 of 16 cells; the paper 20 of 32 (MNIST)" in text and "no cell in common" in text
     assert "FCNN total: ours 0 of 4 (Fashion-MNIST (whole)), the paper 8 of 8 (KMNIST, notMNIST)" in text
     # the ensemble's own AUROC (0.8) is above GPED's (0.7) everywhere and below EnD2's (0.95) everywhere
     assert ("The teacher ensemble's own OOD AUROC (FCNN total 0.800; FCNN knowledge 0.800; CNN-MNIST total 0.800; "
             "CNN-MNIST knowledge 0.800) is higher than GPED's in 16 of 16 cells (student minus teacher -0.100) and "
             "EnD²'s in 0 of 16 cells (student minus teacher +0.150).") in text
-    assert "test NLL 0.491 at T = 1, 1.200–1.400 at T = 2.5" in text
+    assert "test NLL 0.491 at τ = 1, 1.200–1.400 at τ = 2.5" in text
     assert experiment4.experiment4_reading(pd.DataFrame()).endswith("nothing to read.")
 
 
