@@ -24,7 +24,7 @@ from .tables import PAPER_ONLY_ATTR, integer_columns, markdown_table, same_table
 from .theme import kit_theme, savefig_metadata
 
 __all__ = ["CHANGED_PIXELS", "PAPER_ONLY_SUFFIX", "PIXEL_TOLERANCE", "is_paper_only", "mark_paper_only", "same_image",
-           "save_figure", "save_table"]
+           "save_figure", "save_table", "write_png"]
 
 #: A PNG on disk counts as the same image as a new one (and is kept) when both have one size and at most this
 #: fraction of their pixels differ, a pixel differing when one of its channels differs by more than
@@ -79,7 +79,7 @@ def save_figure(fig: plt.Figure, name: str, figures_dir: str | Path) -> list[Pat
     the paper's numbers only (:func:`mark_paper_only`) is saved as ``<name>_paper_only``. No time
     stamp or software version is written (:func:`~gped_kit.plotting.theme.savefig_metadata`): the same
     figure saved twice gives the same bytes. Where both files exist and the PNG there shows the same
-    image within :data:`~gped_kit.viz.snapshot.CHANGED_PIXELS` (:func:`~gped_kit.viz.snapshot.same_image`:
+    image within :data:`CHANGED_PIXELS` (:func:`same_image`:
     the figure drawn again on another machine, whose numbers differ in their last bits), both are kept as
     they are, so re-running a notebook leaves the repository clean."""
     stem = _file_stem(name, is_paper_only(fig))
@@ -114,3 +114,13 @@ def save_table(table: pd.DataFrame, name: str, figures_dir: str | Path, floatfmt
     atomic_write_bytes(csv, shown.to_csv(index=False).encode())
     atomic_write_bytes(md, markdown_table(table, floatfmt=floatfmt).encode())
     return [csv, md]
+
+
+def write_png(png: bytes, path: str | Path) -> Path:
+    """Write ``png`` to ``path`` atomically (:func:`~gped_kit.files.atomic_write_bytes`), so a reader never
+    sees half a file, unless the file there already shows the same image (:func:`same_image`); the folder is
+    created if needed."""
+    path = Path(path)
+    if not same_image(png, path):
+        atomic_write_bytes(path, png)
+    return path

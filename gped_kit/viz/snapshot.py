@@ -35,8 +35,7 @@ from PIL import Image as PILImage
 
 from ..experiments.artifacts import Artifact
 from ..experiments.store import ResultsStore
-from ..files import atomic_write_bytes
-from ..plotting.save import same_image
+from ..plotting.save import write_png
 from ..plotting.theme import savefig_metadata
 
 if TYPE_CHECKING:  # the writer saves through this module: a type only
@@ -89,15 +88,6 @@ def stack_pngs(pngs: Sequence[bytes | None], vertical: bool = True, gap: int = 1
     canvas.save(buf, format="PNG", optimize=True)
     return buf.getvalue()
 
-
-def write_png(png: bytes, path: str | Path) -> Path:
-    """Write ``png`` to ``path`` atomically (:func:`~gped_kit.experiments.store.atomic_write_bytes`),
-    so a reader never sees half a file, unless the file there already shows the same image
-    (:func:`~gped_kit.plotting.save.same_image`); the folder is created if needed."""
-    path = Path(path)
-    if not same_image(png, path):
-        atomic_write_bytes(path, png)
-    return path
 
 
 def png_bundle(png: bytes, caption: str) -> dict[str, str]:

@@ -28,8 +28,7 @@ from ..experiments.artifacts import Artifact, Kind, Provenance, record
 from ..experiments.frame import Experiment
 from ..experiments.registry import NOTEBOOKS
 from ..experiments.store import ResultsStore
-from ..plotting.save import save_figure, save_table
-from .snapshot import write_png
+from ..plotting.save import save_figure, save_table, write_png
 
 
 class ArtifactWriter:
