@@ -84,7 +84,8 @@ ARTIFACTS = declare(
              "The quickstart's teacher ensemble and students on the test set, beside Table 1's row ({profile} profile)",
              "the quickstart chain (store kind chain)"),
     Artifact("curves", Kind.FIGURE, "00_quickstart_{profile}_curves",
-             "The quickstart's test NLL and accuracy over the steps, with Table 1's values dashed ({profile} profile)",
+             "The quickstart's test NLL, accuracy and expected-entropy MAE over the steps, Table 1's values dashed "
+             "({profile} profile)",
              "the quickstart chain (store kind chain)"),
     Artifact("entropy", Kind.FIGURE, "00_quickstart_{profile}_entropy",
              "The quickstart's expected-entropy student against the teacher ensemble, per test input ({profile} "
