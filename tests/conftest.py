@@ -1,7 +1,9 @@
-"""Shared fixtures: a small real data set (scikit-learn's 8x8 digits) as GPEDData, and a writer of tiny
-CIFAR-10 files in torchvision's layout (random pixels: for code paths, not for learning)."""
+"""Shared fixtures: a small real data set (scikit-learn's 8x8 digits) as GPEDData, a writer of tiny
+CIFAR-10 files in torchvision's layout (random pixels: for code paths, not for learning), and hand-built figures
+folders whose tables count as recorded in the manifest (``tables_recorded``)."""
 
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +12,9 @@ import torch
 from sklearn.datasets import load_digits
 
 from gped_kit.data.container import GPEDData
+from gped_kit.experiments import verdicts
+from gped_kit.experiments.artifacts import Kind, Manifest, Provenance
+from gped_kit.experiments.registry import EXPERIMENTS
 
 
 def make_digits_data(n_train: int = 1200) -> GPEDData:
@@ -46,3 +51,31 @@ def write_tiny_cifar10():
     """``write(root, per_batch=3, n_test=4)`` writes ``root/cifar-10-batches-py`` (5 train batches,
     a test batch, batches.meta; checksums will not match torchvision's) and returns the batches."""
     return _write_tiny_cifar10
+
+
+def _recorded_folder(figures: Path) -> Manifest:
+    """A manifest in which every CSV of ``figures`` that a declared table artifact could have written counts as
+    recorded by that artifact's notebook (the rule tests write their tables by hand, not through a notebook)."""
+    files = {}
+    for path in sorted(Path(figures).glob("*.csv")):
+        for entry in EXPERIMENTS:
+            for artifact in entry.artifacts.values():
+                pattern = re.escape(artifact.file)
+                for name in artifact.fields:
+                    pattern = pattern.replace(re.escape(f"{{{name}}}"), f"(?P<{name}>[^/]+?)", 1)
+                    pattern = pattern.replace(re.escape(f"{{{name}}}"), f"(?P={name})")
+                found = re.fullmatch(pattern, path.stem) if artifact.kind is Kind.TABLE else None
+                if found:
+                    record = Provenance(path.stem, Kind.TABLE, entry.name, artifact.key, found.groupdict().get(
+                        "profile", ""), artifact.caption_for(**found.groupdict()), found.groupdict())
+                    files[record.name] = record
+    return Manifest(files)
+
+
+@pytest.fixture
+def tables_recorded(monkeypatch):
+    """The README's rules read the tables a notebook recorded in the figures' manifest
+    (:func:`gped_kit.experiments.verdicts.artifact_table`); tests that build a figures folder by hand get every
+    table there counted as recorded by its declared artifact (the manifest itself is tested in test_artifacts and,
+    end to end, in test_frame)."""
+    monkeypatch.setattr(verdicts, "read_manifest", _recorded_folder)

@@ -143,7 +143,7 @@ def _vs_paper(tmp_path, metric, how, best, base, flops_ratio=2.0, small="—"):
         tmp_path / f"experiment3_vs_paper_fcnn_{metric}_default.csv", index=False)
 
 
-def test_readme_rows_judge_only_a_fair_win(tmp_path):
+def test_readme_rows_judge_only_a_fair_win(tmp_path, tables_recorded):
     _vs_paper(tmp_path, "student_nll", "group l1/l2 + pruning", 0.50, 0.58)
     _vs_paper(tmp_path, "entropy_mae", "group l1/l2 + pruning", 0.17, 0.21)
     # without a fair table: a group student's win over an untuned base is no evidence
@@ -201,7 +201,7 @@ def test_ablation_gaps_from_student_rows():
     assert "H = 2: +0.0300" in text and "at H = 2, 100 by at least half" in text
 
 
-def test_below_floor_names_the_searched_students_that_learnt_nothing(tmp_path):
+def test_below_floor_names_the_searched_students_that_learnt_nothing(tmp_path, tables_recorded):
     table = _fair_table(0.20, skill=0.01)  # the fine-tuned group student: skill 0.01
     low = below_floor({"fcnn": table})
     assert low["student"].tolist() == ["g"] and low["skill"].tolist() == [0.01]

@@ -510,7 +510,7 @@ def test_figure14_places_value_labels_apart_and_draws_the_papers_values_per_meth
     assert len(equal) == 8 and {t.get_va() for t in equal} == {"bottom", "top"}  # one above, one below
     paper = [line for line in nll.lines if line.get_label().endswith("(the paper's)")]
     assert [line.get_label() for line in paper] == ["Ensemble (the paper's)", "GPED (the paper's)",
-                                                    "EnD2 (the paper's)"]
+                                                    "EnD² (the paper's)"]
     assert len({line.get_marker() for line in paper}) == 3  # a marker per method, as ours
     assert all(line.get_markerfacecolor() == "none" for line in paper)  # open, ours filled
     plt.close(fig)

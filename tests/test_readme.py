@@ -63,7 +63,7 @@ def _table1(tmp_path, profile, rows):
     pd.DataFrame(rows, columns=cols).to_csv(tmp_path / f"table1_experiment1_{profile}.csv", index=False)
 
 
-def test_table1_rules_on_hand_built_tables(tmp_path):
+def test_table1_rules_on_hand_built_tables(tmp_path, tables_recorded):
     _table1(tmp_path, "default", [["fcnn", 0.10, 0.0, 0.052, 0.13, 0.0, 0.082, 0.05, 0.0, 0.016, 3],
                                   ["cnn_mnist", 0.04, 0.0, 0.022, 0.10, 0.0, 0.053, 0.03, 0.0, 0.016, 3]])
     gap = E1N.table1_gap(tmp_path)
@@ -128,7 +128,7 @@ def test_the_paper_profile_row_reads_the_newest_gpu_run_per_model(tmp_path):
     assert "2026-01-01-old/README.md" in row.where and "2026-02-01-new/README.md" in row.where
 
 
-def test_trend_rows_count_agreeing_cells(tmp_path):
+def test_trend_rows_count_agreeing_cells(tmp_path, tables_recorded):
     pd.DataFrame({"model": ["fcnn", "cnn_mnist"], "trend": ["U_o at least as good as U_s"] * 2,
                   "ours": ["12 of 12", "9 of 12"], "paper": ["11 of 12", "12 of 12"],
                   "agree": ["agree in 11 of 12 cells compared", "agree in 9 of 12 cells compared"],
@@ -138,7 +138,7 @@ def test_trend_rows_count_agreeing_cells(tmp_path):
     assert row.verdict == "partly (agree in 20 of 24 cells)" and row.ours == "FCNN 12 of 12, CNN 9 of 12"
 
 
-def test_the_comparison_order_rule(tmp_path):
+def test_the_comparison_order_rule(tmp_path, tables_recorded):
     def verdict(nlls):
         pd.DataFrame({"eval_set": "test", "method": list(nlls), "nll": list(nlls.values())}).to_csv(
             tmp_path / "comparison_mnist_default.csv", index=False)
@@ -148,7 +148,7 @@ def test_the_comparison_order_rule(tmp_path):
     assert verdict({"Snapshot ensemble": 0.14, "Hydra": 0.13, "KD": 0.12, "EnD2": 0.11}) == "no"
 
 
-def test_the_long_profile_column_judges_its_own_tables_by_the_same_rule(tmp_path):
+def test_the_long_profile_column_judges_its_own_tables_by_the_same_rule(tmp_path, tables_recorded):
     def write(profile, nlls):
         pd.DataFrame({"eval_set": "test", "method": list(nlls), "nll": list(nlls.values())}).to_csv(
             tmp_path / f"comparison_mnist_{profile}.csv", index=False)
@@ -193,7 +193,7 @@ def test_every_local_link_of_the_claims_page_resolves_from_the_figures_folder():
         [t for t in targets if not (ROOT / "figures" / t).exists()]
 
 
-def test_the_teachers_row_counts_models_within_ten_percent_per_profile(tmp_path):
+def test_the_teachers_row_counts_models_within_ten_percent_per_profile(tmp_path, tables_recorded):
     pd.DataFrame({"model": ["fcnn", "fcnn", "cnn_mnist", "cnn_mnist"], "metric": ["nll", "accuracy"] * 2,
                   "teacher (default)": [0.49, 0.83, 0.39, 0.87], "teacher (long)": [0.38, 0.87, 0.31, 0.90],
                   "paper": [0.362, None, 0.269, None],
@@ -209,7 +209,7 @@ def test_the_teachers_row_counts_models_within_ten_percent_per_profile(tmp_path)
     assert R._long_cell(long) == f"{long.verdict}: {long.ours}"
 
 
-def test_the_samplers_rows_read_notebook_10s_default_and_pooling_tables(tmp_path):
+def test_the_samplers_rows_read_notebook_10s_default_and_pooling_tables(tmp_path, tables_recorded):
     assert SN.study_row(tmp_path) is None and SN.study_row(tmp_path, "pooling") is None
     table = pd.DataFrame({"candidate": ["BAOA, one chain", "BAOA, 4 chains pooled"], "seeds": [2, 2],
                           "T": [48_000, 48_000], "teacher NLL": [0.0645, 0.0624], "student NLL": [0.0713, 0.0942],
@@ -231,7 +231,7 @@ def test_within_10_percent_is_two_sided_and_better_is_its_own_verdict():
     assert V.compare(float("nan"), 1.0) == "missing"
 
 
-def test_thesis_claims_that_hold_by_construction_are_reported_not_counted(tmp_path):
+def test_thesis_claims_that_hold_by_construction_are_reported_not_counted(tmp_path, tables_recorded):
     rows = [("MoG: online EM as close to p_MC as batch EM", True, "mean_kl_test", "x"),
             (MOG_MEMORY_CLAIM, True, "mean_kl_test", "online / batch bytes: 0.02 at most"),
             (LOGREG_MEMORY_CLAIM, True, "mean_kl_test", "online / batch bytes: 0.006 at most"),
@@ -316,7 +316,7 @@ def _history(step, teacher=0.0539, us=0.0636, uo=0.0630, mae_us=0.0222, mae_uo=0
             (step, "entropy-U_s-K1x1", teacher, None, mae_us), (step, "entropy-U_o-K1x1", teacher, None, mae_uo)]
 
 
-def test_a_cell_nearer_its_bound_than_the_run_to_run_spread_is_not_separable(tmp_path):
+def test_a_cell_nearer_its_bound_than_the_run_to_run_spread_is_not_separable(tmp_path, tables_recorded):
     figures = tmp_path / "figures"
     figures.mkdir()
     # the eager run (a legacy code of the same numerics, chain=1) to step 500,000; the graph run to 10^6; a run
@@ -382,7 +382,7 @@ def test_the_uo_trend_reads_a_gpu_difference_within_the_spread_as_not_separable(
     assert str(finding.evidence) == "`paper` on a GPU (FCNN, N = 60,000, r = 0 only), T = 10^6, one seed"
 
 
-def test_a_better_student_is_unexplained_with_what_the_gpu_run_at_the_papers_h_shows(tmp_path):
+def test_a_better_student_is_unexplained_with_what_the_gpu_run_at_the_papers_h_shows(tmp_path, tables_recorded):
     figures = tmp_path / "figures"
     figures.mkdir()
     _table1(figures, "cpu30", [["fcnn", 0.066, 0.0002, 0.052, 0.0726, 0.0002, 0.082, 0.029, 0.0004, 0.016, 3]])
@@ -397,7 +397,7 @@ def test_a_better_student_is_unexplained_with_what_the_gpu_run_at_the_papers_h_s
     assert "updated every" not in values.verdict
 
 
-def test_a_student_below_the_skill_floor_is_no_evidence(tmp_path):
+def test_a_student_below_the_skill_floor_is_no_evidence(tmp_path, tables_recorded):
     _table1(tmp_path, "default", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.016, None, 0.016, 1]])
     assert E1N.table1_values(tmp_path, "default", "default").verdict == "yes"
     t = pd.read_csv(tmp_path / "table1_experiment1_default.csv").assign(entropy_mae_skill=V.SKILL_FLOOR / 2)
@@ -433,7 +433,7 @@ def test_the_committed_readme_states_no_reason_the_store_contradicts():
     assert all(len(line) <= 200 for line in verdict.splitlines())
 
 
-def test_ood_rows_count_students_above_their_own_teachers_auroc(tmp_path):
+def test_ood_rows_count_students_above_their_own_teachers_auroc(tmp_path, tables_recorded):
     pd.DataFrame({"metric": ["auroc", "auroc", "auroc", "nll"], "ood_inputs": ["whole", "whole", "masked", None],
                   "minus_teacher": [0.1, -0.2, 0.05, 0.3]}).to_csv(
         tmp_path / f"{E4N.TEACHER_LINES.format(profile='default')}.csv", index=False)
@@ -442,7 +442,7 @@ def test_ood_rows_count_students_above_their_own_teachers_auroc(tmp_path):
     assert E4N.students_above_teacher(tmp_path, "long", "whole") is None
 
 
-def test_the_model_uncertainty_row_names_students_no_better_than_predicting_zero(tmp_path):
+def test_the_model_uncertainty_row_names_students_no_better_than_predicting_zero(tmp_path, tables_recorded):
     pd.DataFrame({"eval_set": ["test"] * 4 + ["mnist_rotated60"],
                   "method": ["GPED", "EnD2", "Hydra", "Zero MU (baseline)", "GPED"],
                   "mu_mae_teacher": [0.08, 0.03, 0.039, 0.039, 0.5]}).to_csv(
@@ -453,7 +453,7 @@ def test_the_model_uncertainty_row_names_students_no_better_than_predicting_zero
     assert CN.mu_row(tmp_path, "long") == []
 
 
-def test_the_verdict_names_the_cells_whose_students_learnt_nothing(tmp_path):
+def test_the_verdict_names_the_cells_whose_students_learnt_nothing(tmp_path, tables_recorded):
     """The default profile's Experiment 1-2 cells whose students are below the skill floor are named in the
     verdict, with a link to their skills (issue 52: each one is named, never counted as a result)."""
     below_floor_line = E2N.below_floor_line
