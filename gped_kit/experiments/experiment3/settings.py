@@ -130,9 +130,11 @@ class Experiment3Settings(ChainSettings):
     model -> values is accepted too), the group l1/l2 lambda grid ``reg_weights``, the predictive
     students' estimator (``U_s`` as in the paper; a U_o companion then supplies the fine-tuning
     targets, see :func:`search_students`), the exhaustive students' dropout ``student_dropout`` (None: the
-    paper's, 0.5 for the FCNN and none for the CNNs; the group l1/l2 students never use dropout), and
-    ``search``, what happens after the chain (:class:`SearchSettings`; :meth:`search_settings` seeds it).
-    Lists are stored as tuples."""
+    paper's, 0.5 for the FCNN and none for the CNNs; the group l1/l2 students never use dropout),
+    ``search``, what happens after the chain (:class:`SearchSettings`; :meth:`search_settings` seeds it), and
+    ``fair_comparison``, whether notebook 05 also runs the fair comparison (:mod:`.fair`: a second chain and search
+    per model and target), which the ``long`` profile leaves out (not stored: hours on a CPU). Lists are stored as
+    tuples."""
 
     models: tuple[str, ...] = ("cnn_mnist", "fcnn", "cnn_cifar10")
     targets: tuple[str, ...] = ("predictive",)
@@ -142,6 +144,7 @@ class Experiment3Settings(ChainSettings):
     reg_weights: tuple[float, ...] = (1e-4, 1e-3, 1e-2)
     search: SearchSettings = SearchSettings(finetune_epochs=1.0)
     student_dropout: float | None = None
+    fair_comparison: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -218,5 +221,6 @@ PROFILES: dict[str, Experiment3Settings] = {
     "long": dataclasses.replace(
         DEFAULT, num_iterations=16_000, log_every=2_000, checkpoint_every=2_000,
         sampler=long_sampler(16_000),
-        num_chains=LONG_NUM_CHAINS, **PAPER_GRID, search=dataclasses.replace(DEFAULT.search, finetune_epochs=3.0)),
+        num_chains=LONG_NUM_CHAINS, **PAPER_GRID, search=dataclasses.replace(DEFAULT.search, finetune_epochs=3.0),
+        fair_comparison=False),
 }
