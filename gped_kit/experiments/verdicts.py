@@ -248,7 +248,7 @@ def artifact_table(figures: Path, artifact: Artifact, **values: Any) -> pd.DataF
     """The table a notebook wrote as ``artifact`` for the cell ``values`` (its profile among them) into
     ``figures``, found through the folder's manifest (:mod:`~gped_kit.experiments.artifacts`); None when no
     notebook has recorded it there."""
-    record = read_manifest(figures).owner(artifact.files(**values)[-1])  # the CSV
+    record = read_manifest(figures).owner(f"{artifact.stem(**values)}.csv")
     path = Path(figures) / f"{record.stem}.csv" if record is not None else None
     return pd.read_csv(path) if path is not None and path.exists() else None
 
