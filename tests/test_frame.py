@@ -1,7 +1,8 @@
 """Adding a notebook is the notebook, one experiment package and one line in the registry
 (gped_kit.experiments.frame): a small experiment, registered here, is checked by the batch runner before it runs,
-executed end to end by it (papermill), found complete by the store check, its declared figure and table recorded
-in the figures' manifest and listed by the report with their captions, and judged in the README's rows."""
+executed end to end by it (papermill), found complete by the store check, its declared figure and table and the
+outcome of its declared check recorded in the figures' manifest and listed by the report with their captions, and
+judged in the README's rows."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from gped_kit.data.container import GPEDData
 from gped_kit.engine import GPEDConfig, StudentConfig
 from gped_kit.experiments.artifacts import Artifact, Kind, declare
 from gped_kit.experiments.chains import ChainTask
+from gped_kit.experiments.checks import Check, Role, declare_checks
 from gped_kit.experiments.frame import Experiment, Summary, read_chains
 from gped_kit.experiments.verdicts import Claim, artifact_table, link, number, verdict
 
@@ -48,6 +50,7 @@ ARTIFACTS = declare(
              "The tiny student's NLL beside its teacher's ({profile} profile)", "the tiny chain (store kind chain)"),
 )
 TABLE = ARTIFACTS["table"].file
+CHECKS = declare_checks(Check("finished", "the tiny chain completed", Role.INVARIANT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +98,8 @@ def readme_rows(figures: Path) -> list:
 
 
 EXPERIMENT = Experiment("99_tiny", PROFILES, tasks, summary=summary, shown_profiles=("default", "long"),
-                        readme_rows=readme_rows, artifacts=ARTIFACTS)
+                        readme_rows=readme_rows, artifacts=ARTIFACTS, checks=CHECKS,
+                        expected_checks=lambda settings, absent: {CHECKS["finished"].cell(): True})
 '''
 
 #: The notebook: a parameters cell, the run through its experiment, its table, the other profiles beside it.
@@ -111,6 +115,7 @@ CELLS = [
      "fig, ax = plt.subplots()\n"
      "ax.bar(['teacher', 'student'], [table.teacher_nll.iloc[0], table.student_nll.iloc[0]])\n"
      "ax.set(ylabel='test NLL', title='tiny')\nwriter.figure(fig, 'nll')\n"
+     "writer.check('finished', bool(summary.complete))\n"
      "beside = T.EXPERIMENT.stored_profiles(summary, store, seed=seed)\nprint(beside.lines)", []),
 ]
 
@@ -188,6 +193,10 @@ def test_a_registered_experiment_runs_end_to_end_through_the_batch_runner(tiny, 
     assert record.caption == "The tiny student's NLL beside its teacher's (long profile)"
     assert record.store_keys and all(key.startswith("chain/") for key in record.store_keys)
     assert manifest.runs["99_tiny/long"]["num_iterations"] == 80
+    for profile in ("long", "default"):  # its declared check, tested and recorded under each profile
+        (outcome,) = manifest.outcomes("99_tiny", profile)
+        assert (outcome.line, outcome.failed) == ("the tiny chain completed: True", False)
+        assert {outcome.statement: outcome.value} == tiny99.EXPERIMENT.expected_checks(None, ())
     folder = report.read_folder(tmp_path / "figures", notebooks)
     assert not folder.others
     assert sorted(i.stem for i in folder.items["99_tiny"]) == ["99_tiny_default", "99_tiny_long", "99_tiny_nll_default",

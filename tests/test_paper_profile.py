@@ -29,10 +29,12 @@ What is scaled (each notebook's ``scaled_paper`` in :data:`gped_kit.experiments.
 The notebooks run in a scratch copy with ONE results store shared by all of them (notebook 02 reuses
 notebook 01's two N = 60,000, m = 0 chains), so the repository's ``results/`` and ``figures/`` are
 untouched. Without CIFAR-10 under the data root (a download), its cells must report "missing data" and
-the notebooks go on. Each test asserts that its notebook ran without error, that its checks printed the expected
-verdicts (the entry's ``verdicts``), and that the store holds the entries of the paper grid (the entry's
-``missing``: a complete chain entry per chain of the notebook, and its derived results). The test is one
-loop over the registry: a new notebook with a paper profile is tested by its entry alone.
+the notebooks go on. Each test asserts that its notebook ran without error, that it recorded (and printed) the
+check outcomes its entry's ``expected_checks`` gives, with their values, that every invariant it recorded
+holds (:mod:`gped_kit.experiments.checks`, read from the scratch figures' manifest), and that the store holds
+the entries of the paper grid (the entry's ``missing``: a complete chain entry per chain of the notebook, and
+its derived results). The test is one loop over the registry: a new notebook with a paper profile is tested by
+its entry alone.
 
 Cost on the 2-core CPU machine (measured 2026-11-24, alone on the machine): 9.4 min for all nine
 (565.7 s), of which notebook 02 (48 chains, two batches of 23) 224 s and 05 (one chain of 63 CNN-MNIST
@@ -54,6 +56,7 @@ from pathlib import Path
 import pytest
 
 from gped_kit.cli.executors import LocalPapermillExecutor, NotebookRun, default_kernel_name
+from gped_kit.experiments.artifacts import read_manifest
 from gped_kit.experiments.frame import Experiment, absent_datasets
 from gped_kit.experiments.registry import NOTEBOOKS
 from gped_kit.experiments.store import ResultsStore
@@ -101,5 +104,10 @@ def test_paper_profile(scratch: Path, entry: Experiment) -> None:
     settings = entry.settings("paper", entry.scaled_paper)
     missing = entry.missing(ResultsStore(scratch / "results"), settings, absent)
     assert not missing, f"{entry.name}: the store lacks\n" + "\n".join(missing)
-    for line in entry.verdicts(settings, absent):
-        assert line in text, f"{entry.name} did not print {line!r}"
+    outcomes = {o.statement: o for o in read_manifest(scratch / "figures").outcomes(entry.name, "paper")}
+    for statement, value in entry.expected_checks(settings, absent).items():
+        assert statement in outcomes, f"{entry.name} did not test {statement!r}"
+        assert outcomes[statement].value == value, f"{entry.name}: {outcomes[statement].line} (expected {value})"
+        assert outcomes[statement].line in text  # and printed it
+    failed = [o.line for o in outcomes.values() if o.failed]
+    assert not failed, f"{entry.name}: invariants not holding: {failed}"

@@ -55,6 +55,11 @@ Existing outputs
     first and, only if it ran without error, copied over the source notebook in
     ``notebooks/`` (whose previous version is in git).
 
+Checks
+    A notebook records the outcome of each of its declared checks in its figures folder's manifest
+    (:mod:`gped_kit.experiments.checks`). After the runs, every invariant a notebook that ran recorded as not
+    holding is printed (:func:`failed_invariants`) and the exit status is 1, as for a notebook that failed.
+
 Execution engines
     :mod:`gped_kit.cli.executors`: :class:`Executor` is the extension point (e.g. a
     cluster/queue engine); :class:`LocalPapermillExecutor` runs papermill in this process, one
@@ -71,7 +76,7 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -79,6 +84,7 @@ from typing import Any
 import pandas as pd
 
 from ..core.status import Status
+from ..experiments.artifacts import read_manifest
 from ..experiments.executors import ExecutorName
 from .executors import (
     FALLBACK_KERNEL,
@@ -88,7 +94,7 @@ from .executors import (
     NotebookRun,
     RayPapermillExecutor,
 )
-from .parameters import check_overrides, inspect_parameters, parse_override
+from .parameters import check_overrides, inspect_parameters, parse_override, parse_value
 from .plan import (
     ALL_PROFILES,
     DEFAULT_NOTEBOOK_DIR,
@@ -234,6 +240,28 @@ def _run_concurrently(specs: Sequence[NotebookRun], executor: RayPapermillExecut
     return summary
 
 
+def failed_invariants(runs: Sequence[NotebookRun], summary: pd.DataFrame,
+                      inspect: Callable[[Path], dict[str, Any] | None] = inspect_parameters) -> list[str]:
+    """One line per invariant (:class:`~gped_kit.experiments.checks.Role`) that a notebook of ``runs`` which ran
+    recorded as not holding: read from the manifest of the figures folder it wrote to (its ``figures_dir``
+    parameter, given or the notebook's default, relative to its working directory) under its profile."""
+    ran = {row.output_path for row in summary.itertuples() if row.status == Status.RAN}
+    lines = []
+    for run in runs:
+        if str(run.output_path) not in ran:
+            continue
+        defaults = {k: parse_value(v) for k, v in (inspect(Path(run.path)) or {}).items()}
+        given = {**defaults, **dict(run.parameters)}
+        if "figures_dir" not in given:
+            continue
+        figures = Path(run.working_dir) / str(given["figures_dir"])
+        profile = str(given.get("profile", "default"))
+        for outcome in read_manifest(figures).outcomes(Path(run.path).stem, profile):
+            if outcome.failed:
+                lines.append(f"{Path(run.path).stem} ({profile}): invariant not holding: {outcome.line}")
+    return lines
+
+
 def format_summary(summary: pd.DataFrame) -> str:
     """The summary as a plain-text table (without the parameters column)."""
     if summary.empty:
@@ -254,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "Existing files in the output directory are renamed to <stem>.<YYYYmmdd-HHMMSS>.<ext> "
             "(the old file's modification time), never overwritten. Exit status: 0 if every "
-            "notebook ran, 1 if any failed, 2 on usage errors."
+            "notebook ran and held its invariants, 1 if any failed or recorded an invariant as not holding, "
+            "2 on usage errors."
         ),
     )
     parser.add_argument(
@@ -404,10 +433,12 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
     print(format_summary(summary))
     print(f"summary written to {summary_path}")
     n_failed = int((summary["status"] == Status.FAILED).sum())
+    broken = failed_invariants(runs, summary, inspect)
+    for line in broken:
+        print(line, file=sys.stderr)
     if n_failed:
         print(f"{n_failed} of {len(summary)} notebook(s) failed", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if n_failed or broken else 0
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from pathlib import Path
 import nbformat
 
 from ..experiments.artifacts import MANIFEST, Manifest, Provenance, read_manifest
+from ..experiments.checks import CheckOutcome, Role
 from ..plotting.save import PAPER_ONLY_SUFFIX
 from . import readme
 
@@ -44,6 +45,8 @@ PAGE = "report.html"
 INDEX = "README.md"
 #: The page's title (the ``<title>`` and the first heading).
 TITLE = "gped-kit: results"
+#: The profile whose check outcomes the index and the page show per notebook.
+CHECKS_PROFILE = "default"
 #: Files of the figures folder that are pages generated from its tables, with what they are.
 GENERATED = {readme.DETAILS: "every claim, cell by cell: all the numbers the README's claims table shortens "
                              "(`python -m gped_kit.cli.readme`)",
@@ -105,13 +108,15 @@ class Item:
 @dataclass(frozen=True)
 class Folder:
     """The figures folder read with its manifest: ``notebooks`` in order, ``items`` per notebook name (in file
-    order), ``others`` the files no notebook wrote, ``generated`` pages made from them."""
+    order), ``others`` the files no notebook wrote, ``generated`` pages made from them, and ``checks`` per
+    notebook name, the check outcomes of its latest default-profile run (:mod:`~gped_kit.experiments.checks`)."""
 
     figures: Path
     notebooks: tuple[Notebook, ...]
     items: dict[str, list[Item]] = field(default_factory=dict)
     others: list[Item] = field(default_factory=list)
     generated: list[str] = field(default_factory=list)
+    checks: dict[str, list[CheckOutcome]] = field(default_factory=dict)
 
 
 def _kind(files: Sequence[str]) -> str:
@@ -139,7 +144,8 @@ def read_folder(figures: Path, notebooks: Path, skip: Sequence[str] = (INDEX, PA
         raise FileNotFoundError(f"no notebooks (*.ipynb) in {notebooks}")
     books = tuple(read_notebook(p) for p in paths)
     manifest = read_manifest(figures) if manifest is None else manifest
-    folder = Folder(figures, books, {b.name: [] for b in books})
+    folder = Folder(figures, books, {b.name: [] for b in books},
+                    checks={b.name: manifest.outcomes(b.name, CHECKS_PROFILE) for b in books})
     stems: dict[tuple[str, str], list[str]] = {}  # a figure and a table may share a stem
     for path in sorted(figures.iterdir()):
         if path.is_file() and not path.name.startswith(".") and path.name not in skip:
@@ -310,6 +316,8 @@ def render_page(folder: Folder, page: Path, root: Path, md: Callable[[str], str]
         tables = [i for i in items if i.kind != "figure"]
         if tables:
             section += ["<h3>Tables</h3>", _table_list(tables, here, figures, md)]
+        if folder.checks.get(book.name):
+            section.append(_checks_html(folder.checks[book.name]))
         body.append("\n".join(section + ["</section>"]))
     nav.append('<li><a href="#other">Other files</a></li>')
     other = ['<section id="other">', "<h2>Other files</h2>"]
@@ -342,6 +350,35 @@ def render_page(folder: Folder, page: Path, root: Path, md: Callable[[str], str]
         *body, "</body>", "</html>", ""])
 
 
+# ----------------------------------------------------------------------------- checks
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def checks_line(outcomes: Sequence[CheckOutcome]) -> str:
+    """One line on a notebook's checks: how many invariants hold, the ones that do not, how many findings."""
+    invariants = [o for o in outcomes if o.role is Role.INVARIANT]
+    failed = [o for o in invariants if o.failed]
+    if failed:
+        held = (f"{len(failed)} of {_count(len(invariants), 'invariant')} do **not** hold: "
+                + "; ".join(f"“{o.line}”" for o in failed))
+    else:
+        held = {0: "no invariants", 1: "1 invariant, which holds"}.get(len(invariants),
+                                                                        f"all {len(invariants)} invariants hold")
+    return (f"Checks ({CHECKS_PROFILE} profile, its latest run): {held}; "
+            f"{_count(len(outcomes) - len(invariants), 'finding')}.")
+
+
+def _checks_html(outcomes: Sequence[CheckOutcome]) -> str:
+    rows = []
+    for o in outcomes:
+        mark = ("✗" if o.failed else "✓") if o.role is Role.INVARIANT else "·"
+        rows.append(f'<li class="{o.role}{" failed" if o.failed else ""}">{mark} {html.escape(o.line)}</li>')
+    return "\n".join([f"<h3>Checks ({CHECKS_PROFILE} profile)</h3>",
+                      "<p>✓ / ✗ an invariant that holds / does not hold; · a finding, either way a result.</p>",
+                      '<ul class="checks">', *rows, "</ul>"])
+
+
 # ----------------------------------------------------------------------------- the index
 def _md_files(item: Item) -> str:
     return ", ".join(f"[{f.rpartition('.')[2]}]({f})" for f in item.files[1:])
@@ -370,13 +407,14 @@ def render_index(folder: Folder) -> str:
         items = folder.items.get(book.name, [])
         if not items:
             lines += ["Writes nothing here.", ""]
-            continue
         for kind, name in (("figure", "Figures"), ("table", "Tables")):
             chosen = [i for i in items if i.kind == kind]
             if chosen:
                 lines += [f"{name}:", ""]
                 lines += [_md_item(i) for i in chosen]
                 lines.append("")
+        if folder.checks.get(book.name):
+            lines += [checks_line(folder.checks[book.name]), ""]
     lines += ["## Other files", ""]
     lines += [f"- [{name}]({name}) — {GENERATED[name]}" for name in folder.generated]
     lines += [_md_item(i) + " — written by no notebook (no record in the manifest)" for i in folder.others]

@@ -20,7 +20,6 @@ byte-identical.
 from __future__ import annotations
 
 import json
-import string
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from enum import StrEnum
@@ -30,7 +29,9 @@ from typing import Any
 from filelock import FileLock
 
 from ..files import atomic_write_bytes
+from .checks import CheckOutcome
 from .prose import model_name
+from .templates import template_fields
 
 #: The manifest's file name (inside the figures folder) and the version of its layout.
 MANIFEST = "manifest.json"
@@ -50,20 +51,6 @@ class Kind(StrEnum):
     @property
     def extensions(self) -> tuple[str, ...]:
         return {Kind.FIGURE: ("png", "pdf"), Kind.TABLE: ("md", "csv"), Kind.SNAPSHOT: ("png",)}[self]
-
-
-def template_fields(template: str) -> tuple[str, ...]:
-    """The named fields of a ``str.format`` template, in order, each once (``"a_{model}_{profile}"`` ->
-    ``("model", "profile")``); positional or attribute fields are an error."""
-    out: list[str] = []
-    for _, name, _, _ in string.Formatter().parse(template):
-        if name is None:
-            continue
-        if not name.isidentifier():
-            raise ValueError(f"template {template!r}: field {{{name}}} must be a plain name")
-        if name not in out:
-            out.append(name)
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -179,11 +166,14 @@ class Provenance:
 @dataclass(frozen=True)
 class Manifest:
     """The figures folder's manifest: every file's :class:`Provenance` by its first file
-    (:attr:`Provenance.name`), and the settings of every (notebook, profile) run that wrote one
-    (``"<notebook>/<profile>"``)."""
+    (:attr:`Provenance.name`), the settings of every (notebook, profile) run that wrote one
+    (``"<notebook>/<profile>"``) and the check outcomes of each run's latest execution."""
 
     files: dict[str, Provenance] = field(default_factory=dict)
     runs: dict[str, Any] = field(default_factory=dict)
+    #: per run (``"<notebook>/<profile>"``), its latest execution's check outcomes by statement
+    #: (:mod:`~gped_kit.experiments.checks`)
+    checks: dict[str, dict[str, CheckOutcome]] = field(default_factory=dict)
 
     def of_notebook(self, notebook: str) -> list[Provenance]:
         """The records of ``notebook``'s files, in file-name order."""
@@ -194,10 +184,22 @@ class Manifest:
         stem = filename.rpartition(".")[0]
         return next((r for r in self.files.values() if r.stem == stem and filename in r.files), None)
 
+    def outcomes(self, notebook: str, profile: str) -> list[CheckOutcome]:
+        """The check outcomes of ``notebook``'s latest execution with ``profile``, by statement."""
+        run = self.checks.get(f"{notebook}/{profile}", {})
+        return [run[k] for k in sorted(run)]
+
+    def failed_checks(self) -> dict[str, list[CheckOutcome]]:
+        """Per run, the invariants its latest execution recorded as not holding (runs without any left out)."""
+        out = {run: [o for _, o in sorted(checks.items()) if o.failed] for run, checks in sorted(self.checks.items())}
+        return {run: failed for run, failed in out.items() if failed}
+
     def to_bytes(self) -> bytes:
         data = {"format": MANIFEST_FORMAT,
                 "files": {k: self.files[k].to_json() for k in sorted(self.files)},
-                "runs": {k: self.runs[k] for k in sorted(self.runs)}}
+                "runs": {k: self.runs[k] for k in sorted(self.runs)},
+                "checks": {run: {k: checks[k].to_json() for k in sorted(checks)}
+                           for run, checks in sorted(self.checks.items())}}
         return (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
@@ -210,7 +212,10 @@ def read_manifest(figures_dir: str | Path) -> Manifest:
     data = json.loads(path.read_text())
     if data.get("format") != MANIFEST_FORMAT:
         raise ValueError(f"{path}: manifest format {data.get('format')!r}; this kit reads {MANIFEST_FORMAT}")
-    return Manifest({k: Provenance.from_json(v) for k, v in data.get("files", {}).items()}, dict(data.get("runs", {})))
+    checks = {run: {k: CheckOutcome.from_json(v) for k, v in outcomes.items()}
+              for run, outcomes in data.get("checks", {}).items()}
+    return Manifest({k: Provenance.from_json(v) for k, v in data.get("files", {}).items()}, dict(data.get("runs", {})),
+                    checks)
 
 
 def settings_record(settings: Any) -> Any:
@@ -221,10 +226,12 @@ def settings_record(settings: Any) -> Any:
 
 
 def record(figures_dir: str | Path, records: Iterable[Provenance], run: str | None = None,
-           settings: Any = None, timeout: float = 60.0) -> Manifest:
+           settings: Any = None, timeout: float = 60.0, *, checks: tuple[str, Iterable[CheckOutcome]] | None = None
+           ) -> Manifest:
     """Add ``records`` (replacing those of the same files) and the settings of ``run`` to ``figures_dir``'s
-    manifest, under its lock; the file is replaced whole (readers see the old one or the new one). Returns
-    the manifest as written; when nothing changes the file is not touched."""
+    manifest, under its lock; ``checks`` is (a run, its check outcomes so far), which replace that run's
+    recorded ones. The file is replaced whole (readers see the old one or the new one). Returns the manifest
+    as written; when nothing changes the file is not touched."""
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(figures_dir / MANIFEST_LOCK, timeout=timeout):
@@ -233,7 +240,10 @@ def record(figures_dir: str | Path, records: Iterable[Provenance], run: str | No
         runs = dict(old.runs)
         if run is not None:
             runs[run] = settings_record(settings)
-        new = Manifest(files, runs)
+        outcomes = dict(old.checks)
+        if checks is not None:
+            outcomes[checks[0]] = {o.statement: o for o in checks[1]}
+        new = Manifest(files, runs, outcomes)
         path = figures_dir / MANIFEST
         data = new.to_bytes()
         if not path.is_file() or path.read_bytes() != data:

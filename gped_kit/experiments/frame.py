@@ -1,13 +1,15 @@
 """The frame every experiment fills in: one :class:`Experiment` per notebook, and what its notebook shares.
 
 An experiment package (``experiment1``, ``experiment4``, ``samplers``, ...) owns everything its notebook needs:
-its settings and profiles, its chains, what it reads from the results store, its summary tables, the lines its
-checks print and its rows of the README's claims table. It declares them in one :class:`Experiment`, which the
-registry (:mod:`gped_kit.experiments.registry`, a list of experiments) hands to the tools around the notebooks:
-the batch runner checks a run's settings and chains before starting (:meth:`Experiment.chain_tasks`), ``--profile
-all`` runs :attr:`Experiment.shown_profiles`, ``python -m gped_kit.cli.store missing`` asks
-:meth:`Experiment.missing`, ``tests/test_paper_profile.py`` runs :attr:`Experiment.scaled_paper` and checks
-:meth:`Experiment.verdicts`, and ``python -m gped_kit.cli.readme`` asks :attr:`Experiment.readme_rows`.
+its settings and profiles, its chains, what it reads from the results store, its summary tables, its declared
+artifacts and checks (:mod:`~gped_kit.experiments.artifacts`, :mod:`~gped_kit.experiments.checks`) and its rows
+of the README's claims table. It declares them in one :class:`Experiment`, which the registry
+(:mod:`gped_kit.experiments.registry`, a list of experiments) hands to the tools around the notebooks: the batch
+runner checks a run's settings and chains before starting (:meth:`Experiment.chain_tasks`), ``--profile all``
+runs :attr:`Experiment.shown_profiles`, ``python -m gped_kit.cli.store missing`` asks :meth:`Experiment.missing`,
+``tests/test_paper_profile.py`` runs :attr:`Experiment.scaled_paper` and checks the outcomes
+:attr:`Experiment.expected_checks` gives, and ``python -m gped_kit.cli.readme`` asks
+:attr:`Experiment.readme_rows`.
 
 What every notebook shares: :class:`Summary` (one profile's results: the run, its named tables, what the store
 lacks), :meth:`Experiment.summarise` (a notebook's main results, computed or, with ``executor="stored"``, read
@@ -31,6 +33,7 @@ from ..data.container import GPEDData
 from ..data.sources import DatasetNotFoundError, load_split
 from .artifacts import Artifact
 from .chains import ChainGrid, ChainTask, DerivedOutcome, run_chains
+from .checks import Check
 from .executors import ExecutorName
 from .numerics import numerics_code
 from .settings import changed_settings, resolve_settings
@@ -44,7 +47,9 @@ SCALED_CHAIN = {"num_iterations": 101, "burn_in": 50, "test_size": 500}
 
 TaskBuilder = Callable[..., list[ChainTask]]
 StoreCheck = Callable[[ResultsStore, Any, Sequence[ChainTask], Collection[str], int], list[str]]
-Verdicts = Callable[[Any, Collection[str]], list[str]]
+#: The check outcomes a run must record for (settings, absent data sets): each check's statement for its cell
+#: (:meth:`~gped_kit.experiments.checks.Check.cell`) and the value it must have.
+ExpectedChecks = Callable[[Any, Collection[str]], dict[str, Any]]
 
 
 def batch_command(notebook: str, profile: str) -> str:
@@ -52,8 +57,8 @@ def batch_command(notebook: str, profile: str) -> str:
     return f"python -m gped_kit.cli.batch --profile {profile} {notebook}"
 
 
-def _no_lines(settings: Any, absent: Collection[str]) -> list[str]:
-    return []
+def _no_checks(settings: Any, absent: Collection[str]) -> dict[str, Any]:
+    return {}
 
 
 class AfterChains(str, Enum):
@@ -82,10 +87,12 @@ class Experiment:
     ``shown_profiles`` are the profiles its section "Other profiles in the store" shows, in order (and what
     ``--profile all`` runs); ``after_chains`` names what it computes from its chains (:class:`AfterChains`;
     None: nothing); ``scaled_paper`` are the overrides of its ``paper`` profile that make it run on a CPU (None:
-    no paper profile to run); ``stored`` checks what else than the chains a run must store, ``verdicts``
-    gives the lines its checks print (both for a run where the data sets ``absent`` are missing);
+    no paper profile to run); ``stored`` checks what else than the chains a run must store, ``expected_checks``
+    gives the outcomes of its ``checks`` a run must record, with their values (both for a run where the data sets
+    ``absent`` are missing);
     ``needs_chain_state`` says whether what it derives from its chains needs their full final state;
-    ``artifacts`` the files it writes to ``figures/`` (:mod:`~gped_kit.experiments.artifacts`), by key;
+    ``artifacts`` the files it writes to ``figures/`` (:mod:`~gped_kit.experiments.artifacts`), by key, and
+    ``checks`` what its notebook tests on its results (:mod:`~gped_kit.experiments.checks`), by key;
     ``description`` its line in the README's list of notebooks;
     ``readme_rows(figures)`` gives its rows of the README's claims table from the tables it wrote to
     ``figures`` (:class:`~gped_kit.experiments.verdicts.Claim`), and ``long_rows(figures, profile)`` the
@@ -100,12 +107,13 @@ class Experiment:
     after_chains: AfterChains | None = None
     scaled_paper: Mapping[str, Any] | None = None
     stored: StoreCheck | None = None
-    verdicts: Verdicts = _no_lines
+    expected_checks: ExpectedChecks = _no_checks
     needs_chain_state: bool = False
     readme_rows: Callable[[Path], list] | None = None
     long_rows: Callable[[Path, str], list] | None = None
     artifacts: Mapping[str, Artifact] = field(default_factory=dict)
     description: str = ""
+    checks: Mapping[str, Check] = field(default_factory=dict)
 
     def path(self, notebook_dir: str | Path = "notebooks") -> Path:
         return Path(notebook_dir) / f"{self.name}.ipynb"

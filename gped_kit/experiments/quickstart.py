@@ -16,6 +16,7 @@ from ..engine import GPEDConfig, StudentConfig
 from ..models.presets import ArchSpec
 from .artifacts import Artifact, Kind, declare
 from .chains import ChainTask
+from .checks import Check, Role, declare_checks
 from .frame import SCALED_CHAIN, Experiment
 from .paper import ChainSettings, paper_model
 
@@ -92,9 +93,16 @@ ARTIFACTS = declare(
              "profile)", "the quickstart chain (store kind chain)"),
 )
 
+#: What notebook 00 tests on its results (:mod:`gped_kit.experiments.checks`): findings of its one short chain.
+CHECKS = declare_checks(
+    Check("teacher_accuracy", "teacher accuracy >= 0.95", Role.FINDING),
+    Check("student_close", "student within 3 points", Role.FINDING),
+    Check("entropy_skill", "entropy student beats the best constant", Role.FINDING),
+)
+
 
 EXPERIMENT = Experiment(
-    "00_quickstart", PROFILES, _tasks, artifacts=ARTIFACTS,
+    "00_quickstart", PROFILES, _tasks, artifacts=ARTIFACTS, checks=CHECKS,
     description="one FCNN chain on MNIST feeding a predictive (U_s) and an expected-entropy (U_o) student",
     parameters={"dataset": "mnist", "model": "fcnn", "labelled_size": None, "mask_size": 0, "step_size": 4e-6,
                 "prior_precision": 10.0, "batch_size": 100, "student_dropout": 0.5},

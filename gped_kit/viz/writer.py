@@ -5,6 +5,7 @@ A notebook makes one at its start::
     writer = ArtifactWriter("01_experiment1", profile, "../figures", store=store, settings=settings)
     writer.table(table, "table1")                      # table1_experiment1_<profile>.md and .csv
     writer.figure(fig, "reliability", model="fcnn")    # fig_reliability_experiment1_fcnn_<profile>.png and .pdf
+    writer.check("mnist_finished", bool(done))         # prints "every MNIST cell completed: True" and records it
 
 The notebook is named by its stem (its registry entry is looked up) or given as its
 :class:`~gped_kit.experiments.frame.Experiment` (a notebook of your own, not in the registry). An artifact is
@@ -14,7 +15,10 @@ file-name template (:class:`~gped_kit.experiments.artifacts.Artifact`; the
 profile is the writer's, the other fields the call's), writes the files as :func:`~gped_kit.plotting.save.save_figure`
 and :func:`~gped_kit.plotting.save.save_table` do (files that show the same figure or table are kept as they are)
 and records their :class:`~gped_kit.experiments.artifacts.Provenance` in the folder's manifest, with the store
-entries the notebook's ``store`` has read so far. The run's settings are recorded once, at the first write."""
+entries the notebook's ``store`` has read so far. The run's settings are recorded once, at the first write.
+A check (:mod:`~gped_kit.experiments.checks`) is named by its key among the notebook's declared checks (the
+entry's ``checks``) or given as a :class:`~gped_kit.experiments.checks.Check`; the writer prints its line and
+records its outcome."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..experiments.artifacts import Artifact, Kind, Provenance, record
+from ..experiments.checks import Check, CheckOutcome
 from ..experiments.frame import Experiment
 from ..experiments.registry import NOTEBOOKS
 from ..experiments.store import ResultsStore
@@ -47,8 +52,12 @@ class ArtifactWriter:
         self.store, self.settings = store, settings
         #: The notebook's declared artifacts by key (none for a notebook the registry does not know).
         self.declared = dict(entry.artifacts) if entry is not None else {}
+        #: The notebook's declared checks by key (none for a notebook the registry does not know).
+        self.declared_checks = dict(entry.checks) if entry is not None else {}
         self._settings_recorded = False
         self.written: list[Provenance] = []
+        #: This execution's check outcomes, by statement (the run's recorded ones in the manifest).
+        self.outcomes: dict[str, CheckOutcome] = {}
 
     def __repr__(self) -> str:
         return f"ArtifactWriter({self.notebook!r}, profile={self.profile!r}, {str(self.figures_dir)!r})"
@@ -61,6 +70,15 @@ class ArtifactWriter:
         if artifact not in self.declared:
             raise ValueError(f"{self.notebook} declares no artifact {artifact!r}; declared: {sorted(self.declared)}")
         return self.declared[artifact]
+
+    def declared_check(self, check: Check | str) -> Check:
+        """``check`` itself, or the notebook's declared check of that key (an unknown key is an error that lists
+        the declared ones)."""
+        if isinstance(check, Check):
+            return check
+        if check not in self.declared_checks:
+            raise ValueError(f"{self.notebook} declares no check {check!r}; declared: {sorted(self.declared_checks)}")
+        return self.declared_checks[check]
 
     def _values(self, artifact: Artifact, kind: Kind, values: dict[str, Any]) -> dict[str, Any]:
         if artifact.kind is not kind:
@@ -98,6 +116,19 @@ class ArtifactWriter:
         paths = save_table(table, artifact.stem(**values), self.figures_dir, floatfmt=floatfmt)
         self._record(artifact, paths[0].stem, values)
         return paths
+
+    def check(self, check: Check | str, value: Any, **values: Any) -> None:
+        """Test ``check`` (a declared key, or a :class:`~gped_kit.experiments.checks.Check`) for the cell
+        ``values``: print ``<statement>: <value>`` and record the outcome in the manifest under this run, with
+        this execution's earlier outcomes (they replace the run's previous ones; :attr:`outcomes`). An
+        invariant's ``value`` must be a bool. Returns nothing, so that a check ending a cell shows only its line."""
+        outcome = self.declared_check(check).outcome(value, **values)
+        print(outcome.line)
+        self.outcomes[outcome.statement] = outcome
+        run = f"{self.notebook}/{self.profile}"
+        record(self.figures_dir, [], run=None if self._settings_recorded else run, settings=self.settings,
+               checks=(run, list(self.outcomes.values())))
+        self._settings_recorded = True
 
     def snapshot(self, png: bytes, artifact: Artifact | str, **values: Any) -> Path:
         """Write an explorer's view ``png`` as ``artifact``'s file for ``values`` and record it."""

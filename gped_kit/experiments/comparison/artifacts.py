@@ -1,8 +1,10 @@
-"""What notebook 07 writes to ``figures/`` (:mod:`gped_kit.experiments.artifacts`)."""
+"""What notebook 07 writes to ``figures/`` and tests on its results (:mod:`gped_kit.experiments.artifacts`,
+:mod:`gped_kit.experiments.checks`)."""
 
 from __future__ import annotations
 
 from ..artifacts import Artifact, Kind, declare
+from ..checks import Check, Role, declare_checks
 
 ARTIFACTS = declare(
     Artifact("learning_curves", Kind.FIGURE, "comparison_learning_curves_{profile}",
@@ -34,4 +36,8 @@ ARTIFACTS = declare(
              "the store's comparisons of every profile"),
     Artifact("claims_profiles", Kind.TABLE, "comparison_claims_profiles",
              "The comparison's claims under every stored profile", "the store's comparisons of every profile"),
+)
+
+CHECKS = declare_checks(
+    Check("claim", "{claim}", Role.FINDING),
 )

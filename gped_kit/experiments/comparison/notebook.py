@@ -25,7 +25,7 @@ from ..frame import (
 from ..numerics import numerics_code
 from ..store import ResultsStore
 from ..verdicts import HYDRA, OURS, Claim, artifact_table, link, number, profile_evidence, verdict
-from .artifacts import ARTIFACTS
+from .artifacts import ARTIFACTS, CHECKS
 from .run import ComparisonRun, SpiralRun, run_comparison, spiral_run
 from .settings import PROFILES, ZERO_MU, ComparisonSettings
 from .tasks import comparison_task, spiral_task
@@ -201,7 +201,7 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 # Hydra 20,000 + 60,000 -> 200 + 600 steps; the spiral's chain 100,000 -> 1,000 (B 100), its Hydra 50 + 200
 EXPERIMENT = Experiment(
     "07_hydra_comparison", PROFILES, _tasks, summary=comparison_summary, shown_profiles=("default", "long"),
-    after_chains=AfterChains.HYDRA, artifacts=ARTIFACTS,
+    after_chains=AfterChains.HYDRA, artifacts=ARTIFACTS, checks=CHECKS,
     description="KD, GPED, EnD² and Hydra on one chain; a 2-D spiral; the thesis' input generators",
     scaled_paper={**SCALED_CHAIN, "hydra.phase1_steps": 200, "hydra.phase2_steps": 600,
                   "spiral.num_iterations": 1_000, "spiral.burn_in": 100, "spiral.hydra.phase1_steps": 50,

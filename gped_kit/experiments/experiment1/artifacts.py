@@ -1,8 +1,10 @@
-"""What notebook 01 writes to ``figures/`` (:mod:`gped_kit.experiments.artifacts`)."""
+"""What notebook 01 writes to ``figures/`` and tests on its results (:mod:`gped_kit.experiments.artifacts`,
+:mod:`gped_kit.experiments.checks`)."""
 
 from __future__ import annotations
 
 from ..artifacts import Artifact, Kind, declare
+from ..checks import Check, Role, declare_checks
 
 ARTIFACTS = declare(
     Artifact("table1", Kind.TABLE, "table1_experiment1_{profile}",
@@ -26,4 +28,14 @@ ARTIFACTS = declare(
     Artifact("estimator_ablation", Kind.TABLE, "experiment1_estimator_ablation",
              "The U_s − U_o gap when one setting at a time is changed to the paper's (FCNN)",
              "the ablation's chains (store kind chain)"),
+)
+
+CHECKS = declare_checks(
+    Check("mnist_finished", "every MNIST cell completed", Role.INVARIANT),
+    Check("finished_or_missing", "every cell ran or reported missing data", Role.INVARIANT),
+    Check("teacher_nll", "MNIST teachers reach NLL below 0.2", Role.FINDING),
+    Check("nll_gap", "student-teacher NLL gap between 0 and 0.1 for every MNIST model (paper: +0.030 FCNN, "
+                     "+0.031 CNN)", Role.FINDING),
+    Check("entropy_mae", "entropy students' MAE below 0.1 for every MNIST model (paper: 0.016)", Role.FINDING),
+    Check("seed_spread", "teacher NLL's seed spread below 0.01 for every MNIST model", Role.FINDING),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -31,7 +32,7 @@ from ..verdicts import (
     verdict,
 )
 from .analysis import TABLE1, experiment1_table
-from .artifacts import ARTIFACTS
+from .artifacts import ARTIFACTS, CHECKS
 from .settings import PROFILES, Experiment1Settings
 from .tasks import experiment1_tasks
 
@@ -61,9 +62,9 @@ def _tasks(settings: Experiment1Settings, *, seed: int, device: str, data_root: 
     return experiment1_tasks(models, settings, seed=seed, device=device, data_root=data_root)
 
 
-def _lines(settings: Experiment1Settings, absent: Collection[str]) -> list[str]:
-    return ["every MNIST cell completed: True", "every cell ran or reported missing data: True",
-            *(["Not on this machine: data set 'cifar10'"] if "cifar10" in absent else [])]
+def _expected_checks(settings: Experiment1Settings, absent: Collection[str]) -> dict[str, Any]:
+    """Every run's MNIST cells complete, and every cell runs or reports missing data."""
+    return {CHECKS["mnist_finished"].cell(): True, CHECKS["finished_or_missing"].cell(): True}
 
 
 # ----------------------------------------------------------------------------- the README's rows
@@ -266,5 +267,5 @@ def readme_rows(figures: Path) -> list[Claim]:
 EXPERIMENT = Experiment(
     "01_experiment1", PROFILES, _tasks, parameters={"models": MODELS_RUN}, summary=experiment1_summary,
     shown_profiles=("default", "cpu30"), scaled_paper={**SCALED_CHAIN, "estimator_ablation": False},
-    verdicts=_lines, readme_rows=readme_rows, artifacts=ARTIFACTS,
+    expected_checks=_expected_checks, readme_rows=readme_rows, artifacts=ARTIFACTS, checks=CHECKS,
     description="Experiment 1: Table 1 over 3 seeds; the `cpu30` profile beside it")

@@ -1,8 +1,10 @@
-"""What notebooks 02, 03 and 04 write to ``figures/`` (:mod:`gped_kit.experiments.artifacts`)."""
+"""What notebooks 02, 03 and 04 write to ``figures/`` and test on their results
+(:mod:`gped_kit.experiments.artifacts`, :mod:`gped_kit.experiments.checks`)."""
 
 from __future__ import annotations
 
 from ..artifacts import Artifact, Kind, declare
+from ..checks import Check, Role, declare_checks
 
 MNIST_ARTIFACTS = declare(
     Artifact("below_floor", Kind.TABLE, "experiment2_mnist_below_floor_{profile}",
@@ -42,4 +44,27 @@ FIGURE3_ARTIFACTS = declare(
     Artifact("explorer", Kind.SNAPSHOT, "explorer_masking_{profile}",
              "The masking explorer's opening view over the stored Experiment 2 grid ({profile} profile)",
              "the grid's chains (store kind chain)"),
+)
+
+MNIST_CHECKS = declare_checks(
+    Check("finished", "every cell completed", Role.INVARIANT),
+    Check("batched", "chains computed by this run shared batches (chains_per_batch = {chains_per_batch})",
+          Role.INVARIANT),
+    Check("trend", "{model}: {trend}", Role.FINDING),
+    Check("schedule", "{schedule} schedule: comparisons in which the gap falls with more data", Role.FINDING),
+)
+
+CIFAR10_CHECKS = declare_checks(
+    Check("present", "CIFAR-10 present here", Role.FINDING),
+    Check("teacher_nll", "CIFAR-10 teachers reach NLL below 1.5 (paper, Table 7: 0.67-1.07)", Role.FINDING),
+    Check("uo_vs_us", "U_o at least as good as U_s in most comparisons", Role.FINDING),
+    Check("missing_data", "every CIFAR-10 cell reports missing data", Role.INVARIANT),
+    Check("message", "the message names where it looked and how to get the files", Role.INVARIANT),
+)
+
+FIGURE3_CHECKS = declare_checks(
+    Check("rates", "masking rates", Role.FINDING),
+    Check("paper_rates", "Experiment 2 rates match the paper", Role.INVARIANT),
+    Check("stored_rates", "stored Experiment 2 rates are m^2/784 and round to the paper's", Role.INVARIANT),
+    Check("square", "m {m:2d}: one {m}x{m} square per digit, all zero inside, the rest unchanged", Role.INVARIANT),
 )

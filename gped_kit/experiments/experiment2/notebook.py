@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..device_runs import PAPER_STEPS, paper_length_runs, uo_vs_us
 from ..frame import SCALED_CHAIN, Experiment, Summary, read_chains
@@ -19,7 +20,14 @@ from .analysis import (
     experiment2_trend_cells_compared,
     experiment2_trend_comparison,
 )
-from .artifacts import CIFAR10_ARTIFACTS, FIGURE3_ARTIFACTS, MNIST_ARTIFACTS
+from .artifacts import (
+    CIFAR10_ARTIFACTS,
+    CIFAR10_CHECKS,
+    FIGURE3_ARTIFACTS,
+    FIGURE3_CHECKS,
+    MNIST_ARTIFACTS,
+    MNIST_CHECKS,
+)
 from .settings import PROFILES, Experiment2Settings
 from .tasks import cifar_tasks, experiment2_tasks, lr_check_tasks
 
@@ -62,17 +70,22 @@ def _cifar_tasks(settings: Experiment2Settings, *, seed: int, device: str, data_
     return cifar_tasks(settings, seed=seed, device=device, data_root=data_root)
 
 
-def _mnist_lines(settings: Experiment2Settings, absent: Collection[str]) -> list[str]:
-    cells = len(MNIST_MODELS) * len(settings.labelled_sizes) * len(settings.mask_sizes)
-    lines = [f"{cells} cells, one SGLD chain each", "every cell completed: True"]
-    return lines + (["one of a batch"] if settings.chains_per_batch != 1 else [])  # an int > 1, or "auto"
+def _mnist_checks(settings: Experiment2Settings, absent: Collection[str]) -> dict[str, Any]:
+    """Every run's cells complete; a run that computes its chains with ``chains_per_batch`` other than 1 (an
+    int > 1, or "auto") computes them in shared batches."""
+    expected: dict[str, Any] = {MNIST_CHECKS["finished"].cell(): True}
+    if settings.chains_per_batch != 1:
+        expected[MNIST_CHECKS["batched"].cell(chains_per_batch=settings.chains_per_batch)] = True
+    return expected
 
 
-def _cifar_lines(settings: Experiment2Settings, absent: Collection[str]) -> list[str]:
+def _cifar_checks(settings: Experiment2Settings, absent: Collection[str]) -> dict[str, Any]:
+    """Whether CIFAR-10 is here; without it, every cell reports missing data and the message says where the kit
+    looked and how to get the files."""
     if "cifar10" not in absent:
-        return ["CIFAR-10 present here: True"]
-    return ["every CIFAR-10 cell reports missing data: True",
-            "the message names where it looked and how to get the files: True"]
+        return {CIFAR10_CHECKS["present"].cell(): True}
+    return {CIFAR10_CHECKS["present"].cell(): False, CIFAR10_CHECKS["missing_data"].cell(): True,
+            CIFAR10_CHECKS["message"].cell(): True}
 
 
 def below_floor_line(figures: Path, profile: str = "default") -> str | None:
@@ -160,12 +173,12 @@ def readme_rows(figures: Path) -> list[Claim]:
 MNIST = Experiment(
     "02_experiment2_mnist", PROFILES, _mnist_tasks,
     parameters={"models": MNIST_MODELS, "lr_check_models": LR_CHECK_MODELS}, summary=experiment2_summary,
-    shown_profiles=("default", "seeds"), scaled_paper=SCALED_CHAIN, verdicts=_mnist_lines, readme_rows=readme_rows,
-    artifacts=MNIST_ARTIFACTS,
+    shown_profiles=("default", "seeds"), scaled_paper=SCALED_CHAIN, expected_checks=_mnist_checks,
+    readme_rows=readme_rows, artifacts=MNIST_ARTIFACTS, checks=MNIST_CHECKS,
     description="Experiment 2: labelled-set sizes × masking rates, U_o vs U_s (Figures 1, 4; Tables 5, 6)")
 CIFAR10 = Experiment("03_experiment2_cifar10", PROFILES, _cifar_tasks, scaled_paper=SCALED_CHAIN,
-                     verdicts=_cifar_lines, artifacts=CIFAR10_ARTIFACTS,
+                     expected_checks=_cifar_checks, artifacts=CIFAR10_ARTIFACTS, checks=CIFAR10_CHECKS,
     description="Experiment 2 on CIFAR-10 (Figure 5, Table 7) where the data set is present")
 #: Notebook 04 draws Figure 3 (the masks) and explores the stored grid; it runs nothing of its own.
-FIGURE3 = Experiment("04_figure3_masking", artifacts=FIGURE3_ARTIFACTS,
+FIGURE3 = Experiment("04_figure3_masking", artifacts=FIGURE3_ARTIFACTS, checks=FIGURE3_CHECKS,
     description="Figure 3 and the masking-rate / dataset-size explorer")

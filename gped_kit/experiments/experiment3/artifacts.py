@@ -1,8 +1,10 @@
-"""What notebook 05 writes to ``figures/`` (:mod:`gped_kit.experiments.artifacts`)."""
+"""What notebook 05 writes to ``figures/`` and tests on its results (:mod:`gped_kit.experiments.artifacts`,
+:mod:`gped_kit.experiments.checks`)."""
 
 from __future__ import annotations
 
 from ..artifacts import Artifact, Kind, declare
+from ..checks import Check, Role, declare_checks
 
 ARTIFACTS = declare(
     Artifact("figure", Kind.FIGURE, "fig{figure}_experiment3_{model}_{metric}_{profile}",
@@ -28,4 +30,18 @@ ARTIFACTS = declare(
              "the searches (store kind search)"),
     Artifact("profiles", Kind.TABLE, "experiment3_vs_paper_profiles",
              "The paper's Experiment 3 statements under every stored profile", "the store's searches of every profile"),
+)
+
+CHECKS = declare_checks(
+    Check("search_finished", "{model}: search finished", Role.INVARIANT),
+    Check("search_finished_or_missing", "{model}: search finished or reported missing data", Role.INVARIANT),
+    Check("beats_base", "{model}: a searched student other than the base beats the base ({metric})", Role.FINDING),
+    Check("below_frontier", "{model}: group l1/l2 students better than the exhaustive frontier at their FLOPs "
+                            "({metric})", Role.FINDING),
+    Check("pruning_exact", "{model}: every pruned network equals its masked original", Role.INVARIANT),
+    Check("pruning_removed", "{model}: pruning removed units or channels", Role.FINDING),
+    Check("pruning_never_grows", "{model}: no pruned student is larger than its starting network, and those "
+                                 "with units removed are smaller", Role.INVARIANT),
+    Check("wider_beats_base", "{model}: a wider or pruned student beats the base student (NLL)", Role.FINDING),
+    Check("explorer_agrees", "{model}: the explorer's best student is the frontier table's", Role.INVARIANT),
 )

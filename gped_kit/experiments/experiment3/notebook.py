@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -28,7 +29,7 @@ from ..frame import (
 from ..paper import paper_model
 from ..store import ResultsStore
 from ..verdicts import MODELS, SKILL_FLOOR, Claim, artifact_table, link, profile_evidence, verdict
-from .artifacts import ARTIFACTS
+from .artifacts import ARTIFACTS, CHECKS
 from .pareto import METHODS, METRICS, metric_rows, search_candidates
 from .report import experiment3_comparison
 from .search import SEARCH_KIND, SEARCH_TABLE, SearchResult, merged_search, run_searches
@@ -143,10 +144,10 @@ def _search_gaps(store: ResultsStore, settings: Experiment3Settings, tasks: Sequ
     return gaps
 
 
-def _lines(settings: Experiment3Settings, absent: Collection[str]) -> list[str]:
-    """MNIST ships with the kit, so its models must finish; others may report missing data."""
-    return [f"{model}: search finished: True" if paper_model(model).dataset == "mnist"
-            else f"{model}: search finished or reported missing data: True" for model in settings.models]
+def _expected_checks(settings: Experiment3Settings, absent: Collection[str]) -> dict[str, Any]:
+    """MNIST ships with the kit, so its models' searches must finish; others may report missing data."""
+    return {(CHECKS["search_finished"] if paper_model(model).dataset == "mnist"
+             else CHECKS["search_finished_or_missing"]).cell(model=model): True for model in settings.models}
 
 
 #: Why a verdict whose searched student had an advantage the grid lacked is no evidence without the fair comparison.
@@ -275,9 +276,10 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 # Experiment 3's fine-tuning: 600 epochs -> 0.3 with the lr halved every 0.1 epochs; latency 50 -> 2 repeats
 EXPERIMENT = Experiment(
     "05_experiment3_search", PROFILES, _tasks, summary=experiment3_summary, shown_profiles=("default", "long"),
-    after_chains=AfterChains.SEARCH, artifacts=ARTIFACTS,
+    after_chains=AfterChains.SEARCH, artifacts=ARTIFACTS, checks=CHECKS,
     description="Experiment 3: width grid, group ℓ1/ℓ2 pruning and fine-tuning; Figures 2, 6, 8, 9; the Pareto "
                 "explorer",
     scaled_paper={**SCALED_CHAIN, "search.finetune_epochs": 0.3, "search.finetune_lr_halving_epochs": 0.1,
                   "search.latency_repeats": 2},
-    stored=_search_gaps, verdicts=_lines, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows)
+    stored=_search_gaps, expected_checks=_expected_checks, needs_chain_state=True, readme_rows=readme_rows,
+    long_rows=readme_rows)

@@ -1,8 +1,10 @@
-"""What notebook 06 writes to ``figures/`` (:mod:`gped_kit.experiments.artifacts`)."""
+"""What notebook 06 writes to ``figures/`` and tests on its results (:mod:`gped_kit.experiments.artifacts`,
+:mod:`gped_kit.experiments.checks`)."""
 
 from __future__ import annotations
 
 from ..artifacts import Artifact, Kind, declare
+from ..checks import Check, Role, declare_checks
 
 ARTIFACTS = declare(
     Artifact("claims", Kind.TABLE, "experiment4_claims_{profile}",
@@ -40,4 +42,13 @@ ARTIFACTS = declare(
     Artifact("teacher_quality", Kind.TABLE, "experiment4_teacher_quality_profiles",
              "The Experiment 4 teachers' test NLL under every stored profile, beside the paper's",
              "the store's evaluations of every profile"),
+)
+
+CHECKS = declare_checks(
+    Check("finished_or_missing", "every cell ran or reported missing data", Role.INVARIANT),
+    Check("mnist_cells", "MNIST cells with results", Role.FINDING),
+    Check("ood_sets", "OOD sets evaluated", Role.FINDING),
+    Check("ensemble_auroc", "the ensemble tells every OOD set from the test set better than chance (AUROC > "
+                            "0.6; False when none loaded)", Role.FINDING),
+    Check("claim", "{claim}", Role.FINDING),
 )

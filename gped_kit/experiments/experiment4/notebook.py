@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -39,7 +40,7 @@ from ..verdicts import (
     within,
 )
 from .analysis import experiment4_claims, experiment4_teacher_lines
-from .artifacts import ARTIFACTS
+from .artifacts import ARTIFACTS, CHECKS
 from .evaluate import run_experiment4
 from .settings import ENDD_EVAL_TEMPERATURES, PROFILES, Experiment4Settings
 from .tasks import experiment4_tasks
@@ -158,9 +159,10 @@ def _evaluation_gaps(store: ResultsStore, settings: Experiment4Settings, tasks: 
     return gaps
 
 
-def _lines(settings: Experiment4Settings, absent: Collection[str]) -> list[str]:
+def _expected_checks(settings: Experiment4Settings, absent: Collection[str]) -> dict[str, Any]:
+    """Every cell ran or reported missing data, and the MNIST models whose data is here have results."""
     models = [m for m in MODELS_RUN if paper_model(m).dataset not in absent]
-    return ["every cell ran or reported missing data: True", f"MNIST cells with results: {', '.join(sorted(models))}"]
+    return {CHECKS["finished_or_missing"].cell(): True, CHECKS["mnist_cells"].cell(): ", ".join(sorted(models))}
 
 
 # ----------------------------------------------------------------------------- the README's rows
@@ -236,6 +238,6 @@ def readme_rows(figures: Path, profile: str = "default") -> list[Claim]:
 EXPERIMENT = Experiment(
     "06_experiment4_uncertainty", PROFILES, _tasks, parameters={"models": MODELS_RUN}, summary=experiment4_summary,
     shown_profiles=("default", "long", "seeds"), scaled_paper=SCALED_CHAIN, stored=_evaluation_gaps,
-    verdicts=_lines, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows,
-    artifacts=ARTIFACTS,
+    expected_checks=_expected_checks, needs_chain_state=True, readme_rows=readme_rows, long_rows=readme_rows,
+    artifacts=ARTIFACTS, checks=CHECKS,
     description="Experiment 4: GPED vs EnD² on NLL, entropy, OOD AUROC, nDCG@20 (Tables 2–4, 8–16; Figures 14, 15)")

@@ -1,8 +1,10 @@
-"""What notebook 10 writes to ``figures/`` (:mod:`gped_kit.experiments.artifacts`)."""
+"""What notebook 10 writes to ``figures/`` and tests on its results (:mod:`gped_kit.experiments.artifacts`,
+:mod:`gped_kit.experiments.checks`)."""
 
 from __future__ import annotations
 
 from ..artifacts import Artifact, Kind, declare
+from ..checks import Check, Role, declare_checks
 
 ARTIFACTS = declare(
     Artifact("winners", Kind.TABLE, "10_samplers_{profile}_winners",
@@ -18,4 +20,11 @@ ARTIFACTS = declare(
              "The sampler study's candidates under every stored profile", "the store's chains of every profile"),
     Artifact("profiles_winners", Kind.TABLE, "10_samplers_profiles_winners",
              "The sampler study's winners under every stored profile", "the store's chains of every profile"),
+)
+
+CHECKS = declare_checks(
+    Check("lowest", "{quantity}: lowest at equal work over the seeds", Role.FINDING),
+    Check("best_vs_reference", "best teacher NLL at least 5% below {reference} at equal work", Role.FINDING),
+    Check("no_drift", "every candidate's recent-window NLL <= its all-sample NLL + 0.005 (no chain drifting "
+                      "away)", Role.FINDING),
 )

@@ -12,7 +12,7 @@ from ..frame import Experiment, Summary, read_chains, side_by_side
 from ..paper_tables import table1
 from ..store import ResultsStore
 from ..verdicts import OURS, Claim, Evidence, artifact_table, link, number, seeds_text
-from .artifacts import ARTIFACTS
+from .artifacts import ARTIFACTS, CHECKS
 from .study import (
     PROFILES,
     SamplerStudySettings,
@@ -97,5 +97,5 @@ def readme_rows(figures: Path) -> list[Claim]:
 # T = 1,101 with the paper's B = 1,000 kept: the warm-up candidate needs B >= its 1,000 warm-up steps
 EXPERIMENT = Experiment("10_samplers", PROFILES, _tasks, summary=sampler_summary, shown_profiles=("default", "pooling"),
                         scaled_paper={"num_iterations": 1_101, "test_size": 500}, readme_rows=readme_rows,
-                        artifacts=ARTIFACTS,
+                        artifacts=ARTIFACTS, checks=CHECKS,
     description="SGLD, SGHMC, SGNHT, BAOA, pooled and cyclical teachers at equal work")

@@ -1,8 +1,10 @@
-"""What notebook 08 writes to ``figures/`` (:mod:`gped_kit.experiments.artifacts`)."""
+"""What notebook 08 writes to ``figures/`` and tests on its results (:mod:`gped_kit.experiments.artifacts`,
+:mod:`gped_kit.experiments.checks`)."""
 
 from __future__ import annotations
 
 from ..artifacts import Artifact, Kind, declare
+from ..checks import Check, Role, declare_checks
 
 ARTIFACTS = declare(
     Artifact("mog", Kind.TABLE, "thesis_toys_mog_{profile}",
@@ -31,4 +33,16 @@ ARTIFACTS = declare(
     Artifact("logreg_agreement", Kind.TABLE, "thesis_toys_logreg_agreement_{profile}",
              "Whether the online logistic-regression students end where the batch ones do ({profile} profile)",
              "the toys (store kind thesis)"),
+)
+
+CHECKS = declare_checks(
+    Check("mog_online_em", "MoG online EM within 2x of batch EM at every N", Role.FINDING),
+    Check("mog_largest_n", "MoG online EM KL to p_MC within 2x of batch EM KL at the largest N, no slack",
+          Role.FINDING),
+    Check("logreg_online_ce", "LogReg online CE within 2x of batch CE for every generator", Role.FINDING),
+    Check("logreg_grid", "LogReg online CE students within mean abs 0.05 of batch CE students over the grid, "
+                         "every generator", Role.FINDING),
+    Check("pure_noise_worse", "pure noise worse than data-based inputs for every student", Role.FINDING),
+    Check("dse_closer", "DSE closer to p_MC than CE with the perturb generator, both modes", Role.FINDING),
+    Check("kl_bound", "every student within mean KL 0.5 of p_MC", Role.FINDING),
 )

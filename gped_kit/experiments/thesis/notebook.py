@@ -13,7 +13,7 @@ from ..chains import ChainTask
 from ..frame import Experiment
 from ..store import ResultsStore
 from ..verdicts import THESIS, Claim, Evidence, artifact_table, link, verdict
-from .artifacts import ARTIFACTS
+from .artifacts import ARTIFACTS, CHECKS
 from .toys import (
     BY_CONSTRUCTION,
     PROFILES,
@@ -90,7 +90,7 @@ def readme_rows(figures: Path) -> list[Claim]:
 
 # S = 10,000 -> 1,000 samples (burn-in 100) for both toys, M = 100, 500 SGD iterations per student
 EXPERIMENT = Experiment(
-    "08_thesis_toys", PROFILES, artifacts=ARTIFACTS,
+    "08_thesis_toys", PROFILES, artifacts=ARTIFACTS, checks=CHECKS,
     description="Papamakarios' toys: online vs batch distillation (mixture of Gaussians, logistic regression)",
     scaled_paper={"mog.num_samples": 1_000, "mog.burn_in": 100, "mog.num_distill_samples": 100,
                   "logreg.num_samples": 1_000, "logreg.burn_in": 100, "logreg.num_iterations": 500},
