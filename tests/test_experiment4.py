@@ -306,7 +306,7 @@ def test_teacher_lines_put_the_ensemble_beside_each_student_in_its_own_chain():
 
 
 def test_above_teacher_counts_students_above_their_own_ensembles_ood_auroc():
-    from gped_kit.experiments.experiment4.notebook import _lines, above_teacher
+    from gped_kit.experiments.experiment4.notebook import EXPERIMENT, above_teacher
 
     down = _claims_downstream(seeds=(0,))
     lines = E4.experiment4_teacher_lines(down)
@@ -318,8 +318,9 @@ def test_above_teacher_counts_students_above_their_own_ensembles_ood_auroc():
     lines.loc[masked, "minus_teacher"] = -0.01
     assert above_teacher(lines, "masked") == (0, int(masked.sum()))
     assert above_teacher(pd.DataFrame(), "whole") == (0, 0)
-    # the checks print the models as plain text, not a list repr
-    assert _lines(E4.PROFILES["default"], {"cifar10"})[1] == "MNIST cells with results: cnn_mnist, fcnn"
+    # the checks give the models as plain text, not a list repr
+    assert EXPERIMENT.expected_checks(E4.PROFILES["default"], {"cifar10"})["MNIST cells with results"] == \
+        "cnn_mnist, fcnn"
 
 
 def test_tasks_one_chain_per_seed_and_model(tmp_path):
