@@ -11,7 +11,7 @@ import torch
 from torch.func import vmap
 
 from gped_kit.core.baoa import BAOAConfig
-from gped_kit.core.sampler import SamplerName, momentum_key
+from gped_kit.core.sampler import FLAT_MOMENTA, SamplerName, StateKey, StateKind, momentum_key
 from gped_kit.core.samplers import SAMPLERS, sampler_config
 from gped_kit.core.sghmc import SGHMCConfig
 from gped_kit.core.sgld import SGLDConfig
@@ -233,6 +233,28 @@ def test_factory_names_options_and_errors():
     # keys: SGLD records only its non-default fields (old keys stay); others add their name
     assert SGLDConfig().record() == {} and SGLDConfig(step_size=1e-5).record() == {"step_size": 1e-5}
     assert SGHMCConfig().record() == {"sampler": "sghmc"} != SGNHTConfig().record()
+
+
+@pytest.mark.parametrize("name", list(SamplerName))
+def test_every_state_key_is_a_typed_key_whose_text_is_the_checkpoint_format(name):
+    params = {"fc1.weight": torch.zeros(2, 3), "fc1.bias": torch.zeros(2)}
+    state = sampler_config(name).init_state(params)
+    keys = {StateKey.parse(k) for k in state}
+    assert {str(k) for k in keys} == set(state)  # the text round-trips: checkpoints keep their keys
+    momenta = {k.param for k in keys if k.kind is StateKind.MOMENTUM}
+    assert momenta == (set() if name == SamplerName.SGLD else set(params))
+    assert (StateKey(StateKind.THERMOSTAT) in keys) == (name == SamplerName.SGNHT)
+    assert momentum_key("fc1.weight") == "m:fc1.weight" and FLAT_MOMENTA == "m:*" and THERMOSTAT_KEY == "xi"
+    assert StateKey.parse("m:*").param == "*"
+
+
+def test_state_keys_refuse_what_no_sampler_writes():
+    with pytest.raises(ValueError, match=r"sampler state key 'v:fc1.weight': .*allowed: 'm':<parameter>, 'xi'"):
+        StateKey.parse("v:fc1.weight")
+    with pytest.raises(ValueError, match="names its parameter"):
+        StateKey(StateKind.MOMENTUM)
+    with pytest.raises(ValueError, match="has no parameter"):
+        StateKey(StateKind.THERMOSTAT, "fc1.weight")
 
 
 def test_warm_up_starts_larger_and_ends_at_the_step_size():

@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar, Mapping
 
 import torch
@@ -267,14 +268,60 @@ class MomentumSamplerConfig(SamplerConfig):
         return {momentum_key(k): torch.zeros_like(v) for k, v in params.items()}
 
 
+class StateKind(StrEnum):
+    """What an entry of a sampler's state holds."""
+
+    #: a parameter's momentum m (or, for the parameter :data:`ALL_PARAMETERS`, every momentum as one flat buffer)
+    MOMENTUM = "m"
+    #: SGNHT's thermostat xi (one per chain)
+    THERMOSTAT = "xi"
+
+
+#: The parameter name of a state entry that holds every parameter's values as one flat buffer.
+ALL_PARAMETERS = "*"
+
+
+@dataclass(frozen=True)
+class StateKey:
+    """The typed name of an entry of a sampler's state: its :class:`StateKind` and, for a per-parameter entry,
+    the parameter. A state dict, and so a checkpoint, is keyed by the key's text (``str(key)``: ``"m:<name>"``,
+    ``"m:*"``, ``"xi"``), which :meth:`parse` reads back; the text is the format checkpoints have always had."""
+
+    kind: StateKind
+    param: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", StateKind(self.kind))
+        per_parameter = self.kind is StateKind.MOMENTUM
+        if per_parameter and not self.param:
+            raise ValueError(f"StateKey: a {self.kind.name.lower()} entry names its parameter (param=None given)")
+        if not per_parameter and self.param is not None:
+            raise ValueError(f"StateKey: a {self.kind.name.lower()} entry has no parameter (param={self.param!r})")
+
+    def __str__(self) -> str:
+        return self.kind.value if self.param is None else f"{self.kind.value}:{self.param}"
+
+    @classmethod
+    def parse(cls, text: str) -> StateKey:
+        """The key whose text is ``text`` (``"m:fc1.weight"``, ``"m:*"``, ``"xi"``); anything else is an error
+        naming the kinds allowed."""
+        kind, sep, param = str(text).partition(":")
+        try:
+            return cls(StateKind(kind), param if sep else None)
+        except ValueError as exc:
+            raise ValueError(f"sampler state key {text!r}: not a key of a sampler's state ({exc}); allowed: "
+                             + ", ".join(f"{k.value!r}" + (":<parameter>" if k is StateKind.MOMENTUM else "")
+                                         for k in StateKind)) from None
+
+
 def momentum_key(name: str) -> str:
-    """The sampler-state key of the momentum of parameter ``name``."""
-    return f"m:{name}"
+    """The sampler-state key (its text) of the momentum of parameter ``name``."""
+    return str(StateKey(StateKind.MOMENTUM, name))
 
 
 #: The sampler-state key of the momenta as one :class:`~gped_kit.core.flat.FlatTensors` (the
 #: engine's flat buffers; the per-parameter keys then hold views into it).
-FLAT_MOMENTA = "m:*"
+FLAT_MOMENTA = str(StateKey(StateKind.MOMENTUM, ALL_PARAMETERS))
 
 
 def momenta(params: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:

@@ -21,11 +21,11 @@ from typing import ClassVar
 import torch
 
 from .flat import FlatTensors, sum_per_chain
-from .sampler import MomentumSamplerConfig, SamplerName, momenta
+from .sampler import MomentumSamplerConfig, SamplerName, StateKey, StateKind, momenta
 from .sghmc import sghmc_update_
 
 #: The sampler-state key of the thermostat xi.
-THERMOSTAT_KEY = "xi"
+THERMOSTAT_KEY = str(StateKey(StateKind.THERMOSTAT))
 
 
 @dataclass(frozen=True)
