@@ -172,9 +172,9 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
     noise = torch.empty(K, ref.teacher.num_params, device=device)
     teacher_buffers = flatten_chain_(chain, noise)
     group_idx = {key: torch.empty(R, key.batch_size, dtype=torch.long, device=device) for key in ref.groups}
-    # values that change with t, read from the device (gped_kit.engine.values): the step-size schedule's factors
-    # (SGLD; the momentum samplers compute with host floats) and each slot's Adam bias corrections, a period of
-    # the event schedule at a time
+    # values that change with t, read from the device (gped_kit.engine.values): a varying step size's factors (every
+    # sampler of the kit takes them as a device row: device_scales) and each slot's Adam bias corrections, a period
+    # of the event schedule at a time
     period = math.lcm(config.eval_thinning, *(key.thinning for key in ref.groups))
     sampler = config.sampler
     values = EngineValues(
