@@ -376,19 +376,14 @@ class GPEDEngine:
     config = _field("setup", "config", writable=False)
     device = _field("setup", "device", writable=False)
     num_outputs = _field("setup", "num_outputs", writable=False)
-    train_sets = _field("setup", "train_sets", writable=False)
     eval_sets = _field("setup", "eval_sets", writable=False)
     eval_slices = _field("setup", "eval_slices", writable=False)
     num_eval = _field("setup", "num_eval", writable=False)
-    test_labels = _field("setup", "test_labels", writable=False)
     period = _field("setup", "period", writable=False)
     values = _field("setup", "values", writable=False)
-    teacher_fns = _field("setup", "teacher_fns", writable=False)
-    student_fns = _field("setup", "student_fns", writable=False)
     num_runs = _field("setup.layout", "num_runs", writable=False)
     K = _field("setup.layout", "K", writable=False)  # the teacher chains (the chain axis)
     pooled = _field("setup.layout", "pooled", writable=False)  # one pooled teacher's runs
-    batched = _field("setup.layout", "batched", writable=False)  # the teacher's steps under vmap
     autodiff = _field("setup.layout", "autodiff", writable=False)  # the teacher's autodiff mode
 
     def __init__(self, chains: Sequence[ChainSpec], use_vmap: bool | None = None, pooled: bool | None = None) -> None:
@@ -397,11 +392,6 @@ class GPEDEngine:
         # graph mode (CUDA): periods of the event schedule replayed as captured CUDA graphs
         use_graphs = config.graph if config.graph is not None else self.setup.device.type == "cuda"
         self.graphs = PeriodGraphs(self.setup) if use_graphs else None
-
-    @property
-    def run_count(self) -> int:
-        """The number of samples in each run's ensemble: K x ``ensemble_count`` for a pooled teacher."""
-        return evaluate.run_count(self.state, self.setup)
 
     @property
     def finished(self) -> bool:
@@ -470,30 +460,14 @@ class GPEDEngine:
         """Continue each run r of ``states`` from its state (:func:`gped_kit.engine.resume.load_run_states`)."""
         resume.load_run_states(self.state, self.setup, states)
 
-    def load_run_state(self, r: int, state: RunState) -> None:
-        """Continue run ``r`` alone from ``state`` (:meth:`load_run_states` with one run)."""
-        self.load_run_states({r: state})
-
     # ------------------------------------------------------------------ evaluation (gped_kit.engine.evaluate)
     def log(self) -> list[list[dict]]:
         """One history row per (run, student) at the current step (:func:`gped_kit.engine.evaluate.log`)."""
         return evaluate.log(self.state, self.setup)
 
-    def chain_ensemble_means(self, k: int, eval_set: str = "test") -> dict[str, torch.Tensor]:
-        """Teacher chain k's own ensemble estimates on ``eval_set``."""
-        return evaluate.chain_ensemble_means(self.state, self.setup, k, eval_set)
-
     def teacher_metrics(self, r: int) -> dict[str, float]:
         """The teacher ensemble's predictive metrics on run r's test set (``teacher_nll`` etc.)."""
         return evaluate.teacher_metrics(self.state, self.setup, r)
-
-    def chain_metrics(self) -> dict[str, float]:
-        """Each teacher chain's own ensemble NLL on the test set, ``teacher_nll_chain<k>``."""
-        return evaluate.chain_metrics(self.state, self.setup)
-
-    def test_sums(self) -> dict[str, torch.Tensor]:
-        """Each run's ensemble running sums on the test rows (run axis first)."""
-        return evaluate.test_sums(self.state, self.setup)
 
     def student_outputs(self, eval_sets: Sequence[str] | None = None) -> list[dict[str, dict[str, torch.Tensor]]]:
         """Every run's students' linked outputs on the evaluation sets: ``[run r][set][label] -> (n, D)``."""
