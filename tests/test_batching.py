@@ -257,7 +257,7 @@ def test_memory_report_counts_shared_data_once():
     teacher_params = specs[0].teacher.num_params
     assert memory["teacher"] >= 3 * 4 * teacher_params  # parameters and the SGLD noise buffer of 3 chains
     # chains 0 and 2 have the same (unmasked) test set, chain 1 a masked one: two sets are stored
-    assert engine.eval_sets.unique_count == 2 and engine.train_sets.unique_count == 3
+    assert engine.eval_sets.unique_count == 2 and engine.setup.train_sets.unique_count == 3
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

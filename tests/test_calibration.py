@@ -192,6 +192,7 @@ def test_every_logged_recent_ece_is_the_ece_of_the_recent_windows_predictive(dig
     """The number the store keeps as ``teacher_recent_ece`` is the ECE of the teacher ensemble over its recent
     window (:mod:`gped_kit.engine.window`), recomputed here through :func:`calibration`: at every log point,
     including those whose window starts after sample 1 (a difference of running sums)."""
+    from gped_kit.engine import evaluate
     from gped_kit.engine.engine import GPEDEngine
     from gped_kit.engine.spec import build_chain
 
@@ -204,9 +205,10 @@ def test_every_logged_recent_ece_is_the_ece_of_the_recent_windows_predictive(dig
         def on_log(self, eng, rows):
             row = rows[0][-1]
             if "teacher_recent_ece" in row:
-                recent = eng.recent.means(0, eng.run_count, eng.test_sums())["predictive"]
+                recent = eng.recent.means(0, evaluate.run_count(eng.state, eng.setup),
+                                          evaluate.test_sums(eng.state, eng.setup))["predictive"]
                 checked.append((row["teacher_recent_from_sample"], row["teacher_recent_ece"],
-                                calibration(recent, eng.test_labels[0]).ece))
+                                calibration(recent, eng.setup.test_labels[0]).ece))
 
         def on_checkpoint(self, eng):
             pass

@@ -38,11 +38,12 @@ def test_step_sizes_at_chosen_steps_are_the_papers_cosine(cls):
         assert config.step_size_at(t) == eta0 * (0.5 * (math.cos(math.pi * (t % 100) / 100) + 1.0)), t
     assert config.step_size_at(99) < 3e-4 * eta0  # (pi / L)^2 / 4 of eta_0 at a cycle's last step
     assert config.varies
-    if cls is SGLDConfig:  # SGLD's factors: (1, eta_t / eta_0, sqrt(eta_t / eta_0)); the others take eta_t itself
+    if cls is SGLDConfig:  # SGLD's factors: (1, eta_t / eta_0, sqrt(eta_t / eta_0)); the others' derive from eta_t
         ratio = 0.5 * (math.cos(math.pi * 0.25) + 1.0)
         assert config.scales(25) == (1.0, ratio, math.sqrt(ratio))
     else:
-        assert config.scales(25) == (config.step_size_at(25),)
+        assert config.scales(25) == config.factors(config.step_size_at(25))
+        assert config.scales(25)[:2] == (config.step_size_at(25), -config.step_size_at(25))
 
 
 def test_warm_up_and_floor_combine_with_the_cycles():

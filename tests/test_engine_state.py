@@ -104,7 +104,7 @@ def test_a_run_state_continues_the_run_bit_for_bit_and_owns_its_tensors(digits_d
     state = a.run_state(0)
     kept = state.teacher.params["1.weight"].clone()
     b = make_engine(digits_data)  # a fresh engine, as in a new process
-    b.load_run_state(0, state)
+    b.load_run_states({0: state})
     assert b.t == 30 and b.resumed_from == 30 and b.ensemble_count == a.ensemble_count
     a.run()
     b.run()
@@ -124,14 +124,14 @@ def test_a_pooled_run_state_holds_every_chain_and_loads_only_into_a_pooled_engin
     assert state.pooled and len(state.generators["chains"]) == 2
     assert state.teacher.params["1.weight"].shape[0] == 2 and state.ensemble.sums["predictive"].shape[0] == 2
     again = make_engine(digits_data, num_chains=2)
-    again.load_run_state(0, state)
+    again.load_run_states({0: state})
     for x, y in zip(parameters(pooled), parameters(again)):
         assert torch.equal(x, y)
     single = make_engine(digits_data, pooled=False, num_chains=1)
     single_pooled = make_engine(digits_data, pooled=True, num_chains=1)
     single_pooled.run(stop=25)
     with pytest.raises(ValueError, match="pooled run with 2 students, this engine's runs are single"):
-        single.load_run_state(0, single_pooled.run_state(0))
+        single.load_run_states({0: single_pooled.run_state(0)})
     assert single.t == 0 and single.resumed_from is None
 
 

@@ -2,21 +2,25 @@
 equals the same period stepped eagerly, bit for bit.
 
 On the CPU: the host-side rules that decide whether a period may be replayed (log, checkpoint and
-snapshot points, learning-rate changes, the run's stop, a momentum sampler's varying step size)
-and the error for ``graph=True`` without CUDA. On CUDA (skipped without): graph == eager over
-several periods with U_s and U_o students, a dropout student and a learning-rate halving; a run
-checkpointed after replays resumes bit-identically; no host synchronisation inside a period.
+snapshot points, learning-rate changes, the run's stop, a sampler whose varying step size is read on
+the host; the kit's momentum samplers with a varying step size replay) and the error for
+``graph=True`` without CUDA. On CUDA (skipped without): graph == eager over several periods with
+U_s and U_o students, a dropout student and a learning-rate halving; momentum samplers with
+polynomial and cyclical step sizes (one chain, a batch, a pooled teacher); a run checkpointed after
+replays resumes bit-identically; no host synchronisation inside a period.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import ClassVar
 
 import pytest
 import torch
 from test_batching import STUDENTS, make_data
 
+from gped_kit.core.baoa import BAOAConfig
 from gped_kit.core.samplers import sampler_config
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.graphs import (
@@ -72,23 +76,45 @@ def test_period_ending_at_a_log_point_is_replayable():
     assert period_pattern(engine.setup, engine.state, 54, 120) is not None
 
 
+@dataclasses.dataclass(frozen=True)
+class HostScalesBAOA(BAOAConfig):
+    """BAOA as a sampler whose update reads its factors as host floats only (``device_scales`` False)."""
+
+    device_scales: ClassVar[bool] = False
+
+
 def test_learning_rate_changes_and_host_side_step_sizes_are_stepped_eagerly():
     halving = [dataclasses.replace(s, lr_halving_epochs=0.25) for s in STUDENTS]  # N = 300, M = 25: every 3 steps
     engine = GPEDEngine([spec(students=halving)])
     assert all(period_pattern(engine.setup, engine.state, t0, 120) is None for t0 in range(18, 114, 6))
     engine.run()  # eager, with its halvings
-    baoa = sampler_config("baoa", step_size=1e-3, batch_size=25, schedule="polynomial", decay_steps=10.0)
-    baoa_engine = GPEDEngine([spec(sampler=baoa)])
-    assert period_pattern(baoa_engine.setup, baoa_engine.state, 18, 120) is None
+    host = HostScalesBAOA(step_size=1e-3, batch_size=25, schedule="polynomial", decay_steps=10.0)
+    host_engine = GPEDEngine([spec(sampler=host)])
+    assert host_engine.values.scales is None and period_pattern(host_engine.setup, host_engine.state, 18, 120) is None
     constant_baoa = sampler_config("baoa", step_size=1e-3, batch_size=25)
     constant = GPEDEngine([spec(sampler=constant_baoa)])
     assert period_pattern(constant.setup, constant.state, 18, 120) is not None
 
 
+@pytest.mark.parametrize("name", ["sghmc", "sgnht", "baoa"])
+@pytest.mark.parametrize("schedule", [dict(schedule="polynomial", decay_steps=10.0),
+                                      dict(schedule="cyclical", cycles=4, explore_fraction=0.5)],
+                         ids=["polynomial", "cyclical"])
+def test_momentum_samplers_with_a_varying_step_size_replay(name, schedule):
+    sampler = sampler_config(name, step_size=1e-3, batch_size=25, **schedule)
+    engine = GPEDEngine([spec(sampler=sampler)])
+    assert sampler_fallback(engine.config) is None
+    table = engine.values.scales  # the factors, a device table read by the update (gped_kit.engine.values)
+    assert table is not None and table.table.shape == (engine.period, len(engine.config.sampler.scales(0)))
+    assert period_pattern(engine.setup, engine.state, 18, 120) is not None
+
+
 def test_fallbacks_a_user_did_not_ask_for_are_warned_once():
-    varying = sampler_config("baoa", step_size=1e-3, batch_size=25, schedule="polynomial", decay_steps=10.0)
-    assert "every step runs eagerly" in sampler_fallback(spec(sampler=varying).config)
+    host = HostScalesBAOA(step_size=1e-3, batch_size=25, schedule="polynomial", decay_steps=10.0)
+    assert "every step runs eagerly" in sampler_fallback(spec(sampler=host).config)
     assert sampler_fallback(spec().config) is None  # SGLD: its varying factors are device tables
+    varying = sampler_config("baoa", step_size=1e-3, batch_size=25, schedule="polynomial", decay_steps=10.0)
+    assert sampler_fallback(spec(sampler=varying).config) is None  # so are the momentum samplers'
     assert sampler_fallback(spec(sampler=sampler_config("baoa", step_size=1e-3, batch_size=25)).config) is None
     # more patterns than MAX_GRAPHS: the new one runs eagerly, with one warning however often it recurs
     # (PeriodGraphs needs CUDA to be built; its bookkeeping is host-side, so it is exercised here without)
@@ -208,3 +234,39 @@ def test_a_capture_never_uploads_host_values():
     with pytest.raises(RuntimeError, match="inside a CUDA graph capture"), torch.cuda.graph(graph):
         table.fill(4)  # a copy from pinned host memory freed after the capture: refused
     assert table.start == 0 and table.row(3).tolist() == [3.0, 6.0]
+
+
+@needs_cuda
+@pytest.mark.parametrize("name", ["sghmc", "sgnht", "baoa"])
+@pytest.mark.parametrize("schedule", [dict(schedule="polynomial", decay_steps=10.0, warmup_steps=9, warmup_factor=3.0),
+                                      dict(schedule="cyclical", cycles=4, explore_fraction=0.5)],
+                         ids=["polynomial+warmup", "cyclical"])
+def test_momentum_samplers_with_a_varying_step_size_replay_as_they_step(name, schedule):
+    """A momentum sampler's varying factors are device tables: its periods replay and equal eager steps bit for
+    bit, one chain and a batch of three (different seeds), with a dropout student; no fallback is warned about."""
+    sampler = sampler_config(name, step_size=1e-3, batch_size=25, **schedule)
+
+    def batch(graph: bool, k: int) -> GPEDEngine:
+        return GPEDEngine([spec("cuda", graph=graph, seed=seed, sampler=sampler, students=CUDA_STUDENTS)
+                           for seed in range(k)])
+
+    for k in (1, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GraphFallbackWarning)
+            graph = batch(True, k)
+            run_engine(graph)
+        eager = batch(False, k)
+        run_engine(eager)
+        assert graph.graphs.replays >= 5 and not graph.graphs.fallbacks
+        assert all(torch.equal(a, b) for a, b in zip(state(graph), state(eager)))
+
+
+@needs_cuda
+def test_a_pooled_cyclical_baoa_teacher_replays_as_it_steps():
+    """The ``long`` profile's teacher: BAOA with a cyclical step size, pooled over chains."""
+    sampler = sampler_config("baoa", step_size=1e-3, batch_size=25, schedule="cyclical", cycles=4, explore_fraction=0.5)
+    graph = GPEDEngine([spec("cuda", graph=True, sampler=sampler, num_chains=3)])
+    eager = GPEDEngine([spec("cuda", graph=False, sampler=sampler, num_chains=3)])
+    run_engine(graph), run_engine(eager)
+    assert graph.graphs.replays >= 5
+    assert all(torch.equal(a, b) for a, b in zip(state(graph), state(eager)))

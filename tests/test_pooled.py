@@ -19,7 +19,7 @@ from gped_kit.core.likelihoods import Gaussian
 from gped_kit.core.options import Estimator
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.targets import regression_moments
-from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, check_batchable, distill, distill_many
+from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, check_batchable, distill, distill_many, evaluate
 from gped_kit.engine import steps as engine_steps
 from gped_kit.engine.checkpoint import CheckpointError
 from gped_kit.engine.config import CHAIN_SEED_STRIDE, chain_seeds
@@ -121,7 +121,7 @@ def test_one_chain_through_the_pooled_code_equals_the_single_chain_exactly():
                                          name="dm"))
     single = GPEDEngine([pooled_spec(1, students, num_snapshots=2)])
     forced = GPEDEngine([pooled_spec(1, students, num_snapshots=2)], pooled=True)
-    assert forced.pooled and not single.pooled and not forced.batched
+    assert forced.pooled and not single.pooled and not forced.setup.layout.batched
     rs, rf = run_engine(single)[0], run_engine(forced)[0]
     a, b = state_tensors(single), state_tensors(forced)
     assert all(torch.equal(a[name], b[name]) for name in a)
@@ -192,7 +192,7 @@ def test_students_learn_from_every_chain_at_each_distillation_step(monkeypatch):
     sums = [torch.zeros_like(s.store.sums) for s in engine.students]
     counts = [torch.zeros_like(s.store.counts) for s in engine.students]
     for call in calls:
-        j = next(j for j, f in enumerate(engine.student_fns) if f is call["fns"])
+        j = next(j for j, f in enumerate(engine.setup.student_fns) if f is call["fns"])
         target = spec.students[j].target
         for k in range(3):
             params = {n: v[k] for n, v in call["params"].items()}
@@ -313,7 +313,8 @@ def test_pooled_teacher_and_students_recover_the_bayesian_linear_regression_post
     mean_tol, var_tol = 0.015, 0.02
     pooled_mean_error, pooled_var_error = errors(result.teacher_outputs["test"]["predictive_variance"])
     assert pooled_mean_error < mean_tol and pooled_var_error < var_tol, (pooled_mean_error, pooled_var_error)
-    chain_errors = [errors(engine.chain_ensemble_means(k)["predictive_variance"]) for k in range(K)]
+    chain_errors = [errors(evaluate.chain_ensemble_means(engine.state, engine.setup, k)["predictive_variance"])
+                    for k in range(K)]
     assert all(m > mean_tol or v > var_tol for m, v in chain_errors), chain_errors
     assert sum(m for m, _ in chain_errors) / K > 5 * pooled_mean_error
     assert sum(v for _, v in chain_errors) / K > 5 * pooled_var_error
@@ -345,7 +346,8 @@ def test_pooled_run_resumes_bit_identically(tmp_path, sampler):
     assert resumed.resumed_from == 23 and result.finished
     a, b = state_tensors(full), state_tensors(resumed)
     assert all(torch.equal(a[name], b[name]) for name in a), [n for n in a if not torch.equal(a[n], b[n])]
-    assert full.teacher_metrics(0) == resumed.teacher_metrics(0) and full.chain_metrics() == resumed.chain_metrics()
+    assert full.teacher_metrics(0) == resumed.teacher_metrics(0)
+    assert evaluate.chain_metrics(full.state, full.setup) == evaluate.chain_metrics(resumed.state, resumed.setup)
     regular = result.history[result.history["step"] != 23].reset_index(drop=True)
     evaluation = [c for c in full_result.history if c != "elapsed_s" and "train" not in c]
     assert full_result.history[evaluation].equals(regular[evaluation])
@@ -363,7 +365,7 @@ def test_memory_holds_k_chains_and_one_set_of_students():
     a, b = single.memory_bytes(), pooled.memory_bytes()
     assert b["students"] == a["students"] and b["u_o_stores"] == a["u_o_stores"]
     assert b["teacher"] == 4 * a["teacher"] and b["ensemble"] == 4 * a["ensemble"]
-    assert pooled.train_sets.unique_count == 1 and pooled.eval_sets.unique_count == 1  # the data once
+    assert pooled.setup.train_sets.unique_count == 1 and pooled.eval_sets.unique_count == 1  # the data once
 
 
 def test_pooled_step_reads_nothing_back_from_the_device(monkeypatch):

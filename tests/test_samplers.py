@@ -263,7 +263,8 @@ def test_warm_up_starts_larger_and_ends_at_the_step_size():
     assert config.step_size_at(50) == pytest.approx(8e-6 ** 0.5 * 1e-6 ** 0.5)  # geometric midpoint
     assert config.step_size_at(100) == config.step_size_at(10_000) == 1e-6
     assert config.scales(0) == pytest.approx((1.0, 8.0, 8.0 ** 0.5))
-    assert SGHMCConfig(step_size=0.1, warmup_steps=10, warmup_factor=2.0).scales(0) == pytest.approx((0.2,))
+    warm = SGHMCConfig(step_size=0.1, warmup_steps=10, warmup_factor=2.0)
+    assert warm.scales(0) == warm.factors(0.2) and warm.scales(0)[:2] == pytest.approx((0.2, -0.2))
     assert SGLDConfig(warmup_steps=10).varies is False  # factor 1: nothing changes
 
 

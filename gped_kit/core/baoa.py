@@ -21,7 +21,7 @@ from typing import ClassVar
 import torch
 
 from .flat import units
-from .sampler import MomentumSamplerConfig, SamplerName, momenta
+from .sampler import MomentumSamplerConfig, SamplerName, Scales, add_scaled_, momenta
 
 
 @dataclass(frozen=True)
@@ -30,20 +30,26 @@ class BAOAConfig(MomentumSamplerConfig):
 
     name: ClassVar[SamplerName] = SamplerName.BAOA
 
+    def factors(self, epsilon: float) -> tuple[float, float, float, float, float]:
+        """``(epsilon, -epsilon, (epsilon / 2) sigma^-2, exp(-gamma epsilon), 1 - exp(-2 gamma epsilon))`` with
+        gamma = alpha sigma^-2: the step, the kick's factor, the half drift, the O step's decay and its noise
+        variance over T sigma^2 (:meth:`update_`)."""
+        gamma = self.alpha * self.sigma ** -2
+        return (epsilon, -epsilon, 0.5 * epsilon * self.sigma ** -2, math.exp(-gamma * epsilon),
+                -math.expm1(-2.0 * gamma * epsilon))
+
     def update_(self, params: dict[str, torch.Tensor], state: dict[str, torch.Tensor],
                 nll_grads: dict[str, torch.Tensor], noise: dict[str, torch.Tensor], coefficients: torch.Tensor,
-                scales: tuple[float, ...]) -> None:
-        """One BAOA step in place; ``nll_grads`` and ``noise`` are overwritten (scratch)."""
-        epsilon = scales[0]
+                scales: Scales) -> None:
+        """One BAOA step in place; ``nll_grads`` and ``noise`` are overwritten (scratch). ``scales``: host
+        floats or a float32 row of :meth:`factors`."""
+        neg_epsilon, drift, decay, noise_variance = scales[1], scales[2], scales[3], scales[4]
         prior, temperature = coefficients[0], coefficients[1]
-        gamma = self.alpha * self.sigma ** -2
-        decay = math.exp(-gamma * epsilon)
-        noise_scale = (temperature * -math.expm1(-2.0 * gamma * epsilon)).sqrt() * self.sigma
-        drift = 0.5 * epsilon * self.sigma ** -2
+        noise_scale = (temperature * noise_variance).sqrt() * self.sigma
         with torch.no_grad():
             for theta, grad, m, xi in units(params, nll_grads, momenta(params, state), noise):
                 grad.add_(theta * prior)
-                m.add_(grad, alpha=-epsilon)
-                theta.add_(m, alpha=drift)
+                add_scaled_(m, grad, neg_epsilon)
+                add_scaled_(theta, m, drift)
                 m.mul_(decay).add_(xi.mul_(noise_scale))
-                theta.add_(m, alpha=drift)
+                add_scaled_(theta, m, drift)

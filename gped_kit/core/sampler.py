@@ -6,9 +6,11 @@ A sampler is a frozen configuration class (one algorithm per module: :mod:`.sgld
 * ``init_state(params)``: the sampler's state beyond theta (momenta, thermostat), zeros-like;
 * ``coefficients(N)``: per-chain constants that depend on the labelled set's size N (a batch of
   chains may differ in N and in the prior precision tau, so these travel with each chain);
-* ``scales(t)``: host floats for step t, shared by every chain of a batch (no device sync); a
-  sampler with ``device_scales`` also takes them as a float32 tensor (a row of the engine's
-  :class:`~gped_kit.engine.values.ValueTable`, what a captured CUDA graph reads);
+* ``scales(t)``: the factors of step t's update that change with t, host floats computed in
+  float64 and shared by every chain of a batch (no device sync); a sampler with ``device_scales``
+  (all four) also takes them as a float32 tensor (a row of the engine's
+  :class:`~gped_kit.engine.values.ValueTable`, what a captured CUDA graph reads), with the same
+  numbers: each factor enters a kernel as ``float32(value)`` either way (:func:`add_scaled_`);
 * ``update_(params, state, nll_grads, noise, coefficients, scales)``: one step in place, from
   the gradient of the minibatch *mean* NLL and one standard-normal draw per parameter; the
   same code for one chain and, under ``torch.func.vmap``, for many.
@@ -45,7 +47,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 
@@ -92,8 +94,10 @@ class SamplerConfig:
 
     name: ClassVar[SamplerName]
     num_coefficients: ClassVar[int]
-    #: Whether ``update_`` takes its ``scales`` as a float32 tensor as well as host floats (SGLD:
-    #: they only multiply tensors); the momentum samplers compute with them on the host.
+    #: Whether ``update_`` takes its ``scales`` as a float32 tensor as well as host floats, with the same
+    #: numbers (every sampler of the kit: SGLD's factors only multiply tensors, the momentum samplers'
+    #: also scale an addend through :func:`add_scaled_`). A sampler without it computes with host
+    #: floats: a varying step size then keeps graph mode eager (:mod:`gped_kit.engine.graphs`).
     device_scales: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -226,7 +230,7 @@ class SamplerConfig:
 
     def update_(self, params: dict[str, torch.Tensor], state: dict[str, torch.Tensor],
                 nll_grads: dict[str, torch.Tensor], noise: dict[str, torch.Tensor], coefficients: torch.Tensor,
-                scales: tuple[float, ...]) -> None:  # pragma: no cover
+                scales: Scales) -> None:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -247,6 +251,7 @@ class MomentumSamplerConfig(SamplerConfig):
     sigma: float = 1.0
 
     num_coefficients: ClassVar[int] = 2
+    device_scales: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -259,9 +264,16 @@ class MomentumSamplerConfig(SamplerConfig):
         """``(tau / N, T = 1 / N)``."""
         return self.prior_precision / num_data, 1.0 / num_data
 
-    def scales(self, t: int) -> tuple[float]:
-        """``(epsilon_t,)``, the step size at step ``t``."""
-        return (self.step_size_at(t),)
+    def scales(self, t: int) -> tuple[float, ...]:
+        """The factors of step ``t``'s update (:meth:`factors`) at its step size ``epsilon_t``
+        (:meth:`~SamplerConfig.step_size_at`); the first is ``epsilon_t`` itself."""
+        return self.factors(self.step_size_at(t))
+
+    def factors(self, epsilon: float) -> tuple[float, ...]:  # pragma: no cover
+        """What the update reads that depends on the step size ``epsilon``, computed in float64 on the
+        host (``epsilon`` first): the algorithm's own expressions, so that passing them as host floats or
+        as a float32 row gives the kernels the operands ``float32(value)`` the update always used."""
+        raise NotImplementedError
 
     def init_state(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Momenta m_0 = 0, one per parameter (keys ``"m:<name>"``)."""
@@ -312,6 +324,26 @@ class StateKey:
             raise ValueError(f"sampler state key {text!r}: not a key of a sampler's state ({exc}); allowed: "
                              + ", ".join(f"{k.value!r}" + (":<parameter>" if k is StateKind.MOMENTUM else "")
                                          for k in StateKind)) from None
+
+
+#: The factors an update reads at one step (:meth:`SamplerConfig.scales`): host floats, or the same values as a
+#: float32 tensor of one row (a row of the engine's :class:`~gped_kit.engine.values.ValueTable`).
+Scales = Sequence[float] | torch.Tensor
+
+#: One factor of :data:`Scales`: a host float, or a 0-d float32 tensor holding ``float32`` of it.
+Factor = float | torch.Tensor
+
+
+def add_scaled_(y: torch.Tensor, x: torch.Tensor, a: Factor) -> torch.Tensor:
+    """``y <- y + a x`` in place, each element rounded once: ``y.add_(x, alpha=a)`` for a host float ``a``
+    (rounded to y's dtype), ``y.addcmul_(x, a)`` for a 0-d tensor ``a`` holding that rounded value (a factor
+    a captured CUDA graph reads from the device). PyTorch's CPU kernels compute both as one fused
+    multiply-add per element, in their vector loops and scalar tails alike, so the two give the same numbers
+    bit for bit under every CPU capability (default, AVX2, AVX-512; ``tests/test_device_scales.py``); a
+    product rounded on its own and then added (``y.add_(x * a)``) differs in the last bit."""
+    if isinstance(a, torch.Tensor):
+        return y.addcmul_(x, a)
+    return y.add_(x, alpha=a)
 
 
 def momentum_key(name: str) -> str:

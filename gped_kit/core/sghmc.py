@@ -21,7 +21,7 @@ from typing import ClassVar
 import torch
 
 from .flat import units
-from .sampler import MomentumSamplerConfig, SamplerName, momenta
+from .sampler import MomentumSamplerConfig, SamplerName, Scales, add_scaled_, momenta
 
 
 @dataclass(frozen=True)
@@ -30,25 +30,44 @@ class SGHMCConfig(MomentumSamplerConfig):
 
     name: ClassVar[SamplerName] = SamplerName.SGHMC
 
+    def factors(self, epsilon: float) -> tuple[float, float, float, float, float]:
+        """``(epsilon, -epsilon, epsilon beta, epsilon sigma^-2, 1 - epsilon sigma^-2 alpha)``: the step, the
+        gradient's factor, the noise's correction, theta's drift and the momenta's decay (:func:`sghmc_update_`)."""
+        return sghmc_factors(epsilon, self.alpha, self.beta, self.sigma)
+
     def update_(self, params: dict[str, torch.Tensor], state: dict[str, torch.Tensor],
                 nll_grads: dict[str, torch.Tensor], noise: dict[str, torch.Tensor], coefficients: torch.Tensor,
-                scales: tuple[float, ...]) -> None:
+                scales: Scales) -> None:
         """One SGHMC step in place; ``nll_grads`` and ``noise`` are overwritten (scratch)."""
-        sghmc_update_(params, state, nll_grads, noise, coefficients, scales[0], self.alpha, self.beta, self.sigma)
+        sghmc_update_(params, state, nll_grads, noise, coefficients, scales, self.alpha)
+
+
+def sghmc_factors(epsilon: float, alpha: float, beta: float, sigma: float) -> tuple[float, float, float, float, float]:
+    """The step-size factors of :func:`sghmc_update_` (host floats, float64): ``(epsilon, -epsilon,
+    epsilon beta, epsilon sigma^-2, 1 - epsilon sigma^-2 alpha)``."""
+    precision = sigma ** -2
+    return epsilon, -epsilon, epsilon * beta, epsilon * precision, 1.0 - epsilon * precision * alpha
 
 
 def sghmc_update_(params: dict[str, torch.Tensor], state: dict[str, torch.Tensor],
                   nll_grads: dict[str, torch.Tensor], noise: dict[str, torch.Tensor], coefficients: torch.Tensor,
-                  epsilon: float, alpha: float, beta: float, sigma: float,
-                  friction: torch.Tensor | float | None = None) -> None:
-    """The SGHMC update of the module docstring in place. ``coefficients`` = ``(tau / N, T)``
-    per chain; ``friction`` replaces alpha in the friction term only (SGNHT's thermostat xi_t)."""
+                  scales: Scales, alpha: float, friction: torch.Tensor | None = None) -> None:
+    """The SGHMC update of the module docstring in place. ``coefficients`` = ``(tau / N, T)`` per chain;
+    ``scales`` the step's factors (:func:`sghmc_factors`: host floats, or the same values as a float32 row on
+    the device); ``friction`` replaces alpha in the friction term only (SGNHT's thermostat xi_t), so the
+    momenta decay by ``1 - (epsilon sigma^-2) xi_t``. Per element::
+
+        g     <- g + (tau / N) theta                      (-grad log_post)
+        theta <- theta + (epsilon sigma^-2) m
+        m     <- decay m + (-epsilon) g + sqrt(T epsilon (2 alpha - T (epsilon beta))) xi
+    """
     prior, temperature = coefficients[0], coefficients[1]
-    precision = sigma ** -2
-    noise_scale = (temperature * epsilon * (2.0 * alpha - temperature * (epsilon * beta))).sqrt()
-    decay = 1.0 - epsilon * precision * (alpha if friction is None else friction)
+    epsilon, neg_epsilon, epsilon_beta, drift, decay = scales[0], scales[1], scales[2], scales[3], scales[4]
+    noise_scale = (temperature * epsilon * (2.0 * alpha - temperature * epsilon_beta)).sqrt()
+    if friction is not None:
+        decay = 1.0 - drift * friction
     with torch.no_grad():
         for theta, grad, m, xi in units(params, nll_grads, momenta(params, state), noise):
             grad.add_(theta * prior)  # -grad log_post = g + (tau / N) theta
-            theta.add_(m, alpha=epsilon * precision)
-            m.mul_(decay).add_(grad, alpha=-epsilon).add_(xi.mul_(noise_scale))
+            add_scaled_(theta, m, drift)
+            add_scaled_(m.mul_(decay), grad, neg_epsilon).add_(xi.mul_(noise_scale))

@@ -21,8 +21,8 @@ from typing import ClassVar
 import torch
 
 from .flat import FlatTensors, sum_per_chain
-from .sampler import MomentumSamplerConfig, SamplerName, StateKey, StateKind, momenta
-from .sghmc import sghmc_update_
+from .sampler import MomentumSamplerConfig, SamplerName, Scales, StateKey, StateKind, momenta
+from .sghmc import sghmc_factors, sghmc_update_
 
 #: The sampler-state key of the thermostat xi.
 THERMOSTAT_KEY = str(StateKey(StateKind.THERMOSTAT))
@@ -42,10 +42,16 @@ class SGNHTConfig(MomentumSamplerConfig):
         state[THERMOSTAT_KEY] = torch.full((), self.alpha, device=device)
         return state
 
+    def factors(self, epsilon: float) -> tuple[float, float, float, float, float]:
+        """SGHMC's factors (:func:`~.sghmc.sghmc_factors`; the momenta's decay there is unused: the thermostat
+        replaces alpha)."""
+        return sghmc_factors(epsilon, self.alpha, self.beta, self.sigma)
+
     def update_(self, params: dict[str, torch.Tensor], state: dict[str, torch.Tensor],
                 nll_grads: dict[str, torch.Tensor], noise: dict[str, torch.Tensor], coefficients: torch.Tensor,
-                scales: tuple[float, ...]) -> None:
-        """One SGNHT step in place; ``nll_grads`` and ``noise`` are overwritten (scratch)."""
+                scales: Scales) -> None:
+        """One SGNHT step in place; ``nll_grads`` and ``noise`` are overwritten (scratch). ``scales``: host
+        floats or a float32 row of :meth:`factors`, ``epsilon`` first."""
         epsilon = scales[0]
         xi = state[THERMOSTAT_KEY]
         with torch.no_grad():
@@ -54,7 +60,6 @@ class SGNHTConfig(MomentumSamplerConfig):
             kinetic = (sum(sum_per_chain(m * m, chain_axis) for m in moms.values())
                        / sum(m[0].numel() if chain_axis else m.numel() for m in moms.values()))
             xi_next = xi + epsilon * (kinetic * self.sigma ** -2 - coefficients[1])
-        sghmc_update_(params, state, nll_grads, noise, coefficients, epsilon, self.alpha, self.beta, self.sigma,
-                      friction=xi)
+        sghmc_update_(params, state, nll_grads, noise, coefficients, scales, self.alpha, friction=xi)
         with torch.no_grad():
             xi.copy_(xi_next)

@@ -195,7 +195,9 @@ class GPEDConfig:
     :mod:`gped_kit.engine.precision`); it is part of the key.
 
     ``device``, ``progress``, ``eval_batch_size`` and ``graph`` say how the run executes, not what
-    it computes: they are not part of result keys. ``progress`` is True (a bar, or text lines when
+    it computes: they are not part of result keys (on the CPU an evaluation chunk of fewer than about 32
+    rows can round a matrix product's rows differently, moving the last bit of the ensemble's sums:
+    keep ``eval_batch_size`` well above that). ``progress`` is True (a bar, or text lines when
     ``$GPED_PROGRESS=lines``), False, or ``"bar"``/``"lines"``/``"off"``
     (:mod:`gped_kit.progress`). ``graph`` (CUDA only) replays each period of the event schedule as
     a captured CUDA graph (:mod:`gped_kit.engine.graphs`): None (the default) on CUDA and off on the

@@ -40,10 +40,12 @@ each chain's ensemble NLL (``teacher_nll_chain<k>``); it runs as its own batch
 device; per-chain learning-rate changes are written with ``fill_`` (no upload); the only reads are at
 log points (:func:`gped_kit.engine.evaluate.log`: history rows, divergence checks) and checkpoints.
 
-**The updates run over flat buffers**: each chain's parameters and momenta and each student's
-parameters and Adam moments are views of one ``(K, P)`` buffer per slot (:mod:`gped_kit.core.flat`),
-so the sampler's and Adam's element-wise updates are a handful of kernels per step; the values that
-change with t (a varying step size, Adam's bias corrections) are read from device-side tables
+**The updates run over flat buffers**: the chains' parameters and momenta are views of one ``(K, P)``
+buffer each (:mod:`gped_kit.core.flat`), and each student slot's parameters and Adam moments views of
+its ``(R, P_j)`` segment of its distillation group's buffer, the group's slots one after another
+(:class:`~gped_kit.engine.state.AdamGroup`: they step together), so the sampler's update is a handful
+of kernels per step and Adam's one handful per group, not per student (:func:`adam_step`); the values
+that change with t (a varying step size, Adam's bias corrections) are read from device-side tables
 (:mod:`gped_kit.engine.values`).
 """
 
@@ -55,7 +57,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 import torch
 
-from ..core.adam import adam_update_, bias_corrections
+from ..core.adam import AdamState, SegmentRates, adam_update_, bias_corrections
 from ..core.estimators import estimator_init
 from ..core.options import InputGenerator
 from . import evaluate, loop, resume, steps
@@ -76,15 +78,17 @@ from .sets import ChainSets
 from .setup import EngineSetup, StepEvents, events
 from .spec import ChainSpec
 from .state import (
+    AdamGroup,
     EngineState,
     EnsembleState,
     HostState,
     RunState,
     StepBuffers,
+    StudentBuffers,
     chain_view,
     flat,
     flatten_chain_,
-    flatten_student_,
+    flatten_students_,
     init_chain_state,
     init_student_state,
     noise_into_layout_,
@@ -159,8 +163,17 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
             store = estimator_init(sc.estimator, c.num_distill, sc.out_dim, device)
             states.append(init_student_state(*c.initial[1 + j], sc.config.lr, store))
         students.append(stack_trees(states))
-    # each slot's parameters and Adam moments as flat (R, P) buffers: an Adam step is a few kernels
-    student_buffers = [flatten_student_(s) for s in students]
+    # each slot's parameters and Adam moments as flat (R, P) buffers, the slots of a distillation group (which step
+    # together) one after another in one buffer per part: a group's Adam step is a few kernels
+    student_buffers: list[StudentBuffers | None] = [None] * len(students)
+    adam_groups: dict[int, AdamGroup] = {}
+    for slots in ref.groups.values():
+        group_buffers, group = flatten_students_([students[j] for j in slots], slots)
+        for j, b in zip(slots, group_buffers):
+            student_buffers[j], adam_groups[j] = b, group
+    if any(b is None for b in student_buffers):
+        raise ValueError(f"student slots {[j for j, b in enumerate(student_buffers) if b is None]} belong to no "
+                         "distillation group")
     num_outputs = ref.data.num_outputs
     ensemble = EnsembleState({name: torch.zeros(K, num_eval, target.out_dim(num_outputs), device=device)
                               for name, target in ref.ensemble_targets.items()})
@@ -172,9 +185,9 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
     noise = torch.empty(K, ref.teacher.num_params, device=device)
     teacher_buffers = flatten_chain_(chain, noise)
     group_idx = {key: torch.empty(R, key.batch_size, dtype=torch.long, device=device) for key in ref.groups}
-    # values that change with t, read from the device (gped_kit.engine.values): the step-size schedule's factors
-    # (SGLD; the momentum samplers compute with host floats) and each slot's Adam bias corrections, a period of
-    # the event schedule at a time
+    # values that change with t, read from the device (gped_kit.engine.values): a varying step size's factors (every
+    # sampler of the kit takes them as a device row: device_scales) and each slot's Adam bias corrections, a period
+    # of the event schedule at a time
     period = math.lcm(config.eval_thinning, *(key.thinning for key in ref.groups))
     sampler = config.sampler
     values = EngineValues(
@@ -197,7 +210,8 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
                                 s.config.derivative_weight, num_outputs) for s in ref.students],
         distillation=PooledDistillation() if layout.pooled else IndependentDistillation())
     buffers = StepBuffers(
-        teacher=teacher_buffers, students=student_buffers, idx=idx, noise=noise, group_idx=group_idx,
+        teacher=teacher_buffers, students=[b for b in student_buffers if b is not None], adam_groups=adam_groups,
+        idx=idx, noise=noise, group_idx=group_idx,
         teacher_views=None if layout.batched else (chain_view(chain, 0), chain_view(ensemble, 0)),
         student_views=None if layout.students_batched else [chain_view(s, 0) for s in students])
     state = EngineState(
@@ -277,13 +291,29 @@ def accumulate(state: EngineState, setup: EngineSetup) -> None:
 
 def adam_step(state: EngineState, setup: EngineSetup, j: int, grads: dict[str, torch.Tensor],
               chain_axis: bool) -> None:
-    """Student slot ``j``'s Adam step for every run, once over its flat buffers, from the gradients
-    ``grads`` (with a leading run axis when ``chain_axis``; one run's otherwise); its bias corrections
-    are those of the slot's next update, ``adam_steps[j] + 1``, read from the device-side table."""
+    """Student slot ``j``'s Adam step for every run, from the gradients ``grads`` (with a leading run axis when
+    ``chain_axis``; one run's otherwise), written into the slot's flat gradient buffer. The slots of a
+    distillation group step together (the distillation calls this for each of them in order, at the same t,
+    with the same update count), so the update itself runs once per group, with its last slot's gradient,
+    over the group's buffers (:class:`~gped_kit.engine.state.AdamGroup`,
+    :func:`~gped_kit.core.adam.adam_update_` with :class:`~gped_kit.core.adam.SegmentRates`: per element the
+    same operations as one slot's update, so the same numbers); its bias corrections are those of the
+    update ``adam_steps[j] + 1``, read from the device-side table."""
     buffers = state.buffers.students[j]
     buffers.params.layout.gather_(buffers.grads, grads, chain_axis=chain_axis)
+    group = state.buffers.adam_groups[j]
+    if j != group.slots[-1]:
+        return  # the group's update runs with its last slot's gradient
+    steps = {state.host.adam_steps[i] for i in group.slots}
+    if len(steps) != 1:
+        raise RuntimeError(f"the student slots {list(group.slots)} of one distillation group have taken different "
+                           f"numbers of Adam steps ({[state.host.adam_steps[i] for i in group.slots]}); they step "
+                           "together, so the engine's state is inconsistent")
     corrections = setup.values.corrections[j].row(state.host.adam_steps[j] + 1)
-    adam_update_(buffers.params, buffers.grads, buffers.adam, buffers.lr, corrections[0], corrections[1])
+    slots = [state.buffers.students[i] for i in group.slots]
+    rates = SegmentRates(tuple(b.grads.flat for b in slots), tuple(b.lr for b in slots))
+    adam_update_(group.params, group.grads, AdamState(group.exp_avg, group.exp_avg_sq), rates, corrections[0],
+                 corrections[1])
 
 
 # ---------------------------------------------------------------------- the façade
@@ -346,19 +376,14 @@ class GPEDEngine:
     config = _field("setup", "config", writable=False)
     device = _field("setup", "device", writable=False)
     num_outputs = _field("setup", "num_outputs", writable=False)
-    train_sets = _field("setup", "train_sets", writable=False)
     eval_sets = _field("setup", "eval_sets", writable=False)
     eval_slices = _field("setup", "eval_slices", writable=False)
     num_eval = _field("setup", "num_eval", writable=False)
-    test_labels = _field("setup", "test_labels", writable=False)
     period = _field("setup", "period", writable=False)
     values = _field("setup", "values", writable=False)
-    teacher_fns = _field("setup", "teacher_fns", writable=False)
-    student_fns = _field("setup", "student_fns", writable=False)
     num_runs = _field("setup.layout", "num_runs", writable=False)
     K = _field("setup.layout", "K", writable=False)  # the teacher chains (the chain axis)
     pooled = _field("setup.layout", "pooled", writable=False)  # one pooled teacher's runs
-    batched = _field("setup.layout", "batched", writable=False)  # the teacher's steps under vmap
     autodiff = _field("setup.layout", "autodiff", writable=False)  # the teacher's autodiff mode
 
     def __init__(self, chains: Sequence[ChainSpec], use_vmap: bool | None = None, pooled: bool | None = None) -> None:
@@ -367,11 +392,6 @@ class GPEDEngine:
         # graph mode (CUDA): periods of the event schedule replayed as captured CUDA graphs
         use_graphs = config.graph if config.graph is not None else self.setup.device.type == "cuda"
         self.graphs = PeriodGraphs(self.setup) if use_graphs else None
-
-    @property
-    def run_count(self) -> int:
-        """The number of samples in each run's ensemble: K x ``ensemble_count`` for a pooled teacher."""
-        return evaluate.run_count(self.state, self.setup)
 
     @property
     def finished(self) -> bool:
@@ -440,30 +460,14 @@ class GPEDEngine:
         """Continue each run r of ``states`` from its state (:func:`gped_kit.engine.resume.load_run_states`)."""
         resume.load_run_states(self.state, self.setup, states)
 
-    def load_run_state(self, r: int, state: RunState) -> None:
-        """Continue run ``r`` alone from ``state`` (:meth:`load_run_states` with one run)."""
-        self.load_run_states({r: state})
-
     # ------------------------------------------------------------------ evaluation (gped_kit.engine.evaluate)
     def log(self) -> list[list[dict]]:
         """One history row per (run, student) at the current step (:func:`gped_kit.engine.evaluate.log`)."""
         return evaluate.log(self.state, self.setup)
 
-    def chain_ensemble_means(self, k: int, eval_set: str = "test") -> dict[str, torch.Tensor]:
-        """Teacher chain k's own ensemble estimates on ``eval_set``."""
-        return evaluate.chain_ensemble_means(self.state, self.setup, k, eval_set)
-
     def teacher_metrics(self, r: int) -> dict[str, float]:
         """The teacher ensemble's predictive metrics on run r's test set (``teacher_nll`` etc.)."""
         return evaluate.teacher_metrics(self.state, self.setup, r)
-
-    def chain_metrics(self) -> dict[str, float]:
-        """Each teacher chain's own ensemble NLL on the test set, ``teacher_nll_chain<k>``."""
-        return evaluate.chain_metrics(self.state, self.setup)
-
-    def test_sums(self) -> dict[str, torch.Tensor]:
-        """Each run's ensemble running sums on the test rows (run axis first)."""
-        return evaluate.test_sums(self.state, self.setup)
 
     def student_outputs(self, eval_sets: Sequence[str] | None = None) -> list[dict[str, dict[str, torch.Tensor]]]:
         """Every run's students' linked outputs on the evaluation sets: ``[run r][set][label] -> (n, D)``."""

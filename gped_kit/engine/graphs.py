@@ -15,10 +15,11 @@ draws new ones (CUDA's Philox generators advance their offset per replay); the s
 and Adam's bias corrections are rows of :class:`~gped_kit.engine.values.ValueTable` s, refilled
 before each replay with the period's values. What the host decides stays outside the graphs: a
 period is replayed only when it holds no log point, checkpoint point or snapshot before its end,
-no learning-rate change (the halving schedule) and ends before the run's stop; a momentum sampler
-with a varying step size (its factors are host floats) never replays. Such periods run eagerly,
-step by step, as on the CPU; the two a user may not expect (such a sampler, and more patterns than
-:data:`MAX_GRAPHS`) are warned about once each (:class:`GraphFallbackWarning`). A replay advances the
+no learning-rate change (the halving schedule) and ends before the run's stop; a sampler whose
+varying step size it reads as host floats (``device_scales`` False: none of the kit's four, whose
+factors -- SGLD's and the momentum samplers' alike -- are device tables) never replays. Such periods
+run eagerly, step by step, as on the CPU; the two a user may not expect (such a sampler, and more
+patterns than :data:`MAX_GRAPHS`) are warned about once each (:class:`GraphFallbackWarning`). A replay advances the
 state's host counters (:class:`~gped_kit.engine.state.HostState`: t, Adam's step counts, the ensemble's
 count, the steps in the running sums) by what the captured period's steps advanced them by.
 
@@ -49,18 +50,20 @@ MAX_GRAPHS = 8
 
 class GraphFallbackWarning(UserWarning):
     """Graph mode runs periods eagerly for a reason the user did not ask for and may want to change: a sampler
-    whose step size varies on the host (every period eager), or more event patterns than :data:`MAX_GRAPHS`
-    (the later ones eager). Log, checkpoint and snapshot points and learning-rate changes run eagerly by design
-    and are not warned about."""
+    whose varying step size its update reads as host floats (``device_scales`` False; every period eager), or
+    more event patterns than :data:`MAX_GRAPHS` (the later ones eager). Log, checkpoint and snapshot points and
+    learning-rate changes run eagerly by design and are not warned about."""
 
 
 def sampler_fallback(config: GPEDConfig) -> str | None:
-    """Why ``config``'s sampler keeps every period eager under graph mode, or None when it can replay."""
+    """Why ``config``'s sampler keeps every period eager under graph mode, or None when it can replay: its
+    step size varies and its update reads the factors as host floats (``device_scales`` False). Every sampler
+    of the kit (SGLD, SGHMC, SGNHT, BAOA) reads them from a device table and replays."""
     sampler = config.sampler
     if sampler.varies and not sampler.device_scales:
-        return (f"the {type(sampler).__name__} sampler's step size varies and is read on the host, so no period "
-                "can be replayed: every step runs eagerly (a constant step size, or SGLD, whose varying factors "
-                "are device tables, replays)")
+        return (f"the {type(sampler).__name__} sampler's step size varies and its update reads the factors as "
+                "host floats (device_scales is False), so no period can be replayed: every step runs eagerly (a "
+                "constant step size replays; the kit's samplers read varying factors from device tables)")
     return None
 
 

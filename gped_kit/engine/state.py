@@ -244,29 +244,74 @@ def noise_into_layout_(buffers: TeacherBuffers, noise: torch.Tensor) -> None:
         buffers.noise[name].copy_(view)
 
 
-def flatten_student_(state: StudentState) -> StudentBuffers:
-    """Move the stacked student state ``state`` into flat buffers: its parameters and Adam's moments
-    become views of one buffer each (the dicts are updated in place, values unchanged)."""
-    layout = FlatLayout.of(state.params)
-    params = layout.flatten(state.params)
-    exp_avg, exp_avg_sq = layout.flatten(state.adam.exp_avg), layout.flatten(state.adam.exp_avg_sq)
-    state.params.update(params)
-    state.adam.exp_avg.update(exp_avg)
-    state.adam.exp_avg_sq.update(exp_avg_sq)
-    runs = int(params.flat.shape[0])
-    return StudentBuffers(params, AdamState(exp_avg, exp_avg_sq), layout.zeros(runs, params.flat.device),
-                          state.lr.reshape(runs, 1))
+class AdamGroup(NamedTuple):
+    """The student slots of one distillation group (``slots``, in order), which take their Adam steps together
+    (at the same t, with the same update count), as one buffer per part: ``params``, ``grads``, ``exp_avg``
+    and ``exp_avg_sq``, each a :class:`~gped_kit.core.flat.FlatTensors` of one row (:func:`group_layout`)
+    holding the slots' ``(R, P_j)`` buffers one after another (their :class:`StudentBuffers` are views of
+    these). One Adam update of the group is one set of element-wise kernels over these buffers
+    (:func:`~gped_kit.core.adam.adam_update_` with :class:`~gped_kit.core.adam.SegmentRates`)."""
+
+    slots: tuple[int, ...]
+    params: FlatTensors
+    grads: FlatTensors
+    exp_avg: FlatTensors
+    exp_avg_sq: FlatTensors
+
+
+def group_layout(size: int) -> FlatLayout:
+    """The layout of a distillation group's buffers: one row of ``size`` elements, one segment ``"*"`` (the
+    slots' own layouts are their :class:`StudentBuffers`')."""
+    return FlatLayout(("*",), ((size,),), ((1,),), (0,), size)
+
+
+def flatten_students_(states: Sequence[StudentState], slots: Sequence[int]) -> tuple[list[StudentBuffers], AdamGroup]:
+    """Move the stacked states of the student slots ``slots`` (one distillation group; ``states`` in that
+    order, each with the same run axis R) into one buffer per part (:class:`AdamGroup`): slot j's parameters
+    and Adam moments become views of its ``(R, P_j)`` segment (the dicts are updated in place, values
+    unchanged), its gradient a zero segment of the group's scratch buffer. Returns each slot's
+    :class:`StudentBuffers` and the group."""
+    if len(states) != len(slots) or not states:
+        raise ValueError(f"flatten_students_: {len(states)} student states for slots {list(slots)}")
+    first = next(iter(states[0].params.values()))
+    runs = int(first.shape[0])
+    layouts = [FlatLayout.of(s.params) for s in states]
+    for j, state in zip(slots, states):
+        p = next(iter(state.params.values()))
+        if p.shape[0] != runs or p.dtype != first.dtype or p.device != first.device:
+            raise ValueError(f"flatten_students_: slot {j}'s parameters ({int(p.shape[0])} runs, {p.dtype}, "
+                             f"{p.device}) differ from slot {slots[0]}'s ({runs}, {first.dtype}, {first.device})")
+    whole = group_layout(sum(runs * layout.size for layout in layouts))
+    params, grads, exp_avg, exp_avg_sq = (whole.zeros(1, first.device, first.dtype) for _ in range(4))
+    out, offset = [], 0
+    for state, layout in zip(states, layouts):
+        views = [_segment(b.flat, offset, runs, layout) for b in (params, exp_avg, exp_avg_sq)]
+        for view, values in zip(views, (state.params, state.adam.exp_avg, state.adam.exp_avg_sq)):
+            for name, part in view.items():
+                part.copy_(values[name])
+            values.update(view)
+        out.append(StudentBuffers(views[0], AdamState(views[1], views[2]), _segment(grads.flat, offset, runs, layout),
+                                  state.lr.reshape(runs, 1)))
+        offset += runs * layout.size
+    return out, AdamGroup(tuple(slots), params, grads, exp_avg, exp_avg_sq)
+
+
+def _segment(buffer: torch.Tensor, offset: int, runs: int, layout: FlatLayout) -> FlatTensors:
+    """The ``(runs, layout.size)`` buffer laid out by ``layout`` at ``offset`` of the one-row ``buffer`` (a view)."""
+    return FlatTensors(buffer[0, offset:offset + runs * layout.size].view(runs, layout.size), layout)
 
 
 class StepBuffers(NamedTuple):
     """What a step writes besides the state: the flat views of the state for the updates
-    (:class:`TeacherBuffers`, one :class:`StudentBuffers` per slot), the draws' buffers (each chain's
-    minibatch indices ``idx`` (K, M), its noise ``noise`` (K, P), each group's indices into D' (R, M')),
-    and chain 0's views of the teacher and ensemble (``teacher_views``) and of the students
-    (``student_views``) when the step functions run on one chain rather than under vmap (else None)."""
+    (:class:`TeacherBuffers`, one :class:`StudentBuffers` per slot, and each slot's :class:`AdamGroup` in
+    ``adam_groups``, slot -> its distillation group's), the draws' buffers (each chain's minibatch indices
+    ``idx`` (K, M), its noise ``noise`` (K, P), each group's indices into D' (R, M')), and chain 0's views of
+    the teacher and ensemble (``teacher_views``) and of the students (``student_views``) when the step
+    functions run on one chain rather than under vmap (else None)."""
 
     teacher: TeacherBuffers
     students: list[StudentBuffers]
+    adam_groups: dict[int, AdamGroup]
     idx: torch.Tensor
     noise: torch.Tensor
     group_idx: dict[Any, torch.Tensor]

@@ -1,7 +1,7 @@
 """Values a step reads that change from step to step, as device tensors.
 
 Adam's bias corrections change with every update of a student, and a varying step-size schedule
-changes SGLD's step with every t. Passed to the kernels as host floats, they would be baked into a
+changes the sampler's step with every t. Passed to the kernels as host floats, they would be baked into a
 captured CUDA graph (:mod:`gped_kit.engine.graphs`), which could then replay only the step it was
 captured at. So the engine reads them from a :class:`ValueTable`: the host computes a block of
 consecutive rows (the same float64 formula it always used, e.g.
@@ -11,9 +11,13 @@ steps refill the table when they leave its block; a graph's period refills it be
 so the rows a capture recorded hold the replayed period's values.
 
 A float32 tensor holding ``float32(v)`` gives the kernels exactly the operand a host float ``v``
-gives them on the CPU, so the CPU's numbers are unchanged (tests/test_flat.py). On CUDA a division
-by a host float is computed as a multiplication by its reciprocal, by a tensor as a true division:
-the last bit of a CUDA result may differ from the kit's versions before device-side values.
+gives them on the CPU, so the CPU's numbers are unchanged (tests/test_flat.py,
+tests/test_device_scales.py): a multiplication by it rounds as one by ``v``, and ``y + v x`` (an
+``add_`` with ``alpha=v``, one fused multiply-add) becomes ``addcmul_`` with the tensor, which the
+CPU computes the same way (:func:`gped_kit.core.sampler.add_scaled_`). On CUDA a division by a
+host float is computed as a multiplication by its reciprocal, by a tensor as a true division, and
+``addcmul_`` may round the product on its own: the last bit of a CUDA result may differ from the
+kit's versions before device-side values.
 """
 
 from __future__ import annotations
