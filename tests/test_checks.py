@@ -146,3 +146,13 @@ def test_the_index_says_which_invariants_hold():
     broken = [FINISHED.outcome(False, model="fcnn"), BEATS.outcome(True, model="fcnn", metric="NLL"), COUNT.outcome(0)]
     assert checks_line(broken) == ("Checks (default profile, its latest run): 1 of 1 invariant do **not** hold: "
                                    "“fcnn: search finished: False”; 2 findings.")
+
+
+def test_no_committed_run_records_an_invariant_that_does_not_hold():
+    manifest = read_manifest(NOTEBOOK_DIR.parent / "figures")
+    assert manifest.failed_checks() == {}
+    for entry in EXPERIMENTS:  # every notebook's default run tested its checks when it was last executed
+        recorded = {o.check for o in manifest.outcomes(entry.name, "default")}
+        undeclared = recorded - set(entry.checks)
+        assert not undeclared, f"{entry.name}: outcomes of undeclared checks {undeclared}"
+        assert bool(recorded) == bool(entry.checks), f"{entry.name}: its default run recorded no check outcome"
