@@ -13,8 +13,8 @@ The notebook tests a check through its writer (:meth:`gped_kit.viz.writer.Artifa
 prints one line, ``<statement>: <value>`` (the line nbval compares), and records a :class:`CheckOutcome` in
 the figures folder's manifest under the run (``"<notebook>/<profile>"``): the check, the cell's fields, the
 value and its role. A run's recorded outcomes are those of its latest execution. The paper-profile test asserts
-the invariants a run must record (:attr:`~gped_kit.experiments.frame.Experiment.expected_checks`) and that
-every invariant recorded holds; the batch runner names the invariants a notebook recorded as failed.
+the outcomes a run must record, with their values (:attr:`~gped_kit.experiments.frame.Experiment.expected_checks`),
+and that every invariant recorded holds; the batch runner names the invariants a notebook recorded as not holding.
 """
 
 from __future__ import annotations
@@ -83,8 +83,9 @@ class Check:
         if self.role is Role.INVARIANT and not isinstance(plain, bool):
             raise ValueError(f"check {self.key!r} is an invariant: its value must be True or False, given "
                              f"{value!r} ({type(value).__name__})")
-        return CheckOutcome(self.key, self.cell(**values), self.role, plain, {k: str(v) for k, v in values.items()},
-                            line=f"{self.cell(**values)}: {value}")
+        statement = self.cell(**values)
+        return CheckOutcome(self.key, statement, self.role, plain, {k: str(v) for k, v in values.items()},
+                            line=f"{statement}: {value}")
 
 
 @dataclass(frozen=True)
