@@ -100,3 +100,18 @@ class StepSchedule(Option):
     CONSTANT = "constant"
     POLYNOMIAL = "polynomial"
     CYCLICAL = "cyclical"
+
+
+class SGLDNoise(Option):
+    """Where the SGLD teacher's noise xi_t ~ N(0, I) of Eq. 7 comes from.
+
+    ``generator`` (the default): each chain's own ``torch.Generator``, one ``normal_`` draw of its P
+    values a step (:mod:`gped_kit.engine.streams`). ``counter``: a counter-based generator
+    (Philox-4x32-10, :mod:`gped_kit.core.philox`) keyed by the chain's noise seed, the step t and the
+    element, drawn inside one fused kernel with the update (:func:`gped_kit.core.sgld.sgld_counter_update_`):
+    no generator state, one kernel for every chain of a batch, the same draws for a chain alone or in a
+    batch. The two draw different (equally distributed) numbers, so the choice is part of a result's key.
+    """
+
+    GENERATOR = "generator"
+    COUNTER = "counter"

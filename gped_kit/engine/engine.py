@@ -60,6 +60,8 @@ import torch
 from ..core.adam import AdamState, SegmentRates, adam_update_, bias_corrections
 from ..core.estimators import estimator_init
 from ..core.options import InputGenerator
+from ..core.philox import key_words
+from ..core.sgld import FusedCounterUpdate
 from . import evaluate, loop, resume, steps
 from .config import GroupKey
 from .distill import (
@@ -75,7 +77,7 @@ from .layout import chain_layout, check_batchable
 from .precision import teacher_matmul_precision
 from .result import GPEDResult
 from .sets import ChainSets
-from .setup import EngineSetup, StepEvents, events
+from .setup import CounterNoise, EngineSetup, StepEvents, events
 from .spec import ChainSpec
 from .state import (
     AdamGroup,
@@ -95,8 +97,8 @@ from .state import (
     stack_trees,
 )
 from .steps import StudentFns, TeacherFns
-from .streams import ChainStreams
-from .values import EngineValues, ValueTable
+from .streams import ChainStreams, noise_seed
+from .values import EngineValues, ValueTable, step_index
 from .window import RecentWindow
 
 __all__ = ["GPEDEngine", "Hook", "StepEvents", "check_batchable", "init", "step", "teacher_step", "take_snapshot",
@@ -190,11 +192,16 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
     # of the event schedule at a time
     period = math.lcm(config.eval_thinning, *(key.thinning for key in ref.groups))
     sampler = config.sampler
+    counter = sampler.counter_noise
     values = EngineValues(
         ValueTable(sampler.scales, len(sampler.scales(0)), period, device)
         if sampler.varies and sampler.device_scales else None,
-        [ValueTable(bias_corrections, 2, max(1, period // s.group.thinning), device) for s in ref.students])
+        [ValueTable(bias_corrections, 2, max(1, period // s.group.thinning), device) for s in ref.students],
+        ValueTable(step_index, 1, period, device, dtype=torch.int64) if counter else None)
     streams = ChainStreams(layout.chain_seeds, list(ref.groups), device, group_seeds=[c.config.seed for c in chains])
+    # counter-based SGLD noise: each chain's Philox key from its noise seed, and the fused update
+    counter_noise = (CounterNoise(torch.stack(key_words(torch.tensor([noise_seed(s) for s in layout.chain_seeds])),
+                                              dim=1).to(device), FusedCounterUpdate()) if counter else None)
 
     # step functions: the same for one chain and, under vmap, for many
     setup = EngineSetup(
@@ -208,7 +215,7 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
         teacher_fns=TeacherFns(ref.teacher.train, ref.teacher.eval, ref.likelihood, sampler),
         student_fns=[StudentFns(s.network.train, s.target, s.estimator, s.regularizer, s.config.reg_weight,
                                 s.config.derivative_weight, num_outputs) for s in ref.students],
-        distillation=PooledDistillation() if layout.pooled else IndependentDistillation())
+        distillation=PooledDistillation() if layout.pooled else IndependentDistillation(), counter_noise=counter_noise)
     buffers = StepBuffers(
         teacher=teacher_buffers, students=[b for b in student_buffers if b is not None], adam_groups=adam_groups,
         idx=idx, noise=noise, group_idx=group_idx,
@@ -249,14 +256,21 @@ def teacher_step(state: EngineState, setup: EngineSetup, t: int) -> None:
     chain's minibatch of D and its noise, updates the samples and adds the minibatch NLL to the running
     sum the next log point reports."""
     chain, buffers = teacher_views(state)[0], state.buffers
+    counter = setup.counter_noise
     state.streams.teacher_indices(buffers.idx, setup.train_sets.sizes)
-    state.streams.sgld_noise(buffers.noise)
+    if counter is None:
+        state.streams.sgld_noise(buffers.noise)
     x, y = setup.train_sets.gather(buffers.idx)
     fn = functools.partial(steps.teacher_gradients, fns=setup.teacher_fns, autodiff=setup.layout.autodiff)
     with teacher_matmul_precision(setup.config.matmul_precision, setup.device):
         grads = teacher_map(setup, fn, (0, 0, 0))(chain, one(setup, x), one(setup, y))
     flat_teacher = buffers.teacher
     flat_teacher.params.layout.gather_(flat_teacher.grads, grads, chain_axis=setup.layout.batched)
+    if counter is not None:  # Eq. 7 with its noise drawn inside one fused update (core.sgld.sgld_counter_update_)
+        scales = setup.values.scales
+        counter.update(flat_teacher.params.flat, flat_teacher.grads.flat, flat_teacher.coefficients,
+                       scales.row(t) if scales is not None else None, counter.keys, setup.values.steps.row(t))
+        return
     noise_into_layout_(flat_teacher, buffers.noise)
     setup.config.sampler.update_(flat_teacher.params, flat_teacher.sampler, flat_teacher.grads, flat_teacher.noise,
                                  flat_teacher.coefficients, step_scales(setup, t))

@@ -17,6 +17,7 @@ from typing import Callable, Protocol
 
 import torch
 
+from ..core.sgld import FusedCounterUpdate
 from .config import GPEDConfig, GroupKey, student_lr
 from .layout import ChainLayout
 from .sets import ChainSets
@@ -51,6 +52,16 @@ class Distillation(Protocol):
 
 
 @dataclass(frozen=True)
+class CounterNoise:
+    """Counter-based SGLD noise (:func:`gped_kit.core.sgld.sgld_counter_update_`): each teacher chain's key words,
+    ``(K, 2)`` int64 on the device (from its noise seed, the seed its noise generator would have), and the
+    fused update the teacher's step calls."""
+
+    keys: torch.Tensor
+    update: FusedCounterUpdate
+
+
+@dataclass(frozen=True)
 class EngineSetup:
     """The constant parts of an engine (module docstring). ``train_sets`` hold D per teacher chain,
     ``distill_sets`` D' per run and ``eval_sets`` the evaluation inputs per teacher chain (the test
@@ -59,7 +70,8 @@ class EngineSetup:
     ``input_noise`` per group the runs with input noise and each run's standard deviation;
     ``period`` the event schedule's period ``lcm(eval_thinning, every H)``; ``values`` the device-side
     values the steps read; ``distillation`` the layout's update of one distillation group (a
-    :class:`~gped_kit.engine.distill.Distillation`)."""
+    :class:`~gped_kit.engine.distill.Distillation`); ``counter_noise`` the chains' Philox keys and the fused
+    update when the SGLD noise is counter-based (``SGLDConfig(noise="counter")``), None otherwise."""
 
     chains: tuple[ChainSpec, ...]
     layout: ChainLayout
@@ -77,6 +89,7 @@ class EngineSetup:
     teacher_fns: TeacherFns
     student_fns: list[StudentFns]
     distillation: Distillation
+    counter_noise: CounterNoise | None = None
 
     @property
     def config(self) -> GPEDConfig:

@@ -1,8 +1,10 @@
 """Per-chain random streams: every random number a chain uses comes from its own generators.
 
 Each chain has one generator for its teacher minibatches of D (seed ``4 s + 1``), one for the
-SGLD noise (``4 s + 2``) and one per distillation group of students (students sharing H, M'
-and the input generator; ``4 s + 3 + 1000 (i + 1)`` for the i-th group in sorted order). So a
+SGLD noise (``4 s + 2``; with counter-based noise, ``SGLDConfig(noise="counter")``, that seed is the
+Philox key of the fused update instead, :func:`noise_seed`) and one per distillation group of
+students (students sharing H, M' and the input generator; ``4 s + 3 + 1000 (i + 1)`` for the i-th
+group in sorted order). So a
 chain's teacher does not depend on which students are attached, and a chain's numbers do not
 depend on which other chains share its batch. Draws are made in the shapes and order of one
 chain's loop, into rows of the batch's buffers, on the device (nothing is read back). On a
@@ -25,6 +27,12 @@ import torch
 from .config import GroupKey
 
 
+def noise_seed(seed: int) -> int:
+    """The seed of a chain's SGLD noise (``4 s + 2``): its generator's, or its Philox key with counter-based
+    noise (``SGLDConfig(noise="counter")``)."""
+    return seed * 4 + 2
+
+
 def _seeded(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device).manual_seed(seed)
 
@@ -41,7 +49,7 @@ class ChainStreams:
                  group_seeds: Sequence[int] | None = None) -> None:
         self.device = device
         self.data = [_seeded(device, s * 4 + 1) for s in seeds]
-        self.noise = [_seeded(device, s * 4 + 2) for s in seeds]
+        self.noise = [_seeded(device, noise_seed(s)) for s in seeds]
         self.groups = {key: [_seeded(device, s * 4 + 3 + 1000 * (i + 1)) for s in (seeds if group_seeds is None
                                                                                     else group_seeds)]
                        for i, key in enumerate(group_keys)}

@@ -32,13 +32,14 @@ class ValueTable:
     module docstring). :meth:`row` gives row i, refilling the block from i when i is outside it;
     :meth:`fill` starts the block at a given index (a graph's period does, before each replay)."""
 
-    def __init__(self, values: Callable[[int], Sequence[float]], width: int, size: int, device: torch.device) -> None:
+    def __init__(self, values: Callable[[int], Sequence[float]], width: int, size: int, device: torch.device,
+                 dtype: torch.dtype = torch.float32) -> None:
         if size < 1 or width < 1:
             raise ValueError(f"ValueTable: size={size} and width={width} must be >= 1")
         self.values = values
         self.size = size
         self.device = device
-        self.table = torch.empty(size, width, device=device)
+        self.table = torch.empty(size, width, device=device, dtype=dtype)
         self.start: int | None = None
 
     def fill(self, start: int) -> None:
@@ -49,7 +50,7 @@ class ValueTable:
         if self.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             raise RuntimeError("ValueTable.fill inside a CUDA graph capture: fill the table before capturing "
                                "(graph mode fills each period's rows before its capture and replays)")
-        host = torch.tensor([list(self.values(i)) for i in range(start, start + self.size)], dtype=torch.float32)
+        host = torch.tensor([list(self.values(i)) for i in range(start, start + self.size)], dtype=self.table.dtype)
         if self.device.type == "cuda":
             host = host.pin_memory()
         self.table.copy_(host, non_blocking=True)
@@ -65,19 +66,30 @@ class ValueTable:
         return self.table[i - self.start]
 
 
+def step_index(t: int) -> tuple[int]:
+    """Row t of a table of step indices: t itself (an int64 table's row, what counter-based noise is keyed by)."""
+    return (t,)
+
+
 class EngineValues:
     """The device-side values of an engine's steps: the sampler's step-size factors (``scales``; None when
-    the sampler's step size is constant or computed on the host) and each student slot's Adam bias
-    corrections (``corrections``), each a :class:`ValueTable` over one period of the event schedule."""
+    the sampler's step size is constant or computed on the host), each student slot's Adam bias
+    corrections (``corrections``) and the step index t (``steps``, int64; None unless the SGLD noise is
+    counter-based, :func:`gped_kit.core.sgld.sgld_counter_update_`), each a :class:`ValueTable` over one
+    period of the event schedule."""
 
-    def __init__(self, scales: ValueTable | None, corrections: Sequence[ValueTable]) -> None:
+    def __init__(self, scales: ValueTable | None, corrections: Sequence[ValueTable],
+                 steps: ValueTable | None = None) -> None:
         self.scales = scales
         self.corrections = list(corrections)
+        self.steps = steps
 
     def fill(self, t0: int, adam_steps: Sequence[int]) -> None:
         """The rows of the period starting at step ``t0``, with slot j's next Adam update ``adam_steps[j] + 1``
         (a graph's period reads them: filled before each capture and replay)."""
         if self.scales is not None:
             self.scales.fill(t0)
+        if self.steps is not None:
+            self.steps.fill(t0)
         for table, steps in zip(self.corrections, adam_steps):
             table.fill(steps + 1)

@@ -1,0 +1,177 @@
+"""Counter-based SGLD noise (``SGLDConfig(noise="counter")``): Philox-4x32-10's known answers, the draws'
+distribution and independence, Eq. 7's exact stationary variance with them, and the engine's use of them
+(keys, batches, resuming, the compiled update against the eager one)."""
+
+import math
+import random
+
+import pytest
+import scipy.stats
+import torch
+
+from gped_kit.core.options import SGLDNoise
+from gped_kit.core.philox import _mul_hi_lo, counter_normal, key_words, philox4x32
+from gped_kit.core.samplers import sampler_config
+from gped_kit.core.schema import key_of
+from gped_kit.core.sgld import FusedCounterUpdate, SGLDConfig, sgld_counter_update_, stationary_variance
+from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
+from gped_kit.engine.spec import build_chain
+from gped_kit.engine.state import flat
+
+#: Random123's known answers for Philox-4x32-10 (kat_vectors): counter, key, output.
+KNOWN_ANSWERS = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+def words(*values: int) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.tensor([v], dtype=torch.int64) for v in values)
+
+
+@pytest.mark.parametrize("counter, key, expected", KNOWN_ANSWERS)
+def test_philox_gives_random123s_known_answers(counter, key, expected):
+    out = philox4x32(words(*counter), key)  # type: ignore[arg-type]
+    assert tuple(int(w) for w in out) == expected
+
+
+def test_the_32_bit_products_are_exact_at_the_extremes():
+    rng = random.Random(0)
+    values = [0, 1, 0xFFFF, 0x10000, 0xFFFFFFFF, 0x80000000] + [rng.getrandbits(32) for _ in range(200)]
+    a = torch.tensor(values, dtype=torch.int64)
+    for m in (0xD2511F53, 0xCD9E8D57, 0xFFFFFFFF, 1):
+        hi, lo = _mul_hi_lo(a, m)
+        assert [(int(high) << 32) | int(low) for high, low in zip(hi, lo)] == [v * m for v in values]
+
+
+def keys_of(*seeds: int) -> torch.Tensor:
+    return torch.stack(key_words(torch.tensor(seeds, dtype=torch.int64)), dim=1)
+
+
+def test_a_draw_depends_on_its_key_step_and_element_only():
+    keys, t = keys_of(2, 6, 10, 2 ** 40 + 2), torch.tensor([7])
+    x = counter_normal(keys, t, 1_001)
+    assert x.shape == (4, 1_001) and x.dtype == torch.float32
+    assert torch.equal(counter_normal(keys[1:2], t, 1_001), x[1:2])  # a chain alone draws what it draws in a batch
+    assert torch.equal(counter_normal(keys, t, 10), x[:, :10])  # element e's draw does not depend on P
+    assert torch.equal(counter_normal(keys, torch.tensor([7]), 1_001), x)  # a pure function: no state
+    assert not torch.isclose(counter_normal(keys, torch.tensor([8]), 1_001), x).any()
+    assert not torch.isclose(x[0], x[3]).any()  # keys differing only in their high word differ everywhere
+    with pytest.raises(ValueError, match="keys must be"):
+        counter_normal(torch.zeros(3, dtype=torch.int64), t, 5)
+
+
+def test_the_draws_are_independent_standard_normals():
+    n = 1 << 18
+    x = counter_normal(keys_of(2, 6), torch.tensor([0]), n).double()
+    y = counter_normal(keys_of(2), torch.tensor([1]), n).double()[0]
+    bound = 5 / math.sqrt(n)  # five standard errors
+    for row in x:
+        assert abs(float(row.mean())) < bound and abs(float(row.var()) - 1) < 5 * math.sqrt(2 / n)
+        assert scipy.stats.kstest(row.numpy(), "norm").pvalue > 1e-3
+        assert abs(float((row[:-1] * row[1:]).mean())) < bound  # neighbouring elements (the same Philox call)
+        assert abs(float((row[:-4] * row[4:]).mean())) < bound  # the next call's
+    assert abs(float((x[0] * x[1]).mean())) < bound  # two chains' keys (seeds 2 and 6)
+    assert abs(float((x[0] * y).mean())) < bound  # two steps
+    assert float((x[0] ** 4).mean()) == pytest.approx(3.0, abs=0.05)  # a normal's fourth moment
+
+
+def test_counter_sgld_has_eq_7s_exact_stationary_variance():
+    # 20,000 independent coordinates under the prior alone: the exact stationary variance of Eq. 7
+    tau, eta = 2.0, 0.1
+    config = SGLDConfig(step_size=eta, prior_precision=tau, noise="counter")
+    coefficients = torch.tensor(config.coefficients(1)).reshape(3, 1, 1)
+    theta, zero = torch.zeros(1, 20_000), torch.zeros(1, 20_000)
+    keys, kept = keys_of(2), []
+    for t in range(400):
+        sgld_counter_update_(theta, zero, coefficients, None, keys, torch.tensor([t]))
+        if t >= 200:
+            kept.append(theta.clone())
+    draws = torch.stack(kept)
+    assert draws.mean().abs() < 0.01
+    assert draws.var() == pytest.approx(stationary_variance(tau, eta), rel=0.03)  # 0.526; a wrong factor moves it
+
+
+def test_the_schedules_factors_scale_the_step_and_the_noise():
+    config = SGLDConfig(step_size=0.1, prior_precision=2.0, noise="counter")
+    coefficients = torch.tensor(config.coefficients(3)).reshape(3, 1, 1)
+    theta0, grad, keys, t = torch.randn(1, 50), torch.randn(1, 50), keys_of(2), torch.tensor([3])
+    ratio = 0.25
+    a = theta0.clone()
+    sgld_counter_update_(a, grad, coefficients, torch.tensor([1.0, ratio, math.sqrt(ratio)]), keys, t)
+    b = theta0.clone()
+    scaled = torch.tensor(SGLDConfig(step_size=0.1 * ratio, prior_precision=2.0).coefficients(3)).reshape(3, 1, 1)
+    sgld_counter_update_(b, grad, scaled, None, keys, t)
+    assert torch.allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_the_noise_option_is_checked_and_keyed():
+    assert SGLDConfig().noise is SGLDNoise.GENERATOR and not SGLDConfig().counter_noise
+    assert SGLDConfig(noise="counter").counter_noise
+    allowed = r"allowed: \['generator', 'counter'\]"
+    with pytest.raises(ValueError, match=r"SGLDConfig.noise='philox' is not known; " + allowed):
+        SGLDConfig(noise="philox")
+    assert not sampler_config("sghmc").counter_noise  # the momentum samplers have no such option
+    assert "noise" not in SGLDConfig().record() and SGLDConfig(noise="counter").record() == {"noise": "counter"}
+    base = dict(model="fcnn", num_iterations=10, burn_in=1, progress=False)
+    default, counter = GPEDConfig(**base), GPEDConfig(**base, sampler=SGLDConfig(noise="counter"))
+    assert key_of(default.record()) != key_of(counter.record())
+    assert key_of(default.record()) == key_of(GPEDConfig(**base, sampler=SGLDConfig(noise="generator")).record())
+
+
+def engine(data, seeds=(0,), **kw) -> GPEDEngine:
+    students = (StudentConfig("predictive", thinning=3), StudentConfig("entropy", "U_o", thinning=5))
+    cfg = dict(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50, noise="counter"), num_iterations=40,
+               burn_in=10, eval_thinning=5, log_every=20, progress=False, device="cpu")
+    cfg.update(kw)
+    return GPEDEngine([build_chain(data, GPEDConfig(**cfg, seed=s), students) for s in seeds])
+
+
+def test_an_engine_with_counter_noise_draws_no_generator_noise_resumes_bit_for_bit_and_batches(digits_data):
+    a = engine(digits_data)
+    noise_state = a.state.streams.noise[0].get_state()
+    a.run(stop=20)
+    assert torch.equal(a.state.streams.noise[0].get_state(), noise_state)  # the noise generator never drew
+    state = a.run_state(0)
+    b = engine(digits_data)  # a fresh engine, as in a new process
+    b.load_run_states({0: state})
+    a.run()
+    b.run()
+    for x, y in zip([flat(a.chain.params), *(flat(s.params) for s in a.students)],
+                    [flat(b.chain.params), *(flat(s.params) for s in b.students)]):
+        assert torch.equal(x, y)
+    # chain 1 of a batch takes the steps it takes alone (the same draws; the batched products' round-off aside)
+    batch, alone = engine(digits_data, seeds=(0, 1)), engine(digits_data, seeds=(1,))
+    batch.run()
+    alone.run()
+    assert torch.allclose(flat(batch.chain.params)[1], flat(alone.chain.params)[0], atol=1e-5)
+    other = engine(digits_data, sampler=SGLDConfig(step_size=5e-5, batch_size=50))
+    other.run()
+    # the generator's draws are other numbers
+    assert (flat(other.chain.params)[0] - flat(a.chain.params)[0]).abs().max() > 1e-4
+
+
+def test_the_compiled_update_agrees_with_the_eager_one_and_falls_back_with_a_warning():
+    config = SGLDConfig(step_size=1e-3, prior_precision=2.0, noise="counter")
+    coefficients = torch.tensor([config.coefficients(7), config.coefficients(11)]).T.unsqueeze(-1)
+    theta, grad, keys = torch.randn(2, 3_001), torch.randn(2, 3_001), keys_of(2, 6)
+    eager, compiled = theta.clone(), theta.clone()
+    for t in range(3):
+        step = torch.tensor([t])
+        sgld_counter_update_(eager, grad, coefficients, None, keys, step)
+        FusedCounterUpdate()(compiled, grad, coefficients, None, keys, step)
+    assert torch.allclose(compiled, eager, rtol=1e-6, atol=1e-7)
+    failing = FusedCounterUpdate()
+
+    def broken(*args):
+        raise RuntimeError("no C++ compiler")
+
+    failing._fn = broken
+    fallback = theta.clone()
+    with pytest.warns(RuntimeWarning, match="could not be compiled.*no C\\+\\+ compiler"):
+        failing(fallback, grad, coefficients, None, keys, torch.tensor([0]))
+    expected = theta.clone()
+    sgld_counter_update_(expected, grad, coefficients, None, keys, torch.tensor([0]))
+    assert torch.equal(fallback, expected) and not failing.compiled
