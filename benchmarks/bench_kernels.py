@@ -7,15 +7,20 @@ students: predictive U_s and U_o every H = 100 steps, entropy U_s and U_o every 
 test-set ensemble every 100 steps) on synthetic MNIST-shaped data (no data set needed), runs each
 of the engine's events (:meth:`GPEDEngine.teacher_step`, :meth:`~GPEDEngine.distill_group`,
 :meth:`~GPEDEngine.accumulate`) under the profiler, and prints the kernels of each and their mean
-per step over the event schedule's period. ``--chains K`` counts a batch of K chains.
+per step over the event schedule's period. ``--chains K`` counts a batch of K chains; ``--noise counter``
+the SGLD teacher with counter-based noise drawn inside one compiled update
+(:func:`gped_kit.core.sgld.sgld_counter_update_`).
 
 What is counted: on CUDA the device kernels the profiler records (exact); on the CPU the leaf ATen
 operators that compute and call no computing operator, each one kernel, and each matrix product
-or convolution as one (:data:`MATMUL`); views, allocations and metadata operators are not counted
-(:data:`NO_KERNEL`). Counts do not depend on the machine's speed, so they compare across
+or convolution as one (:data:`MATMUL`), and each loop a compiled function runs (``torch.compile``'s C++
+kernels, profiled under their names ``..._cpp_fused_...``) as one; views, allocations and metadata operators
+are not counted (:data:`NO_KERNEL`). The script runs one thread on the CPU (with more, the engine draws the
+chains' noise on a thread pool, whose operators the profiler does not record).
+Counts do not depend on the machine's speed, so they compare across
 machines and commits (run it on two checkouts to compare engines)::
 
-    python benchmarks/bench_kernels.py [--device cuda] [--chains 1]
+    python benchmarks/bench_kernels.py [--device cuda] [--chains 1] [--noise counter]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import argparse
 from typing import Callable
 
 import torch
+import torch._inductor.config as inductor_config
 from torch.profiler import ProfilerActivity, profile
 
 from gped_kit.core.sgld import SGLDConfig
@@ -84,14 +90,15 @@ def count_kernels(fn: Callable[[], None], device: torch.device) -> int:
 
     top = [e for e in events if e.name.startswith("aten::")
            and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))]
-    return sum(kernels(e) for e in top)
+    compiled = sum(1 for e in events if "cpp_fused" in e.name)  # a compiled function's C++ loops
+    return sum(kernels(e) for e in top) + compiled
 
 
-def engine_for(device: torch.device, chains: int) -> GPEDEngine:
+def engine_for(device: torch.device, chains: int, noise: str = "generator") -> GPEDEngine:
     data = synthetic_mnist(device)
-    specs = [build_chain(data, GPEDConfig(model="fcnn", sampler=SGLDConfig(), num_iterations=1_000, burn_in=1,
-                                          eval_thinning=100, log_every=1_000, progress=False, device=str(device),
-                                          seed=k), PAPER_STUDENTS) for k in range(chains)]
+    specs = [build_chain(data, GPEDConfig(model="fcnn", sampler=SGLDConfig(noise=noise), num_iterations=1_000,
+                                          burn_in=1, eval_thinning=100, log_every=1_000, progress=False,
+                                          device=str(device), seed=k), PAPER_STUDENTS) for k in range(chains)]
     return GPEDEngine(specs)
 
 
@@ -99,9 +106,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="auto")
     parser.add_argument("--chains", type=int, default=1, help="K chains as one batch")
+    parser.add_argument("--noise", choices=["generator", "counter"], default="generator",
+                        help="the SGLD noise: each chain's generator (the default) or counter-based, in one "
+                             "fused update")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
-    engine = engine_for(device, args.chains)
+    inductor_config.cpp.enable_kernel_profile = True  # name each compiled C++ loop in the profile (counted above)
+    torch.set_num_threads(1)  # the CPU's noise draws run on a thread pool with more threads, which the profiler misses
+    engine = engine_for(device, args.chains, args.noise)
     groups = list(engine.chains[0].groups)
     for key in groups:  # warm-up: the first call of each event allocates and compiles nothing counted later
         engine.distill_group(key)
@@ -116,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     what = "CUDA kernels" if device.type == "cuda" else "computing ATen operators (one kernel each)"
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"device: {name}; torch {torch.__version__}; FCNN 784-400-400-10, paper profile's 4 students; "
-          f"K = {args.chains}; counting {what}")
+          f"K = {args.chains}; SGLD noise: {args.noise}; counting {what}")
     print(f"{'event':<46}{'kernels':>9}{'per step':>10}")
     for label, rate, n in rows:
         print(f"{label:<46}{n:>9}{n * rate:>10.2f}")
