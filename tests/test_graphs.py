@@ -237,6 +237,26 @@ def test_a_capture_never_uploads_host_values():
     assert table.start == 0 and table.row(3).tolist() == [3.0, 6.0]
 
 
+def batch_of(sampler, graph: bool, k: int) -> GPEDEngine:
+    """K = ``k`` chains (seeds 0 .. k - 1) of ``sampler`` on CUDA with the dropout student, in graph mode or eager."""
+    return GPEDEngine([spec("cuda", graph=graph, seed=seed, sampler=sampler, students=CUDA_STUDENTS)
+                       for seed in range(k)])
+
+
+def assert_replays_as_it_steps(sampler) -> None:
+    """One chain and a batch of three replay their periods (no fallback warned about) and equal eager steps bit
+    for bit."""
+    for k in (1, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GraphFallbackWarning)
+            graph = batch_of(sampler, True, k)
+            run_engine(graph)
+        eager = batch_of(sampler, False, k)
+        run_engine(eager)
+        assert graph.graphs.replays >= 5 and not graph.graphs.fallbacks
+        assert all(torch.equal(a, b) for a, b in zip(state(graph), state(eager)))
+
+
 @needs_cuda
 @pytest.mark.parametrize("name", ["sghmc", "sgnht", "baoa"])
 @pytest.mark.parametrize("schedule", [dict(schedule="polynomial", decay_steps=10.0, warmup_steps=9, warmup_factor=3.0),
@@ -247,19 +267,7 @@ def test_momentum_samplers_with_a_varying_step_size_replay_as_they_step(name, sc
     bit, one chain and a batch of three (different seeds), with a dropout student; no fallback is warned about."""
     sampler = sampler_config(name, step_size=1e-3, batch_size=25, **schedule)
 
-    def batch(graph: bool, k: int) -> GPEDEngine:
-        return GPEDEngine([spec("cuda", graph=graph, seed=seed, sampler=sampler, students=CUDA_STUDENTS)
-                           for seed in range(k)])
-
-    for k in (1, 3):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", GraphFallbackWarning)
-            graph = batch(True, k)
-            run_engine(graph)
-        eager = batch(False, k)
-        run_engine(eager)
-        assert graph.graphs.replays >= 5 and not graph.graphs.fallbacks
-        assert all(torch.equal(a, b) for a, b in zip(state(graph), state(eager)))
+    assert_replays_as_it_steps(sampler)
 
 
 @needs_cuda
@@ -282,21 +290,9 @@ def test_counter_noise_replays_as_it_steps_and_resumes(schedule, tmp_path):
     checkpointed after replays resumes bit-identically."""
     sampler = SGLDConfig(step_size=1e-3, batch_size=25, noise="counter", **schedule)
 
-    def batch(graph: bool, k: int) -> GPEDEngine:
-        return GPEDEngine([spec("cuda", graph=graph, seed=seed, sampler=sampler, students=CUDA_STUDENTS)
-                           for seed in range(k)])
-
-    for k in (1, 3):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", GraphFallbackWarning)
-            graph = batch(True, k)
-            run_engine(graph)
-        eager = batch(False, k)
-        run_engine(eager)
-        assert graph.graphs.replays >= 5 and not graph.graphs.fallbacks
-        assert all(torch.equal(a, b) for a, b in zip(state(graph), state(eager)))
+    assert_replays_as_it_steps(sampler)
     path = tmp_path / "chain.pt"
-    whole, first, resumed = batch(True, 1), batch(True, 1), batch(True, 1)
+    whole, first, resumed = (batch_of(sampler, True, 1) for _ in range(3))
     run_engine(whole)
     run_engine(first, [path], max_steps=60)
     assert first.graphs.replays > 0 and first.t == 60

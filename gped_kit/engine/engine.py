@@ -11,7 +11,8 @@ CUDA graphs where it can (:mod:`gped_kit.engine.graphs`); one run's part of the 
 checkpoint saves (:mod:`gped_kit.engine.resume`). :class:`GPEDEngine` holds a setup and a state and
 offers these functions as methods.
 
-**One iteration t** (:func:`step`): every chain draws its minibatch of D and its SGLD noise and
+**One iteration t** (:func:`step`): every chain draws its minibatch of D and its SGLD noise (with
+``SGLDConfig(noise="counter")`` the noise inside one compiled update, :class:`~gped_kit.engine.setup.CounterNoise`) and
 takes one step of Eq. 7 (:func:`teacher_step`),
 
     theta_{t+1} = theta_t + (eta_t / 2) (grad log p(theta_t) + (N / M) sum_{i in S_t} grad log p(y_i | x_i, theta_t))
