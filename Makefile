@@ -191,7 +191,7 @@ lab: venv
 bench: venv
 	$(HEADLESS) $(VENV_PY) benchmarks/bench_engine.py $(BENCH_ARGS)
 	$(HEADLESS) $(VENV_PY) benchmarks/bench_kernels.py
-	$(HEADLESS) $(VENV_PY) benchmarks/bench_kernels.py --noise counter
+	$(HEADLESS) $(VENV_PY) benchmarks/bench_kernels.py --random-numbers counter
 
 bench-batched: venv
 	$(HEADLESS) $(VENV_PY) benchmarks/bench_batched.py $(BENCH_ARGS)

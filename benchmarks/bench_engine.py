@@ -10,9 +10,10 @@ loop once, so machine noise hits all alike), medians over repeats:
   over the test set in chunks of 500, and at each timed segment's end the student's test outputs
   and the ensemble's NLL (the engine's log point);
 * **engine, 1 chain** and **engine, K chains** (one batch) for each K of ``--chains``, eager; on CUDA
-  also in graph mode (``GPEDConfig.graph``, periods replayed as CUDA graphs); with ``--noise counter``
-  the engines draw the SGLD noise counter-based inside one compiled update (``SGLDConfig(noise="counter")``,
-  compiled during the warm-up, not timed; the plain loop keeps ``torch.randn``);
+  also in graph mode (``GPEDConfig.graph``, periods replayed as CUDA graphs); with ``--random-numbers counter``
+  the engines draw counter-based (``GPEDConfig(random_numbers="counter")``: compiled draws of the minibatch
+  indices, the SGLD noise inside one compiled update; compiled during the warm-up, not timed; the plain loop
+  keeps ``torch.randint`` and ``torch.randn``);
 * **K plain loops** and **K one-chain engines, one after another** (what a batch replaces): measured
   on the CPU; on CUDA derived from the one-chain loops' rates (K independent chains one after another
   take K times one chain's time), labelled so, because measuring them would take K times as long.
@@ -37,7 +38,7 @@ on CUDA 2,000-step segments x 3 repeats and K = 24 and 48. Not a test: run it on
 torch processes on two cores slow each other ~10x; two on one GPU deliver less than one after another)::
 
     python benchmarks/bench_engine.py [--chains 12] [--steps 1000] [--repeats 3] [--device cuda] [--long]
-                                      [--noise counter]
+                                      [--random-numbers counter]
 """
 
 from __future__ import annotations
@@ -191,9 +192,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--synthetic", action="store_true", help="MNIST-shaped random data (no data set needed)")
     parser.add_argument("--long", action="store_true", help="the CPU's long version: 1,000-step segments")
     parser.add_argument("--quick", action="store_true", help="smoke run: 200 steps x 1 repeat, K = 2")
-    parser.add_argument("--noise", choices=["generator", "counter"], default="generator",
-                        help="the engines' SGLD noise (SGLDConfig.noise): each chain's generator, or counter-based "
-                             "in one compiled update")
+    parser.add_argument("--random-numbers", choices=["generators", "counter"], default="generators",
+                        help="the engines' GPEDConfig.random_numbers: each stream's generator, or counter-based "
+                             "compiled draws")
     parser.add_argument("--trace-out", type=Path, default=Path("outputs") / "bench_engine_profile.txt",
                         help="where the profiler summary of one period is written")
     args = parser.parse_args(argv)
@@ -208,16 +209,16 @@ def main(argv: list[str] | None = None) -> None:
                      f"{args.repeats}) and every --chains >= 2 (got {args.chains})")
     data = synthetic_mnist(device) if args.synthetic else prepare_data(DataConfig("mnist")).to(device)
     sgld, H, E = SGLDConfig(), 100, 100
-    engine_sgld = SGLDConfig(noise=args.noise)
     total = args.steps * (args.repeats + 2) + 4 * H
 
     def engine(chains: int, graph: bool, spread: int) -> GPEDEngine:
         specs = []
         for k in range(chains):
-            sampler = dataclasses.replace(engine_sgld, step_size=sgld.step_size * (0.8 + 0.4 * k / spread))
+            sampler = dataclasses.replace(sgld, step_size=sgld.step_size * (0.8 + 0.4 * k / spread))
             cfg = GPEDConfig(model="fcnn", sampler=sampler,
                              num_iterations=total, burn_in=0, eval_thinning=E, log_every=10 ** 9,
-                             checkpoint_every=10 ** 9, progress=False, device=str(device), seed=k, graph=graph)
+                             checkpoint_every=10 ** 9, progress=False, device=str(device), seed=k, graph=graph,
+                             random_numbers=args.random_numbers)
             specs.append(build_chain(data, cfg, [StudentConfig("predictive", "U_s", thinning=H, batch_size=100)]))
         return GPEDEngine(specs)
 
@@ -279,8 +280,8 @@ def main(argv: list[str] | None = None) -> None:
     name = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     print(f"device: {name}; torch {torch.__version__}; FCNN teacher (M = {sgld.batch_size}), predictive U_s student "
           f"(H = {H}, M' = 100), ensemble every {E} steps on {data.test_x.shape[0]} test images; {args.steps} steps "
-          f"x {args.repeats} repeats (medians), after a warm-up ({warm_up} steps); the engines' SGLD noise: "
-          f"{args.noise}")
+          f"x {args.repeats} repeats (medians), after a warm-up ({warm_up} steps); the engines' random numbers: "
+          f"{args.random_numbers}")
     print(f"float32 matmul rate {flop_rate / 1e9:,.1f} GFLOP/s; teacher {flops / 1e6:.1f} MFLOP per step")
     if late:
         print(f"note: graphs were captured during the timed repeats of {late}: their rates include a capture")

@@ -7,9 +7,9 @@ students: predictive U_s and U_o every H = 100 steps, entropy U_s and U_o every 
 test-set ensemble every 100 steps) on synthetic MNIST-shaped data (no data set needed), runs each
 of the engine's events (:meth:`GPEDEngine.teacher_step`, :meth:`~GPEDEngine.distill_group`,
 :meth:`~GPEDEngine.accumulate`) under the profiler, and prints the kernels of each and their mean
-per step over the event schedule's period. ``--chains K`` counts a batch of K chains; ``--noise counter``
-the SGLD teacher with counter-based noise drawn inside one compiled update
-(:func:`gped_kit.core.sgld.sgld_counter_update_`).
+per step over the event schedule's period. ``--chains K`` counts a batch of K chains; ``--random-numbers counter``
+the engine with counter-based random numbers (``GPEDConfig(random_numbers="counter")``: compiled draws of the
+minibatch indices, the SGLD noise inside one compiled update, :func:`gped_kit.core.sgld.sgld_counter_update_`).
 
 What is counted: on CUDA the device kernels the profiler records (exact); on the CPU the leaf ATen
 operators that compute and call no computing operator, each one kernel, and each matrix product
@@ -20,7 +20,7 @@ chains' noise on a thread pool, whose operators the profiler does not record).
 Counts do not depend on the machine's speed, so they compare across
 machines and commits (run it on two checkouts to compare engines)::
 
-    python benchmarks/bench_kernels.py [--device cuda] [--chains 1] [--noise counter]
+    python benchmarks/bench_kernels.py [--device cuda] [--chains 1] [--random-numbers counter]
 """
 
 from __future__ import annotations
@@ -94,11 +94,12 @@ def count_kernels(fn: Callable[[], None], device: torch.device) -> int:
     return sum(kernels(e) for e in top) + compiled
 
 
-def engine_for(device: torch.device, chains: int, noise: str = "generator") -> GPEDEngine:
+def engine_for(device: torch.device, chains: int, random_numbers: str = "generators") -> GPEDEngine:
     data = synthetic_mnist(device)
-    specs = [build_chain(data, GPEDConfig(model="fcnn", sampler=SGLDConfig(noise=noise), num_iterations=1_000,
+    specs = [build_chain(data, GPEDConfig(model="fcnn", sampler=SGLDConfig(), num_iterations=1_000,
                                           burn_in=1, eval_thinning=100, log_every=1_000, progress=False,
-                                          device=str(device), seed=k), PAPER_STUDENTS) for k in range(chains)]
+                                          device=str(device), seed=k, random_numbers=random_numbers),
+                         PAPER_STUDENTS) for k in range(chains)]
     return GPEDEngine(specs)
 
 
@@ -106,14 +107,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="auto")
     parser.add_argument("--chains", type=int, default=1, help="K chains as one batch")
-    parser.add_argument("--noise", choices=["generator", "counter"], default="generator",
-                        help="the SGLD noise: each chain's generator (the default) or counter-based, in one "
-                             "fused update")
+    parser.add_argument("--random-numbers", choices=["generators", "counter"], default="generators",
+                        help="GPEDConfig.random_numbers: each stream's generator (the default) or counter-based, "
+                             "compiled draws")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
     inductor_config.cpp.enable_kernel_profile = True  # name each compiled C++ loop in the profile (counted above)
     torch.set_num_threads(1)  # the CPU's noise draws run on a thread pool with more threads, which the profiler misses
-    engine = engine_for(device, args.chains, args.noise)
+    engine = engine_for(device, args.chains, args.random_numbers)
     groups = list(engine.chains[0].groups)
     for key in groups:  # warm-up: the first call of each event allocates and compiles nothing counted later
         engine.distill_group(key)
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     what = "CUDA kernels" if device.type == "cuda" else "computing ATen operators (one kernel each)"
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"device: {name}; torch {torch.__version__}; FCNN 784-400-400-10, paper profile's 4 students; "
-          f"K = {args.chains}; SGLD noise: {args.noise}; counting {what}")
+          f"K = {args.chains}; random numbers: {args.random_numbers}; counting {what}")
     print(f"{'event':<46}{'kernels':>9}{'per step':>10}")
     for label, rate, n in rows:
         print(f"{label:<46}{n:>9}{n * rate:>10.2f}")

@@ -11,7 +11,7 @@
 #   3. the benchmarks named in JOB_BENCHES (unset: "engine kernels counter"; empty: none): "engine",
 #      benchmarks/bench_engine.py on CUDA (the engine eager and in graph mode against a plain loop, one chain and
 #      K = 24); "kernels", benchmarks/bench_kernels.py (kernels per step, K = 1 and 24); "counter", both with
-#      counter-based SGLD noise in one compiled update (SGLDConfig(noise="counter")); "batched",
+#      counter-based random numbers (GPEDConfig(random_numbers="counter")); "batched",
 #      benchmarks/bench_batched.py (K = 1, 4, 12, 24, 48); "graph", benchmarks/bench_cuda_graph.py (a period
 #      captured by hand, the measurement that preceded the engine's graph mode);
 #   4. with the time left (less a minute for packing), a resumable slice of NOTEBOOK's paper profile
@@ -83,8 +83,8 @@ date -u +"date %Y-%m-%dT%H:%M:%SZ"
 step "CUDA tests"
 timeout 180 python3 -m pytest -q -rs -p no:cacheprovider tests/test_engine.py tests/test_batching.py \
     tests/test_pooled.py tests/test_no_host_sync.py -k cuda
-timeout 120 python3 -m pytest -q -rs -p no:cacheprovider tests/test_counter_noise.py
-echo "pytest (counter noise) exit $?"
+timeout 120 python3 -m pytest -q -rs -p no:cacheprovider tests/test_counter_random.py
+echo "pytest (counter random numbers) exit $?"
 echo "pytest exit $?"
 timeout 180 python3 -m pytest -q -rs -p no:cacheprovider tests/test_graphs.py
 graph_tests=$?
@@ -104,10 +104,10 @@ if [[ " $benches " == *" kernels "* ]]; then
     echo "bench_kernels exit $?"
 fi
 if [[ " $benches " == *" counter "* ]]; then
-    step "bench_engine and bench_kernels on CUDA, counter-based SGLD noise"
-    timeout 240 python3 benchmarks/bench_engine.py --device cuda --chains 24 --steps 500 --repeats 2 --noise counter
+    step "bench_engine and bench_kernels on CUDA, counter-based random numbers"
+    timeout 240 python3 benchmarks/bench_engine.py --device cuda --chains 24 --steps 500 --repeats 2 --random-numbers counter
     echo "bench_engine (counter) exit $?"
-    for k in 1 24; do timeout 90 python3 benchmarks/bench_kernels.py --device cuda --chains "$k" --noise counter; done
+    for k in 1 24; do timeout 90 python3 benchmarks/bench_kernels.py --device cuda --chains "$k" --random-numbers counter; done
     echo "bench_kernels (counter) exit $?"
 fi
 

@@ -8,7 +8,7 @@ aside. ``tests/test_golden.py`` compares them with the values recorded for the c
 versions (:mod:`gped_kit.experiments.numerics`).
 
 What the probes cover: FCNN and CNN-MNIST teachers on masked MNIST under SGLD (constant and polynomial
-step sizes, with a warm-up, and with counter-based noise), SGHMC, SGNHT and BAOA, a pooled cyclical BAOA
+step sizes, with a warm-up, and with counter-based random numbers), SGHMC, SGNHT and BAOA, a pooled cyclical BAOA
 teacher; every built-in classification target with U_s and U_o (predictive, entropy and its squared-error
 variant, marginal variance, the C+1 student with either entropy loss, EnD2), a dropout student, the
 learning-rate halving, group l1/l2, the input generators and derivative matching; a Gaussian regression
@@ -193,11 +193,11 @@ PROBES: dict[str, Callable[[ResultsStore], None]] = {
         [StudentConfig("predictive", "U_s", arch=ArchSpec("fcnn", k1=0.25, k2=0.25), thinning=2, batch_size=50),
          StudentConfig("entropy", "U_o", arch=ArchSpec("fcnn", k1=0.25, k2=0.25), thinning=2, batch_size=50)],
         steps=40, num_chains=2, num_snapshots=2)]),
-    "fcnn_sgld_counter_noise": _run([
+    "fcnn_counter_random_numbers": _run([
         _chain("fcnn", sampler, [StudentConfig("predictive", "U_o", arch=ArchSpec("fcnn", k1=0.25, k2=0.25),
-                                               thinning=2, batch_size=50)], steps=30)
-        for sampler in (dataclasses.replace(SGLD, noise="counter"),
-                        dataclasses.replace(SGLD, noise="counter", schedule="polynomial", decay_steps=20.0))]),
+                                               thinning=2, batch_size=50)], steps=30, random_numbers="counter")
+        for sampler in (SGLD, dataclasses.replace(SGLD, schedule="polynomial", decay_steps=20.0),
+                        SGHMCConfig(step_size=0.2, alpha=0.5, batch_size=50))]),
     "regression": _run([_chain(_regression_net, SGLDConfig(step_size=2e-5, prior_precision=1.0, batch_size=50), [
         StudentConfig("predictive_mean", "U_s", arch=_regression_net, thinning=1, batch_size=50, lr=5e-3),
         StudentConfig("predictive_variance", "U_o", arch=_regression_net, thinning=1, batch_size=50, lr=5e-3)],

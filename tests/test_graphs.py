@@ -237,21 +237,22 @@ def test_a_capture_never_uploads_host_values():
     assert table.start == 0 and table.row(3).tolist() == [3.0, 6.0]
 
 
-def batch_of(sampler, graph: bool, k: int) -> GPEDEngine:
-    """K = ``k`` chains (seeds 0 .. k - 1) of ``sampler`` on CUDA with the dropout student, in graph mode or eager."""
-    return GPEDEngine([spec("cuda", graph=graph, seed=seed, sampler=sampler, students=CUDA_STUDENTS)
+def batch_of(sampler, graph: bool, k: int, **kw) -> GPEDEngine:
+    """K = ``k`` chains (seeds 0 .. k - 1) of ``sampler`` on CUDA with the dropout student, in graph mode or eager
+    (``kw``: further configuration fields)."""
+    return GPEDEngine([spec("cuda", graph=graph, seed=seed, sampler=sampler, students=CUDA_STUDENTS, **kw)
                        for seed in range(k)])
 
 
-def assert_replays_as_it_steps(sampler) -> None:
+def assert_replays_as_it_steps(sampler, **kw) -> None:
     """One chain and a batch of three replay their periods (no fallback warned about) and equal eager steps bit
     for bit."""
     for k in (1, 3):
         with warnings.catch_warnings():
             warnings.simplefilter("error", GraphFallbackWarning)
-            graph = batch_of(sampler, True, k)
+            graph = batch_of(sampler, True, k, **kw)
             run_engine(graph)
-        eager = batch_of(sampler, False, k)
+        eager = batch_of(sampler, False, k, **kw)
         run_engine(eager)
         assert graph.graphs.replays >= 5 and not graph.graphs.fallbacks
         assert all(torch.equal(a, b) for a, b in zip(state(graph), state(eager)))
@@ -282,17 +283,18 @@ def test_a_pooled_cyclical_baoa_teacher_replays_as_it_steps():
 
 
 @needs_cuda
-@pytest.mark.parametrize("schedule", [{}, dict(schedule="polynomial", decay_steps=10.0)],
-                         ids=["constant", "polynomial"])
-def test_counter_noise_replays_as_it_steps_and_resumes(schedule, tmp_path):
-    """SGLD with counter-based noise (one compiled update, keyed by the device-side step index): its periods
-    replay and equal eager steps bit for bit, one chain and a batch of three with a dropout student, and a run
-    checkpointed after replays resumes bit-identically."""
-    sampler = SGLDConfig(step_size=1e-3, batch_size=25, noise="counter", **schedule)
-
-    assert_replays_as_it_steps(sampler)
+@pytest.mark.parametrize("sampler", [SGLDConfig(step_size=1e-3, batch_size=25),
+                                     SGLDConfig(step_size=1e-3, batch_size=25, schedule="polynomial", decay_steps=10.0),
+                                     sampler_config("sghmc", step_size=1e-3, batch_size=25)],
+                         ids=["sgld", "sgld-polynomial", "sghmc"])
+def test_counter_random_numbers_replay_as_they_step_and_resume(sampler, tmp_path):
+    """Counter-based random numbers (compiled draws keyed by the device-side step index; SGLD's noise inside its
+    update): periods replay and equal eager steps bit for bit, one chain and a batch of three with a dropout
+    student, and a run checkpointed after replays resumes bit-identically."""
+    counter = dict(random_numbers="counter")
+    assert_replays_as_it_steps(sampler, **counter)
     path = tmp_path / "chain.pt"
-    whole, first, resumed = (batch_of(sampler, True, 1) for _ in range(3))
+    whole, first, resumed = (batch_of(sampler, True, 1, **counter) for _ in range(3))
     run_engine(whole)
     run_engine(first, [path], max_steps=60)
     assert first.graphs.replays > 0 and first.t == 60

@@ -102,16 +102,19 @@ class StepSchedule(Option):
     CYCLICAL = "cyclical"
 
 
-class SGLDNoise(Option):
-    """Where the SGLD teacher's noise xi_t ~ N(0, I) of Eq. 7 comes from.
 
-    ``generator`` (the default): each chain's own ``torch.Generator``, one ``normal_`` draw of its P
-    values a step (:mod:`gped_kit.engine.streams`). ``counter``: a counter-based generator
-    (Philox-4x32-10, :mod:`gped_kit.core.philox`) keyed by the chain's noise seed, the step t and the
-    element, drawn inside one fused kernel with the update (:func:`gped_kit.core.sgld.sgld_counter_update_`):
-    no generator state, one kernel for every chain of a batch, the same draws for a chain alone or in a
-    batch. The two draw different (equally distributed) numbers, so the choice is part of a result's key.
+class RandomNumbers(Option):
+    """Where a chain's per-step random numbers come from: its teacher's minibatch indices, the sampler's noise
+    and each distillation group's minibatch indices.
+
+    ``generators`` (the default): each stream its own ``torch.Generator`` (:mod:`gped_kit.engine.streams`), one
+    draw per chain and stream a step. ``counter``: Philox-4x32-10 (:mod:`gped_kit.core.philox`) keyed by the seed
+    each stream's generator would have had, the step t and the position, each draw one compiled kernel for every
+    chain of a batch, and SGLD's noise drawn inside its update (:func:`gped_kit.core.sgld.sgld_counter_update_`):
+    no generator state, the same draws for a chain alone or in a batch. The two draw different (equally
+    distributed) numbers, so the choice is part of a result's key. The thesis' input generators (noise inputs,
+    perturbations, derivative matching's signs) draw from their groups' generators in either mode.
     """
 
-    GENERATOR = "generator"
+    GENERATORS = "generators"
     COUNTER = "counter"

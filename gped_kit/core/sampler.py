@@ -191,12 +191,6 @@ class SamplerConfig:
         """True when the step size changes from step to step."""
         return self.schedule is not StepSchedule.CONSTANT or (self.warmup_steps > 0 and self.warmup_factor != 1.0)
 
-    @property
-    def counter_noise(self) -> bool:
-        """Whether the sampler draws its noise counter-based inside a fused update (SGLD's ``noise="counter"``,
-        :func:`gped_kit.core.sgld.sgld_counter_update_`); the engine then draws none for it."""
-        return False
-
     def shared_fields(self) -> dict[str, Any]:
         """What chains of one batch must share (their step functions read it from the first
         chain's configuration): everything but what :meth:`coefficients` carries per chain."""

@@ -25,26 +25,24 @@ times the schedule's factors at step t (:meth:`SGLDConfig.scales`: ``1``, ``eta_
 ``sqrt(eta_t / eta_0)``, host floats shared by every chain of a batch). With the coefficients
 given per chain (a tensor under ``torch.func.vmap``) it is the same formula for a batch of chains.
 
-**Counter-based noise** (``SGLDConfig(noise="counter")``, :class:`~gped_kit.core.options.SGLDNoise`):
+**Counter-based noise** (``GPEDConfig(random_numbers="counter")``, :class:`~gped_kit.core.options.RandomNumbers`):
 :func:`sgld_counter_update_` computes the same Eq. 7 over the batch's flat ``(K, P)`` buffer with xi drawn
 inside the update from Philox-4x32-10 (:mod:`.philox`), keyed by each chain's noise seed, the step t and
-the element. :class:`FusedCounterUpdate` runs it compiled (``torch.compile``: one fused loop on the CPU,
-Triton kernels on CUDA, from the same code) instead of the six element-wise kernels, the per-chain
-``normal_`` draws and their noise buffer of the default ``noise="generator"``.
+the element; the engine runs it compiled (:class:`~gped_kit.core.fused.Fused`: one fused loop on the CPU,
+Triton kernels on CUDA, from the same code) instead of the per-chain ``normal_`` draws and the six
+element-wise kernels of :func:`sgld_update_`.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
 from .flat import units
-from .options import SGLDNoise, parse_option
 from .philox import counter_normal
 from .sampler import SamplerConfig, SamplerName
 
@@ -59,26 +57,13 @@ class SGLDConfig(SamplerConfig):
     ``step_size`` is eta (Eq. 7); with ``schedule="polynomial"`` the step is
     ``eta_t = step_size * (1 + t / decay_steps) ** (-decay_power)`` (Welling and Teh's
     ``a (b + t)^-gamma`` form, normalised so that eta_0 = step_size), and an optional warm-up
-    multiplies it (:mod:`.sampler`). ``prior_precision`` is tau; ``batch_size`` is M. ``noise`` is
-    where xi_t comes from (:class:`~gped_kit.core.options.SGLDNoise`: ``"generator"``, the default, or
-    ``"counter"``, drawn inside one fused update; the module docstring); it is part of the key when set.
+    multiplies it (:mod:`.sampler`). ``prior_precision`` is tau; ``batch_size`` is M.
     """
-
-    noise: SGLDNoise = SGLDNoise.GENERATOR
 
     name: ClassVar[SamplerName] = SamplerName.SGLD
     num_coefficients: ClassVar[int] = NUM_COEFFICIENTS
     device_scales: ClassVar[bool] = True
     per_chain_fields: ClassVar[tuple[str, ...]] = ("step_size", "prior_precision")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        object.__setattr__(self, "noise", parse_option(SGLDNoise, self.noise, "SGLDConfig.noise"))
-
-    @property
-    def counter_noise(self) -> bool:
-        """Whether xi_t is drawn counter-based inside the update (:func:`sgld_counter_update_`)."""
-        return self.noise is SGLDNoise.COUNTER
 
     def coefficients(self, num_data: int) -> tuple[float, float, float]:
         """The per-chain coefficients of Eq. 7 for a labelled set of ``num_data`` = N examples:
@@ -148,7 +133,7 @@ def sgld_counter_update_(theta: torch.Tensor, nll_grad: torch.Tensor, coefficien
     words and ``step`` t as an int64 tensor of one element. Row k of xi_t is
     :func:`~gped_kit.core.philox.counter_normal` of chain k's key at step t: the same for a chain alone or
     in any batch, and nothing the host reads or writes (a CUDA graph replays it with each period's t).
-    Compiled, the draw and the update are one loop over the buffer (:class:`FusedCounterUpdate`); the
+    Compiled, the draw and the update are one loop over the buffer (:class:`~gped_kit.core.fused.Fused`); the
     compiler may contract a product and a sum into one rounding, so compiled and eager results agree to
     float32 round-off (about 1e-7 relative), not bit for bit."""
     prior, step_coef, scale = coefficients[0], coefficients[1], coefficients[2]
@@ -157,34 +142,6 @@ def sgld_counter_update_(theta: torch.Tensor, nll_grad: torch.Tensor, coefficien
     xi = counter_normal(keys, step, theta.shape[1])
     with torch.no_grad():
         theta.add_(step_coef * (nll_grad + prior * theta) + scale * xi)
-
-
-UpdateFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor], None]
-
-
-class FusedCounterUpdate:
-    """:func:`sgld_counter_update_` compiled with ``torch.compile`` (the same code becomes one fused C++ loop
-    on the CPU and Triton kernels on CUDA), one per engine. ``compiled=False`` runs it eagerly (tens of
-    element-wise kernels: the reference the compiled update is tested against). When compiling fails (no
-    C++ compiler for the CPU, no Triton for the GPU) the update warns once, naming the error, and runs
-    eagerly: the same draws, about ten times slower on the CPU."""
-
-    def __init__(self, compiled: bool = True) -> None:
-        self._fn: UpdateFn = (torch.compile(sgld_counter_update_, fullgraph=True, dynamic=False) if compiled
-                              else sgld_counter_update_)
-        self.compiled = compiled
-
-    def __call__(self, theta: torch.Tensor, nll_grad: torch.Tensor, coefficients: torch.Tensor,
-                 scales: torch.Tensor | None, keys: torch.Tensor, step: torch.Tensor) -> None:
-        try:
-            self._fn(theta, nll_grad, coefficients, scales, keys, step)
-        except Exception as error:  # noqa: BLE001 -- any compiler failure: fall back to the same update, eager
-            if not self.compiled:
-                raise
-            warnings.warn(f"the fused SGLD update (noise='counter') could not be compiled, so it runs eagerly "
-                          f"(same draws, slower): {type(error).__name__}: {error}", RuntimeWarning, stacklevel=2)
-            self._fn, self.compiled = sgld_counter_update_, False
-            self._fn(theta, nll_grad, coefficients, scales, keys, step)
 
 
 def stationary_variance(precision: float, step_size: float) -> float:

@@ -23,6 +23,7 @@ from ..core.likelihoods import Likelihood, resolve_likelihood
 from ..core.options import (
     Estimator,
     InputGenerator,
+    RandomNumbers,
     StepSchedule,
     check_int,
     check_positive,
@@ -194,6 +195,11 @@ class GPEDConfig:
     teacher's minibatch forward and backward pass on CUDA; nothing changes on the CPU;
     :mod:`gped_kit.engine.precision`); it is part of the key.
 
+    ``random_numbers`` is ``"generators"`` (each random stream of a chain its own ``torch.Generator``, the default)
+    or ``"counter"`` (Philox-4x32-10 keyed by each stream's seed, the step and the position, one compiled kernel
+    per draw for the whole batch, SGLD's noise inside its update; :class:`~gped_kit.core.options.RandomNumbers`);
+    it is part of the key.
+
     ``device``, ``progress``, ``eval_batch_size`` and ``graph`` say how the run executes, not what
     it computes: they are not part of result keys (on the CPU an evaluation chunk of fewer than about 32
     rows can round a matrix product's rows differently, moving the last bit of the ensemble's sums:
@@ -216,6 +222,7 @@ class GPEDConfig:
     num_snapshots: int = 0
     num_chains: int = 1
     matmul_precision: str = "highest"
+    random_numbers: str | RandomNumbers = RandomNumbers.GENERATORS
     device: str = field(default="auto", metadata={"key": False})
     progress: bool | str = field(default=True, metadata={"key": False})
     eval_batch_size: int = field(default=EVAL_CHUNK_SIZE, metadata={"key": False})
@@ -246,6 +253,8 @@ class GPEDConfig:
             raise ValueError(f"GPEDConfig.graph={self.graph!r}: must be None (on for CUDA), True or False")
         check_int("GPEDConfig.num_chains (K)", self.num_chains, 1)
         check_matmul_precision(self.matmul_precision)
+        object.__setattr__(self, "random_numbers", parse_option(RandomNumbers, self.random_numbers,
+                                                                "GPEDConfig.random_numbers"))
         if self.num_chains > 1 and isinstance(self.model, nn.Module):
             raise ValueError(f"GPEDConfig.num_chains={self.num_chains} needs a model the kit initialises per chain (a "
                              "preset name, an ArchSpec or a factory out_dim -> nn.Module); an nn.Module instance "

@@ -27,7 +27,7 @@ from torch.func import vmap
 from ..core.options import InputGenerator
 from . import steps
 from .config import GroupKey
-from .setup import EngineSetup, Update, learning_rates
+from .setup import EngineSetup, Update, learning_rates, step_index_row
 from .state import EngineState
 
 
@@ -55,13 +55,14 @@ def student_views(state: EngineState) -> list:
     return views if views is not None else state.students
 
 
-def draw_distill_inputs(state: EngineState, setup: EngineSetup, key: GroupKey) -> tuple[torch.Tensor, torch.Tensor]:
-    """S' for every run of group ``key``: indices (R, M') into D' and the inputs x' of the group's
+def draw_distill_inputs(state: EngineState, setup: EngineSetup, key: GroupKey,
+                        t: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """S' for every run of group ``key`` at step ``t``: indices (R, M') into D' and the inputs x' of the group's
     generator (R, M', ...), R = the number of runs (one S' per pooled teacher). Advances the group's
-    random streams."""
+    random streams (counter-based ones are keyed by t)."""
     idx = state.buffers.group_idx[key]
     R = setup.layout.num_runs
-    state.streams.group_indices(key, idx, setup.distill_sets.sizes)
+    state.streams.group_indices(key, idx, setup.distill_sets, step_index_row(setup, t))
     if key.input_generator == InputGenerator.NOISE.value:
         shape = (R, key.batch_size, *setup.chains[0].data.input_shape)
         x = torch.empty(shape, device=setup.device)
@@ -108,7 +109,7 @@ def distill_independent(state: EngineState, setup: EngineSetup, key: GroupKey, t
     learning from chain r's current sample."""
     layout = setup.layout
     chain, students = teacher_views(state)[0], student_views(state)
-    idx, x = draw_distill_inputs(state, setup, key)
+    idx, x = draw_distill_inputs(state, setup, key, t)
     mapped = functools.partial(teacher_map, setup)
     projection = teacher_grad = None
     if key.matches_derivatives:  # one Rademacher projection of the class axis per example
@@ -150,7 +151,7 @@ def distill_pooled(state: EngineState, setup: EngineSetup, key: GroupKey, t: int
     of the K chains' projected input-gradients (one projection, shared)."""
     layout = setup.layout
     students = student_views(state)
-    idx, x = draw_distill_inputs(state, setup, key)
+    idx, x = draw_distill_inputs(state, setup, key, t)
     x, idx = x[0], idx[0]
     projection = teacher_grad = None
     if key.matches_derivatives:

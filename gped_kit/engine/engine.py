@@ -12,8 +12,8 @@ checkpoint saves (:mod:`gped_kit.engine.resume`). :class:`GPEDEngine` holds a se
 offers these functions as methods.
 
 **One iteration t** (:func:`step`): every chain draws its minibatch of D and its SGLD noise (with
-``SGLDConfig(noise="counter")`` the noise inside one compiled update, :class:`~gped_kit.engine.setup.CounterNoise`) and
-takes one step of Eq. 7 (:func:`teacher_step`),
+``GPEDConfig(random_numbers="counter")`` counter-based, SGLD's noise inside one compiled update,
+:class:`~gped_kit.engine.setup.CounterNoise`) and takes one step of Eq. 7 (:func:`teacher_step`),
 
     theta_{t+1} = theta_t + (eta_t / 2) (grad log p(theta_t) + (N / M) sum_{i in S_t} grad log p(y_i | x_i, theta_t))
                   + N(0, eta_t I)
@@ -60,9 +60,10 @@ import torch
 
 from ..core.adam import AdamState, SegmentRates, adam_update_, bias_corrections
 from ..core.estimators import estimator_init
-from ..core.options import InputGenerator
-from ..core.philox import key_words
-from ..core.sgld import FusedCounterUpdate
+from ..core.fused import Fused
+from ..core.options import InputGenerator, RandomNumbers
+from ..core.sampler import SamplerName
+from ..core.sgld import sgld_counter_update_
 from . import evaluate, loop, resume, steps
 from .config import GroupKey
 from .distill import (
@@ -78,7 +79,7 @@ from .layout import chain_layout, check_batchable
 from .precision import teacher_matmul_precision
 from .result import GPEDResult
 from .sets import ChainSets
-from .setup import CounterNoise, EngineSetup, StepEvents, events
+from .setup import CounterNoise, EngineSetup, StepEvents, events, step_index_row
 from .spec import ChainSpec
 from .state import (
     AdamGroup,
@@ -98,7 +99,7 @@ from .state import (
     stack_trees,
 )
 from .steps import StudentFns, TeacherFns
-from .streams import ChainStreams, noise_seed
+from .streams import ChainStreams, CounterStreams, keys_of, noise_seed
 from .values import EngineValues, ValueTable, step_index
 from .window import RecentWindow
 
@@ -193,16 +194,18 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
     # of the event schedule at a time
     period = math.lcm(config.eval_thinning, *(key.thinning for key in ref.groups))
     sampler = config.sampler
-    counter = sampler.counter_noise
+    counter = config.random_numbers is RandomNumbers.COUNTER
     values = EngineValues(
         ValueTable(sampler.scales, len(sampler.scales(0)), period, device)
         if sampler.varies and sampler.device_scales else None,
         [ValueTable(bias_corrections, 2, max(1, period // s.group.thinning), device) for s in ref.students],
         ValueTable(step_index, 1, period, device, dtype=torch.int64) if counter else None)
-    streams = ChainStreams(layout.chain_seeds, list(ref.groups), device, group_seeds=[c.config.seed for c in chains])
-    # counter-based SGLD noise: each chain's Philox key from its noise seed, and the fused update
-    counter_noise = (CounterNoise(torch.stack(key_words(torch.tensor([noise_seed(s) for s in layout.chain_seeds])),
-                                              dim=1).to(device), FusedCounterUpdate()) if counter else None)
+    streams = (CounterStreams if counter else ChainStreams)(layout.chain_seeds, list(ref.groups), device,
+                                                            group_seeds=[c.config.seed for c in chains])
+    # counter-based random numbers: SGLD draws its noise inside one fused update, keyed by each chain's noise seed
+    counter_noise = (CounterNoise(keys_of([noise_seed(s) for s in layout.chain_seeds], device),
+                                  Fused(sgld_counter_update_, "the fused SGLD update (counter-based noise)"))
+                     if counter and sampler.name is SamplerName.SGLD else None)
 
     # step functions: the same for one chain and, under vmap, for many
     setup = EngineSetup(
@@ -257,10 +260,10 @@ def teacher_step(state: EngineState, setup: EngineSetup, t: int) -> None:
     chain's minibatch of D and its noise, updates the samples and adds the minibatch NLL to the running
     sum the next log point reports."""
     chain, buffers = teacher_views(state)[0], state.buffers
-    counter = setup.counter_noise
-    state.streams.teacher_indices(buffers.idx, setup.train_sets.sizes)
+    counter, step_row = setup.counter_noise, step_index_row(setup, t)
+    state.streams.teacher_indices(buffers.idx, setup.train_sets, step_row)
     if counter is None:
-        state.streams.sgld_noise(buffers.noise)
+        state.streams.sgld_noise(buffers.noise, step_row)
     x, y = setup.train_sets.gather(buffers.idx)
     fn = functools.partial(steps.teacher_gradients, fns=setup.teacher_fns, autodiff=setup.layout.autodiff)
     with teacher_matmul_precision(setup.config.matmul_precision, setup.device):
@@ -270,7 +273,7 @@ def teacher_step(state: EngineState, setup: EngineSetup, t: int) -> None:
     if counter is not None:  # Eq. 7 with its noise drawn inside one fused update (core.sgld.sgld_counter_update_)
         scales = setup.values.scales
         counter.update(flat_teacher.params.flat, flat_teacher.grads.flat, flat_teacher.coefficients,
-                       scales.row(t) if scales is not None else None, counter.keys, setup.values.steps.row(t))
+                       scales.row(t) if scales is not None else None, counter.keys, step_row)
         return
     noise_into_layout_(flat_teacher, buffers.noise)
     setup.config.sampler.update_(flat_teacher.params, flat_teacher.sampler, flat_teacher.grads, flat_teacher.noise,
@@ -437,9 +440,10 @@ class GPEDEngine:
         """Add every chain's current sample to its ensemble's sums (:func:`accumulate`); does not count it."""
         accumulate(self.state, self.setup)
 
-    def draw_distill_inputs(self, key: GroupKey) -> tuple[torch.Tensor, torch.Tensor]:
-        """S' for every run of group ``key`` (:func:`~gped_kit.engine.distill.draw_distill_inputs`)."""
-        return draw_distill_inputs(self.state, self.setup, key)
+    def draw_distill_inputs(self, key: GroupKey, t: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """S' for every run of group ``key`` at step ``t`` (default: the current step;
+        :func:`~gped_kit.engine.distill.draw_distill_inputs`)."""
+        return draw_distill_inputs(self.state, self.setup, key, self.t if t is None else t)
 
     def distill_group(self, key: GroupKey, t: int | None = None) -> None:
         """Group ``key``'s update of every run's students at step ``t`` (default: the current step; it sets

@@ -24,7 +24,8 @@ def _same(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
 
 class ChainSets:
     """Per-chain tuples of tensors with equal trailing shapes (e.g. (inputs, labels) of D), each
-    distinct tuple stored once. ``shared`` is True when every chain has the same sets."""
+    distinct tuple stored once. ``shared`` is True when every chain has the same sets; ``sizes`` each chain's
+    number of rows, ``size_column`` the same as a ``(K, 1)`` int64 tensor on the device (counter-based draws)."""
 
     def __init__(self, per_chain: Sequence[Sequence[torch.Tensor]]) -> None:
         unique: list[Sequence[torch.Tensor]] = []
@@ -49,6 +50,7 @@ class ChainSets:
             total += int(u[0].shape[0])
         device = self.tensors[0].device
         self.offsets = torch.tensor([starts[j] for j in index], device=device).view(-1, 1)
+        self.size_column = torch.tensor(self.sizes, dtype=torch.int64, device=device).view(-1, 1)
         self.unique_count = len(unique)
 
     def gather(self, index: torch.Tensor) -> list[torch.Tensor]:

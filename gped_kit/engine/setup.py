@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 
 import torch
 
-from ..core.sgld import FusedCounterUpdate
+from ..core.fused import Fused
 from .config import GPEDConfig, GroupKey, student_lr
 from .layout import ChainLayout
 from .sets import ChainSets
@@ -58,7 +58,7 @@ class CounterNoise:
     fused update the teacher's step calls."""
 
     keys: torch.Tensor
-    update: FusedCounterUpdate
+    update: Fused
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,8 @@ class EngineSetup:
     ``period`` the event schedule's period ``lcm(eval_thinning, every H)``; ``values`` the device-side
     values the steps read; ``distillation`` the layout's update of one distillation group (a
     :class:`~gped_kit.engine.distill.Distillation`); ``counter_noise`` the chains' Philox keys and the fused
-    update when the SGLD noise is counter-based (``SGLDConfig(noise="counter")``), None otherwise."""
+    update of an SGLD teacher with counter-based random numbers (``GPEDConfig(random_numbers="counter")``), None
+    otherwise."""
 
     chains: tuple[ChainSpec, ...]
     layout: ChainLayout
@@ -117,3 +118,10 @@ def events(setup: EngineSetup, t: int) -> StepEvents:
 def learning_rates(setup: EngineSetup, j: int, t: int) -> list[float]:
     """Each run's learning rate of student slot ``j`` at step t (Appendix A.2's halving; host floats)."""
     return [student_lr(c.students[j].config, t, c.config.burn_in, c.steps_per_epoch) for c in setup.chains]
+
+
+def step_index_row(setup: EngineSetup, t: int) -> torch.Tensor | None:
+    """Step t as a device value (a row of the int64 step table) when the random numbers are counter-based, else
+    None."""
+    steps = setup.values.steps
+    return steps.row(t) if steps is not None else None

@@ -1,8 +1,7 @@
 """Per-chain random streams: every random number a chain uses comes from its own generators.
 
 Each chain has one generator for its teacher minibatches of D (seed ``4 s + 1``), one for the
-SGLD noise (``4 s + 2``; with counter-based noise, ``SGLDConfig(noise="counter")``, that seed is the
-Philox key of the fused update instead, :func:`noise_seed`) and one per distillation group of
+SGLD noise (``4 s + 2``) and one per distillation group of
 students (students sharing H, M' and the input generator; ``4 s + 3 + 1000 (i + 1)`` for the i-th
 group in sorted order). So a
 chain's teacher does not depend on which students are attached, and a chain's numbers do not
@@ -15,6 +14,12 @@ and independent, so the result is the same.
 The distillation groups' generators belong to the *runs* (``group_seeds``, one per run: the
 chains' own seeds for independent chains, the run's seed for a pooled teacher, whose K chains
 feed one set of students), the teacher's to the chains.
+
+**Counter-based streams** (``GPEDConfig(random_numbers="counter")``, :class:`CounterStreams`): the
+minibatch indices and the noise are Philox-4x32-10 draws (:mod:`gped_kit.core.philox`) keyed by the seed
+the stream's generator would have had, the step t (a device value) and the position; each draw is one
+compiled kernel for every chain (:class:`~gped_kit.core.fused.Fused`), and the generators these replace are
+never drawn from. The thesis' input generators keep their groups' generators.
 """
 
 from __future__ import annotations
@@ -24,13 +29,30 @@ from typing import Sequence
 
 import torch
 
+from ..core.fused import Fused
+from ..core.philox import counter_indices_, counter_normal_, key_words
 from .config import GroupKey
+from .sets import ChainSets
+
+
+def data_seed(seed: int) -> int:
+    """The seed of chain ``seed``'s teacher minibatches (``4 s + 1``)."""
+    return seed * 4 + 1
 
 
 def noise_seed(seed: int) -> int:
-    """The seed of a chain's SGLD noise (``4 s + 2``): its generator's, or its Philox key with counter-based
-    noise (``SGLDConfig(noise="counter")``)."""
+    """The seed of chain ``seed``'s sampler noise (``4 s + 2``)."""
     return seed * 4 + 2
+
+
+def group_seed(seed: int, i: int) -> int:
+    """The seed of run ``seed``'s i-th distillation group (``4 s + 3 + 1000 (i + 1)``)."""
+    return seed * 4 + 3 + 1000 * (i + 1)
+
+
+def keys_of(seeds: Sequence[int], device: torch.device) -> torch.Tensor:
+    """The Philox key words ``(K, 2)`` of ``seeds``, on ``device``."""
+    return torch.stack(key_words(torch.tensor(list(seeds), dtype=torch.int64)), dim=1).to(device)
 
 
 def _seeded(device: torch.device, seed: int) -> torch.Generator:
@@ -48,30 +70,33 @@ class ChainStreams:
     def __init__(self, seeds: Sequence[int], group_keys: Sequence[GroupKey], device: torch.device,
                  group_seeds: Sequence[int] | None = None) -> None:
         self.device = device
-        self.data = [_seeded(device, s * 4 + 1) for s in seeds]
-        self.noise = [_seeded(device, noise_seed(s)) for s in seeds]
-        self.groups = {key: [_seeded(device, s * 4 + 3 + 1000 * (i + 1)) for s in (seeds if group_seeds is None
-                                                                                    else group_seeds)]
-                       for i, key in enumerate(group_keys)}
+        self.seeds = {"data": [data_seed(s) for s in seeds], "noise": [noise_seed(s) for s in seeds]}
+        self.group_seeds = {key: [group_seed(s, i) for s in (seeds if group_seeds is None else group_seeds)]
+                            for i, key in enumerate(group_keys)}
+        self.data = [_seeded(device, s) for s in self.seeds["data"]]
+        self.noise = [_seeded(device, s) for s in self.seeds["noise"]]
+        self.groups = {key: [_seeded(device, s) for s in group] for key, group in self.group_seeds.items()}
         workers = min(len(seeds), torch.get_num_threads())
         self._pool = ThreadPoolExecutor(workers) if device.type == "cpu" and workers > 1 else None
 
-    def teacher_indices(self, out: torch.Tensor, sizes: Sequence[int]) -> None:
-        """Row k of ``out`` (K, M): M indices into chain k's D, with replacement."""
-        for row, gen, n in zip(out, self.data, sizes):
+    def teacher_indices(self, out: torch.Tensor, sets: ChainSets, step: torch.Tensor | None = None) -> None:
+        """Row k of ``out`` (K, M): M indices into chain k's D (``sets``), with replacement. ``step`` (t, a device
+        value) keys counter-based draws; generators ignore it."""
+        for row, gen, n in zip(out, self.data, sets.sizes):
             torch.randint(n, row.shape, generator=gen, device=self.device, out=row)
 
-    def sgld_noise(self, out: torch.Tensor) -> None:
-        """Row k of ``out`` (K, P): P standard normal values for chain k's SGLD step."""
+    def sgld_noise(self, out: torch.Tensor, step: torch.Tensor | None = None) -> None:
+        """Row k of ``out`` (K, P): P standard normal values for chain k's sampler step."""
         if self._pool is None:
             for row, gen in zip(out, self.noise):
                 row.normal_(generator=gen)
         else:
             list(self._pool.map(lambda pair: pair[0].normal_(generator=pair[1]), zip(out, self.noise)))
 
-    def group_indices(self, key: GroupKey, out: torch.Tensor, sizes: Sequence[int]) -> None:
-        """Row k of ``out`` (K, M'): the distillation minibatch S' of chain k (indices into its D')."""
-        for row, gen, n in zip(out, self.groups[key], sizes):
+    def group_indices(self, key: GroupKey, out: torch.Tensor, sets: ChainSets,
+                      step: torch.Tensor | None = None) -> None:
+        """Row k of ``out`` (K, M'): the distillation minibatch S' of chain k (indices into its D', ``sets``)."""
+        for row, gen, n in zip(out, self.groups[key], sets.sizes):
             torch.randint(n, row.shape, generator=gen, device=self.device, out=row)
 
     def group_normal(self, key: GroupKey, out: torch.Tensor, chains: Sequence[int]) -> None:
@@ -109,3 +134,32 @@ class ChainStreams:
     def load_groups_state_dict(self, r: int, state: dict) -> None:
         for key, gens in self.groups.items():
             gens[r].set_state(state[group_name(key)].cpu())
+
+
+class CounterStreams(ChainStreams):
+    """:class:`ChainStreams` whose minibatch indices and noise are counter-based draws (module docstring), keyed by
+    the seeds of the generators they replace; each draw needs the step t as a device value (``step``)."""
+
+    def __init__(self, seeds: Sequence[int], group_keys: Sequence[GroupKey], device: torch.device,
+                 group_seeds: Sequence[int] | None = None, compiled: bool = True) -> None:
+        super().__init__(seeds, group_keys, device, group_seeds)
+        self.keys = {name: keys_of(values, device) for name, values in self.seeds.items()}
+        self.group_keys = {key: keys_of(values, device) for key, values in self.group_seeds.items()}
+        self._indices = Fused(counter_indices_, "the counter-based draw of minibatch indices", compiled)
+        self._normal = Fused(counter_normal_, "the counter-based draw of the sampler's noise", compiled)
+
+    def teacher_indices(self, out: torch.Tensor, sets: ChainSets, step: torch.Tensor | None = None) -> None:
+        self._indices(out, self.keys["data"], _step(step), sets.size_column)
+
+    def sgld_noise(self, out: torch.Tensor, step: torch.Tensor | None = None) -> None:
+        self._normal(out, self.keys["noise"], _step(step))
+
+    def group_indices(self, key: GroupKey, out: torch.Tensor, sets: ChainSets,
+                      step: torch.Tensor | None = None) -> None:
+        self._indices(out, self.group_keys[key], _step(step), sets.size_column)
+
+
+def _step(step: torch.Tensor | None) -> torch.Tensor:
+    if step is None:
+        raise ValueError("counter-based streams draw by the step t: pass it as a device value (step=...)")
+    return step

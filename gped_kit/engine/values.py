@@ -67,15 +67,15 @@ class ValueTable:
 
 
 def step_index(t: int) -> tuple[int]:
-    """Row t of a table of step indices: t itself (an int64 table's row, what counter-based noise is keyed by)."""
+    """Row t of a table of step indices: t itself (an int64 table's row, what counter-based draws are keyed by)."""
     return (t,)
 
 
 class EngineValues:
     """The device-side values of an engine's steps: the sampler's step-size factors (``scales``; None when
     the sampler's step size is constant or computed on the host), each student slot's Adam bias
-    corrections (``corrections``) and the step index t (``steps``, int64; None unless the SGLD noise is
-    counter-based, :func:`gped_kit.core.sgld.sgld_counter_update_`), each a :class:`ValueTable` over one
+    corrections (``corrections``) and the step index t (``steps``, int64; None unless the random numbers are
+    counter-based, :class:`~gped_kit.engine.streams.CounterStreams`), each a :class:`ValueTable` over one
     period of the event schedule."""
 
     def __init__(self, scales: ValueTable | None, corrections: Sequence[ValueTable],

@@ -1,6 +1,6 @@
-"""Counter-based SGLD noise (``SGLDConfig(noise="counter")``): Philox-4x32-10's known answers, the draws'
-distribution and independence, Eq. 7's exact stationary variance with them, and the engine's use of them
-(keys, batches, resuming, the compiled update against the eager one)."""
+"""Counter-based random numbers (``GPEDConfig(random_numbers="counter")``): Philox-4x32-10's known answers, the
+normals' and the indices' distribution and independence, Eq. 7's exact stationary variance with them, and the
+engine's use of them (keys, batches, resuming, every sampler, the compiled draws against the eager ones)."""
 
 import math
 import random
@@ -9,11 +9,12 @@ import pytest
 import scipy.stats
 import torch
 
-from gped_kit.core.options import SGLDNoise
-from gped_kit.core.philox import _mul_hi_lo, counter_normal, key_words, philox4x32
+from gped_kit.core.fused import Fused
+from gped_kit.core.options import RandomNumbers
+from gped_kit.core.philox import _mul_hi_lo, counter_indices, counter_normal, key_words, philox4x32
 from gped_kit.core.samplers import sampler_config
 from gped_kit.core.schema import key_of
-from gped_kit.core.sgld import FusedCounterUpdate, SGLDConfig, sgld_counter_update_, stationary_variance
+from gped_kit.core.sgld import SGLDConfig, sgld_counter_update_, stationary_variance
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import flat
@@ -63,6 +64,20 @@ def test_a_draw_depends_on_its_key_step_and_element_only():
         counter_normal(torch.zeros(3, dtype=torch.int64), t, 5)
 
 
+def test_counter_indices_are_uniform_per_row_and_the_same_alone_or_in_a_batch():
+    keys, t, n = keys_of(1, 5, 9), torch.tensor([3]), 200_000
+    sizes = torch.tensor([[7], [60_000], [1]])
+    idx = counter_indices(keys, t, n, sizes)
+    assert idx.dtype == torch.int64 and idx.shape == (3, n)
+    assert int(idx[0].min()) == 0 and int(idx[0].max()) == 6 and int(idx[1].max()) < 60_000
+    assert bool((idx[2] == 0).all())  # a set of one element
+    counts = torch.bincount(idx[0], minlength=7).double()
+    assert scipy.stats.chisquare(counts.numpy()).pvalue > 1e-3
+    assert scipy.stats.kstest(idx[1].double().numpy() / 60_000, "uniform").pvalue > 1e-3
+    assert torch.equal(counter_indices(keys[1:2], t, 100, sizes[1:2]), idx[1:2, :100])
+    assert not torch.equal(counter_indices(keys, torch.tensor([4]), 100, sizes)[1], idx[1, :100])
+
+
 def test_the_draws_are_independent_standard_normals():
     n = 1 << 18
     x = counter_normal(keys_of(2, 6), torch.tensor([0]), n).double()
@@ -81,7 +96,7 @@ def test_the_draws_are_independent_standard_normals():
 def test_counter_sgld_has_eq_7s_exact_stationary_variance():
     # 20,000 independent coordinates under the prior alone: the exact stationary variance of Eq. 7
     tau, eta = 2.0, 0.1
-    config = SGLDConfig(step_size=eta, prior_precision=tau, noise="counter")
+    config = SGLDConfig(step_size=eta, prior_precision=tau)
     coefficients = torch.tensor(config.coefficients(1)).reshape(3, 1, 1)
     theta, zero = torch.zeros(1, 20_000), torch.zeros(1, 20_000)
     keys, kept = keys_of(2), []
@@ -95,7 +110,7 @@ def test_counter_sgld_has_eq_7s_exact_stationary_variance():
 
 
 def test_the_schedules_factors_scale_the_step_and_the_noise():
-    config = SGLDConfig(step_size=0.1, prior_precision=2.0, noise="counter")
+    config = SGLDConfig(step_size=0.1, prior_precision=2.0)
     coefficients = torch.tensor(config.coefficients(3)).reshape(3, 1, 1)
     theta0, grad, keys, t = torch.randn(1, 50), torch.randn(1, 50), keys_of(2), torch.tensor([3])
     ratio = 0.25
@@ -107,33 +122,36 @@ def test_the_schedules_factors_scale_the_step_and_the_noise():
     assert torch.allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
-def test_the_noise_option_is_checked_and_keyed():
-    assert SGLDConfig().noise is SGLDNoise.GENERATOR and not SGLDConfig().counter_noise
-    assert SGLDConfig(noise="counter").counter_noise
-    allowed = r"allowed: \['generator', 'counter'\]"
-    with pytest.raises(ValueError, match=r"SGLDConfig.noise='philox' is not known; " + allowed):
-        SGLDConfig(noise="philox")
-    assert not sampler_config("sghmc").counter_noise  # the momentum samplers have no such option
-    assert "noise" not in SGLDConfig().record() and SGLDConfig(noise="counter").record() == {"noise": "counter"}
+def test_the_option_is_checked_and_keyed():
     base = dict(model="fcnn", num_iterations=10, burn_in=1, progress=False)
-    default, counter = GPEDConfig(**base), GPEDConfig(**base, sampler=SGLDConfig(noise="counter"))
+    default, counter = GPEDConfig(**base), GPEDConfig(**base, random_numbers="counter")
+    assert default.random_numbers is RandomNumbers.GENERATORS and counter.random_numbers is RandomNumbers.COUNTER
+    allowed = r"allowed: \['generators', 'counter'\]"
+    with pytest.raises(ValueError, match=r"GPEDConfig.random_numbers='philox' is not known; " + allowed):
+        GPEDConfig(**base, random_numbers="philox")
+    assert "random_numbers" not in default.record() and counter.record()["random_numbers"] == "counter"
     assert key_of(default.record()) != key_of(counter.record())
-    assert key_of(default.record()) == key_of(GPEDConfig(**base, sampler=SGLDConfig(noise="generator")).record())
+    assert key_of(default.record()) == key_of(GPEDConfig(**base, random_numbers="generators").record())
 
 
 def engine(data, seeds=(0,), **kw) -> GPEDEngine:
     students = (StudentConfig("predictive", thinning=3), StudentConfig("entropy", "U_o", thinning=5))
-    cfg = dict(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50, noise="counter"), num_iterations=40,
-               burn_in=10, eval_thinning=5, log_every=20, progress=False, device="cpu")
+    cfg = dict(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=40,
+               burn_in=10, eval_thinning=5, log_every=20, progress=False, device="cpu", random_numbers="counter")
     cfg.update(kw)
     return GPEDEngine([build_chain(data, GPEDConfig(**cfg, seed=s), students) for s in seeds])
 
 
-def test_an_engine_with_counter_noise_draws_no_generator_noise_resumes_bit_for_bit_and_batches(digits_data):
+def generator_states(e: GPEDEngine) -> list[torch.Tensor]:
+    streams = e.state.streams
+    return [g.get_state() for g in (*streams.data, *streams.noise, *(g for gs in streams.groups.values() for g in gs))]
+
+
+def test_an_engine_with_counter_draws_no_generator_resumes_bit_for_bit_and_batches(digits_data):
     a = engine(digits_data)
-    noise_state = a.state.streams.noise[0].get_state()
+    before = generator_states(a)
     a.run(stop=20)
-    assert torch.equal(a.state.streams.noise[0].get_state(), noise_state)  # the noise generator never drew
+    assert all(torch.equal(x, y) for x, y in zip(generator_states(a), before))  # no generator ever drew
     state = a.run_state(0)
     b = engine(digits_data)  # a fresh engine, as in a new process
     b.load_run_states({0: state})
@@ -147,30 +165,42 @@ def test_an_engine_with_counter_noise_draws_no_generator_noise_resumes_bit_for_b
     batch.run()
     alone.run()
     assert torch.allclose(flat(batch.chain.params)[1], flat(alone.chain.params)[0], atol=1e-5)
-    other = engine(digits_data, sampler=SGLDConfig(step_size=5e-5, batch_size=50))
+    other = engine(digits_data, random_numbers="generators")
     other.run()
     # the generator's draws are other numbers
     assert (flat(other.chain.params)[0] - flat(a.chain.params)[0]).abs().max() > 1e-4
 
 
+def test_a_momentum_sampler_draws_counter_based_noise_too(digits_data):
+    sampler = sampler_config("sghmc", step_size=1e-3, alpha=0.5, batch_size=50)
+    batch, alone = engine(digits_data, seeds=(0, 1), sampler=sampler), engine(digits_data, seeds=(1,), sampler=sampler)
+    before = generator_states(batch)
+    batch.run()
+    alone.run()
+    assert all(torch.equal(x, y) for x, y in zip(generator_states(batch), before))
+    assert batch.setup.counter_noise is None  # only SGLD fuses its noise into the update
+    assert torch.allclose(flat(batch.chain.params)[1], flat(alone.chain.params)[0], atol=1e-5)
+    assert bool(torch.isfinite(flat(batch.chain.params)).all())
+
+
 def test_the_compiled_update_agrees_with_the_eager_one_and_falls_back_with_a_warning():
-    config = SGLDConfig(step_size=1e-3, prior_precision=2.0, noise="counter")
+    config = SGLDConfig(step_size=1e-3, prior_precision=2.0)
     coefficients = torch.tensor([config.coefficients(7), config.coefficients(11)]).T.unsqueeze(-1)
     theta, grad, keys = torch.randn(2, 3_001), torch.randn(2, 3_001), keys_of(2, 6)
     eager, compiled = theta.clone(), theta.clone()
     for t in range(3):
         step = torch.tensor([t])
         sgld_counter_update_(eager, grad, coefficients, None, keys, step)
-        FusedCounterUpdate()(compiled, grad, coefficients, None, keys, step)
+        Fused(sgld_counter_update_, "the SGLD update")(compiled, grad, coefficients, None, keys, step)
     assert torch.allclose(compiled, eager, rtol=1e-6, atol=1e-7)
-    failing = FusedCounterUpdate()
+    failing = Fused(sgld_counter_update_, "the fused SGLD update")
 
     def broken(*args):
         raise RuntimeError("no C++ compiler")
 
     failing._fn = broken
     fallback = theta.clone()
-    with pytest.warns(RuntimeWarning, match="could not be compiled.*no C\\+\\+ compiler"):
+    with pytest.warns(RuntimeWarning, match="the fused SGLD update could not be compiled.*no C\\+\\+ compiler"):
         failing(fallback, grad, coefficients, None, keys, torch.tensor([0]))
     expected = theta.clone()
     sgld_counter_update_(expected, grad, coefficients, None, keys, torch.tensor([0]))
