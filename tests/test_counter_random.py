@@ -4,6 +4,7 @@ engine's use of them (keys, batches, resuming, every sampler, the compiled draws
 
 import math
 import random
+import warnings
 
 import pytest
 import scipy.stats
@@ -11,7 +12,7 @@ import torch
 
 from gped_kit.core.fused import Fused
 from gped_kit.core.options import RandomNumbers
-from gped_kit.core.philox import _mul_hi_lo, counter_indices, counter_normal, key_words, philox4x32
+from gped_kit.core.philox import _mul_hi_lo, counter_indices, counter_indices_, counter_normal, key_words, philox4x32
 from gped_kit.core.samplers import sampler_config
 from gped_kit.core.schema import key_of
 from gped_kit.core.sgld import SGLDConfig, sgld_counter_update_, stationary_variance
@@ -205,3 +206,15 @@ def test_the_compiled_update_agrees_with_the_eager_one_and_falls_back_with_a_war
     expected = theta.clone()
     sgld_counter_update_(expected, grad, coefficients, None, keys, torch.tensor([0]))
     assert torch.equal(fallback, expected) and not failing.compiled
+
+
+def test_a_fused_function_compiles_more_shapes_than_dynamos_default_without_falling_back():
+    draw = Fused(counter_indices_, "the draw")
+    keys, sizes = keys_of(*range(3)), torch.tensor([[5], [6], [7]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for m in range(1, 11):  # ten shapes; Dynamo's default allows eight compilations of one function
+            out = torch.empty(3, m, dtype=torch.int64)
+            draw(out, keys, torch.tensor([m]), sizes)
+            assert torch.equal(out, counter_indices(keys, torch.tensor([m]), m, sizes))
+    assert draw.compiled
