@@ -99,7 +99,7 @@ from .state import (
     stack_trees,
 )
 from .steps import StudentFns, TeacherFns
-from .streams import ChainStreams, CounterStreams, keys_of, noise_seed
+from .streams import ChainStreams, CounterStreams
 from .values import EngineValues, ValueTable, step_index
 from .window import RecentWindow
 
@@ -200,12 +200,13 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
         if sampler.varies and sampler.device_scales else None,
         [ValueTable(bias_corrections, 2, max(1, period // s.group.thinning), device) for s in ref.students],
         ValueTable(step_index, 1, period, device, dtype=torch.int64) if counter else None)
-    streams = (CounterStreams if counter else ChainStreams)(layout.chain_seeds, list(ref.groups), device,
-                                                            group_seeds=[c.config.seed for c in chains])
+    stream_args = (layout.chain_seeds, list(ref.groups), device, [c.config.seed for c in chains])
+    counter_streams = CounterStreams(*stream_args) if counter else None
+    streams = counter_streams or ChainStreams(*stream_args)
     # counter-based random numbers: SGLD draws its noise inside one fused update, keyed by each chain's noise seed
-    counter_noise = (CounterNoise(keys_of([noise_seed(s) for s in layout.chain_seeds], device),
+    counter_noise = (CounterNoise(counter_streams.keys["noise"],
                                   Fused(sgld_counter_update_, "the fused SGLD update (counter-based noise)"))
-                     if counter and sampler.name is SamplerName.SGLD else None)
+                     if counter_streams is not None and sampler.name is SamplerName.SGLD else None)
 
     # step functions: the same for one chain and, under vmap, for many
     setup = EngineSetup(

@@ -54,7 +54,7 @@ class Distillation(Protocol):
 @dataclass(frozen=True)
 class CounterNoise:
     """Counter-based SGLD noise (:func:`gped_kit.core.sgld.sgld_counter_update_`): each teacher chain's key words,
-    ``(K, 2)`` int64 on the device (from its noise seed, the seed its noise generator would have), and the
+    ``(K, 2)`` int64 on the device (its noise stream's, :class:`~gped_kit.engine.streams.CounterStreams`), and the
     fused update the teacher's step calls."""
 
     keys: torch.Tensor
