@@ -47,7 +47,7 @@ class PerTensorEngine(GPEDEngine):
         t = self.t if t is None else t
         state, setup = self.state, self.setup
         chain, buffers = teacher_views(state)[0], state.buffers
-        state.streams.teacher_indices(buffers.idx, setup.train_sets.sizes)
+        state.streams.teacher_indices(buffers.idx, setup.train_sets)
         state.streams.sgld_noise(buffers.noise)
         x, y = setup.train_sets.gather(buffers.idx)
         noise, offset = {}, 0
