@@ -1,9 +1,8 @@
 """Per-chain random streams: every random number a chain uses comes from its own generators.
 
 Each chain has one generator for its teacher minibatches of D (seed ``4 s + 1``), one for the
-SGLD noise (``4 s + 2``) and one per distillation group of
-students (students sharing H, M' and the input generator; ``4 s + 3 + 1000 (i + 1)`` for the i-th
-group in sorted order). So a
+SGLD noise (``4 s + 2``) and one per distillation group of students (students sharing H, M'
+and the input generator; ``4 s + 3 + 1000 (i + 1)`` for the i-th group in sorted order). So a
 chain's teacher does not depend on which students are attached, and a chain's numbers do not
 depend on which other chains share its batch. Draws are made in the shapes and order of one
 chain's loop, into rows of the batch's buffers, on the device (nothing is read back). On a
