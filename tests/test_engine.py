@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 import torch
+from conftest import make_digits_data
 from torch.nn import functional as F
 
 from gped_kit.baselines.endd import ENDD
@@ -113,6 +114,27 @@ def test_teacher_chain_does_not_depend_on_attached_students(digits_data):
     with_students.run()
     assert torch.equal(teacher(alone), teacher(with_students))
     assert alone.teacher_metrics(0) == with_students.teacher_metrics(0)
+
+
+def test_the_evaluation_chunk_moves_no_number_and_is_checked():
+    """The automatic evaluation chunk and the 500-row chunks results were stored with give the same ensemble
+    sums, metrics and student outputs, bit for bit, on a test set of 1,010 rows, whose last ten rows 500-row
+    chunks evaluate alone; a chunk that is no positive integer is refused, naming the parameter."""
+    data = make_digits_data(n_train=787)
+    students = [StudentConfig("entropy", "U_o", thinning=5)]
+    runs = [engine(data, config(num_iterations=150, eval_batch_size=size), students) for size in (None, 500)]
+    for r in runs:
+        r.run()
+    auto, chunked = runs
+    assert auto.num_eval == 1_010 and auto.setup.eval_chunk >= 1_000 and chunked.setup.eval_chunk == 500
+    for name, sums in auto.ensemble.sums.items():
+        assert torch.equal(sums, chunked.ensemble.sums[name]), name
+    assert auto.teacher_metrics(0) == chunked.teacher_metrics(0)
+    outputs = [r.student_outputs()[0]["test"] for r in runs]
+    assert all(torch.equal(outputs[0][label], outputs[1][label]) for label in outputs[0])
+    for bad in (0, True, 2.5, "auto"):
+        with pytest.raises(ValueError, match=f"GPEDConfig.eval_batch_size={bad!r}: must be None"):
+            config(eval_batch_size=bad)
 
 
 def test_seed_reproducibility(digits_data):

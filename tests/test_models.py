@@ -2,14 +2,19 @@ import pytest
 import torch
 
 from gped_kit.models.presets import (
+    EVAL_CHUNK_BYTES,
+    EVAL_CHUNK_SIZE,
     ArchSpec,
     OutputHead,
     build_network,
     count_parameters,
     cpu_training_layout,
+    eval_chunk_rows,
+    eval_chunks,
     flat_parameters,
     inference_network,
     scaled_width,
+    widest_activation,
 )
 
 
@@ -87,3 +92,36 @@ def test_cpu_training_layout_keeps_the_function_and_flat_parameters_the_order():
     assert inference_network(net) is net  # already in the fast layout: no copy
     fcnn = build_network(ArchSpec("fcnn"), (1, 28, 28), 10)
     assert cpu_training_layout(fcnn) is fcnn and all(p.is_contiguous() for p in fcnn.parameters())
+
+
+def test_the_automatic_evaluation_chunk_follows_the_widest_activation_chains_and_device():
+    """The widest activation per row, from shapes alone: the FCNN's flattened image (784), CNN-MNIST's first
+    convolution (10 x 25 x 25); the chunk fits the device's budget over all chains, in multiples of 500 and at
+    least 500; a network that cannot run on the meta device gets 500."""
+    fcnn, cnn = build_network("fcnn", (1, 28, 28), 10), build_network("cnn_mnist", (1, 28, 28), 10)
+    assert widest_activation([fcnn], (1, 28, 28)) == 784
+    assert widest_activation([cnn], (1, 28, 28)) == 10 * 25 * 25
+    assert widest_activation([fcnn, cnn], (1, 28, 28)) == 10 * 25 * 25
+    assert all(not p.is_meta for p in fcnn.parameters())  # measured on a copy
+    assert eval_chunk_rows(784, 1, "cpu") == EVAL_CHUNK_BYTES["cpu"] // (784 * 4) // 500 * 500 == 5_000
+    assert eval_chunk_rows(10 * 25 * 25, 1, "cpu") == EVAL_CHUNK_SIZE  # the CNNs keep 500 rows on the CPU
+    assert eval_chunk_rows(784, 24, "cuda") == 14_000 and eval_chunk_rows(784, 48, "cpu") == EVAL_CHUNK_SIZE
+    assert eval_chunk_rows(None, 1, "cuda") == EVAL_CHUNK_SIZE
+
+    class HostOnly(torch.nn.Module):
+        def forward(self, x):
+            return torch.from_numpy(x.numpy())
+
+    assert widest_activation([HostOnly()], (3,)) is None
+
+
+def test_larger_chunks_keep_the_last_small_chunk_of_500_row_chunks():
+    """Rows past the last whole 500 stay a chunk of their own (where the CPU rounds a small chunk's rows
+    differently), so a larger chunk computes every row in a chunk of at least 500 rows or in the same last chunk
+    as 500-row chunks; 500 itself and sizes not a multiple of 500 chunk as plain ranges."""
+    assert eval_chunks(0, 10_000, 5_000) == [(0, 5_000), (5_000, 10_000)]
+    assert eval_chunks(0, 10_010, 5_000) == [(0, 5_000), (5_000, 10_000), (10_000, 10_010)]
+    assert eval_chunks(100, 2_120, 1_500) == [(100, 1_600), (1_600, 2_100), (2_100, 2_120)]
+    assert eval_chunks(0, 1_210, 500) == [(0, 500), (500, 1_000), (1_000, 1_210)]
+    assert eval_chunks(0, 130, 64) == [(0, 64), (64, 128), (128, 130)]
+    assert eval_chunks(0, 20, 5_000) == [(0, 20)] and eval_chunks(7, 7, 5_000) == []

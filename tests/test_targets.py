@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from torch.func import vmap
+from torch.func import grad_and_value, vmap
 
 from gped_kit.baselines import endd
 from gped_kit.core import likelihoods, metrics
@@ -60,6 +60,20 @@ def test_u_o_equals_batch_monte_carlo_average_with_repeated_indices():
     visited = torch.tensor([i for i in range(n) if seen[i]])
     expected = torch.stack([torch.stack(seen[i]).mean(0) for i in visited.tolist()])
     assert torch.allclose(estimates(store, visited), expected)
+
+
+def test_u_o_store_adds_in_index_adds_order():
+    """The store's sums and counts are index_add_'s, bit for bit, with many repeated indices (the order
+    of the additions is the same), so writing the update as scatter_add_ moved no stored number."""
+    gen = torch.Generator().manual_seed(5)
+    store = estimator_init(Estimator.U_O, 4, 3)
+    sums, counts = store.sums.clone(), store.counts.clone()
+    for _ in range(20):
+        idx, values = torch.randint(0, 4, (300,), generator=gen), torch.randn(300, 3, generator=gen) * 1e3
+        estimator_update_(Estimator.U_O, store, idx, values)
+        sums.index_add_(0, idx, values)
+        counts.index_add_(0, idx, torch.ones(300))
+    assert torch.equal(store.sums, sums) and torch.equal(store.counts, counts)
 
 
 def test_u_o_matches_eq10_recursion():
@@ -279,6 +293,22 @@ def test_target_metrics_and_decomposition_errors():
         T.CustomMetrics(("a",), fn=None)
     with pytest.raises(ValueError, match="'entropy' carries no uncertainty decomposition"):
         T.ENTROPY.uncertainties(torch.rand(3, 1), 10)
+
+
+def test_categorical_vmapped_nll_is_cross_entropys_batching_rule_bit_for_bit():
+    """Under vmap the categorical NLL is taken from gathered log-probabilities (fewer kernels than
+    cross_entropy's batching rule): the same values and gradients, bit for bit, for a batch of chains."""
+    gen = torch.Generator().manual_seed(3)
+    w, x = torch.randn(5, 10, 40, generator=gen), torch.randn(5, 100, 40, generator=gen)
+    y = torch.randint(10, (5, 100), generator=gen)
+    cat = likelihoods.CATEGORICAL
+
+    def step(vmapped):
+        return vmap(grad_and_value(lambda w_, x_, y_: cat.mean_nll(x_ @ w_.T, y_, vmapped)))(w, x, y)
+
+    (g_rule, v_rule), (g_gather, v_gather) = step(False), step(True)
+    assert torch.equal(g_rule, g_gather) and torch.equal(v_rule, v_gather)
+    torch.testing.assert_close(v_gather[0], torch.nn.functional.cross_entropy(x[0] @ w[0].T, y[0]))
 
 
 def test_likelihoods_mean_nll_and_statistics():

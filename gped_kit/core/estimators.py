@@ -66,10 +66,13 @@ def estimator_init(estimator: Estimator, num_examples: int, dim: int, device: to
 def _online_update_(state: EstimatorState, index: torch.Tensor, value: torch.Tensor,
                     samples: int = 1) -> torch.Tensor:
     """Add ``value`` (the sum of ``samples`` samples' g per input) to the running sums of ``index``
-    and ``samples`` to their counts; return the running means there."""
-    state.sums.index_add_(0, index, value.to(state.sums.dtype))
+    and ``samples`` to their counts; return the running means there. Written as ``scatter_add_``, which adds
+    in the same order as ``index_add_`` (the same numbers on the CPU) and, unlike it, runs as one kernel under
+    ``torch.func.vmap`` (``index_add_``'s batching rule loops over the chains)."""
+    value = value.to(state.sums.dtype)
+    state.sums.scatter_add_(0, index.unsqueeze(-1).expand_as(value), value)
     ones = torch.ones_like(index, dtype=state.counts.dtype)
-    state.counts.index_add_(0, index, ones if samples == 1 else ones * samples)
+    state.counts.scatter_add_(0, index, ones if samples == 1 else ones * samples)
     return state.sums[index] / state.counts[index].unsqueeze(-1)
 
 

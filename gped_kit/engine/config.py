@@ -35,7 +35,7 @@ from ..core.schema import record, record_fields
 from ..core.sgld import SGLDConfig
 from ..core.targets import Target, resolve_target
 from ..models.build import ModelSpec, as_model_spec, describe
-from ..models.presets import EVAL_CHUNK_SIZE, ArchSpec
+from ..models.presets import ArchSpec
 from ..progress import progress_mode
 from .precision import check_matmul_precision
 
@@ -203,8 +203,13 @@ class GPEDConfig:
     ``device``, ``progress``, ``eval_batch_size`` and ``graph`` say how the run executes, not what
     it computes: they are not part of result keys (on the CPU an evaluation chunk of fewer than about 32
     rows can round a matrix product's rows differently, moving the last bit of the ensemble's sums:
-    keep ``eval_batch_size`` well above that). ``progress`` is True (a bar, or text lines when
-    ``$GPED_PROGRESS=lines``), False, or ``"bar"``/``"lines"``/``"off"``
+    keep ``eval_batch_size`` well above that). ``eval_batch_size`` None (the default) sizes the chunk from
+    the networks' widest activation, the number of chains and the device
+    (:func:`~gped_kit.models.presets.eval_chunk_rows`): on the CPU 500 rows for the CNNs and 5,000 for one
+    FCNN chain; on CUDA the FCNN's whole test set for up to 24 chains, so that an ensemble update is one
+    forward pass, not twenty.
+    ``progress`` is True (a bar, or text lines when ``$GPED_PROGRESS=lines``), False, or
+    ``"bar"``/``"lines"``/``"off"``
     (:mod:`gped_kit.progress`). ``graph`` (CUDA only) replays each period of the event schedule as
     a captured CUDA graph (:mod:`gped_kit.engine.graphs`): None (the default) on CUDA and off on the
     CPU, False off, True on (an error without CUDA).
@@ -225,7 +230,7 @@ class GPEDConfig:
     random_numbers: str | RandomNumbers = RandomNumbers.GENERATORS
     device: str = field(default="auto", metadata={"key": False})
     progress: bool | str = field(default=True, metadata={"key": False})
-    eval_batch_size: int = field(default=EVAL_CHUNK_SIZE, metadata={"key": False})
+    eval_batch_size: int | None = field(default=None, metadata={"key": False})
     graph: bool | None = field(default=None, metadata={"key": False})
 
     def __post_init__(self) -> None:
@@ -246,8 +251,12 @@ class GPEDConfig:
         if self.sampler.warmup_steps > self.burn_in:
             raise ValueError(f"GPEDConfig.sampler.warmup_steps={self.sampler.warmup_steps} must be <= burn_in="
                              f"{self.burn_in}: the warm-up's larger steps would leave samples in the ensemble")
-        for name in ("eval_thinning", "log_every", "checkpoint_every", "eval_batch_size"):
+        for name in ("eval_thinning", "log_every", "checkpoint_every"):
             check_int(f"GPEDConfig.{name}", getattr(self, name), 1)
+        size = self.eval_batch_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(f"GPEDConfig.eval_batch_size={size!r}: must be None (sized from the networks and the "
+                             "device) or an integer >= 1")
         check_int("GPEDConfig.seed", self.seed, 0)
         if self.graph not in (None, True, False):
             raise ValueError(f"GPEDConfig.graph={self.graph!r}: must be None (on for CUDA), True or False")

@@ -64,6 +64,7 @@ from ..core.fused import Fused
 from ..core.options import InputGenerator, RandomNumbers
 from ..core.sampler import SamplerName
 from ..core.sgld import sgld_counter_update_
+from ..models.presets import eval_chunk_rows, eval_chunks, widest_activation
 from . import evaluate, loop, resume, steps
 from .config import GroupKey
 from .distill import (
@@ -217,10 +218,14 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
                              for c in layout.chain_specs]),
         eval_slices=eval_slices, num_eval=num_eval, test_labels=[c.data.test_y for c in chains],
         noise_moments=noise_moments, input_noise=input_noise, period=period, values=values,
-        teacher_fns=TeacherFns(ref.teacher.train, ref.teacher.eval, ref.likelihood, sampler),
+        teacher_fns=TeacherFns(ref.teacher.train, ref.teacher.eval, ref.likelihood, sampler, vmapped=layout.batched),
         student_fns=[StudentFns(s.network.train, s.target, s.estimator, s.regularizer, s.config.reg_weight,
                                 s.config.derivative_weight, num_outputs) for s in ref.students],
-        distillation=PooledDistillation() if layout.pooled else IndependentDistillation(), counter_noise=counter_noise)
+        distillation=PooledDistillation() if layout.pooled else IndependentDistillation(),
+        eval_chunk=config.eval_batch_size or eval_chunk_rows(
+            widest_activation([ref.teacher.eval, *(s.network.eval for s in ref.students)], ref.data.test_x.shape[1:]),
+            K, device.type),
+        counter_noise=counter_noise)
     buffers = StepBuffers(
         teacher=teacher_buffers, students=[b for b in student_buffers if b is not None], adam_groups=adam_groups,
         idx=idx, noise=noise, group_idx=group_idx,
@@ -297,12 +302,12 @@ def take_snapshot(state: EngineState, index: int) -> None:
 
 def accumulate(state: EngineState, setup: EngineSetup) -> None:
     """Add every chain's current sample to its teacher ensemble: the running sums of each tracked
-    target g on every evaluation input (in chunks of ``eval_batch_size``)."""
+    target g on every evaluation input (in chunks of ``setup.eval_chunk`` rows)."""
     chain, ensemble = teacher_views(state)
     targets = setup.chains[0].ensemble_targets
-    chunk, num_eval = setup.config.eval_batch_size, setup.num_eval
-    for start in range(0, num_eval, chunk):
-        (x,), batched = setup.eval_sets.rows(start, min(start + chunk, num_eval))
+    chunk, num_eval = setup.eval_chunk, setup.num_eval
+    for start, stop in eval_chunks(0, num_eval, chunk):
+        (x,), batched = setup.eval_sets.rows(start, stop)
         fn = functools.partial(steps.ensemble_step, start=start, fns=setup.teacher_fns, targets=targets)
         teacher_map(setup, fn, (0, 0, 0, 0 if batched else None))(ensemble, chain.params, chain.buffers,
                                                                   one(setup, x) if batched else x)

@@ -26,7 +26,7 @@ from ..core.options import StepSchedule
 from ..core.schema import record
 from ..core.targets import SkillWarning, Target, check_skill
 from ..data.container import describe_counts
-from ..models.presets import ArchSpec
+from ..models.presets import ArchSpec, eval_chunks
 from .result import GPEDResult
 from .setup import EngineSetup
 from .spec import ChainSpec
@@ -171,7 +171,7 @@ def student_outputs(state: EngineState, setup: EngineSetup,
     ``[run r][set][student label] -> (n, D)``."""
     names = list(setup.eval_slices) if eval_sets is None else list(eval_sets)
     out: list[dict[str, dict[str, torch.Tensor]]] = [{n: {} for n in names} for _ in setup.chains]
-    chunk = setup.config.eval_batch_size
+    chunk = setup.eval_chunk
     for j, spec in enumerate(setup.chains[0].students):
         module, link = spec.network.eval, spec.target.link
         student = state.students[j]
@@ -182,8 +182,8 @@ def student_outputs(state: EngineState, setup: EngineSetup,
         for name in names:
             sl = setup.eval_slices[name]
             parts = []
-            for start in range(sl.start, sl.stop, chunk):
-                (x,), batched = setup.eval_sets.rows(start, min(start + chunk, sl.stop))
+            for start, stop in eval_chunks(sl.start, sl.stop, chunk):
+                (x,), batched = setup.eval_sets.rows(start, stop)
                 if setup.layout.students_batched:
                     parts.append(vmap(forward, in_dims=(0, 0, 0 if batched else None))(
                         student.params, student.buffers, x))

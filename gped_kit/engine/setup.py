@@ -70,7 +70,8 @@ class EngineSetup:
     ``input_noise`` per group the runs with input noise and each run's standard deviation;
     ``period`` the event schedule's period ``lcm(eval_thinning, every H)``; ``values`` the device-side
     values the steps read; ``distillation`` the layout's update of one distillation group (a
-    :class:`~gped_kit.engine.distill.Distillation`); ``counter_noise`` the chains' Philox keys and the fused
+    :class:`~gped_kit.engine.distill.Distillation`); ``eval_chunk`` the rows of one evaluation forward pass
+    (``GPEDConfig.eval_batch_size``, or sized automatically); ``counter_noise`` the chains' Philox keys and the fused
     update of an SGLD teacher with counter-based random numbers (``GPEDConfig(random_numbers="counter")``), None
     otherwise."""
 
@@ -90,6 +91,7 @@ class EngineSetup:
     teacher_fns: TeacherFns
     student_fns: list[StudentFns]
     distillation: Distillation
+    eval_chunk: int
     counter_noise: CounterNoise | None = None
 
     @property

@@ -54,6 +54,8 @@ class TeacherFns:
     eval: nn.Module
     likelihood: Likelihood
     sampler: SamplerConfig
+    #: the step functions run under ``torch.func.vmap`` over a batch of chains (``Likelihood.mean_nll``'s form)
+    vmapped: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class StudentFns:
 def teacher_loss(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor,
                  y: torch.Tensor, fns: TeacherFns) -> torch.Tensor:
     """The minibatch mean NLL L(theta) of Eq. 7 (the likelihood's ``mean_nll``)."""
-    return fns.likelihood.mean_nll(functional_call(fns.train, (params, buffers), (x,)), y)
+    return fns.likelihood.mean_nll(functional_call(fns.train, (params, buffers), (x,)), y, fns.vmapped)
 
 
 def teacher_gradients(state: ChainState, x: torch.Tensor, y: torch.Tensor, *, fns: TeacherFns,

@@ -21,8 +21,10 @@ other two families. Widths use the paper's floor rule for all families.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -138,10 +140,68 @@ class OutputHead(nn.Module):
         return HEADS[self.kind](raw)
 
 
-#: Inputs per forward pass when a network is evaluated on a whole set (test set, OOD sets, D').
-#: Measured on the 2-core CPU: 500 is ~1.6x faster than 2,500 for the CNNs (the activations of a
-#: 500-image chunk stay in cache) and as fast for the FCNN.
+#: Inputs per forward pass when a network is evaluated on a whole set (test set, OOD sets, D'), and the
+#: granularity of the automatic chunk (:func:`eval_chunk_rows`). Measured on a 2-core CPU: 500 is ~1.6x faster
+#: than 2,500 for the CNNs (the activations of a 500-image chunk stay in cache) and as fast for the FCNN.
 EVAL_CHUNK_SIZE = 500
+
+#: Bytes of the widest activation an automatic evaluation chunk may hold over all chains of a batch, per device
+#: type (:func:`eval_chunk_rows`): on the CPU what keeps the CNNs at 500 rows, where they run fastest (the FCNN
+#: gets 5,000: two chunks of the test set); on CUDA enough that the FCNN's test set is one chunk for 24 chains, so
+#: that an ensemble update is a few kernels.
+EVAL_CHUNK_BYTES = {"cpu": 16 * 2**20, "cuda": 2**30}
+
+
+def widest_activation(nets: Sequence[nn.Module], row_shape: Sequence[int]) -> int | None:
+    """Elements of the widest output any module of ``nets`` produces for one input row of shape
+    ``row_shape``, from a forward pass on the ``meta`` device (shapes only, nothing computed); None when a
+    network does not run there (an operator without a meta implementation, a forward pass that reads values)."""
+    widest = 0
+
+    def record(module: nn.Module, inputs: tuple, output: object) -> None:
+        nonlocal widest
+        if isinstance(output, torch.Tensor):
+            widest = max(widest, output[0].numel())
+
+    for net in nets:
+        on_meta = all(t.is_meta for t in itertools.chain(net.parameters(), net.buffers()))
+        meta = net if on_meta else copy.deepcopy(net).to("meta")
+        handles = [m.register_forward_hook(record) for m in meta.modules()]
+        try:
+            with torch.no_grad():
+                meta(torch.empty((1, *row_shape), device="meta"))
+        except Exception:  # noqa: BLE001 -- whatever a user's network cannot do without values: size by default
+            return None
+        finally:
+            for h in handles:
+                h.remove()
+    return widest or None
+
+
+def eval_chunk_rows(widest: int | None, chains: int, device_type: str, dtype_bytes: int = 4) -> int:
+    """The automatic evaluation chunk (``GPEDConfig.eval_batch_size=None``): the most rows, in multiples of
+    :data:`EVAL_CHUNK_SIZE` and at least that, whose widest activation (``widest`` elements per row,
+    :func:`widest_activation`) over ``chains`` chains fits :data:`EVAL_CHUNK_BYTES` of the device type
+    (the CPU's for other types); :data:`EVAL_CHUNK_SIZE` when ``widest`` is unknown. Each row's result
+    does not depend on the chunk it is computed in (beyond about 32 rows on the CPU), so the size moves
+    no number."""
+    if widest is None:
+        return EVAL_CHUNK_SIZE
+    budget = EVAL_CHUNK_BYTES.get(device_type, EVAL_CHUNK_BYTES["cpu"])
+    rows = budget // (chains * widest * dtype_bytes)
+    return max(EVAL_CHUNK_SIZE, rows // EVAL_CHUNK_SIZE * EVAL_CHUNK_SIZE)
+
+
+def eval_chunks(start: int, stop: int, chunk: int) -> list[tuple[int, int]]:
+    """The row ranges ``(a, b)`` in which rows ``start .. stop`` are evaluated, ``chunk`` rows at a time. When
+    ``chunk`` is a multiple of :data:`EVAL_CHUNK_SIZE` the rows past the last whole 500 (what 500-row chunks leave
+    to their last chunk) are a chunk of their own, so that every row is computed in a chunk of at least 500 rows
+    or in the same last chunk as with 500-row chunks: on the CPU a matrix product rounds a row the same way in
+    any chunk of about 32 rows or more, but not in smaller ones, so a larger automatic chunk moves no number."""
+    if chunk % EVAL_CHUNK_SIZE:
+        return [(a, min(a + chunk, stop)) for a in range(start, stop, chunk)]
+    whole = start + (stop - start) // EVAL_CHUNK_SIZE * EVAL_CHUNK_SIZE
+    return [(a, min(a + chunk, whole)) for a in range(start, whole, chunk)] + ([(whole, stop)] if whole < stop else [])
 
 
 def _convolutional(net: nn.Module) -> bool:
