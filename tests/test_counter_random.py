@@ -17,8 +17,10 @@ from gped_kit.core.samplers import sampler_config
 from gped_kit.core.schema import key_of
 from gped_kit.core.sgld import SGLDConfig, sgld_counter_update_, stationary_variance
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
+from gped_kit.engine.sets import ChainSets
 from gped_kit.engine.spec import build_chain
 from gped_kit.engine.state import flat
+from gped_kit.engine.streams import counter_minibatch_
 
 #: Random123's known answers for Philox-4x32-10 (kat_vectors): counter, key, output.
 KNOWN_ANSWERS = [
@@ -218,3 +220,34 @@ def test_a_fused_function_compiles_more_shapes_than_dynamos_default_without_fall
             draw(out, keys, torch.tensor([m]), sizes)
             assert torch.equal(out, counter_indices(keys, torch.tensor([m]), m, sizes))
     assert draw.compiled
+
+
+def test_a_compiled_minibatch_draw_picks_the_rows_its_indices_name_in_shared_and_separate_sets():
+    """The teacher's and the groups' minibatch (counter_minibatch_): its indices equal the counter draw's, and
+    the rows it returns equal ChainSets.gather's of those indices, bit for bit, with every chain's own set
+    (offsets into the concatenation) and with one shared set."""
+    gen = torch.Generator().manual_seed(0)
+    own = [(torch.randn(n, 3, 2, generator=gen), torch.randint(10, (n,), generator=gen)) for n in (40, 57, 40)]
+    keys, step = keys_of(3, 4, 5), torch.tensor([9])
+    draw = Fused(counter_minibatch_, "the minibatch draw")
+    for sets in (ChainSets(own), ChainSets([own[0]] * 3)):
+        out = torch.empty(3, 25, dtype=torch.int64)
+        x, y = draw(out, keys, step, sets.size_column, sets.chain_offsets, sets.tensors)
+        assert torch.equal(out, counter_indices(keys, step, 25, sets.size_column))
+        expected_x, expected_y = sets.gather(out)
+        assert torch.equal(x, expected_x) and torch.equal(y, expected_y) and x.shape == (3, 25, 3, 2)
+        assert torch.equal(x[1, 0], (own[1] if not sets.shared else own[0])[0][out[1, 0]])
+    assert draw.compiled
+
+
+def test_the_update_concatenates_the_gradients_parts_itself():
+    """sgld_counter_update_ given the gradient as its parts (per parameter, K = 1 without a chain axis) moves
+    theta exactly as given their concatenation."""
+    config = SGLDConfig(step_size=1e-3, prior_precision=2.0)
+    coefficients = torch.tensor([config.coefficients(7)]).T.unsqueeze(-1)
+    parts = [torch.randn(4, 5), torch.randn(5), torch.randn(2, 4)]
+    theta, keys, step = torch.randn(1, 33), keys_of(8), torch.tensor([3])
+    whole, in_parts = theta.clone(), theta.clone()
+    sgld_counter_update_(whole, torch.cat([p.reshape(1, -1) for p in parts], 1), coefficients, None, keys, step)
+    sgld_counter_update_(in_parts, parts, coefficients, None, keys, step)
+    assert torch.equal(whole, in_parts) and not torch.equal(whole, theta)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Sequence
 
 import torch
 
@@ -121,12 +121,15 @@ def sgld_update_(params: Iterable[torch.Tensor], nll_grads: Iterable[torch.Tenso
             theta.add_(grad.mul_(step)).add_(xi.mul_(scale))
 
 
-def sgld_counter_update_(theta: torch.Tensor, nll_grad: torch.Tensor, coefficients: torch.Tensor,
-                         scales: torch.Tensor | None, keys: torch.Tensor, step: torch.Tensor) -> None:
+def sgld_counter_update_(theta: torch.Tensor, nll_grad: torch.Tensor | Sequence[torch.Tensor],
+                         coefficients: torch.Tensor, scales: torch.Tensor | None, keys: torch.Tensor,
+                         step: torch.Tensor) -> None:
     """Eq. 7 in place over K chains' flat buffers with counter-based noise:
     ``theta <- theta + (-eta_t N / 2) (g + (tau / N) theta) + sqrt(eta_t) xi_t``.
 
-    ``theta`` and ``nll_grad`` are ``(K, P)`` (the gradient of the minibatch *mean* NLL, read only);
+    ``theta`` and ``nll_grad`` are ``(K, P)`` (the gradient of the minibatch *mean* NLL, read only), or
+    ``nll_grad`` the gradient's parts in the order of ``theta``'s columns (each ``(K, ...)``, or of one chain's
+    shape when K = 1), concatenated inside the update (compiled, no copy of their own);
     ``coefficients`` the three per-chain values of :meth:`SGLDConfig.coefficients` as ``(3, K, 1)``;
     ``scales`` the schedule's factors at t as a float32 tensor of 3 (a device row,
     :mod:`gped_kit.engine.values`), None for a constant step; ``keys`` the chains' ``(K, 2)`` Philox key
@@ -139,6 +142,8 @@ def sgld_counter_update_(theta: torch.Tensor, nll_grad: torch.Tensor, coefficien
     prior, step_coef, scale = coefficients[0], coefficients[1], coefficients[2]
     if scales is not None:
         step_coef, scale = step_coef * scales[1], scale * scales[2]
+    if not isinstance(nll_grad, torch.Tensor):
+        nll_grad = torch.cat([g.reshape(theta.shape[0], -1) for g in nll_grad], dim=1)
     xi = counter_normal(keys, step, theta.shape[1])
     with torch.no_grad():
         theta.add_(step_coef * (nll_grad + prior * theta) + scale * xi)

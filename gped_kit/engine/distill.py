@@ -62,15 +62,16 @@ def draw_distill_inputs(state: EngineState, setup: EngineSetup, key: GroupKey,
     random streams (counter-based ones are keyed by t)."""
     idx = state.buffers.group_idx[key]
     R = setup.layout.num_runs
-    state.streams.group_indices(key, idx, setup.distill_sets, step_index_row(setup, t))
+    step_row = step_index_row(setup, t)
     if key.input_generator == InputGenerator.NOISE.value:
+        state.streams.group_indices(key, idx, setup.distill_sets, step_row)
         shape = (R, key.batch_size, *setup.chains[0].data.input_shape)
         x = torch.empty(shape, device=setup.device)
         state.streams.group_normal(key, x, range(R))
         moments = setup.noise_moments
         view = (R,) + (1,) * (x.dim() - 1)
         return idx, moments[:, 0].view(view) + moments[:, 1].view(view) * x
-    (x,) = setup.distill_sets.gather(idx)
+    (x,) = state.streams.group_minibatch(key, idx, setup.distill_sets, step_row)
     noisy, scale = setup.input_noise[key]
     if noisy:
         eps = torch.zeros_like(x)

@@ -267,20 +267,23 @@ def teacher_step(state: EngineState, setup: EngineSetup, t: int) -> None:
     sum the next log point reports."""
     chain, buffers = teacher_views(state)[0], state.buffers
     counter, step_row = setup.counter_noise, step_index_row(setup, t)
-    state.streams.teacher_indices(buffers.idx, setup.train_sets, step_row)
+    x, y = state.streams.teacher_minibatch(buffers.idx, setup.train_sets, step_row)
     if counter is None:
         state.streams.sgld_noise(buffers.noise, step_row)
-    x, y = setup.train_sets.gather(buffers.idx)
     fn = functools.partial(steps.teacher_gradients, fns=setup.teacher_fns, autodiff=setup.layout.autodiff)
     with teacher_matmul_precision(setup.config.matmul_precision, setup.device):
         grads = teacher_map(setup, fn, (0, 0, 0))(chain, one(setup, x), one(setup, y))
     flat_teacher = buffers.teacher
-    flat_teacher.params.layout.gather_(flat_teacher.grads, grads, chain_axis=setup.layout.batched)
-    if counter is not None:  # Eq. 7 with its noise drawn inside one fused update (core.sgld.sgld_counter_update_)
+    layout = flat_teacher.params.layout
+    if counter is not None:  # Eq. 7 with its noise drawn inside one fused update (core.sgld.sgld_counter_update_),
+        # which concatenates the gradient's parts itself when the flat layout is their concatenation
+        gradient = ([grads[name] for name in layout.names] if layout.logical
+                    else layout.gather_(flat_teacher.grads, grads, chain_axis=setup.layout.batched).flat)
         scales = setup.values.scales
-        counter.update(flat_teacher.params.flat, flat_teacher.grads.flat, flat_teacher.coefficients,
+        counter.update(flat_teacher.params.flat, gradient, flat_teacher.coefficients,
                        scales.row(t) if scales is not None else None, counter.keys, step_row)
         return
+    layout.gather_(flat_teacher.grads, grads, chain_axis=setup.layout.batched)
     noise_into_layout_(flat_teacher, buffers.noise)
     setup.config.sampler.update_(flat_teacher.params, flat_teacher.sampler, flat_teacher.grads, flat_teacher.noise,
                                  flat_teacher.coefficients, step_scales(setup, t))

@@ -53,11 +53,14 @@ class ChainSets:
         self.size_column = torch.tensor(self.sizes, dtype=torch.int64, device=device).view(-1, 1)
         self.unique_count = len(unique)
 
+    @property
+    def chain_offsets(self) -> torch.Tensor | None:
+        """Each chain's first row in :attr:`tensors` as ``(K, 1)``; None when the chains share their sets."""
+        return None if self.shared else self.offsets
+
     def gather(self, index: torch.Tensor) -> list[torch.Tensor]:
         """Rows ``index[k]`` (K, m) of chain k's sets, as tensors of shape (K, m, ...)."""
-        flat = (index if self.shared else index + self.offsets).reshape(-1)
-        k, m = index.shape
-        return [t.index_select(0, flat).view(k, m, *t.shape[1:]) for t in self.tensors]
+        return gather_rows(self.tensors, self.chain_offsets, index)
 
     def rows(self, start: int, stop: int) -> tuple[list[torch.Tensor], bool]:
         """Rows ``start:stop`` of every chain's sets: ``(tensors, batched)``; when the chains share
@@ -70,3 +73,12 @@ class ChainSets:
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.tensors)
+
+
+def gather_rows(tensors: Sequence[torch.Tensor], offsets: torch.Tensor | None,
+                index: torch.Tensor) -> list[torch.Tensor]:
+    """Rows ``index[k] + offsets[k]`` (K, m) of each of ``tensors`` (offsets None: 0), as tensors of shape
+    (K, m, ...) (:meth:`ChainSets.gather`)."""
+    flat = (index if offsets is None else index + offsets).reshape(-1)
+    k, m = index.shape
+    return [t.index_select(0, flat).view(k, m, *t.shape[1:]) for t in tensors]

@@ -18,7 +18,8 @@ feed one set of students), the teacher's to the chains.
 minibatch indices and the noise are Philox-4x32-10 draws (:mod:`gped_kit.core.philox`) keyed by the seed
 the stream's generator would have had, the step t (a device value) and the position; each draw is one
 compiled kernel for every chain (:class:`~gped_kit.core.fused.Fused`), and the generators these replace are
-never drawn from. The thesis' input generators keep their groups' generators.
+never drawn from. A minibatch's draw and the rows it picks are one compiled function (:func:`counter_minibatch_`).
+The thesis' input generators keep their groups' generators.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from typing import Sequence
 import torch
 
 from ..core.fused import Fused
-from ..core.philox import counter_indices_, counter_normal_, key_words
+from ..core.philox import counter_indices, counter_indices_, counter_normal_, key_words
 from .config import GroupKey
-from .sets import ChainSets
+from .sets import ChainSets, gather_rows
 
 
 def data_seed(seed: int) -> int:
@@ -84,6 +85,12 @@ class ChainStreams:
         for row, gen, n in zip(out, self.data, sets.sizes):
             torch.randint(n, row.shape, generator=gen, device=self.device, out=row)
 
+    def teacher_minibatch(self, out: torch.Tensor, sets: ChainSets,
+                          step: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """:meth:`teacher_indices` into ``out`` and the rows of ``sets`` they pick, (K, M, ...) each."""
+        self.teacher_indices(out, sets, step)
+        return sets.gather(out)
+
     def sgld_noise(self, out: torch.Tensor, step: torch.Tensor | None = None) -> None:
         """Row k of ``out`` (K, P): P standard normal values for chain k's sampler step."""
         if self._pool is None:
@@ -97,6 +104,12 @@ class ChainStreams:
         """Row k of ``out`` (K, M'): the distillation minibatch S' of chain k (indices into its D', ``sets``)."""
         for row, gen, n in zip(out, self.groups[key], sets.sizes):
             torch.randint(n, row.shape, generator=gen, device=self.device, out=row)
+
+    def group_minibatch(self, key: GroupKey, out: torch.Tensor, sets: ChainSets,
+                        step: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """:meth:`group_indices` into ``out`` and the rows of ``sets`` (D') they pick, (K, M', ...) each."""
+        self.group_indices(key, out, sets, step)
+        return sets.gather(out)
 
     def group_normal(self, key: GroupKey, out: torch.Tensor, chains: Sequence[int]) -> None:
         """Standard normal values into row k of ``out`` for each chain k in ``chains`` (input noise)."""
@@ -146,9 +159,20 @@ class CounterStreams(ChainStreams):
         self.group_keys = {key: keys_of(values, device) for key, values in self.group_seeds.items()}
         self._indices = Fused(counter_indices_, "the counter-based draw of minibatch indices", compiled)
         self._normal = Fused(counter_normal_, "the counter-based draw of the sampler's noise", compiled)
+        self._minibatch = Fused(counter_minibatch_, "the counter-based draw of a minibatch", compiled)
 
     def teacher_indices(self, out: torch.Tensor, sets: ChainSets, step: torch.Tensor | None = None) -> None:
         self._indices(out, self.keys["data"], _step(step), sets.size_column)
+
+    def teacher_minibatch(self, out: torch.Tensor, sets: ChainSets,
+                          step: torch.Tensor | None = None) -> list[torch.Tensor]:
+        return self._minibatch(out, self.keys["data"], _step(step), sets.size_column, sets.chain_offsets,
+                               sets.tensors)
+
+    def group_minibatch(self, key: GroupKey, out: torch.Tensor, sets: ChainSets,
+                        step: torch.Tensor | None = None) -> list[torch.Tensor]:
+        return self._minibatch(out, self.group_keys[key], _step(step), sets.size_column, sets.chain_offsets,
+                               sets.tensors)
 
     def sgld_noise(self, out: torch.Tensor, step: torch.Tensor | None = None) -> None:
         self._normal(out, self.keys["noise"], _step(step))
@@ -156,6 +180,16 @@ class CounterStreams(ChainStreams):
     def group_indices(self, key: GroupKey, out: torch.Tensor, sets: ChainSets,
                       step: torch.Tensor | None = None) -> None:
         self._indices(out, self.group_keys[key], _step(step), sets.size_column)
+
+
+def counter_minibatch_(out: torch.Tensor, keys: torch.Tensor, step: torch.Tensor, sizes: torch.Tensor,
+                       offsets: torch.Tensor | None, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """:func:`~gped_kit.core.philox.counter_indices` of ``out``'s shape (K, M) written into ``out``, and the rows
+    of ``tensors`` they pick (:func:`~gped_kit.engine.sets.gather_rows`): compiled, the draw and the gathers are
+    one kernel, not three."""
+    index = counter_indices(keys, step, out.shape[1], sizes)
+    out.copy_(index)
+    return gather_rows(tensors, offsets, index)
 
 
 def _step(step: torch.Tensor | None) -> torch.Tensor:
