@@ -32,7 +32,8 @@ float32 bound: the teacher's FLOPs per step,
 ``2 M (3 x 477,600 - 784 x 400)`` = 223.8 MFLOP at M = 100, over the rate of a large float32 matmul
 measured in the same run. Then the **paper configuration's FLOPs per step** (Table 1's chain: four
 students, predictive U_s and U_o every 100 steps, entropy U_s and U_o every 10; the ensemble every 100),
-counted by ``FlopCounterMode`` over one period and split into teacher, ensemble and students; and a
+counted by ``FlopCounterMode`` over one period and split into teacher, ensemble and students; the **paper
+chain's rate**: one such chain timed alone as the engines above (in graph mode on CUDA); and a
 **profiler summary of one period** of the one-chain engine (replayed in graph mode on CUDA): the top
 operators or kernels and their time, printed and written to ``--trace-out``.
 
@@ -170,6 +171,20 @@ def paper_flops(data: GPEDData, device: torch.device, period: int = 100) -> dict
             "total": total}
 
 
+def paper_chain_rates(data: GPEDData, device: torch.device, graph: bool, random_numbers: str, steps: int,
+                      repeats: int, period: int = 100) -> list[float]:
+    """Iterations per second of one of Table 1's paper chains (FCNN, SGLD at Appendix A.2's step, the four
+    students of :data:`PAPER_STUDENTS`, the ensemble every 100 steps), each of ``repeats`` segments of ``steps``
+    steps ending at a log point, after a warm-up of two periods and, in graph mode, a whole segment (so that
+    every event pattern is captured before the timing)."""
+    cfg = GPEDConfig(model="fcnn", sampler=SGLDConfig(), num_iterations=steps * (repeats + 2) + 4 * period,
+                     burn_in=0, eval_thinning=period, log_every=10 ** 9, checkpoint_every=10 ** 9, progress=False,
+                     device=str(device), graph=graph, random_numbers=random_numbers)
+    e = GPEDEngine([build_chain(data, cfg, list(PAPER_STUDENTS))])
+    e.run(stop=2 * period + (steps if graph else 0))
+    return [steps / timed(device, lambda: e.run(stop=e.t + steps)) for _ in range(repeats)]
+
+
 def profile_period(e: GPEDEngine, device: torch.device, period: int, out: Path) -> str:
     """A ``torch.profiler`` summary of one period of ``e`` (replayed in graph mode), top operators or kernels by
     their GPU time (CUDA) or host time (CPU); written to ``out`` and returned."""
@@ -305,6 +320,10 @@ def main(argv: list[str] | None = None) -> None:
     print("paper configuration (Table 1's FCNN chain, four students, ensemble every 100), MFLOP per step: "
           + ", ".join(f"{part} {value / 1e6:.1f}" for part, value in paper.items()))
     mode = "graph" if cuda else "eager"
+    paper_rates = paper_chain_rates(data, device, cuda, args.random_numbers, args.steps, args.repeats, H)
+    print(f"Table 1's paper chain (FCNN, four students, the ensemble every 100), one chain, {mode}: "
+          f"{statistics.median(paper_rates):,.1f} it/s (each repeat: "
+          + ", ".join(f"{r:,.1f}" for r in paper_rates) + ")" + ("; the goal on a GPU: >= 8,000 it/s" if cuda else ""))
     e = loops[f"engine, 1 chain, {mode}"][4]
     table = profile_period(e, device, H, args.trace_out)
     print(f"profile of one period of the one-chain engine ({mode}; written to {args.trace_out}), top rows:")
