@@ -18,7 +18,7 @@ loop once, so machine noise hits all alike), medians over repeats:
   on the CPU; on CUDA derived from the one-chain engine's rate (K independent chains one after another take K
   times one chain's time), labelled so, because measuring them would take K times as long;
 * **K plain loops, one after another**: derived from the plain loop's rate on every device, labelled so (no
-  goal refers to them, and measuring them took 40 % of ``make bench``'s time on a 2-core CPU).
+  goal refers to them, and measuring them would take K times one plain loop's time).
 
 **Nothing one-off is timed**: before the timed repeats every loop runs two distillation periods and, on
 CUDA, one whole segment more, so graph mode has warmed up and captured every event pattern a segment
@@ -26,7 +26,7 @@ holds; the script checks that no graph was captured during the timed repeats and
 
 Columns: iterations per second per chain and chain-steps per second in total; the ratio to the plain
 loop(s) doing the same work (the goals' two ratios are also printed for each repeat, so a run shows its own
-spread: on a shared CPU they moved by up to 30 % between runs); kernels per step
+spread; on a busy machine they move between runs); kernels per step
 (``bench_kernels.count_kernels`` over one period of the event schedule, eager); and the share of the
 float32 bound: the teacher's FLOPs per step,
 ``2 M (3 x 477,600 - 784 x 400)`` = 223.8 MFLOP at M = 100, over the rate of a large float32 matmul
