@@ -9,6 +9,7 @@ import warnings
 import pytest
 import scipy.stats
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from gped_kit.core.fused import Fused
 from gped_kit.core.options import RandomNumbers
@@ -181,7 +182,7 @@ def test_a_momentum_sampler_draws_counter_based_noise_too(digits_data):
     batch.run()
     alone.run()
     assert all(torch.equal(x, y) for x, y in zip(generator_states(batch), before))
-    assert batch.setup.counter_noise is None  # only SGLD fuses its noise into the update
+    assert batch.setup.fused_update is None  # only SGLD fuses its noise into the update
     assert torch.allclose(flat(batch.chain.params)[1], flat(alone.chain.params)[0], atol=1e-5)
     assert bool(torch.isfinite(flat(batch.chain.params)).all())
 
@@ -220,6 +221,20 @@ def test_a_fused_function_compiles_more_shapes_than_dynamos_default_without_fall
             draw(out, keys, torch.tensor([m]), sizes)
             assert torch.equal(out, counter_indices(keys, torch.tensor([m]), m, sizes))
     assert draw.compiled
+
+
+def test_a_fused_function_runs_eagerly_under_a_flop_counter_and_stays_compiled():
+    """Under FlopCounterMode (a dispatch mode torch.compile cannot trace) a fused function runs its eager operators,
+    which the counter counts, with no warning and no fallback; outside it, it runs compiled again."""
+    matmul = Fused(lambda a, b, out: out.copy_(a @ b + 1.0), "the product")
+    a, b, out = torch.randn(6, 5), torch.randn(5, 4), torch.empty(6, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with FlopCounterMode(display=False) as counter:
+            matmul(a, b, out)
+        assert counter.get_total_flops() == 2 * 6 * 5 * 4
+        matmul(a, b, out)
+    assert matmul.compiled and torch.allclose(out, a @ b + 1.0)
 
 
 def test_a_compiled_minibatch_draw_picks_the_rows_its_indices_name_in_shared_and_separate_sets():

@@ -137,6 +137,30 @@ def test_the_evaluation_chunk_moves_no_number_and_is_checked():
             config(eval_batch_size=bad)
 
 
+@pytest.mark.parametrize("seeds", [(0,), (0, 1)])
+def test_the_fused_sgld_update_moves_no_number(digits_data, monkeypatch, seeds):
+    """An SGLD teacher updated by the compiled loop (sgld_fused_update_, which the engine uses over buffers of at
+    least FUSED_MIN_ELEMENTS, here lowered to every buffer) takes the element-wise update's steps bit for bit, for
+    one chain and a batch, with a constant step and with a polynomial schedule (its factors a device row); its
+    students and ensemble follow."""
+    students = [StudentConfig("predictive", thinning=3), StudentConfig("entropy", "U_o", thinning=5)]
+    schedule = dataclasses.replace(SGLD, schedule="polynomial", decay_steps=20, decay_power=0.55)
+    for sampler in (SGLD, schedule):
+        runs = []
+        for threshold in (10 ** 12, 0):
+            monkeypatch.setattr("gped_kit.engine.engine.FUSED_MIN_ELEMENTS", threshold)
+            cfg = [config(num_iterations=60, burn_in=20, sampler=sampler, seed=s) for s in seeds]
+            runs.append(GPEDEngine([build_chain(digits_data, c, students) for c in cfg]))
+            runs[-1].run()
+        element_wise, fused = runs
+        assert element_wise.setup.fused_update is None
+        assert fused.setup.fused_update is not None and fused.setup.fused_update.update.compiled
+        assert torch.equal(flat(fused.chain.params), flat(element_wise.chain.params))
+        assert all(torch.equal(flat(a.params), flat(b.params)) for a, b in zip(fused.students, element_wise.students))
+        assert [fused.teacher_metrics(k) for k in range(len(seeds))] == [
+            element_wise.teacher_metrics(k) for k in range(len(seeds))]
+
+
 def test_seed_reproducibility(digits_data):
     students = [StudentConfig("predictive", thinning=5, arch=ArchSpec("fcnn", dropout=0.5))]
     runs = [engine(digits_data, config(num_iterations=200, seed=s), students) for s in (0, 0, 1)]

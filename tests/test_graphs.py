@@ -6,7 +6,8 @@ snapshot points, learning-rate changes, the run's stop, a sampler whose varying 
 the host; the kit's momentum samplers with a varying step size replay) and the error for
 ``graph=True`` without CUDA. On CUDA (skipped without): graph == eager over several periods with
 U_s and U_o students, a dropout student and a learning-rate halving; momentum samplers with
-polynomial and cyclical step sizes (one chain, a batch, a pooled teacher); a run checkpointed after
+polynomial and cyclical step sizes (one chain, a batch, a pooled teacher); counter-based random numbers and
+SGLD's fused update (the same numbers as its element-wise one); a run checkpointed after
 replays resumes bit-identically; no host synchronisation inside a period.
 """
 
@@ -300,3 +301,23 @@ def test_counter_random_numbers_replay_as_they_step_and_resume(sampler, tmp_path
     assert first.graphs.replays > 0 and first.t == 60
     run_engine(resumed, [path])
     assert all(torch.equal(a, b) for a, b in zip(state(whole), state(resumed)))
+
+
+@needs_cuda
+@pytest.mark.parametrize("schedule", [{}, dict(schedule="polynomial", decay_steps=10.0)], ids=["sgld", "polynomial"])
+def test_the_fused_sgld_update_replays_as_it_steps_and_moves_no_number(schedule, monkeypatch):
+    """SGLD with the generators' noise updated by the compiled loop (sgld_fused_update_, Triton without contracted
+    multiply-adds; here for every buffer, FUSED_MIN_ELEMENTS lowered to 0): periods replay and equal eager steps bit
+    for bit, one chain and a batch of three with a dropout student; and eager, the chains take the element-wise
+    update's steps bit for bit."""
+    sampler = SGLDConfig(step_size=1e-3, batch_size=25, **schedule)
+    monkeypatch.setattr("gped_kit.engine.engine.FUSED_MIN_ELEMENTS", 0)
+    assert_replays_as_it_steps(sampler)
+    fused = batch_of(sampler, False, 3)
+    run_engine(fused)
+    monkeypatch.setattr("gped_kit.engine.engine.FUSED_MIN_ELEMENTS", 10 ** 12)
+    element_wise = batch_of(sampler, False, 3)
+    run_engine(element_wise)
+    assert fused.setup.fused_update is not None and fused.setup.fused_update.update.compiled
+    assert element_wise.setup.fused_update is None
+    assert all(torch.equal(a, b) for a, b in zip(state(fused), state(element_wise)))

@@ -7,7 +7,8 @@ import torch
 from torch.func import vmap
 from torch.nn import functional as F
 
-from gped_kit.core.sgld import SGLDConfig, sgld_update_, stationary_variance
+from gped_kit.core.fused import Fused
+from gped_kit.core.sgld import SGLDConfig, sgld_fused_update_, sgld_update_, stationary_variance
 
 
 def run_chain(theta, mean_nll, config, num_data, steps, seed=0, keep_from=None):
@@ -92,6 +93,37 @@ def test_update_under_vmap_gives_each_chain_its_own_coefficients():
         eta, tau = c.step_size, c.prior_precision
         expected = 1 - eta / 2 * (10 * 0.5 + tau * 1) + math.sqrt(eta) * 2.0
         assert torch.allclose(theta[k], torch.full((3, 4), expected))
+
+
+@pytest.mark.parametrize("chains", [1, 3])
+@pytest.mark.parametrize("varying", [False, True])
+def test_the_fused_update_is_the_element_wise_update_bit_for_bit(chains, varying):
+    """sgld_fused_update_, compiled (exact) and eager, moves theta to the very floats of sgld_update_ on the
+    concatenated gradient, for one chain (parts without a chain axis) and for a batch with each chain's own
+    coefficients, with a constant step and with a schedule's device row. An update summing its terms in another
+    order is not bit for bit the same, which shows the comparison can fail."""
+    gen = torch.Generator().manual_seed(chains)
+    configs = [SGLDConfig(step_size=eta, prior_precision=tau) for eta, tau in ((3e-5, 1.0), (1e-4, 4.0), (7e-6, 0.5))]
+    coefficients = torch.tensor([c.coefficients(60_000) for c in configs[:chains]]).T.unsqueeze(-1)
+    shapes = [(37, 29), (37,), (11, 37), (11,)]
+    parts = [torch.randn(chains, *s, generator=gen) * 10.0 ** torch.randint(-3, 2, (), generator=gen)
+             for s in shapes]
+    theta = torch.randn(chains, sum(math.prod(s) for s in shapes), generator=gen)
+    noise = torch.randn(theta.shape, generator=gen)
+    scales = torch.tensor([1.0, 0.37, 0.37 ** 0.5]) if varying else None
+    expected = theta.clone()
+    grad = torch.cat([p.reshape(chains, -1) for p in parts], dim=1)
+    sgld_update_([expected], [grad.clone()], [noise.clone()], coefficients, scales if varying else (1.0, 1.0, 1.0))
+    given = parts if chains > 1 else [p[0] for p in parts]
+    fused = Fused(sgld_fused_update_, "the fused SGLD update", exact=True)
+    for update in (sgld_fused_update_, fused):
+        out = theta.clone()
+        update(out, given, noise, coefficients, scales)
+        assert torch.equal(out, expected)
+    assert fused.compiled
+    prior, step, scale = (coefficients[i] * (scales[i] if varying else 1.0) for i in range(3))
+    other_order = theta + ((grad + theta * prior) * step + noise * scale)
+    assert not torch.equal(other_order, expected)
 
 
 def test_polynomial_schedule_scales_and_validation():

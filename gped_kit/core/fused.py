@@ -1,11 +1,18 @@
 """A function compiled with ``torch.compile`` where a compiler is available, and the same function eagerly where not.
 
-The engine's counter-based draws and its fused SGLD update (:mod:`.philox`, :func:`.sgld.sgld_counter_update_`)
+The engine's counter-based draws and its fused SGLD updates (:mod:`.philox`, :func:`.sgld.sgld_counter_update_`,
+:func:`.sgld.sgld_fused_update_`)
 are written once, in tensor operations; ``torch.compile`` turns each into one fused loop on the CPU (C++) and
 Triton kernels on CUDA, from the same code. :class:`Fused` runs a function so, and when compiling fails (no
 C++ compiler for the CPU, no Triton for the GPU) warns once, naming the error, and runs it eagerly from then on:
 the same computation in tens of element-wise kernels. The compiler may contract a product and a sum into one
-rounding, so compiled and eager results agree to float32 round-off, not bit for bit.
+rounding, so compiled and eager results agree to float32 round-off, not bit for bit. With ``exact=True`` it may
+not: Inductor's C++ is built with ``-ffp-contract=off`` whatever the environment says, and Triton's fusion of a
+multiply and an add is turned off (``emulate_precision_casts``), so element-wise arithmetic gives eager PyTorch's
+numbers bit for bit.
+
+Under a Python dispatch mode (``torch.utils.flop_counter.FlopCounterMode``, which ``torch.compile`` does not trace)
+the function runs eagerly for that call, so the mode sees its operators.
 
 Shapes are static (one compilation per shape: a batch of chains has its shapes for its whole run), which is
 faster than one dynamic-shape kernel (half the time for K = 12 FCNN chains on a 2-core CPU). A process that runs
@@ -22,6 +29,7 @@ from typing import Any
 
 import torch
 import torch._dynamo.config as dynamo_config
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 #: Compilations (shapes) a fused function may have in one process before it runs eagerly.
 MAX_SHAPES = 256
@@ -29,15 +37,19 @@ MAX_SHAPES = 256
 
 class Fused:
     """``fn`` compiled (``fullgraph``, static shapes: one compilation per shape), or eager (``compiled=False``, or
-    after a compilation failed); ``what`` names it in the warning."""
+    after a compilation failed); ``what`` names it in the warning; ``exact``: no product and sum contracted into
+    one rounding (module docstring)."""
 
-    def __init__(self, fn: Callable[..., Any], what: str, compiled: bool = True) -> None:
+    def __init__(self, fn: Callable[..., Any], what: str, compiled: bool = True, exact: bool = False) -> None:
         self.eager = fn
         self.what = what
         self.compiled = compiled
-        self._fn = torch.compile(fn, fullgraph=True, dynamic=False) if compiled else fn
+        options = {"emulate_precision_casts": True, "cpp.enable_floating_point_contract_flag": "off"} if exact else None
+        self._fn = torch.compile(fn, fullgraph=True, dynamic=False, options=options) if compiled else fn
 
     def __call__(self, *args: Any) -> Any:
+        if is_in_torch_dispatch_mode(include_infra_modes=False):  # e.g. FlopCounterMode: it sees the eager operators
+            return self.eager(*args)
         try:
             return self._fn(*args)
         except Exception:  # noqa: BLE001 -- a compiler failure: tried again below, then eager

@@ -31,6 +31,10 @@ inside the update from Philox-4x32-10 (:mod:`.philox`), keyed by each chain's no
 the element; the engine runs it compiled (:class:`~gped_kit.core.fused.Fused`: one fused loop on the CPU,
 Triton kernels on CUDA, from the same code) instead of the per-chain ``normal_`` draws and the six
 element-wise kernels of :func:`sgld_update_`.
+
+**Fused** (the engine's update of an SGLD teacher with the default random numbers, over a buffer of at least
+:data:`FUSED_MIN_ELEMENTS`): :func:`sgld_fused_update_` computes :func:`sgld_update_`'s numbers bit for bit in
+one compiled loop over the ``(K, P)`` buffer, its noise drawn before by the chains' generators.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ import torch
 from .flat import units
 from .philox import counter_normal
 from .sampler import SamplerConfig, SamplerName
+
+#: The smallest ``(K, P)`` buffer (K chains' P parameters, 1 MiB of float32) the engine updates with
+#: :func:`sgld_fused_update_`: below it :func:`sgld_update_`'s passes stay in the cache, and compiling the loop
+#: for a shape (about a second) does not pay.
+FUSED_MIN_ELEMENTS = 2 ** 18
 
 #: Number of per-chain coefficients :func:`sgld_update_` takes: (tau / N, -eta N / 2, sqrt(eta)).
 NUM_COEFFICIENTS = 3
@@ -119,6 +128,31 @@ def sgld_update_(params: Iterable[torch.Tensor], nll_grads: Iterable[torch.Tenso
         for theta, grad, xi in zip(params, nll_grads, noise):
             grad.add_(theta * prior)
             theta.add_(grad.mul_(step)).add_(xi.mul_(scale))
+
+
+def sgld_fused_update_(theta: torch.Tensor, nll_grad: torch.Tensor | Sequence[torch.Tensor], noise: torch.Tensor,
+                       coefficients: torch.Tensor, scales: torch.Tensor | None) -> None:
+    """Eq. 7 in place over K chains' flat buffers with given noise, the numbers of :func:`sgld_update_` bit for bit:
+    ``theta <- (theta + (g + theta (tau / N)) (-eta_t N / 2)) + xi sqrt(eta_t)``, each product and sum rounded on
+    its own, in :func:`sgld_update_`'s order.
+
+    ``theta`` and ``noise`` (standard normals, read only) are ``(K, P)``; ``nll_grad`` the gradient of the minibatch
+    *mean* NLL, ``(K, P)`` or its parts in the order of ``theta``'s columns (each ``(K, ...)``, or of one chain's shape
+    when K = 1; read only), concatenated inside; ``coefficients`` the per-chain values of
+    :meth:`SGLDConfig.coefficients` as ``(3, K, 1)``; ``scales`` the schedule's factors at t as a float32 tensor of
+    3 (a device row, :mod:`gped_kit.engine.values`), None for a constant step.
+
+    Compiled (:class:`~gped_kit.core.fused.Fused` with ``exact=True``: no contraction of a product and a sum into
+    one rounding, on the CPU or CUDA) it is one loop over the buffer that reads theta, the gradient and the noise
+    once and writes theta once, where :func:`sgld_update_` is a ``cat`` and five element-wise kernels, each a pass
+    over the ``(K, P)`` buffers; the numbers are the same (``tests/test_sgld.py``)."""
+    prior, step_coef, scale = coefficients[0], coefficients[1], coefficients[2]
+    if scales is not None:
+        step_coef, scale = step_coef * scales[1], scale * scales[2]
+    if not isinstance(nll_grad, torch.Tensor):
+        nll_grad = torch.cat([g.reshape(theta.shape[0], -1) for g in nll_grad], dim=1)
+    with torch.no_grad():
+        theta.copy_(theta + (nll_grad + theta * prior) * step_coef + noise * scale)
 
 
 def sgld_counter_update_(theta: torch.Tensor, nll_grad: torch.Tensor | Sequence[torch.Tensor],

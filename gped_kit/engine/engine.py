@@ -13,7 +13,8 @@ offers these functions as methods.
 
 **One iteration t** (:func:`step`): every chain draws its minibatch of D and its SGLD noise (with
 ``GPEDConfig(random_numbers="counter")`` counter-based, SGLD's noise inside one compiled update,
-:class:`~gped_kit.engine.setup.CounterNoise`) and takes one step of Eq. 7 (:func:`teacher_step`),
+:class:`~gped_kit.engine.setup.FusedUpdate`) and takes one step of Eq. 7 (:func:`teacher_step`; with the
+default random numbers, over a large enough buffer, also one compiled update, the same numbers),
 
     theta_{t+1} = theta_t + (eta_t / 2) (grad log p(theta_t) + (N / M) sum_{i in S_t} grad log p(y_i | x_i, theta_t))
                   + N(0, eta_t I)
@@ -63,7 +64,7 @@ from ..core.estimators import estimator_init
 from ..core.fused import Fused
 from ..core.options import InputGenerator, RandomNumbers
 from ..core.sampler import SamplerName
-from ..core.sgld import sgld_counter_update_
+from ..core.sgld import FUSED_MIN_ELEMENTS, sgld_counter_update_, sgld_fused_update_
 from ..models.presets import eval_chunk_rows, eval_chunks, widest_activation
 from . import evaluate, loop, resume, steps
 from .config import GroupKey
@@ -80,7 +81,7 @@ from .layout import chain_layout, check_batchable
 from .precision import teacher_matmul_precision
 from .result import GPEDResult
 from .sets import ChainSets
-from .setup import CounterNoise, EngineSetup, StepEvents, events, step_index_row
+from .setup import EngineSetup, FusedUpdate, StepEvents, events, step_index_row
 from .spec import ChainSpec
 from .state import (
     AdamGroup,
@@ -204,10 +205,15 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
     stream_args = (layout.chain_seeds, list(ref.groups), device, [c.config.seed for c in chains])
     counter_streams = CounterStreams(*stream_args) if counter else None
     streams = counter_streams or ChainStreams(*stream_args)
-    # counter-based random numbers: SGLD draws its noise inside one fused update, keyed by each chain's noise seed
-    counter_noise = (CounterNoise(counter_streams.keys["noise"],
-                                  Fused(sgld_counter_update_, "the fused SGLD update (counter-based noise)"))
-                     if counter_streams is not None and sampler.name is SamplerName.SGLD else None)
+    # SGLD's update as one compiled loop: with counter-based random numbers its noise drawn inside, keyed by each
+    # chain's noise seed; with the generators' noise over a large logical buffer, the element-wise update's numbers
+    fused_update = None
+    if sampler.name is SamplerName.SGLD and counter_streams is not None:
+        fused_update = FusedUpdate(Fused(sgld_counter_update_, "the fused SGLD update (counter-based noise)"),
+                                   counter_streams.keys["noise"])
+    elif (sampler.name is SamplerName.SGLD and teacher_buffers.params.layout.logical
+          and teacher_buffers.params.flat.numel() >= FUSED_MIN_ELEMENTS):
+        fused_update = FusedUpdate(Fused(sgld_fused_update_, "the fused SGLD update", exact=True))
 
     # step functions: the same for one chain and, under vmap, for many
     setup = EngineSetup(
@@ -225,7 +231,7 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
         eval_chunk=config.eval_batch_size or eval_chunk_rows(
             widest_activation([ref.teacher.eval, *(s.network.eval for s in ref.students)], ref.data.test_x.shape[1:]),
             K, device.type),
-        counter_noise=counter_noise)
+        fused_update=fused_update)
     buffers = StepBuffers(
         teacher=teacher_buffers, students=[b for b in student_buffers if b is not None], adam_groups=adam_groups,
         idx=idx, noise=noise, group_idx=group_idx,
@@ -266,22 +272,26 @@ def teacher_step(state: EngineState, setup: EngineSetup, t: int) -> None:
     chain's minibatch of D and its noise, updates the samples and adds the minibatch NLL to the running
     sum the next log point reports."""
     chain, buffers = teacher_views(state)[0], state.buffers
-    counter, step_row = setup.counter_noise, step_index_row(setup, t)
+    fused, step_row = setup.fused_update, step_index_row(setup, t)
     x, y = state.streams.teacher_minibatch(buffers.idx, setup.train_sets, step_row)
-    if counter is None:
+    if fused is None or fused.keys is None:
         state.streams.sgld_noise(buffers.noise, step_row)
     fn = functools.partial(steps.teacher_gradients, fns=setup.teacher_fns, autodiff=setup.layout.autodiff)
     with teacher_matmul_precision(setup.config.matmul_precision, setup.device):
         grads = teacher_map(setup, fn, (0, 0, 0))(chain, one(setup, x), one(setup, y))
     flat_teacher = buffers.teacher
     layout = flat_teacher.params.layout
-    if counter is not None:  # Eq. 7 with its noise drawn inside one fused update (core.sgld.sgld_counter_update_),
-        # which concatenates the gradient's parts itself when the flat layout is their concatenation
+    if fused is not None:  # Eq. 7 as one compiled update (core.sgld.sgld_counter_update_ with its noise drawn
+        # inside, or sgld_fused_update_), which concatenates the gradient's parts itself when the flat layout is
+        # their concatenation
         gradient = ([grads[name] for name in layout.names] if layout.logical
                     else layout.gather_(flat_teacher.grads, grads, chain_axis=setup.layout.batched).flat)
         scales = setup.values.scales
-        counter.update(flat_teacher.params.flat, gradient, flat_teacher.coefficients,
-                       scales.row(t) if scales is not None else None, counter.keys, step_row)
+        row = scales.row(t) if scales is not None else None
+        if fused.keys is not None:
+            fused.update(flat_teacher.params.flat, gradient, flat_teacher.coefficients, row, fused.keys, step_row)
+        else:
+            fused.update(flat_teacher.params.flat, gradient, buffers.noise, flat_teacher.coefficients, row)
         return
     layout.gather_(flat_teacher.grads, grads, chain_axis=setup.layout.batched)
     noise_into_layout_(flat_teacher, buffers.noise)

@@ -52,13 +52,16 @@ class Distillation(Protocol):
 
 
 @dataclass(frozen=True)
-class CounterNoise:
-    """Counter-based SGLD noise (:func:`gped_kit.core.sgld.sgld_counter_update_`): each teacher chain's key words,
-    ``(K, 2)`` int64 on the device (its noise stream's, :class:`~gped_kit.engine.streams.CounterStreams`), and the
-    fused update the teacher's step calls."""
+class FusedUpdate:
+    """An SGLD teacher's update as one compiled loop over the ``(K, P)`` buffer, which the teacher's step calls:
+    with counter-based random numbers :func:`~gped_kit.core.sgld.sgld_counter_update_`, its noise drawn inside under
+    each teacher chain's key words ``keys`` (``(K, 2)`` int64 on the device, its noise stream's,
+    :class:`~gped_kit.engine.streams.CounterStreams`); with the chains' generators
+    :func:`~gped_kit.core.sgld.sgld_fused_update_` (``keys`` None), the noise drawn before, the numbers of the
+    element-wise update bit for bit."""
 
-    keys: torch.Tensor
     update: Fused
+    keys: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,10 @@ class EngineSetup:
     ``period`` the event schedule's period ``lcm(eval_thinning, every H)``; ``values`` the device-side
     values the steps read; ``distillation`` the layout's update of one distillation group (a
     :class:`~gped_kit.engine.distill.Distillation`); ``eval_chunk`` the rows of one evaluation forward pass
-    (``GPEDConfig.eval_batch_size``, or sized automatically); ``counter_noise`` the chains' Philox keys and the fused
-    update of an SGLD teacher with counter-based random numbers (``GPEDConfig(random_numbers="counter")``), None
-    otherwise."""
+    (``GPEDConfig.eval_batch_size``, or sized automatically); ``fused_update`` an SGLD teacher's fused update
+    (:class:`FusedUpdate`): with counter-based random numbers (``GPEDConfig(random_numbers="counter")``) always, with
+    the chains' generators when the ``(K, P)`` buffer is logical and holds at least
+    :data:`~gped_kit.core.sgld.FUSED_MIN_ELEMENTS`; None otherwise (the sampler's element-wise ``update_``)."""
 
     chains: tuple[ChainSpec, ...]
     layout: ChainLayout
@@ -92,7 +96,7 @@ class EngineSetup:
     student_fns: list[StudentFns]
     distillation: Distillation
     eval_chunk: int
-    counter_noise: CounterNoise | None = None
+    fused_update: FusedUpdate | None = None
 
     @property
     def config(self) -> GPEDConfig:
