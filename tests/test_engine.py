@@ -12,7 +12,7 @@ from torch.nn import functional as F
 
 from gped_kit.baselines.endd import ENDD
 from gped_kit.core.calibration import calibration, calibrations_from_table
-from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.sgld import FUSED_MIN_ELEMENTS, SGLDConfig, fused_min_elements
 from gped_kit.data.container import GPEDData
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill, resolve_device, student_lr
 from gped_kit.engine.checkpoint import CheckpointError
@@ -148,7 +148,7 @@ def test_the_fused_sgld_update_moves_no_number(digits_data, monkeypatch, seeds):
     for sampler in (SGLD, schedule):
         runs = []
         for threshold in (10 ** 12, 0):
-            monkeypatch.setattr("gped_kit.engine.engine.FUSED_MIN_ELEMENTS", threshold)
+            monkeypatch.setitem(FUSED_MIN_ELEMENTS, "cpu", threshold)
             cfg = [config(num_iterations=60, burn_in=20, sampler=sampler, seed=s) for s in seeds]
             runs.append(GPEDEngine([build_chain(digits_data, c, students) for c in cfg]))
             runs[-1].run()
@@ -159,6 +159,15 @@ def test_the_fused_sgld_update_moves_no_number(digits_data, monkeypatch, seeds):
         assert all(torch.equal(flat(a.params), flat(b.params)) for a, b in zip(fused.students, element_wise.students))
         assert [fused.teacher_metrics(k) for k in range(len(seeds))] == [
             element_wise.teacher_metrics(k) for k in range(len(seeds))]
+
+
+def test_the_fused_update_starts_where_it_pays_on_each_device():
+    """SGLD's fused update starts at a larger buffer on the CPU (memory passes only) than on CUDA (launches too):
+    one FCNN chain of the paper's size is fused on CUDA, not on the CPU; five are on both; other devices take the
+    CPU's threshold."""
+    fcnn = 784 * 400 + 400 + 400 * 400 + 400 + 400 * 10 + 10
+    cpu, cuda, mps = (fused_min_elements(torch.device(d)) for d in ("cpu", "cuda", "mps"))
+    assert cuda <= fcnn < cpu <= 5 * fcnn and mps == cpu
 
 
 def test_seed_reproducibility(digits_data):

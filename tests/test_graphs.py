@@ -23,7 +23,7 @@ from test_batching import STUDENTS, make_data
 
 from gped_kit.core.baoa import BAOAConfig
 from gped_kit.core.samplers import sampler_config
-from gped_kit.core.sgld import SGLDConfig
+from gped_kit.core.sgld import FUSED_MIN_ELEMENTS, SGLDConfig
 from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.graphs import (
     MAX_GRAPHS,
@@ -311,11 +311,11 @@ def test_the_fused_sgld_update_replays_as_it_steps_and_moves_no_number(schedule,
     for bit, one chain and a batch of three with a dropout student; and eager, the chains take the element-wise
     update's steps bit for bit."""
     sampler = SGLDConfig(step_size=1e-3, batch_size=25, **schedule)
-    monkeypatch.setattr("gped_kit.engine.engine.FUSED_MIN_ELEMENTS", 0)
+    monkeypatch.setitem(FUSED_MIN_ELEMENTS, "cuda", 0)
     assert_replays_as_it_steps(sampler)
     fused = batch_of(sampler, False, 3)
     run_engine(fused)
-    monkeypatch.setattr("gped_kit.engine.engine.FUSED_MIN_ELEMENTS", 10 ** 12)
+    monkeypatch.setitem(FUSED_MIN_ELEMENTS, "cuda", 10 ** 12)
     element_wise = batch_of(sampler, False, 3)
     run_engine(element_wise)
     assert fused.setup.fused_update is not None and fused.setup.fused_update.update.compiled

@@ -64,7 +64,7 @@ from ..core.estimators import estimator_init
 from ..core.fused import Fused
 from ..core.options import InputGenerator, RandomNumbers
 from ..core.sampler import SamplerName
-from ..core.sgld import FUSED_MIN_ELEMENTS, sgld_counter_update_, sgld_fused_update_
+from ..core.sgld import fused_min_elements, sgld_counter_update_, sgld_fused_update_
 from ..models.presets import eval_chunk_rows, eval_chunks, widest_activation
 from . import evaluate, loop, resume, steps
 from .config import GroupKey
@@ -212,7 +212,7 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
         fused_update = FusedUpdate(Fused(sgld_counter_update_, "the fused SGLD update (counter-based noise)"),
                                    counter_streams.keys["noise"])
     elif (sampler.name is SamplerName.SGLD and teacher_buffers.params.layout.logical
-          and teacher_buffers.params.flat.numel() >= FUSED_MIN_ELEMENTS):
+          and teacher_buffers.params.flat.numel() >= fused_min_elements(device)):
         fused_update = FusedUpdate(Fused(sgld_fused_update_, "the fused SGLD update", exact=True))
 
     # step functions: the same for one chain and, under vmap, for many

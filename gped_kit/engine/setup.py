@@ -77,7 +77,8 @@ class EngineSetup:
     (``GPEDConfig.eval_batch_size``, or sized automatically); ``fused_update`` an SGLD teacher's fused update
     (:class:`FusedUpdate`): with counter-based random numbers (``GPEDConfig(random_numbers="counter")``) always, with
     the chains' generators when the ``(K, P)`` buffer is logical and holds at least
-    :data:`~gped_kit.core.sgld.FUSED_MIN_ELEMENTS`; None otherwise (the sampler's element-wise ``update_``)."""
+    :data:`~gped_kit.core.sgld.FUSED_MIN_ELEMENTS` for the device; None otherwise (the sampler's element-wise
+    ``update_``)."""
 
     chains: tuple[ChainSpec, ...]
     layout: ChainLayout

@@ -145,9 +145,3 @@ def changed_settings(settings: S, base: S) -> dict[str, Any]:
         else:
             out[f.name] = value
     return out
-
-
-def settings_table(settings: Any) -> dict[str, Any]:
-    """The settings as a plain dict (for printing at the top of a notebook); composed
-    configurations as nested dicts."""
-    return dataclasses.asdict(settings)
