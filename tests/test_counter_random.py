@@ -11,7 +11,7 @@ import scipy.stats
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from gped_kit.core.fused import Fused
+from gped_kit.core.fused import Fused, exact_options
 from gped_kit.core.options import RandomNumbers
 from gped_kit.core.philox import _mul_hi_lo, counter_indices, counter_indices_, counter_normal, key_words, philox4x32
 from gped_kit.core.samplers import sampler_config
@@ -235,6 +235,17 @@ def test_a_fused_function_runs_eagerly_under_a_flop_counter_and_stays_compiled()
         assert counter.get_total_flops() == 2 * 6 * 5 * 4
         matmul(a, b, out)
     assert matmul.compiled and torch.allclose(out, a @ b + 1.0)
+
+
+def test_an_exact_function_runs_eagerly_with_a_warning_where_torch_cannot_compile_it_exactly(monkeypatch):
+    """Where this torch's Inductor has no option against contracting a multiply and an add (an older torch whose
+    C++ flag is a bool), an exact fused function is not compiled: it warns, naming the reason, and runs eagerly."""
+    assert exact_options() == {"emulate_precision_casts": True, "cpp.enable_floating_point_contract_flag": "off"}
+    monkeypatch.setattr("torch._inductor.config.cpp.enable_floating_point_contract_flag", False)
+    assert exact_options() is None
+    with pytest.warns(RuntimeWarning, match="the update runs eagerly .*without contracting a multiply and an add"):
+        update = Fused(lambda a, b: a * b + 1.0, "the update", exact=True)
+    assert not update.compiled and torch.equal(update(torch.ones(2), torch.ones(2)), torch.full((2,), 2.0))
 
 
 def test_a_compiled_minibatch_draw_picks_the_rows_its_indices_name_in_shared_and_separate_sets():

@@ -9,7 +9,8 @@ the same computation in tens of element-wise kernels. The compiler may contract 
 rounding, so compiled and eager results agree to float32 round-off, not bit for bit. With ``exact=True`` it may
 not: Inductor's C++ is built with ``-ffp-contract=off`` whatever the environment says, and Triton's fusion of a
 multiply and an add is turned off (``emulate_precision_casts``), so element-wise arithmetic gives eager PyTorch's
-numbers bit for bit.
+numbers bit for bit; a torch without these options (:func:`exact_options`) runs an exact function eagerly, with a
+warning.
 
 Under a Python dispatch mode (``torch.utils.flop_counter.FlopCounterMode``, which ``torch.compile`` does not trace)
 the function runs eagerly for that call, so the mode sees its operators.
@@ -29,10 +30,21 @@ from typing import Any
 
 import torch
 import torch._dynamo.config as dynamo_config
+import torch._inductor.config as inductor_config
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 #: Compilations (shapes) a fused function may have in one process before it runs eagerly.
 MAX_SHAPES = 256
+
+
+def exact_options() -> dict[str, Any] | None:
+    """Inductor's options under which no multiply and add are contracted into one rounding (its C++ built with
+    ``-ffp-contract=off``, Triton without FP fusion); None where this torch has no such options (its C++ may then
+    contract them, so an exact function is not compiled)."""
+    contract = getattr(inductor_config.cpp, "enable_floating_point_contract_flag", None)
+    if not isinstance(contract, str) or not hasattr(inductor_config, "emulate_precision_casts"):
+        return None
+    return {"emulate_precision_casts": True, "cpp.enable_floating_point_contract_flag": "off"}
 
 
 class Fused:
@@ -43,8 +55,13 @@ class Fused:
     def __init__(self, fn: Callable[..., Any], what: str, compiled: bool = True, exact: bool = False) -> None:
         self.eager = fn
         self.what = what
+        options = exact_options() if exact else None
+        if compiled and exact and options is None:
+            warnings.warn(f"{what} runs eagerly (the same numbers, slower): torch {torch.__version__} cannot compile "
+                          "it without contracting a multiply and an add into one rounding, which would change its "
+                          "numbers", RuntimeWarning, stacklevel=2)
+            compiled = False
         self.compiled = compiled
-        options = {"emulate_precision_casts": True, "cpp.enable_floating_point_contract_flag": "off"} if exact else None
         self._fn = torch.compile(fn, fullgraph=True, dynamic=False, options=options) if compiled else fn
 
     def __call__(self, *args: Any) -> Any:
