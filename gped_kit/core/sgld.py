@@ -53,7 +53,7 @@ from .sampler import SamplerConfig, SamplerName
 #: The smallest ``(K, P)`` buffer (K chains' P parameters) the engine updates with :func:`sgld_fused_update_`, by
 #: device type. Compiling the loop for a shape takes seconds. On the CPU the loop saves only passes over memory:
 #: 0.1 ms a step for one FCNN chain (478,410 parameters), 1.3 ms for four, 5 ms for twelve; so from 2^21 elements
-#: (8 MiB of float32, five FCNN chains). On CUDA it also saves five kernel launches a step, so from 2^18 (1 MiB:
+#: (8 MiB of float32, five FCNN chains). On CUDA it also saves kernel launches (seven on the CPU), so from 2^18 (1 MiB:
 #: one FCNN chain). Other devices take the CPU's.
 FUSED_MIN_ELEMENTS: dict[str, int] = {"cpu": 2 ** 21, "cuda": 2 ** 18}
 
@@ -152,7 +152,7 @@ def sgld_fused_update_(theta: torch.Tensor, nll_grad: torch.Tensor | Sequence[to
 
     Compiled (:class:`~gped_kit.core.fused.Fused` with ``exact=True``: no contraction of a product and a sum into
     one rounding, on the CPU or CUDA) it is one loop over the buffer that reads theta, the gradient and the noise
-    once and writes theta once, where :func:`sgld_update_` is a ``cat`` and five element-wise kernels, each a pass
+    once and writes theta once, where :func:`sgld_update_` is a ``cat`` and six element-wise kernels, each a pass
     over the ``(K, P)`` buffers; the numbers are the same (``tests/test_sgld.py``)."""
     prior, step_coef, scale = coefficients[0], coefficients[1], coefficients[2]
     if scales is not None:
