@@ -53,8 +53,8 @@ from .sampler import SamplerConfig, SamplerName
 #: The smallest ``(K, P)`` buffer (K chains' P parameters) the engine updates with :func:`sgld_fused_update_`, by
 #: device type. Compiling the loop for a shape takes seconds. On the CPU the loop saves only passes over memory:
 #: 0.1 ms a step for one FCNN chain (478,410 parameters), 1.3 ms for four, 5 ms for twelve; so from 2^21 elements
-#: (8 MiB of float32, five FCNN chains). On CUDA it also saves kernel launches (seven on the CPU), so from 2^18 (1 MiB:
-#: one FCNN chain). Other devices take the CPU's.
+#: (8 MiB of float32, five FCNN chains). On CUDA it also saves kernel launches (the CPU's count of a step drops by
+#: six), so from 2^18 (1 MiB: one FCNN chain). Other devices take the CPU's.
 FUSED_MIN_ELEMENTS: dict[str, int] = {"cpu": 2 ** 21, "cuda": 2 ** 18}
 
 #: Number of per-chain coefficients :func:`sgld_update_` takes: (tau / N, -eta N / 2, sqrt(eta)).
