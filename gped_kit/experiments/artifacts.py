@@ -175,10 +175,6 @@ class Manifest:
     #: (:mod:`~gped_kit.experiments.checks`)
     checks: dict[str, dict[str, CheckOutcome]] = field(default_factory=dict)
 
-    def of_notebook(self, notebook: str) -> list[Provenance]:
-        """The records of ``notebook``'s files, in file-name order."""
-        return [p for _, p in sorted(self.files.items()) if p.notebook == notebook]
-
     def owner(self, filename: str) -> Provenance | None:
         """The record of the file named ``filename`` (with its extension), or None."""
         stem = filename.rpartition(".")[0]
