@@ -103,6 +103,38 @@ def engine_for(device: torch.device, chains: int, random_numbers: str = "generat
     return GPEDEngine(specs)
 
 
+def kernels_by_event(device: torch.device, chains: int = 1,
+                     random_numbers: str = "generators") -> list[tuple[str, float, int]]:
+    """Table 1's paper chain (K = ``chains`` as one batch): each event's label, how often it runs per step and
+    its kernels (:func:`count_kernels`), after a warm-up of every event. On the CPU counted on one thread (the
+    noise draws' thread pool, which the profiler misses, is then not used); the thread count is restored after."""
+    threads = torch.get_num_threads()
+    inductor_config.cpp.enable_kernel_profile = True  # name each compiled C++ loop in the profile (counted above)
+    torch.set_num_threads(1)  # the CPU's noise draws run on a thread pool with more threads, which the profiler misses
+    try:
+        engine = engine_for(device, chains, random_numbers)
+        groups = list(engine.chains[0].groups)
+        for key in groups:  # warm-up: the first call of each event allocates and compiles nothing counted later
+            engine.distill_group(key)
+        engine.teacher_step()
+        engine.accumulate()
+        rows = [("teacher step", 1.0, count_kernels(engine.teacher_step, device))]
+        for key in groups:
+            students = len(engine.chains[0].groups[key])
+            rows.append((f"distillation group H = {key.thinning} ({students} students)", 1 / key.thinning,
+                         count_kernels(lambda: engine.distill_group(key), device)))
+        rows.append(("ensemble on the test set", 1 / engine.config.eval_thinning,
+                     count_kernels(engine.accumulate, device)))
+    finally:
+        torch.set_num_threads(threads)
+    return rows
+
+
+def per_step(rows: list[tuple[str, float, int]]) -> float:
+    """The mean kernels per step over the event schedule's period."""
+    return sum(n * rate for _, rate, n in rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="auto")
@@ -112,20 +144,7 @@ def main(argv: list[str] | None = None) -> None:
                              "compiled draws")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
-    inductor_config.cpp.enable_kernel_profile = True  # name each compiled C++ loop in the profile (counted above)
-    torch.set_num_threads(1)  # the CPU's noise draws run on a thread pool with more threads, which the profiler misses
-    engine = engine_for(device, args.chains, args.random_numbers)
-    groups = list(engine.chains[0].groups)
-    for key in groups:  # warm-up: the first call of each event allocates and compiles nothing counted later
-        engine.distill_group(key)
-    engine.teacher_step()
-    engine.accumulate()
-    rows = [("teacher step", 1, count_kernels(engine.teacher_step, device))]
-    for key in groups:
-        students = len(engine.chains[0].groups[key])
-        rows.append((f"distillation group H = {key.thinning} ({students} students)", 1 / key.thinning,
-                     count_kernels(lambda: engine.distill_group(key), device)))
-    rows.append(("ensemble on the test set", 1 / engine.config.eval_thinning, count_kernels(engine.accumulate, device)))
+    rows = kernels_by_event(device, args.chains, args.random_numbers)
     what = "CUDA kernels" if device.type == "cuda" else "computing ATen operators (one kernel each)"
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"device: {name}; torch {torch.__version__}; FCNN 784-400-400-10, paper profile's 4 students; "
@@ -133,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'event':<46}{'kernels':>9}{'per step':>10}")
     for label, rate, n in rows:
         print(f"{label:<46}{n:>9}{n * rate:>10.2f}")
-    print(f"{'mean per step':<46}{'':>9}{sum(n * rate for _, rate, n in rows):>10.2f}")
+    print(f"{'mean per step':<46}{'':>9}{per_step(rows):>10.2f}")
 
 
 if __name__ == "__main__":
