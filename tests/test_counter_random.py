@@ -4,6 +4,7 @@ engine's use of them (keys, batches, resuming, every sampler, the compiled draws
 
 import math
 import random
+import types
 import warnings
 
 import pytest
@@ -11,6 +12,7 @@ import scipy.stats
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import gped_kit.core.fused
 from gped_kit.core.fused import Fused, exact_options
 from gped_kit.core.options import RandomNumbers
 from gped_kit.core.philox import _mul_hi_lo, counter_indices, counter_indices_, counter_normal, key_words, philox4x32
@@ -241,7 +243,11 @@ def test_an_exact_function_runs_eagerly_with_a_warning_where_torch_cannot_compil
     """Where this torch's Inductor has no option against contracting a multiply and an add (an older torch whose
     C++ flag is a bool), an exact fused function is not compiled: it warns, naming the reason, and runs eagerly."""
     assert exact_options() == {"emulate_precision_casts": True, "cpp.enable_floating_point_contract_flag": "off"}
-    monkeypatch.setattr("torch._inductor.config.cpp.enable_floating_point_contract_flag", False)
+    # an older torch's Inductor configuration, in place of this one's (torch's own is left alone: patching its
+    # configuration module with monkeypatch removes the option when undone)
+    older = types.SimpleNamespace(cpp=types.SimpleNamespace(enable_floating_point_contract_flag=False),
+                                  emulate_precision_casts=False)
+    monkeypatch.setattr(gped_kit.core.fused, "inductor_config", older)
     assert exact_options() is None
     with pytest.warns(RuntimeWarning, match="the update runs eagerly .*without contracting a multiply and an add"):
         update = Fused(lambda a, b: a * b + 1.0, "the update", exact=True)
