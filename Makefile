@@ -66,6 +66,12 @@ SLOW_STAMP     := $(VENV)/.gped-slow-installed
 # by gped_kit.batch still use the inline backend, so executed notebooks keep
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
 HEADLESS       := MPLBACKEND=Agg
+# GNU OpenMP (torch's CPU threads) keeps an idle worker spinning for GOMP_SPINCOUNT iterations before it sleeps
+# (libgomp's default 300,000, about 3 ms; 30,000 where threads outnumber cores). A batch of chains on the CPU draws
+# its chains' SGLD noise on a thread pool right after the matrix products, so the spinning worker takes a core from
+# the draws: on a 2-core CPU a K = 12 step took about 7 % longer with the default, one chain the same
+# (docs/benchmarks.md). Every process these targets start inherits it; a value in the environment wins.
+export GOMP_SPINCOUNT ?= 30000
 
 .PHONY: help venv venv-slow test test-slow lint figures report api lab bench bench-batched device-bundle clean-venv
 

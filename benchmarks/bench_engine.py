@@ -39,7 +39,9 @@ operators or kernels and their time, printed and written to ``--trace-out``.
 
 Defaults: on the CPU 100-step segments x 3 repeats and K = 12 (``make bench`` within about 3 minutes on a 2-core
 CPU; ``--long``: 1,000-step segments);
-on CUDA 2,000-step segments x 3 repeats and K = 24 and 48. Not a test: run it on a quiet machine (two
+on CUDA 2,000-step segments x 3 repeats and K = 24 and 48. On the CPU the header names ``GOMP_SPINCOUNT``, which
+the Makefile sets to 30,000 (how long an idle OpenMP worker spins; with libgomp's default, 300,000, a batch's noise
+draws on the thread pool share the cores with a spinning worker). Not a test: run it on a quiet machine (two
 torch processes on two cores slow each other ~10x; two on one GPU deliver less than one after another)::
 
     python benchmarks/bench_engine.py [--chains 12] [--steps 1000] [--repeats 3] [--device cuda] [--long]
@@ -51,6 +53,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import Callable
@@ -296,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"device: {name}; torch {torch.__version__}; FCNN teacher (M = {sgld.batch_size}), predictive U_s student "
           f"(H = {H}, M' = 100), ensemble every {E} steps on {data.test_x.shape[0]} test images; {args.steps} steps "
           f"x {args.repeats} repeats (medians), after a warm-up ({warm_up} steps); the engines' random numbers: "
-          f"{args.random_numbers}")
+          f"{args.random_numbers}" + ("" if cuda else f"; GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', 'unset')}"))
     print(f"float32 matmul rate {flop_rate / 1e9:,.1f} GFLOP/s; teacher {flops / 1e6:.1f} MFLOP per step")
     if late:
         print(f"note: graphs were captured during the timed repeats of {late}: their rates include a capture")
