@@ -284,6 +284,25 @@ def test_regression_metrics_use_the_one_moments_split():
     assert T.regression_moments is likelihoods.regression_moments
 
 
+def test_a_likelihoods_predictive_nll_is_its_predictive_metrics_nll_alone():
+    """The NLL a log point takes for the NLL gap and a pooled run's chains, without the accuracy and ECE."""
+    probs = torch.softmax(torch.randn(50, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
+    labels = torch.arange(50) % 4
+    categorical = likelihoods.Categorical()
+    ensemble = {categorical.ensemble_target: probs}
+    assert categorical.predictive_nll(ensemble, labels) == categorical.predictive_metrics(ensemble, labels)["nll"]
+    picked = probs[torch.arange(50), labels]
+    assert categorical.predictive_nll(ensemble, labels) == pytest.approx(float(-picked.log().mean()))
+    moments = torch.tensor([[1.5, 2.0, 0.5], [-1.0, 0.5, 1.0]])  # E[mu], E[mu^2], E[sigma^2]
+    y = torch.tensor([2.0, -1.0])
+    gaussian = likelihoods.Gaussian()
+    ensemble = {gaussian.ensemble_target: moments}
+    assert gaussian.predictive_nll(ensemble, y) == gaussian.predictive_metrics(ensemble, y)["nll"]
+    variance = torch.tensor([[0.5], [1.0]])  # E[sigma^2] + Var[mu], Var[mu] = E[mu^2] - E[mu]^2 floored at 0
+    assert gaussian.predictive_nll(ensemble, y) == pytest.approx(metrics.gaussian_nll(moments[:, :1], variance,
+                                                                                      y.view(2, 1)))
+
+
 def test_target_metrics_and_decomposition_errors():
     with pytest.raises(ValueError, match="likelihood='poisson'"):
         T.custom_target("counts", T.predictive_g, out_dim=1, likelihood="poisson")

@@ -60,11 +60,17 @@ class Categorical:
         """Log-probabilities (B, C): what targets g take."""
         return F.log_softmax(raw, dim=-1)
 
+    def predictive_nll(self, ensemble: dict[str, torch.Tensor], y: torch.Tensor) -> float:
+        """The NLL of the ensemble's predictive E[p(y|x, theta)] on labelled data (``predictive_metrics``'
+        ``"nll"``, without the other metrics' work)."""
+        return metrics.nll(ensemble[self.ensemble_target], y)
+
     def predictive_metrics(self, ensemble: dict[str, torch.Tensor], y: torch.Tensor) -> dict[str, float]:
         """NLL, accuracy and expected calibration error (:func:`~gped_kit.core.metrics.ece`) of the
         ensemble's predictive E[p(y|x, theta)] on labelled data."""
         probs = ensemble[self.ensemble_target]
-        return {"nll": metrics.nll(probs, y), "accuracy": metrics.accuracy(probs, y), "ece": metrics.ece(probs, y)}
+        return {"nll": self.predictive_nll(ensemble, y), "accuracy": metrics.accuracy(probs, y),
+                "ece": metrics.ece(probs, y)}
 
 
 class RegressionMoments(NamedTuple):
@@ -136,11 +142,17 @@ class Gaussian:
         mean, var = self.mean_and_variance(raw)
         return torch.cat([mean, var], dim=-1)
 
+    def predictive_nll(self, ensemble: dict[str, torch.Tensor], y: torch.Tensor) -> float:
+        """The Gaussian NLL of the ensemble's predictive (mean E[mu], variance E[sigma^2] + Var[mu]) on labelled
+        data (``predictive_metrics``' ``"nll"``)."""
+        moments = regression_moments(ensemble[self.ensemble_target])
+        return metrics.gaussian_nll(moments.mean, moments.total, y.reshape(moments.mean.shape))
+
     def predictive_metrics(self, ensemble: dict[str, torch.Tensor], y: torch.Tensor) -> dict[str, float]:
         """Gaussian NLL and RMSE of the ensemble's predictive (mean E[mu], variance E[sigma^2] + Var[mu])."""
         moments = regression_moments(ensemble[self.ensemble_target])
-        y = y.reshape(moments.mean.shape)
-        return {"nll": metrics.gaussian_nll(moments.mean, moments.total, y), "rmse": metrics.rmse(moments.mean, y)}
+        return {"nll": self.predictive_nll(ensemble, y),
+                "rmse": metrics.rmse(moments.mean, y.reshape(moments.mean.shape))}
 
 
 Likelihood = Categorical | Gaussian

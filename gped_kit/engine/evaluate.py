@@ -147,8 +147,7 @@ def chain_metrics(state: EngineState, setup: EngineSetup) -> dict[str, float]:
     if state.host.ensemble_count == 0:
         return {}
     likelihood, labels = setup.chains[0].likelihood, setup.test_labels[0]
-    return {f"teacher_nll_chain{k}": likelihood.predictive_metrics(chain_ensemble_means(state, setup, k),
-                                                                   labels)["nll"]
+    return {f"teacher_nll_chain{k}": likelihood.predictive_nll(chain_ensemble_means(state, setup, k), labels)
             for k in range(setup.layout.K)}
 
 
@@ -266,13 +265,13 @@ def prediction_metrics(spec: ChainSpec, target: Target, output: torch.Tensor,
     (:meth:`~gped_kit.core.targets.Target.evaluate`) against chain ``spec``'s test labels, the
     teacher ensemble's estimate of the same E[g] (``ensemble[target.name]``, when tracked) and, for a
     target reporting ``nll_gap``, the ensemble's predictive NLL (its likelihood's
-    ``predictive_metrics``). ``ensemble`` maps target names to the ensemble's estimates (empty
+    ``predictive_nll``). ``ensemble`` maps target names to the ensemble's estimates (empty
     before the first sample)."""
     labels = spec.data.test_y.to(output.device)
     ensemble = {name: value.to(output.device) for name, value in ensemble.items()}
     teacher_nll = None
     if target.reports("nll_gap") and spec.likelihood.ensemble_target in ensemble:
-        teacher_nll = spec.likelihood.predictive_metrics(ensemble, labels)["nll"]
+        teacher_nll = spec.likelihood.predictive_nll(ensemble, labels)
     return target.evaluate(output, labels, spec.data.num_outputs, ensemble.get(target.name), teacher_nll)
 
 
