@@ -7,8 +7,9 @@ loop once, so machine noise hits all alike), medians over repeats:
 
 * **plain loop**: the same work as a plain PyTorch loop a user would write: Eq. 7 tensor by tensor
   with ``torch.randn`` noise, the student with ``torch.optim.Adam``, the ensemble as softmax sums
-  over the test set in chunks of 500, and at each timed segment's end the student's test outputs
-  and the ensemble's NLL (the engine's log point);
+  over the test set in chunks of 500, and at each timed segment's end the student's test outputs and, for the
+  ensemble and the student, the test NLL, accuracy and expected calibration error (torchmetrics): the engine's
+  log point, which also reports a trailing window's ensemble and the best constant prediction's NLL;
 * **engine, 1 chain** and **engine, K chains** (one batch) for each K of ``--chains``, eager; on CUDA
   also in graph mode (``GPEDConfig.graph``, periods replayed as CUDA graphs); with ``--random-numbers counter``
   the engines draw counter-based (``GPEDConfig(random_numbers="counter")``: compiled draws of the minibatch
@@ -64,6 +65,7 @@ from bench_kernels import count_kernels, synthetic_mnist
 from torch.nn import functional as F
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
+from torchmetrics.functional.classification import multiclass_calibration_error
 
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.data.container import GPEDData
@@ -131,13 +133,19 @@ class PlainLoop:
         self.log()
 
     def log(self) -> list[float]:
-        """The log point: the ensemble's test NLL and the student's, read to the host."""
-        d = self.data
+        """The log point: the ensemble's and the student's test NLL, accuracy and expected calibration error
+        (torchmetrics, 15 bins), read to the host."""
+        d, C = self.data, self.data.num_classes
         with torch.no_grad():
-            ensemble = (self.sums / max(self.count, 1)).clamp_min(1e-12).log()
+            ensemble = self.sums / max(self.count, 1)
             student = torch.cat([F.log_softmax(self.student(d.test_x[s:s + 500]), dim=-1)
                                  for s in range(0, d.test_x.shape[0], 500)])
-            return [F.nll_loss(ensemble, d.test_y).item(), F.nll_loss(student, d.test_y).item()]
+            out = []
+            for log_probs in (ensemble.clamp_min(1e-12).log(), student):
+                probs = log_probs.exp()
+                out += [F.nll_loss(log_probs, d.test_y).item(), (probs.argmax(1) == d.test_y).float().mean().item(),
+                        multiclass_calibration_error(probs, d.test_y, num_classes=C, n_bins=15).item()]
+            return out
 
 
 #: Table 1's students in the paper profile: predictive every 100 steps, entropy every 10, each with U_s and U_o.
