@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# One job that checks a GPU node and then runs slices within a wall-time budget you choose, and leaves
-# everything it measured in an output folder (one log, plus the slices' packs):
+# One job that checks a GPU node and then runs the paper's work units within a wall-time budget you choose, and
+# leaves everything it measured and computed in an output folder (one log, plus the pack of what finished):
 #
-#   OUT_DIR=FOLDER bash device/gpu_job.sh BUDGET_S [NOTEBOOK [PARAM ...] [-- NOTEBOOK [PARAM ...]]]
+#   OUT_DIR=FOLDER bash device/gpu_job.sh BUDGET_S [UNITS_RUN_OPTION ...]
 #   (on the GPU node, from the checkout's root; docs/gpu.md)
 #
 #   1. the offline bundle installed (device/install.sh; build it with `make device-bundle`), the GPU
@@ -14,32 +14,32 @@
 #      counter-based random numbers (GPEDConfig(random_numbers="counter")); "batched",
 #      benchmarks/bench_batched.py (K = 1, 4, 12, 24, 48); "graph", benchmarks/bench_cuda_graph.py (a period
 #      captured by hand, the measurement that preceded the engine's graph mode);
-#   4. with the time left (less a minute for packing), a resumable slice of NOTEBOOK's paper profile
-#      (default 01_experiment1) with each PARAM (KEY=VALUE, e.g. 'models=["cnn_mnist"]') as a notebook
-#      parameter, resumed from the pack in .device-slices/in (copy the previous job's pack there), packed
-#      into OUT_DIR.
+#   4. with the time left (less a minute for packing), the paper profile's work units, one after another in one
+#      process (python -m gped_kit.cli.units run: Table 1's seeds first, then Experiment 2's grid, then the
+#      rest; each unit sized to finish), into the store JOB_RESULTS (default: results), after unpacking the
+#      packs in .device-slices/in (copy the previous job's pack there); what the run wrote is packed into
+#      OUT_DIR. Each UNITS_RUN_OPTION goes to `units run` as it is, e.g. --notebook 01_experiment1 (only that
+#      notebook's units), --slices (a chain longer than a job runs as resumable slices), -p KEY=VALUE.
 #
 # BUDGET_S (required) is the wall time in seconds this script may use: your job's wall-time limit less what
 # runs before and after it (a one-hour SLURM job: 3300, say). OUT_DIR is the folder for the log and the
-# packs (created if missing); put it where the next job, or you, can read it.
+# pack (created if missing); put it where the next job, or you, can read it, and merge the pack into your
+# store with `python -m gped_kit.cli.slices unpack OUT_DIR --results results`.
 #
-# Each further "-- NOTEBOOK [PARAM ...]" is a second lane: a slice run side by side with the first, with
-# its own store (.device-slices/store-2), resumed from .device-slices/in-2 and packed into OUT_DIR/lane-2
-# (a third lane: -3, and so on). One chain leaves a large GPU partly idle, so two lanes advance two chains
-# further than one after the other (eager on an H200: 1.52x the steps per second; docs/device-runs/
-# 2026-11-26-nvidia-h200-3).
+# One process on the GPU at a time: two processes side by side deliver less than one after another
+# (docs/benchmarks.md), so the units run one after another, each batching its chains.
 #
-# The slices replay CUDA graphs (--graph auto) when the graph mode's tests of step 2 passed, else run eagerly
+# The units replay CUDA graphs (--graph auto) when the graph mode's tests of step 2 passed, else run eagerly
 # (--graph off); JOB_GRAPH=auto|on|off decides instead.
 #
-# JOB_DETERMINISTIC=1 runs the slices with cuDNN's deterministic convolution kernels (slices run
+# JOB_DETERMINISTIC=1 runs the units with cuDNN's deterministic convolution kernels (units run
 # --deterministic): CNN chains then repeat run to run on CUDA (without it they do not; FCNN chains do).
 #
-# Every step's output goes to OUT_DIR/gpu_job.log with the seconds elapsed (a lane's lines marked [lane N]);
-# a failing step is logged and the next one still runs (one failure must not waste the rest of the job).
+# Every step's output goes to OUT_DIR/gpu_job.log with the seconds elapsed; a failing step is logged and the
+# next one still runs (one failure must not waste the rest of the job).
 # The variables' older names (OUT, LEASE_BENCHES, LEASE_GRAPH, LEASE_DETERMINISTIC) are read too.
 set -u
-usage="usage: OUT_DIR=FOLDER bash device/gpu_job.sh BUDGET_S [NOTEBOOK [PARAM ...] [-- NOTEBOOK [PARAM ...]]]"
+usage="usage: OUT_DIR=FOLDER bash device/gpu_job.sh BUDGET_S [UNITS_RUN_OPTION ...]"
 budget="${1:-}"
 if ! [[ "$budget" =~ ^[0-9]+$ ]]; then
     echo "$usage" >&2
@@ -48,18 +48,14 @@ if ! [[ "$budget" =~ ^[0-9]+$ ]]; then
     exit 2
 fi
 shift
-# the lanes: lane i's notebook in notebooks[i], its parameters in lane_params[i] (one string, "-p" and value
-# separated by newlines, since bash has no arrays of arrays)
-notebooks=() lane_params=()
-while :; do
-    notebooks+=("${1:-01_experiment1}")
-    shift 2>/dev/null
-    ps=""
-    while [ $# -gt 0 ] && [ "$1" != "--" ]; do ps+=$'-p\n'"$1"$'\n'; shift; done
-    lane_params+=("$ps")
-    [ $# -gt 0 ] || break
-    shift  # the "--"
-done
+# the options for `units run`: options only (a notebook is chosen with --notebook NAME)
+units_options=("$@")
+if [ $# -gt 0 ] && [[ "$1" != -* ]]; then
+    echo "$usage" >&2
+    echo "UNITS_RUN_OPTION: options of python -m gped_kit.cli.units run, such as --notebook 01_experiment1 or" \
+         "--slices; got '$1' (the job runs the paper's work units; give a notebook as --notebook $1)" >&2
+    exit 2
+fi
 benches="${JOB_BENCHES-${LEASE_BENCHES-engine kernels counter}}"  # set and empty: no benchmarks
 deterministic=()
 if [ -n "${JOB_DETERMINISTIC:-${LEASE_DETERMINISTIC:-}}" ]; then deterministic=(--deterministic); fi
@@ -90,9 +86,9 @@ echo "pytest (counter random numbers) exit $?"
 timeout 240 python3 -m pytest -q -rs -p no:cacheprovider tests/test_graphs.py
 graph_tests=$?
 echo "pytest (graphs) exit $graph_tests"
-# the slices replay CUDA graphs only where the graph mode's tests passed on this node (JOB_GRAPH overrides)
-slice_graph="${JOB_GRAPH:-${LEASE_GRAPH:-$([ "$graph_tests" -eq 0 ] && echo auto || echo off)}}"
-echo "slices run with --graph $slice_graph"
+# the units replay CUDA graphs only where the graph mode's tests passed on this node (JOB_GRAPH overrides)
+unit_graph="${JOB_GRAPH:-${LEASE_GRAPH:-$([ "$graph_tests" -eq 0 ] && echo auto || echo off)}}"
+echo "units run with --graph $unit_graph"
 
 if [[ " $benches " == *" engine "* ]]; then
     step "bench_engine on CUDA"
@@ -126,27 +122,12 @@ fi
 
 left=$(( budget - $(elapsed) - 60 ))
 if [ "$left" -ge 60 ]; then
-    minutes=$(python3 -c "print(round($left / 60, 2))")
-    pids=()
-    for i in "${!notebooks[@]}"; do
-        lane=$(( i + 1 ))
-        suffix=""; lane_out="$out"
-        if [ "$lane" -gt 1 ]; then suffix="-$lane"; lane_out="$out/lane-$lane"; fi
-        mapfile -t params < <(printf '%s' "${lane_params[$i]}")
-        step "lane $lane: slice of ${notebooks[$i]}'s paper profile, $minutes minutes ${params[*]:-}"
-        mkdir -p ".device-slices/in$suffix" "$lane_out"
-        (set -o pipefail  # the lane's exit status is the slice's, not sed's
-         python3 -m gped_kit.cli.slices run "${notebooks[$i]}" --profile paper --minutes "$minutes" "${params[@]}" \
-             "${deterministic[@]}" --graph "$slice_graph" \
-             --results ".device-slices/store$suffix" --resume ".device-slices/in$suffix" --out "$lane_out" 2>&1 \
-             | sed -u "s/^/[lane $lane] /") &
-        pids+=($!)
-    done
-    for i in "${!pids[@]}"; do
-        wait "${pids[$i]}"; echo "lane $(( i + 1 )): slice exit $?"
-    done
+    step "work units of the paper profile, $left s: python -m gped_kit.cli.units run ${units_options[*]:-}"
+    python3 -m gped_kit.cli.units run --budget-s "$left" --results "${JOB_RESULTS:-results}" \
+        --graph "$unit_graph" "${deterministic[@]}" --resume .device-slices/in --pack "$out" "${units_options[@]}"
+    echo "units exit $?"
 else
-    step "no time left for a slice ($left s)"
+    step "no time left for a unit ($left s)"
 fi
 step "done"
 } 2>&1 | tee "$log"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from gped_kit.cli import slices as S
 from gped_kit.cli import units as cli
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.status import Status
@@ -202,6 +203,64 @@ def test_one_run_on_a_device_at_a_time(tmp_path):
         assert path.parent == tmp_path
     with U.device_lock("cpu", tmp_path):  # released
         pass
+
+
+def test_run_packs_what_it_wrote_and_a_fresh_store_resumed_from_the_pack_has_it_done(digits_data, tmp_path,
+                                                                                       monkeypatch, capsys):
+    """``units run --pack``: the complete entries and the rate file, verified and merged by ``slices unpack`` into
+    a fresh store file for file; ``--resume`` unpacks before planning, so a second run on a fresh store finds the
+    unit done, runs nothing, and packs everything again (the newest pack alone holds the state)."""
+    units = digits_units(digits_data)[:1]
+
+    def paper_units(profile, overrides, *, store, **_):
+        return U.UnitList(U.mark_done(units, store))
+
+    monkeypatch.setattr(cli, "paper_units", paper_units)
+    monkeypatch.setattr(cli.RateTable, "read", classmethod(lambda cls, *a: table(("cpu", 2, 2, 1_000.0))))
+    run = ["run", "--budget-s", "600", "--device", "cpu", "--lock-dir", str(tmp_path)]
+    assert cli.main([*run, "--results", str(tmp_path / "a"), "--pack", str(tmp_path / "pack1")]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 1 unit(s) finished" in out and "packed " in out
+    (manifest,) = S.read_manifests([tmp_path / "pack1"])
+    info = manifest[1]
+    assert info["run"] == "units" and info["complete"] and info["units"][0]["statuses"] == [Status.RAN] * 2
+    packed = {row["path"] for row in info["files"]}
+    entries = [f.relative_to(tmp_path / "a").as_posix() for f in (tmp_path / "a").rglob("*") if f.is_file()]
+    assert any(p.startswith("units/rates-") for p in packed)
+    assert sum(p.endswith("/entry.json") for p in packed) == 2
+    assert not any(p.endswith("checkpoint.pt") for p in packed)  # finished chains: their checkpoints stay out
+    assert packed == {p for p in entries if not p.endswith((".lock", "checkpoint.pt"))}
+
+    assert S.main(["unpack", str(tmp_path / "pack1"), "--results", str(tmp_path / "b")]) == 0
+    for rel in packed:
+        assert (tmp_path / "b" / rel).read_bytes() == (tmp_path / "a" / rel).read_bytes()
+
+    capsys.readouterr()
+    assert cli.main([*run, "--results", str(tmp_path / "c"), "--resume", str(tmp_path / "pack1"),
+                     "--resume", str(tmp_path / "absent"), "--pack", str(tmp_path / "pack2")]) == 0
+    out = capsys.readouterr().out
+    assert "unpacked 1 pack(s)" in out and "0 of 0 unit(s) finished" in out and "no unit left" in out
+    (second,) = S.read_manifests([tmp_path / "pack2"])
+    assert second[1]["sequence"] == 2 and {row["path"] for row in second[1]["files"]} == packed
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--part-mib", "0.5"], "--part-mib=0.5: a pack's parts must be at least 1 MiB"),
+    (["--max-files", "0"], "--max-files=0: must be an integer >= 1"),
+    (["--max-mib", "-1"], "--max-mib=-1.0: must be a number of MiB > 0"),
+])
+def test_run_refuses_bad_pack_options_before_any_work(extra, message, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "paper_units", lambda *a, **k: pytest.fail("work started"))
+    assert cli.main(["run", "--budget-s", "10", "--pack", "out", *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_run_refuses_a_resume_folder_of_foreign_files(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "paper_units", lambda *a, **k: pytest.fail("work started"))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "slice-001.json").write_text('{"kind": "something else"}')
+    assert cli.main(["run", "--budget-s", "10", "--resume", str(tmp_path / "in")]) == 2
+    assert "is not a slice manifest" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------ the command line

@@ -290,6 +290,16 @@ def read_manifests(sources: Sequence[Path]) -> list[tuple[Path, dict]]:
     return sorted(found, key=lambda fm: (fm[1].get("sequence", 0), fm[1].get("made", ""), fm[0].name))
 
 
+def resume_sources(resume: Sequence[Path]) -> list[Path]:
+    """The folders or manifests of ``resume`` that hold packs (absent or empty ones: none)."""
+    return [Path(r) for r in resume if Path(r).exists() and read_manifests([Path(r)])]
+
+
+def next_sequence(previous: Sequence[tuple[Path, dict]]) -> int:
+    """The sequence number of the pack that follows ``previous`` (:func:`read_manifests`)."""
+    return 1 + max((m.get("sequence", 0) for _, m in previous), default=0)
+
+
 class _Joined(io.RawIOBase):
     """The parts of a pack read as one stream."""
 
@@ -434,7 +444,7 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
     store = ResultsStore(results)
     store.root.mkdir(parents=True, exist_ok=True)
     before = store_state(store.root)
-    sources = [Path(r) for r in resume if Path(r).exists() and read_manifests([Path(r)])]
+    sources = resume_sources(resume)
     previous = read_manifests(sources)
     unpacked = unpack(sources, store.root) if sources else []
     with deterministic_convolutions(deterministic):
@@ -444,9 +454,8 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
     complete = bool(len(cells)) and bool(cells["status"].isin([*FINISHED, Status.MISSING_DATA]).all())
     keep = chains.needs_state if keep_final_checkpoints is None else keep_final_checkpoints
     files = changed_files(store.root, before, keep)
-    info = {"sequence": 1 + max((m.get("sequence", 0) for _, m in previous), default=0),
-            "notebook": chains.notebook, "profile": profile, "overrides": dict(overrides),
-            "code": numerics_code("chain"),
+    info = {"sequence": next_sequence(previous), "notebook": chains.notebook, "profile": profile,
+            "overrides": dict(overrides), "code": numerics_code("chain"),
             "budget": {"minutes": minutes, "max_steps": max_steps, "steps_done": budget.steps_done,
                        "seconds": round(budget.elapsed(), 1)},
             "deterministic": deterministic, "complete": complete,
@@ -455,7 +464,7 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
     return SliceReport(cells, manifest, complete, unpacked)
 
 
-def _summary(actions: Sequence[tuple[str, str]]) -> str:
+def action_summary(actions: Sequence[tuple[str, str]]) -> str:
     counts: dict[str, int] = {}
     for _, action in actions:
         counts[action] = counts.get(action, 0) + 1
@@ -479,26 +488,41 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--minutes", type=float, default=None, help="stop at a checkpoint before this many minutes")
     run.add_argument("--max-steps", type=int, default=None,
                      help="stop at the first checkpoint after this many iterations (tests, dry runs)")
-    run.add_argument("--resume", type=Path, action="append", default=[],
-                     help="folder (or manifest) of earlier slices' packs to unpack first; absent or empty: none")
-    keep = run.add_mutually_exclusive_group()
-    keep.add_argument("--keep-final-checkpoints", dest="keep", action="store_true", default=None,
-                      help="pack finished chains' checkpoints too (default: only for notebooks that need them)")
-    keep.add_argument("--no-final-checkpoints", dest="keep", action="store_false")
+    add_pack_arguments(run)
     run.add_argument("--deterministic", action="store_true",
                      help="cuDNN's deterministic convolution kernels (CUDA CNN chains reproducible run to run)")
     run.add_argument("--graph", choices=sorted(GRAPH_CHOICES), default="auto",
                      help="CUDA graphs: auto (on for CUDA), on or off (default: %(default)s)")
     run.add_argument("--notebook-dir", type=Path, default=DEFAULT_NOTEBOOK_DIR, help="default: %(default)s")
-    run.add_argument("--part-mib", type=float, default=PART_BYTES / MIB, help="largest part (default: %(default)s)")
-    run.add_argument("--max-files", type=int, default=MAX_FILES,
-                     help="at most this many files, parts and manifest (default: no limit)")
-    run.add_argument("--max-mib", type=float, default=None, help="at most this many MiB, all parts (default: no limit)")
     unp = sub.add_parser("unpack", help="verify and extract packs into a store")
     unp.add_argument("sources", type=Path, nargs="+", help="folders or manifests of packs")
     unp.add_argument("--results", type=Path, default=Path("results"), help="the store (default: %(default)s)")
     unp.add_argument("--overwrite", action="store_true", help="replace complete entries and further checkpoints")
     return parser
+
+
+def add_pack_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a run that packs what it wrote: ``--resume``, which final checkpoints to pack, and the
+    pack's part size and limits (:func:`pack_limits`)."""
+    parser.add_argument("--resume", type=Path, action="append", default=[],
+                        help="folder (or manifest) of earlier packs to unpack into the store first; absent or "
+                             "empty: none (repeatable)")
+    keep = parser.add_mutually_exclusive_group()
+    keep.add_argument("--keep-final-checkpoints", dest="keep", action="store_true", default=None,
+                      help="pack finished chains' checkpoints too (default: only for notebooks that need them)")
+    keep.add_argument("--no-final-checkpoints", dest="keep", action="store_false")
+    parser.add_argument("--part-mib", type=float, default=PART_BYTES / MIB,
+                        help="largest part (default: %(default)s)")
+    parser.add_argument("--max-files", type=int, default=MAX_FILES,
+                        help="at most this many files, parts and manifest (default: no limit)")
+    parser.add_argument("--max-mib", type=float, default=None,
+                        help="at most this many MiB, all parts (default: no limit)")
+
+
+def pack_limits(args: argparse.Namespace) -> dict[str, int | None]:
+    """:func:`pack`'s ``part_bytes``, ``max_files`` and ``max_bytes`` from :func:`add_pack_arguments`' options."""
+    return {"part_bytes": int(args.part_mib * MIB), "max_files": args.max_files,
+            "max_bytes": None if args.max_mib is None else int(args.max_mib * MIB)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -518,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except PackError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"unpacked {len(manifests)} pack(s) into {args.results}: {_summary(actions)}")
+        print(f"unpacked {len(manifests)} pack(s) into {args.results}: {action_summary(actions)}")
         return 0
     if args.minutes is None and args.max_steps is None:
         parser.error("give --minutes or --max-steps (or both)")
@@ -530,16 +554,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(f"-p {text!r}: a slice runs one notebook; give KEY=VALUE")
             overrides[o.key] = o.value
         report = run_slice(args.notebook, args.profile, overrides, args.results, args.out, args.minutes,
-                           args.max_steps, args.resume, args.keep, args.notebook_dir,
-                           part_bytes=int(args.part_mib * MIB), max_files=args.max_files,
-                           max_bytes=None if args.max_mib is None else int(args.max_mib * MIB),
+                           args.max_steps, args.resume, args.keep, args.notebook_dir, **pack_limits(args),
                            deterministic=args.deterministic,
                            graph=GRAPH_CHOICES[args.graph])
     except (ValueError, PackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ValueError) else 1
     if report.unpacked:
-        print(f"resumed from earlier packs: {_summary(report.unpacked)}")
+        print(f"resumed from earlier packs: {action_summary(report.unpacked)}")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(report.cells[["cell", "status", "seconds", "error"]].to_string(index=False))
     left = report.cells[~report.cells["status"].isin([*FINISHED, Status.MISSING_DATA])]

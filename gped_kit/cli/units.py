@@ -12,15 +12,23 @@ unit's rate in the store (``<results>/units/rates-*.csv``) so that the next plan
 before a unit predicted to take longer than the time left; what finished is complete in the store (commit it,
 or copy it off the machine), and nothing partial needs to survive.
 
+For a store the next job cannot see (node-local scratch, a fresh instance), ``run --pack FOLDER`` packs every
+store file the run wrote (the complete entries, the rate file; with ``--slices`` the checkpoints of chains that
+stopped) into FOLDER as :mod:`~gped_kit.cli.slices` packs do: compressed tar parts and a manifest with SHA-256
+checksums, which ``python -m gped_kit.cli.slices unpack FOLDER --results results`` verifies and merges into a
+store, and ``run --resume FOLDER`` unpacks before it plans (so what finished is done, and a stopped chain
+resumes from its checkpoint).
+
 Usage::
 
     python -m gped_kit.cli.units plan --profile paper --budget-s 3300 --device-kind nvidia-h200
-    python -m gped_kit.cli.units run --budget-s 3300 --results results
+    python -m gped_kit.cli.units run --budget-s 3300 --results results [--pack FOLDER] [--resume FOLDER]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import tempfile
@@ -31,6 +39,7 @@ import pandas as pd
 
 from ..core.status import Status
 from ..experiments import registry
+from ..experiments.numerics import numerics_code
 from ..experiments.rates import RateTable, device_kind, slug
 from ..experiments.store import ResultsStore
 from ..experiments.units import (
@@ -39,6 +48,7 @@ from ..experiments.units import (
     SLICE,
     TOO_LONG,
     Plan,
+    RunReport,
     check_overrides,
     device_lock,
     paper_units,
@@ -47,7 +57,22 @@ from ..experiments.units import (
     shard,
 )
 from .parameters import plain_overrides
-from .slices import GRAPH_CHOICES, deterministic_convolutions, with_graph
+from .slices import (
+    GRAPH_CHOICES,
+    PackError,
+    action_summary,
+    add_pack_arguments,
+    changed_files,
+    deterministic_convolutions,
+    next_sequence,
+    pack,
+    pack_limits,
+    read_manifests,
+    resume_sources,
+    store_state,
+    unpack,
+    with_graph,
+)
 
 #: The checkout whose ``docs/device-runs`` hold the committed GPU runs' records.
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -186,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="cuDNN's deterministic convolution kernels (CUDA CNN chains reproducible)")
             p.add_argument("--lock-dir", type=Path, default=Path(tempfile.gettempdir()),
                            help="where the device's lock file is (default: %(default)s)")
+            p.add_argument("--pack", type=Path, default=None, metavar="FOLDER",
+                           help="pack every store file this run wrote into FOLDER (parts and a manifest, for "
+                                "python -m gped_kit.cli.slices unpack; default: no pack)")
+            add_pack_arguments(p)
     return parser
 
 
@@ -205,10 +234,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             device = "auto"
         else:
             kind, device = device_kind(args.device)[0], args.device
-    except ValueError as exc:
+            if not args.part_mib >= 1:
+                raise ValueError(f"--part-mib={args.part_mib!r}: a pack's parts must be at least 1 MiB")
+            _positive("--max-files", args.max_files, integer=True)
+            if args.max_mib is not None and not args.max_mib > 0:
+                raise ValueError(f"--max-mib={args.max_mib!r}: must be a number of MiB > 0")
+            sources = resume_sources(args.resume)
+    except (ValueError, PackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     store = ResultsStore(args.results)
+    if args.command == "run":
+        store.root.mkdir(parents=True, exist_ok=True)
+        before = store_state(store.root)  # what --resume unpacks is packed again: the newest pack holds it all
+        previous = read_manifests(sources)
+        try:
+            if sources:
+                print(f"unpacked {len(previous)} pack(s) into {store.root}: "
+                      f"{action_summary(unpack(sources, store.root))}")
+        except PackError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     units = paper_units(args.profile, overrides, store=store, device=device, data_root=args.data_root,
                         notebooks=notebooks)
     chosen = units.units if where is None else shard(units.units, *where)
@@ -218,11 +264,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan.notes = units.notes
         print(plan_text(plan, args.markdown))
         return 0
-    return _run(args, chosen, units.notes, store, rates, device)
+    status = _run(args, chosen, units.notes, store, rates, device)
+    if status is None:
+        return 1
+    report, code = status
+    if args.pack is not None:
+        code = max(code, _pack(args, overrides, store, before, previous, report))
+    return code
+
+
+def _pack(args: argparse.Namespace, overrides: dict, store: ResultsStore, before: dict, previous: list,
+          report: RunReport) -> int:
+    """Pack what the run wrote into ``args.pack`` (module docstring); 0, or 1 when the pack is over its limits."""
+    keep = args.keep if args.keep is not None else any(o.planned.unit.needs_state for o in report.outcomes)
+    files = changed_files(store.root, before, keep)
+    if not files:
+        print("nothing changed in the store: no pack written")
+        return 0
+    info = {"sequence": next_sequence(previous), "run": "units", "profile": args.profile,
+            "overrides": overrides, "code": numerics_code("chain"),
+            "budget": {"seconds": args.budget_s, "left_s": round(report.left_s, 1)},
+            "complete": report.remaining is not None and not report.remaining.runnable,
+            "units": [{"unit": o.planned.unit.name, "statuses": list(o.statuses), "seconds": round(o.seconds, 1),
+                       "entries": list(o.entries)} for o in report.outcomes]}
+    try:
+        manifest = pack(store.root, files, args.pack, info, **pack_limits(args))
+    except PackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    names = [manifest.name] + [p["name"] for p in json.loads(manifest.read_text())["parts"]]
+    print(f"packed {len(files)} file(s) into {args.pack}: {', '.join(names)}")
+    return 0
 
 
 def _run(args: argparse.Namespace, units: list, notes: list[str], store: ResultsStore, rates: RateTable,
-         device: str) -> int:
+         device: str) -> tuple[RunReport, int] | None:
+    """Run the units and print what happened: the report and the exit status (None: the run could not start)."""
     graph = GRAPH_CHOICES[args.graph]
     try:
         with device_lock(device, args.lock_dir), deterministic_convolutions(args.deterministic):
@@ -230,7 +307,7 @@ def _run(args: argparse.Namespace, units: list, notes: list[str], store: Results
                                slices=args.slices, prepare=lambda t: with_graph(t, graph))
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return None
     for note in notes:
         print(note)
     finished = [o for o in report.outcomes if o.finished]
@@ -254,7 +331,7 @@ def _run(args: argparse.Namespace, units: list, notes: list[str], store: Results
     print(f"{len(left)} unit(s) left, predicted {sum(p.seconds or 0 for p in left):,.0f} s: run again"
           if left else "no unit left in this plan")
     failed = any(s == Status.FAILED for o in report.outcomes for s in o.statuses)
-    return 1 if failed else 0
+    return report, 1 if failed else 0
 
 
 if __name__ == "__main__":
