@@ -244,6 +244,31 @@ def test_run_packs_what_it_wrote_and_a_fresh_store_resumed_from_the_pack_has_it_
     assert second[1]["sequence"] == 2 and {row["path"] for row in second[1]["files"]} == packed
 
 
+def test_a_pack_over_its_limits_keeps_the_complete_entries_and_leaves_the_checkpoints_out(digits_data, tmp_path,
+                                                                                         monkeypatch, capsys):
+    units = digits_units(digits_data)[:1]
+    monkeypatch.setattr(cli, "paper_units", lambda profile, overrides, *, store, **_: U.UnitList(units))
+    monkeypatch.setattr(cli.RateTable, "read", classmethod(lambda cls, *a: table(("cpu", 2, 2, 1_000.0))))
+    run = ["run", "--budget-s", "600", "--device", "cpu", "--lock-dir", str(tmp_path), "--keep-final-checkpoints"]
+    assert cli.main([*run, "--results", str(tmp_path / "a"), "--pack", str(tmp_path / "whole")]) == 0
+    (whole,) = S.read_manifests([tmp_path / "whole"])
+    checkpoints = {r["path"] for r in whole[1]["files"] if r["path"].endswith("checkpoint.pt")}
+    assert len(checkpoints) == 2
+    limit = (whole[1]["bytes"] - 1) / 2**20  # the whole pack is over it; without the checkpoints it fits
+    capsys.readouterr()
+    assert cli.main([*run, "--results", str(tmp_path / "b"), "--pack", str(tmp_path / "cut"),
+                     "--max-mib", str(limit)]) == 1
+    captured = capsys.readouterr()
+    assert "2 checkpoint(s) left out of the pack, the complete entries and the rates packed" in captured.err
+    (cut,) = S.read_manifests([tmp_path / "cut"])
+    def chain_files(manifest: dict) -> set[str]:
+        return {r["path"] for r in manifest["files"] if r["path"].startswith("chain/")}
+
+    assert chain_files(cut[1]) == chain_files(whole[1]) - checkpoints  # the same chains' keys, no checkpoints
+    assert sum(r["path"].startswith("units/rates-") for r in cut[1]["files"]) == 1
+    assert cut[1]["bytes"] <= limit * 2**20
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--part-mib", "0.5"], "--part-mib=0.5: a pack's parts must be at least 1 MiB"),
     (["--max-files", "0"], "--max-files=0: must be an integer >= 1"),

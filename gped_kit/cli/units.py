@@ -33,7 +33,7 @@ import math
 import sys
 import tempfile
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
@@ -41,7 +41,7 @@ from ..core.status import Status
 from ..experiments import registry
 from ..experiments.numerics import numerics_code
 from ..experiments.rates import RateTable, device_kind, slug
-from ..experiments.store import ResultsStore
+from ..experiments.store import CHECKPOINT_FILE, ResultsStore
 from ..experiments.units import (
     PAPER_NOTEBOOKS,
     PLANNED,
@@ -275,7 +275,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _pack(args: argparse.Namespace, overrides: dict, store: ResultsStore, before: dict, previous: list,
           report: RunReport) -> int:
-    """Pack what the run wrote into ``args.pack`` (module docstring); 0, or 1 when the pack is over its limits."""
+    """Pack what the run wrote into ``args.pack`` (module docstring); 0, or 1 when the pack is over its limits:
+    then the complete entries and the rates are packed without the checkpoints, if that fits, and the error
+    says so."""
     keep = args.keep if args.keep is not None else any(o.planned.unit.needs_state for o in report.outcomes)
     files = changed_files(store.root, before, keep)
     if not files:
@@ -287,14 +289,27 @@ def _pack(args: argparse.Namespace, overrides: dict, store: ResultsStore, before
             "complete": report.remaining is not None and not report.remaining.runnable,
             "units": [{"unit": o.planned.unit.name, "statuses": list(o.statuses), "seconds": round(o.seconds, 1),
                        "entries": list(o.entries)} for o in report.outcomes]}
+    results = [f for f in files if PurePosixPath(f).name != CHECKPOINT_FILE]
     try:
         manifest = pack(store.root, files, args.pack, info, **pack_limits(args))
+        left_out = 0
     except PackError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        if len(results) == len(files):
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        # over the pack's limits: the complete entries and the rates come first, the checkpoints are left out
+        left_out = len(files) - len(results)
+        print(f"error: {exc}\n{left_out} checkpoint(s) left out of the pack, the complete entries and the rates "
+              "packed: the chains those checkpoints belong to lose the state they hold (a stopped chain starts "
+              "again from an earlier pack's checkpoint, or from step 0)", file=sys.stderr)
+        try:
+            manifest = pack(store.root, results, args.pack, info, **pack_limits(args))
+        except PackError as again:
+            print(f"error: {again}", file=sys.stderr)
+            return 1
     names = [manifest.name] + [p["name"] for p in json.loads(manifest.read_text())["parts"]]
-    print(f"packed {len(files)} file(s) into {args.pack}: {', '.join(names)}")
-    return 0
+    print(f"packed {len(files) - left_out} file(s) into {args.pack}: {', '.join(names)}")
+    return 1 if left_out else 0
 
 
 def _run(args: argparse.Namespace, units: list, notes: list[str], store: ResultsStore, rates: RateTable,
