@@ -247,8 +247,16 @@ NOTEBOOK01 = {"num_iterations": 201, "burn_in": 100, "log_every": 50, "checkpoin
 
 def test_notebook_chain_tasks_are_the_notebooks_and_bad_parameters_are_named():
     chains = S.notebook_chain_tasks("01_experiment1", "paper", NOTEBOOK01)
-    assert [t.label for t in chains.tasks] == ["fcnn N=60000 m=0 seed=0", "cnn_mnist N=60000 m=0 seed=0"]
+    assert [t.label for t in chains.tasks] == ["fcnn N=60000 m=0 seed=0", "cnn_mnist N=60000 m=0 seed=0",
+                                               "U_s vs U_o ablation fcnn seed=0"]
     assert chains.tasks[0].config.num_iterations == 201 and chains.groups[0].chains_per_batch == "auto"
+    # the paper profile's U_s - U_o ablation: Table 1's FCNN teacher at the profile's length, four students at its H
+    ablation = chains.tasks[2]
+    assert ablation.config == chains.tasks[0].config and ablation.data == chains.tasks[0].data  # the same teacher
+    assert sorted(s.label for s in ablation.students) == sorted(
+        f"predictive-{u}-H100-{schedule}" for u in ("U_s", "U_o") for schedule in ("constant", "annealed"))
+    without = S.notebook_chain_tasks("01_experiment1", "paper", {**NOTEBOOK01, "estimator_ablation": False})
+    assert [t.label for t in without.tasks] == [t.label for t in chains.tasks[:2]]
     assert not chains.needs_state
     grid = S.notebook_chain_tasks("02_experiment2_mnist", "paper", {})
     assert len(grid.tasks) == 48 and grid.groups[0].chains_per_batch == "auto"  # the paper profile: no schedule check

@@ -63,16 +63,21 @@ def table(*rows: tuple[str, int, int, float]) -> RateTable:
 def test_paper_units_come_in_the_order_of_what_they_settle():
     listed = U.paper_units(absent={"cifar10"})
     names = [u.name for u in listed.units]
-    assert names[:6] == ["01 fcnn N=60000 m=0 seed=0", "01 cnn_mnist N=60000 m=0 seed=0",
+    assert names[:7] == ["01 fcnn N=60000 m=0 seed=0", "01 cnn_mnist N=60000 m=0 seed=0",
                          "01 fcnn N=60000 m=0 seed=1 + 1 more", "01 cnn_mnist N=60000 m=0 seed=1 + 1 more",
+                         "01 U_s vs U_o ablation fcnn seed=0",
                          "02 fcnn N=10000 m=0 seed=0 + 22 more", "02 cnn_mnist N=10000 m=0 seed=0 + 22 more"]
-    assert [u.settles for u in listed.units[:3]] == [U.SETTLES[0], U.SETTLES[0], U.SETTLES[1]]
+    assert [u.settles for u in listed.units[:6]] == [U.SETTLES[0], U.SETTLES[0], U.SETTLES[1], U.SETTLES[1],
+                                                     U.SETTLES[U.ABLATION], "Experiment 2's MNIST grid (Tables 5, 6)"]
     assert [t.config.seed for t in listed.units[2].tasks] == [1, 2]
+    # the ablation at the paper's length: Table 1's FCNN teacher of seed 0, four predictive students at H = 100
+    (ablation,) = listed.units[4].tasks
+    assert ablation.config == listed.units[0].tasks[0].config and len(ablation.students) == 4
     notebooks = [u.notebook for u in listed.units]
     assert notebooks == sorted(notebooks)  # 01, 02, 06, 07, 10
-    assert notebooks[6:] == ["06_experiment4_uncertainty"] * 2 + ["07_hydra_comparison"] * 2 + ["10_samplers"] * 5
-    assert [u.needs_state for u in listed.units[6:10]] == [True] * 4
-    assert all(u.steps == 1_000_000 for u in listed.units[:9]) and not any(any(u.done) for u in listed.units)
+    assert notebooks[7:] == ["06_experiment4_uncertainty"] * 2 + ["07_hydra_comparison"] * 2 + ["10_samplers"] * 5
+    assert [u.needs_state for u in listed.units[7:11]] == [True] * 4
+    assert all(u.steps == 1_000_000 for u in listed.units[:10]) and not any(any(u.done) for u in listed.units)
     # Table 1's chains N = 60,000, m = 0 are one unit's, not notebook 02's again; CIFAR-10 absent: said so
     assert sum(u.chains for u in listed.units if u.notebook == "02_experiment2_mnist") == 46
     assert any("2 chain(s) are an earlier notebook's" in n for n in listed.notes)

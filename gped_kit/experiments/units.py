@@ -10,9 +10,11 @@ notebooks', in the order of what they settle (:data:`SETTLES`):
 1. Table 1's chains, seed 0 (notebook 01: FCNN, CNN-MNIST);
 2. Table 1's seeds 1 and 2 (notebook 01 with ``table1_seeds=(0, 1, 2)``: the chains a notebook 01 run with
    ``seed=1`` or ``seed=2`` computes, under the same keys);
-3. Experiment 2's MNIST grid (notebook 02; its cells N = 60,000, m = 0 are Table 1's chains, run once);
-4. Experiment 4 (notebook 06), 5. the Hydra comparison (notebook 07), 6. the samplers (notebook 10);
-7. the CIFAR-10 chains of notebooks 01 and 06, when CIFAR-10 is under the data root (else they are skipped,
+3. the U_s - U_o ablation at the paper's length (notebook 01's FCNN chain of seed 0 feeding U_s and U_o students
+   whose rate is held constant or annealed, :func:`~gped_kit.experiments.experiment1.ablation_for`);
+4. Experiment 2's MNIST grid (notebook 02; its cells N = 60,000, m = 0 are Table 1's chains, run once);
+5. Experiment 4 (notebook 06), 6. the Hydra comparison (notebook 07), 7. the samplers (notebook 10);
+8. the CIFAR-10 chains of notebooks 01 and 06, when CIFAR-10 is under the data root (else they are skipped,
    and the list says so).
 
 A chain already complete in the store is *done* (:func:`mark_done`, by the summary columns that tell chains
@@ -51,14 +53,18 @@ from . import registry
 from .batching import MAX_CHAINS
 from .budget import Budget
 from .chains import ChainTask, run_chains
+from .experiment1 import ablation_for
 from .frame import absent_datasets, chain_summaries, dataset_of, task_chains
 from .rates import Rate, RateRecorder, RateTable, Workload, device_kind, slug
 from .store import ResultsStore
 
 #: What the units settle, in the order they run (:func:`paper_units`).
-SETTLES = ("Table 1, seed 0", "Table 1, seeds 1 and 2", "Experiment 2's MNIST grid (Tables 5, 6)",
+SETTLES = ("Table 1, seed 0", "Table 1, seeds 1 and 2", "the U_s - U_o gap at the paper's length (notebook 01)",
+           "Experiment 2's MNIST grid (Tables 5, 6)",
            "Experiment 4 (notebook 06)", "the Hydra comparison (notebook 07)", "the samplers (notebook 10)",
            "CIFAR-10 cells (Table 1, Experiment 4)")
+#: The priority of notebook 01's U_s - U_o ablation (its index in :data:`SETTLES`).
+ABLATION = 2
 #: The notebooks of the paper profile's units, in order, with their settings' overrides.
 PAPER_NOTEBOOKS = ("01_experiment1", "02_experiment2_mnist", "06_experiment4_uncertainty", "07_hydra_comparison",
                    "10_samplers")
@@ -206,6 +212,8 @@ def paper_units(profile: str = "paper", overrides: Mapping[str, Any] | None = No
         changes = {**overrides, **({"table1_seeds": tuple(seeds)} if name == "01_experiment1" else {})}
         settings = entry.settings(profile, changes)
         tasks = entry.chain_tasks(settings, device=device, data_root=data_root)
+        ablation = ({_identity(t) for t in ablation_for(settings).tasks(0, device, data_root)}
+                    if name == "01_experiment1" else set())
         by_priority: dict[int, list[ChainTask]] = {}
         shared = 0
         for task in tasks:
@@ -213,7 +221,8 @@ def paper_units(profile: str = "paper", overrides: Mapping[str, Any] | None = No
                 shared += 1
                 continue
             seen.append(_identity(task))
-            by_priority.setdefault(_priority(name, task, seeds, cifar), []).append(task)
+            priority = ABLATION if _identity(task) in ablation else _priority(name, task, seeds, cifar)
+            by_priority.setdefault(priority, []).append(task)
         if shared:
             notes.append(f"{name}: {shared} chain(s) are an earlier notebook's (the same store entry), run once there")
         for priority, group in sorted(by_priority.items()):
@@ -237,8 +246,8 @@ def _priority(notebook: str, task: ChainTask, seeds: Sequence[int], cifar: int) 
         return cifar
     if notebook == "01_experiment1":
         return 0 if task.config.seed == seeds[0] else 1
-    return {"02_experiment2_mnist": 2, "06_experiment4_uncertainty": 3, "07_hydra_comparison": 4,
-            "10_samplers": 5}.get(notebook, 5)
+    return {"02_experiment2_mnist": 3, "06_experiment4_uncertainty": 4, "07_hydra_comparison": 5,
+            "10_samplers": 6}.get(notebook, 6)
 
 
 def mark_done(units: Sequence[WorkUnit], store: ResultsStore) -> list[WorkUnit]:

@@ -17,6 +17,7 @@ from .ablation import (
     ESTIMATOR_ABLATION,
     ESTIMATOR_ABLATION_TABLE,
     EstimatorAblation,
+    ablation_for,
     ablation_gaps,
     ablation_summary,
     ablation_text,
@@ -44,6 +45,6 @@ from .tasks import experiment1_tasks
 __all__ = ["EXPERIMENT", "PROFILES", "Experiment1Settings", "experiment1_tasks", "experiment1_table",
            "experiment1_summary", "table1_by_profile", "run_time_line", "TABLE1_METRICS", "TABLE1",
            "TABLE1_PROFILES", "PAPER_TABLE1", "CALIBRATION_TABLE", "ESTIMATOR_GAP_TABLE", "estimator_gap",
-           "estimator_gap_text", "gpu_student_nll", "gpu_table1", "GPU_TABLE1", "ESTIMATOR_ABLATION",
+           "estimator_gap_text", "gpu_student_nll", "gpu_table1", "GPU_TABLE1", "ESTIMATOR_ABLATION", "ablation_for",
            "ESTIMATOR_ABLATION_TABLE", "EstimatorAblation", "ablation_gaps", "ablation_summary",
            "ablation_text", "estimator_ablation", "paper_gap"]

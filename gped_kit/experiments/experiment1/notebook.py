@@ -31,6 +31,7 @@ from ..verdicts import (
     seeds_text,
     verdict,
 )
+from .ablation import ablation_for
 from .analysis import TABLE1, experiment1_table
 from .artifacts import ARTIFACTS, CHECKS
 from .settings import PROFILES, Experiment1Settings
@@ -58,8 +59,13 @@ def experiment1_summary(experiment: Experiment, store: ResultsStore, settings: E
 
 
 def _tasks(settings: Experiment1Settings, *, seed: int, device: str, data_root: str | None,
-           models: Sequence[str]) -> list:
-    return experiment1_tasks(models, settings, seed=seed, device=device, data_root=data_root)
+           models: Sequence[str], estimator_ablation: bool) -> list:
+    """Table 1's chains, then (``estimator_ablation``) the U_s - U_o ablation's (:func:`~.ablation.ablation_for`),
+    in the order the notebook runs them."""
+    tasks = experiment1_tasks(models, settings, seed=seed, device=device, data_root=data_root)
+    if estimator_ablation:
+        tasks += ablation_for(settings).tasks(seed, device, data_root)
+    return tasks
 
 
 def _expected_checks(settings: Experiment1Settings, absent: Collection[str]) -> dict[str, Any]:
@@ -265,7 +271,8 @@ def readme_rows(figures: Path) -> list[Claim]:
 
 
 EXPERIMENT = Experiment(
-    "01_experiment1", PROFILES, _tasks, parameters={"models": MODELS_RUN}, summary=experiment1_summary,
+    "01_experiment1", PROFILES, _tasks, parameters={"models": MODELS_RUN, "estimator_ablation": True},
+    summary=experiment1_summary,
     shown_profiles=("default", "cpu30"), scaled_paper={**SCALED_CHAIN, "estimator_ablation": False},
     expected_checks=_expected_checks, readme_rows=readme_rows, artifacts=ARTIFACTS, checks=CHECKS,
     description="Experiment 1: Table 1 over 3 seeds; the `cpu30` profile beside it")

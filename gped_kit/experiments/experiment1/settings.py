@@ -14,10 +14,13 @@ from ..paper import BAOA_SAMPLER, SHORT_PROFILE_WARMUP, ChainSettings
 class Experiment1Settings(ChainSettings):
     """A profile of Experiment 1 (Table 1): the chains (:class:`~gped_kit.experiments.paper.ChainSettings`),
     the seeds every model runs once each (``table1_seeds``, so that ours beside the paper's comes with a
-    seed spread) and how many chains run as one batch."""
+    seed spread) and how many chains run as one batch. ``ablation_at_profile_length``: the U_s - U_o ablation
+    (:mod:`~gped_kit.experiments.experiment1.ablation`) runs one FCNN chain of this profile's own length and H
+    (seed 0) instead of the fixed 20,000-step chains of three seeds (the paper profile: T = 10^6)."""
 
     table1_seeds: tuple[int, ...] = (0, 1, 2)
     chains_per_batch: int | str = 1
+    ablation_at_profile_length: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -26,6 +29,8 @@ class Experiment1Settings(ChainSettings):
             check_int(f"table1_seeds[{i}]", value, 0)
         object.__setattr__(self, "table1_seeds", seeds)
         check_chains_per_batch("chains_per_batch", self.chains_per_batch)
+        if not isinstance(self.ablation_at_profile_length, bool):
+            raise ValueError(f"ablation_at_profile_length={self.ablation_at_profile_length!r}: must be True or False")
 
 
 #: The CPU profile: short chains (T = 5,000, B = 3,000), students every 2 steps with their learning rate warmed
@@ -40,7 +45,7 @@ PROFILES: dict[str, Experiment1Settings] = {
     # Appendix A.2: T = 10^6, the paper's fixed eta and B, H = 100 (predictive) / 10 (entropy), one seed.
     "paper": Experiment1Settings(num_iterations=1_000_000, burn_in=None, predictive_thinning=100, entropy_thinning=10,
                                  eval_thinning=100, log_every=10_000, checkpoint_every=50_000, table1_seeds=(0,),
-                                 chains_per_batch="auto"),
+                                 chains_per_batch="auto", ablation_at_profile_length=True),
     # Table 1 on a CPU in at most 30 minutes for both models, three seeds: a teacher pooled from 2 BAOA chains
     # of 20,000 steps (constant epsilon 0.2, alpha 0.5), students every H = 2 steps, as notebook 10's "BAOA, 2
     # chains pooled" (there 2 x 24,000 steps), which at equal work (FCNN, 2 seeds) matched one chain's teacher
