@@ -15,9 +15,11 @@ from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig
 from gped_kit.experiments.chains import ChainTask
+from gped_kit.experiments.experiment1 import PROFILES as E1_PROFILES
 from gped_kit.experiments.experiment1.ablation import (
     ESTIMATOR_ABLATION,
     EstimatorAblation,
+    ablation_for,
     ablation_gaps,
     ablation_summary,
     ablation_text,
@@ -180,6 +182,22 @@ def test_estimator_ablation_students_and_schedule():
     assert [t.config.seed for t in tasks] == [0, 1, 2] and all(t.students == students for t in tasks)
     with pytest.raises(ValueError, match="thinnings"):
         EstimatorAblation(thinnings=())
+
+
+def test_the_paper_profile_runs_the_ablation_at_its_own_length():
+    """``ablation_for``: the CPU profiles' fixed ablation, and the paper profile's one chain of T = 10^6 at H = 100
+    whose annealed students halve their rate as Table 1's do (every 200 teacher epochs) and take 9,990 updates."""
+    assert ablation_for(E1_PROFILES["default"]) is ESTIMATOR_ABLATION
+    assert ablation_for(E1_PROFILES["cpu30"]) is ESTIMATOR_ABLATION
+    paper = ablation_for(E1_PROFILES["paper"])
+    assert paper.seeds == (0,) and paper.thinnings == (100,) and paper.chain.num_iterations == 1_000_000
+    assert paper.halving_epochs("annealed") == pytest.approx(200.0) and paper.halving_epochs("constant") is None
+    (task,) = paper.tasks(device="cpu")
+    assert (task.config.num_iterations - task.config.burn_in) // 100 == 9_990
+    rates = sorted((s.estimator.value, s.thinning, round(s.lr_halving_epochs or 0.0, 6)) for s in task.students)
+    assert rates == [("U_o", 100, 0.0), ("U_o", 100, 200.0), ("U_s", 100, 0.0), ("U_s", 100, 200.0)]  # 0: constant
+    with pytest.raises(ValueError, match="ablation_at_profile_length='yes'"):
+        dataclasses.replace(E1_PROFILES["paper"], ablation_at_profile_length="yes")
 
 
 def test_ablation_gaps_from_student_rows():

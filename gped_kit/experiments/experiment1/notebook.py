@@ -273,6 +273,6 @@ def readme_rows(figures: Path) -> list[Claim]:
 EXPERIMENT = Experiment(
     "01_experiment1", PROFILES, _tasks, parameters={"models": MODELS_RUN, "estimator_ablation": True},
     summary=experiment1_summary,
-    shown_profiles=("default", "cpu30"), scaled_paper={**SCALED_CHAIN, "estimator_ablation": False},
+    shown_profiles=("default", "cpu30"), scaled_paper=SCALED_CHAIN,
     expected_checks=_expected_checks, readme_rows=readme_rows, artifacts=ARTIFACTS, checks=CHECKS,
     description="Experiment 1: Table 1 over 3 seeds; the `cpu30` profile beside it")
