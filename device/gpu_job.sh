@@ -8,6 +8,7 @@
 #   1. the offline bundle installed (device/install.sh; build it with `make device-bundle`), the GPU
 #      and the software named;
 #   2. the CUDA tests (pytest -k cuda over the engine, batching and pooled-teacher tests; the graph mode's tests);
+#      JOB_TESTS=0 skips them (a further job on a node and code whose tests passed: more time for units);
 #   3. the benchmarks named in JOB_BENCHES (unset: "engine kernels counter"; empty: none): "engine",
 #      benchmarks/bench_engine.py on CUDA (the engine eager and in graph mode against a plain loop, one chain and
 #      K = 24); "kernels", benchmarks/bench_kernels.py (kernels per step, K = 1 and 24); "counter", both with
@@ -60,7 +61,7 @@ benches="${JOB_BENCHES-${LEASE_BENCHES-engine kernels counter}}"  # set and empt
 deterministic=()
 if [ -n "${JOB_DETERMINISTIC:-${LEASE_DETERMINISTIC:-}}" ]; then deterministic=(--deterministic); fi
 out="${OUT_DIR:-${OUT:-}}"
-if [ -z "$out" ]; then echo "$usage" >&2; echo "OUT_DIR: give the folder for the log and the packs" >&2; exit 2; fi
+if [ -z "$out" ]; then echo "$usage" >&2; echo "OUT_DIR: give the folder for the log and the pack" >&2; exit 2; fi
 mkdir -p "$out" || exit 2
 log="$out/gpu_job.log"
 started=$(date +%s)
@@ -76,16 +77,21 @@ python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", 
 "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
 date -u +"date %Y-%m-%dT%H:%M:%SZ"
 
-step "CUDA tests"
-timeout 180 python3 -m pytest -q -rs -p no:cacheprovider tests/test_engine.py tests/test_batching.py \
-    tests/test_pooled.py tests/test_no_host_sync.py -k cuda
-echo "pytest exit $?"
-timeout 120 python3 -m pytest -q -rs -p no:cacheprovider tests/test_counter_random.py
-echo "pytest (counter random numbers) exit $?"
-# the graph tests compile the fused SGLD updates (Triton) for a few shapes besides capturing
-timeout 240 python3 -m pytest -q -rs -p no:cacheprovider tests/test_graphs.py
-graph_tests=$?
-echo "pytest (graphs) exit $graph_tests"
+if [ "${JOB_TESTS:-1}" != 0 ]; then
+    step "CUDA tests"
+    timeout 180 python3 -m pytest -q -rs -p no:cacheprovider tests/test_engine.py tests/test_batching.py \
+        tests/test_pooled.py tests/test_no_host_sync.py -k cuda
+    echo "pytest exit $?"
+    timeout 120 python3 -m pytest -q -rs -p no:cacheprovider tests/test_counter_random.py
+    echo "pytest (counter random numbers) exit $?"
+    # the graph tests compile the fused SGLD updates (Triton) for a few shapes besides capturing
+    timeout 240 python3 -m pytest -q -rs -p no:cacheprovider tests/test_graphs.py
+    graph_tests=$?
+    echo "pytest (graphs) exit $graph_tests"
+else
+    step "CUDA tests skipped (JOB_TESTS=0)"
+    graph_tests=0
+fi
 # the units replay CUDA graphs only where the graph mode's tests passed on this node (JOB_GRAPH overrides)
 unit_graph="${JOB_GRAPH:-${LEASE_GRAPH:-$([ "$graph_tests" -eq 0 ] && echo auto || echo off)}}"
 echo "units run with --graph $unit_graph"

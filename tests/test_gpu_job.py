@@ -52,7 +52,7 @@ def stand_ins(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
     env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}", "OUT_DIR": str(out),
            "STUB_CALLS": str(calls), "JOB_BENCHES": ""}
     for old in ("OUT", "LEASE_BENCHES", "LEASE_GRAPH", "LEASE_DETERMINISTIC", "JOB_GRAPH", "JOB_DETERMINISTIC",
-                "JOB_RESULTS"):
+                "JOB_RESULTS", "JOB_TESTS"):
         env.pop(old, None)
     return env, out, calls
 
@@ -118,6 +118,12 @@ def test_the_older_variable_names_still_work(tmp_path):
     (args,) = [f.read_text().splitlines() for f in calls.iterdir()]
     assert (tmp_path / "from-out" / "gpu_job.log").is_file() and "--deterministic" in args
     assert option(args, "--graph") == "on"
+
+
+def test_job_tests_0_skips_the_cuda_tests_and_leaves_graph_mode_on_auto(tmp_path):
+    log, (args,), _ = job(tmp_path, "600", JOB_TESTS="0")
+    assert "pytest stand-in" not in log and "CUDA tests skipped (JOB_TESTS=0)" in log
+    assert option(args, "--graph") == "auto"
 
 
 def test_job_deterministic_passes_the_flag(tmp_path):
