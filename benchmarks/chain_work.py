@@ -5,11 +5,12 @@ method)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import multiprocessing
 import resource
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,17 +169,16 @@ class KindWork:
         return {k: Totals(*(x * self.batches for x in dataclasses.astuple(v))) for k, v in out.items()}
 
 
-def _limited(engine: GPEDEngine, n: int):
-    """The engine's evaluation limited to its first ``n`` inputs (one chunk), as a context manager."""
-    class _Ctx:
-        def __enter__(self_inner):
-            self_inner.saved = (engine.num_eval, dict(engine.eval_slices))
-            engine.num_eval = n
-            engine.eval_slices = {"test": slice(0, n)}
-
-        def __exit__(self_inner, *exc):
-            engine.num_eval, engine.eval_slices = self_inner.saved
-    return _Ctx()
+@contextlib.contextmanager
+def _limited(engine: GPEDEngine, n: int) -> Iterator[None]:
+    """The engine's evaluation limited to its first ``n`` inputs (one chunk): its set-up replaced for the
+    duration (the set-up is frozen; the ensemble's sums keep their rows, of which the first ``n`` are used)."""
+    saved = engine.setup
+    engine.setup = dataclasses.replace(saved, num_eval=n, eval_slices={"test": slice(0, n)})
+    try:
+        yield
+    finally:
+        engine.setup = saved
 
 
 def _measure_engine(engine: GPEDEngine) -> tuple[Ops, dict[GroupKey, Ops], Ops, Ops]:
