@@ -1,7 +1,8 @@
 """The benchmarks (``benchmarks/``), run as the slow proofs run them: Table 1's paper chain meets the kernel-count
 goals of docs/benchmarks.md with counter-based random numbers on the CPU (counts do not depend on the machine's
 speed, so they can be asserted, unlike rates); SGLD's fused update takes the element-wise update's cat and six
-kernels off a step; and ``bench_engine.py``'s smoke run prints every row without a compiler's fallback warning.
+kernels off a step; ``bench_engine.py``'s smoke run prints every row without a compiler's fallback warning; and
+``chain_work.py`` (docs/paper_profile.md's counts) measures an engine's events and leaves the engine as it was.
 Rates and ratios are printed by the benchmarks, never asserted."""
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ import pytest
 import torch
 
 from gped_kit.core.sgld import FUSED_MIN_ELEMENTS
+from gped_kit.data.experiment import DataConfig
+from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
+from gped_kit.experiments.chains import ChainTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_engine  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
 import bench_kernels  # noqa: E402
+import chain_work  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -52,3 +57,19 @@ def test_the_engine_benchmark_runs_and_prints_its_rows(capsys, tmp_path):
                 "K = 2: batched / one after another", "paper configuration", "Table 1's paper chain"):
         assert row in out, row
     assert (tmp_path / "profile.txt").read_text().strip()
+
+
+def test_the_paper_profile_work_measures_an_engine_and_gives_it_back_as_it_was():
+    """``benchmarks/chain_work.py`` (docs/paper_profile.md's counts) measures one chain's events on a real engine,
+    its evaluation limited to one chunk for the measurement: the chunk's work is counted, the teacher step's kernels
+    are there, and the engine keeps its own set-up afterwards (the set-up is frozen: it is swapped, not written)."""
+    config = GPEDConfig(model="fcnn", num_iterations=20, burn_in=5, eval_thinning=5, log_every=10,
+                        checkpoint_every=10, progress=False, device="cpu", seed=0)
+    task = ChainTask(DataConfig("mnist", labelled_size=1_000, test_size=1_000), config,
+                     (StudentConfig("predictive", thinning=5),))
+    spec, real = chain_work.spec_of(task)
+    engine = GPEDEngine([spec])
+    setup = engine.setup
+    teacher, groups, accumulate, outputs = chain_work._measure_engine(engine)
+    assert engine.setup is setup and engine.num_eval == 1_000
+    assert real and teacher.names and len(groups) == 1 and sum(accumulate.flops) > 0 and sum(outputs.flops) > 0
