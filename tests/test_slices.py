@@ -269,6 +269,17 @@ def test_notebook_chain_tasks_are_the_notebooks_and_bad_parameters_are_named():
         S.notebook_chain_tasks("01_experiment1", "huge", {})
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--part-mib", "0.5"], "--part-mib=0.5: a pack's parts must be at least 1 MiB"),
+    (["--max-files", "0"], "--max-files=0: must be an integer >= 1"),
+    (["--max-mib", "0"], "--max-mib=0.0: must be a number of MiB > 0"),
+])
+def test_bad_pack_options_are_refused_before_any_work(extra, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(S, "run_slice", lambda *a, **k: pytest.fail("work started"))
+    assert S.main(["run", "01_experiment1", "--out", str(tmp_path), "--max-steps", "10", *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_graph_option_sets_how_chains_execute_not_their_key():
     """``--graph`` reaches every chain's configuration and leaves its record (the store's key) alone, so a
     slice in graph mode resumes an eager slice's chains and the other way round."""

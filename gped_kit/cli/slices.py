@@ -519,6 +519,17 @@ def add_pack_arguments(parser: argparse.ArgumentParser) -> None:
                         help="at most this many MiB, all parts (default: no limit)")
 
 
+def check_pack_options(args: argparse.Namespace) -> None:
+    """``ValueError`` naming the first of :func:`add_pack_arguments`' options that is out of range, before any
+    work (a part under 1 MiB, a limit that is not positive)."""
+    if not args.part_mib >= 1:
+        raise ValueError(f"--part-mib={args.part_mib!r}: a pack's parts must be at least 1 MiB")
+    if args.max_files is not None and args.max_files < 1:
+        raise ValueError(f"--max-files={args.max_files!r}: must be an integer >= 1")
+    if args.max_mib is not None and not args.max_mib > 0:
+        raise ValueError(f"--max-mib={args.max_mib!r}: must be a number of MiB > 0")
+
+
 def pack_limits(args: argparse.Namespace) -> dict[str, int | None]:
     """:func:`pack`'s ``part_bytes``, ``max_files`` and ``max_bytes`` from :func:`add_pack_arguments`' options."""
     return {"part_bytes": int(args.part_mib * MIB), "max_files": args.max_files,
@@ -547,6 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.minutes is None and args.max_steps is None:
         parser.error("give --minutes or --max-steps (or both)")
     try:
+        check_pack_options(args)
         overrides = {}
         for text in args.param:
             o = parse_override(text)

@@ -63,6 +63,7 @@ from .slices import (
     action_summary,
     add_pack_arguments,
     changed_files,
+    check_pack_options,
     deterministic_convolutions,
     next_sequence,
     pack,
@@ -234,11 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             device = "auto"
         else:
             kind, device = device_kind(args.device)[0], args.device
-            if not args.part_mib >= 1:
-                raise ValueError(f"--part-mib={args.part_mib!r}: a pack's parts must be at least 1 MiB")
-            _positive("--max-files", args.max_files, integer=True)
-            if args.max_mib is not None and not args.max_mib > 0:
-                raise ValueError(f"--max-mib={args.max_mib!r}: must be a number of MiB > 0")
+            check_pack_options(args)
             sources = resume_sources(args.resume)
     except (ValueError, PackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
