@@ -151,8 +151,8 @@ class Gaussian:
     def predictive_metrics(self, ensemble: dict[str, torch.Tensor], y: torch.Tensor) -> dict[str, float]:
         """Gaussian NLL and RMSE of the ensemble's predictive (mean E[mu], variance E[sigma^2] + Var[mu])."""
         moments = regression_moments(ensemble[self.ensemble_target])
-        return {"nll": self.predictive_nll(ensemble, y),
-                "rmse": metrics.rmse(moments.mean, y.reshape(moments.mean.shape))}
+        y = y.reshape(moments.mean.shape)
+        return {"nll": metrics.gaussian_nll(moments.mean, moments.total, y), "rmse": metrics.rmse(moments.mean, y)}
 
 
 Likelihood = Categorical | Gaussian
