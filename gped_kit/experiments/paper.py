@@ -17,12 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..core.baoa import BAOAConfig
-from ..core.options import check_int
+from ..core.options import RandomNumbers, check_int, parse_option
 from ..core.sampler import SamplerConfig, StepSchedule
 from ..core.samplers import sampler_config
 from ..core.sgld import SGLDConfig
 from ..data.experiment import DataConfig
 from ..engine import GPEDConfig, StudentConfig
+from ..engine.precision import check_matmul_precision
 from ..models.presets import ArchSpec
 from .chains import ChainTask
 
@@ -113,7 +114,11 @@ class ChainSettings:
     subset of the test set (``DataConfig.test_size``; None: all of it, as the paper). ``student_lr_warmup``
     W > 0 raises every student's learning rate over its first W updates (``StudentConfig.lr_warmup``; 0: the
     paper's recipe): a stated deviation of the short CPU profiles, whose expected-entropy students collapse
-    to predicting 0 without it (see :data:`SHORT_PROFILE_WARMUP`)."""
+    to predicting 0 without it (see :data:`SHORT_PROFILE_WARMUP`). ``matmul_precision`` and ``random_numbers``
+    are the chains' :class:`~gped_kit.engine.GPEDConfig` options of those names (defaults: float32 matrix
+    products, a ``torch.Generator`` per stream): faster options on a GPU, which a profile takes only where
+    :mod:`~gped_kit.experiments.speedups` found that its chains distil what the default's do. Each is part of a
+    chain's key only when it is not the default, so the defaults leave every stored chain's key as it was."""
 
     num_iterations: int
     burn_in: int | None
@@ -127,8 +132,12 @@ class ChainSettings:
     num_chains: int = 1
     test_size: int | None = None
     student_lr_warmup: int = 0
+    matmul_precision: str = "highest"
+    random_numbers: str | RandomNumbers = RandomNumbers.GENERATORS
 
     def __post_init__(self) -> None:
+        check_matmul_precision(self.matmul_precision, "matmul_precision")
+        object.__setattr__(self, "random_numbers", parse_option(RandomNumbers, self.random_numbers, "random_numbers"))
         if isinstance(self.sampler, str):
             object.__setattr__(self, "sampler", sampler_config(self.sampler))
         for name in ("num_iterations", "predictive_thinning", "entropy_thinning", "eval_thinning", "log_every",
@@ -187,7 +196,8 @@ def teacher_config(model: str, labelled_size: int, chain: ChainSettings, seed: i
                       burn_in=paper.burn_in if chain.burn_in is None else chain.burn_in,
                       eval_thinning=chain.eval_thinning, log_every=chain.log_every,
                       checkpoint_every=chain.checkpoint_every, seed=seed, device=device, num_snapshots=num_snapshots,
-                      num_chains=chain.num_chains)
+                      num_chains=chain.num_chains, matmul_precision=chain.matmul_precision,
+                      random_numbers=chain.random_numbers)
 
 
 def paper_shaped_lr_scale(model: str, chain: ChainSettings) -> float:
