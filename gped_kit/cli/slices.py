@@ -536,6 +536,51 @@ def pack_limits(args: argparse.Namespace) -> dict[str, int | None]:
             "max_bytes": None if args.max_mib is None else int(args.max_mib * MIB)}
 
 
+def resume_into(root: Path, sources: Sequence[Path]) -> tuple[dict[str, FileState], list[tuple[Path, dict]]]:
+    """Before a run that packs what it writes: the store's state (:func:`store_state`, taken first, so what
+    ``sources`` unpack is packed again and the newest pack holds it all) and ``sources``' manifests, after
+    unpacking them into the store at ``root`` (printed). ``PackError`` when a pack does not verify."""
+    root.mkdir(parents=True, exist_ok=True)
+    before = store_state(root)
+    previous = read_manifests(sources)
+    if sources:
+        print(f"unpacked {len(previous)} pack(s) into {root}: {action_summary(unpack(sources, root))}")
+    return before, previous
+
+
+def pack_written(root: Path, before: Mapping[str, FileState], args: argparse.Namespace, info: Mapping[str, Any],
+                 keep_final_checkpoints: bool) -> int:
+    """Pack every file of the store at ``root`` that changed since ``before`` (:func:`store_state`) into
+    ``args.pack`` with :func:`add_pack_arguments`' limits and ``info`` in the manifest: 0, or 1 when the pack is
+    over its limits. Then the complete entries and the rates are packed without the checkpoints, if that fits,
+    and the error says so (a stopped chain then starts again from an earlier pack's checkpoint, or from step 0)."""
+    files = changed_files(root, before, keep_final_checkpoints)
+    if not files:
+        print("nothing changed in the store: no pack written")
+        return 0
+    results = [f for f in files if PurePosixPath(f).name != CHECKPOINT_FILE]
+    try:
+        manifest = pack(root, files, args.pack, info, **pack_limits(args))
+        left_out = 0
+    except PackError as exc:
+        if len(results) == len(files):
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        # over the pack's limits: the complete entries and the rates come first, the checkpoints are left out
+        left_out = len(files) - len(results)
+        print(f"error: {exc}\n{left_out} checkpoint(s) left out of the pack, the complete entries and the rates "
+              "packed: the chains those checkpoints belong to lose the state they hold (a stopped chain starts "
+              "again from an earlier pack's checkpoint, or from step 0)", file=sys.stderr)
+        try:
+            manifest = pack(root, results, args.pack, info, **pack_limits(args))
+        except PackError as again:
+            print(f"error: {again}", file=sys.stderr)
+            return 1
+    names = [manifest.name] + [p["name"] for p in json.loads(manifest.read_text())["parts"]]
+    print(f"packed {len(files) - left_out} file(s) into {args.pack}: {', '.join(names)}")
+    return 1 if left_out else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -28,12 +28,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
 from collections.abc import Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import pandas as pd
 
@@ -41,7 +40,7 @@ from ..core.status import Status
 from ..experiments import registry
 from ..experiments.numerics import numerics_code
 from ..experiments.rates import RateTable, device_kind, slug
-from ..experiments.store import CHECKPOINT_FILE, ResultsStore
+from ..experiments.store import ResultsStore
 from ..experiments.units import (
     PAPER_NOTEBOOKS,
     PLANNED,
@@ -60,18 +59,13 @@ from .parameters import plain_overrides
 from .slices import (
     GRAPH_CHOICES,
     PackError,
-    action_summary,
     add_pack_arguments,
-    changed_files,
     check_pack_options,
     deterministic_convolutions,
     next_sequence,
-    pack,
-    pack_limits,
-    read_manifests,
+    pack_written,
+    resume_into,
     resume_sources,
-    store_state,
-    unpack,
     with_graph,
 )
 
@@ -242,13 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     store = ResultsStore(args.results)
     if args.command == "run":
-        store.root.mkdir(parents=True, exist_ok=True)
-        before = store_state(store.root)  # what --resume unpacks is packed again: the newest pack holds it all
-        previous = read_manifests(sources)
         try:
-            if sources:
-                print(f"unpacked {len(previous)} pack(s) into {store.root}: "
-                      f"{action_summary(unpack(sources, store.root))}")
+            before, previous = resume_into(store.root, sources)
         except PackError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -272,41 +261,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _pack(args: argparse.Namespace, overrides: dict, store: ResultsStore, before: dict, previous: list,
           report: RunReport) -> int:
-    """Pack what the run wrote into ``args.pack`` (module docstring); 0, or 1 when the pack is over its limits:
-    then the complete entries and the rates are packed without the checkpoints, if that fits, and the error
-    says so."""
+    """Pack what the run wrote into ``args.pack`` (module docstring, :func:`~gped_kit.cli.slices.pack_written`)."""
     keep = args.keep if args.keep is not None else any(o.planned.unit.needs_state for o in report.outcomes)
-    files = changed_files(store.root, before, keep)
-    if not files:
-        print("nothing changed in the store: no pack written")
-        return 0
     info = {"sequence": next_sequence(previous), "run": "units", "profile": args.profile,
             "overrides": overrides, "code": numerics_code("chain"),
             "budget": {"seconds": args.budget_s, "left_s": round(report.left_s, 1)},
             "complete": report.remaining is not None and not report.remaining.runnable,
             "units": [{"unit": o.planned.unit.name, "statuses": list(o.statuses), "seconds": round(o.seconds, 1),
                        "entries": list(o.entries)} for o in report.outcomes]}
-    results = [f for f in files if PurePosixPath(f).name != CHECKPOINT_FILE]
-    try:
-        manifest = pack(store.root, files, args.pack, info, **pack_limits(args))
-        left_out = 0
-    except PackError as exc:
-        if len(results) == len(files):
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        # over the pack's limits: the complete entries and the rates come first, the checkpoints are left out
-        left_out = len(files) - len(results)
-        print(f"error: {exc}\n{left_out} checkpoint(s) left out of the pack, the complete entries and the rates "
-              "packed: the chains those checkpoints belong to lose the state they hold (a stopped chain starts "
-              "again from an earlier pack's checkpoint, or from step 0)", file=sys.stderr)
-        try:
-            manifest = pack(store.root, results, args.pack, info, **pack_limits(args))
-        except PackError as again:
-            print(f"error: {again}", file=sys.stderr)
-            return 1
-    names = [manifest.name] + [p["name"] for p in json.loads(manifest.read_text())["parts"]]
-    print(f"packed {len(files) - left_out} file(s) into {args.pack}: {', '.join(names)}")
-    return 1 if left_out else 0
+    return pack_written(store.root, before, args, info, keep)
 
 
 def _run(args: argparse.Namespace, units: list, notes: list[str], store: ResultsStore, rates: RateTable,
