@@ -15,7 +15,11 @@
 #      counter-based random numbers (GPEDConfig(random_numbers="counter")); "batched",
 #      benchmarks/bench_batched.py (K = 1, 4, 12, 24, 48); "graph", benchmarks/bench_cuda_graph.py (a period
 #      captured by hand, the measurement that preceded the engine's graph mode);
-#   4. with the time left (less a minute for packing), the paper profile's work units, one after another in one
+#   4. the checks named in JOB_CHECKS (unset or empty: none), each `python -m gped_kit.cli.speedups OPTION`: "tf32"
+#      and "counter", whether Table 1's FCNN chain with TF32 matrix products or counter-based random numbers distils
+#      what the default's does (JOB_CHECK_STEPS steps, default 100000, seeds 0 1 2; docs/gpu.md), its chains packed
+#      into OUT_DIR beside the units' pack;
+#   5. with the time left (less a minute for packing), the paper profile's work units, one after another in one
 #      process (python -m gped_kit.cli.units run: Table 1's seeds first, then Experiment 2's grid, then the
 #      rest; each unit sized to finish), into the store JOB_RESULTS (default: results), after unpacking the
 #      packs in .device-slices/in (copy the previous job's pack there); what the run wrote is packed into
@@ -58,6 +62,13 @@ if [ $# -gt 0 ] && [[ "$1" != -* ]]; then
     exit 2
 fi
 benches="${JOB_BENCHES-${LEASE_BENCHES-engine kernels counter}}"  # set and empty: no benchmarks
+for option in ${JOB_CHECKS:-}; do
+    case "$option" in
+        tf32|counter) ;;
+        *) echo "JOB_CHECKS: the speedup checks to run, 'tf32' and/or 'counter' (python -m gped_kit.cli.speedups);" \
+                "got '$option'" >&2; exit 2 ;;
+    esac
+done
 deterministic=()
 if [ -n "${JOB_DETERMINISTIC:-${LEASE_DETERMINISTIC:-}}" ]; then deterministic=(--deterministic); fi
 out="${OUT_DIR:-${OUT:-}}"
@@ -125,6 +136,15 @@ if [[ " $benches " == *" graph "* ]]; then
     timeout 200 python3 benchmarks/bench_cuda_graph.py --device cuda --chains 1,4,24,48 --replays 10 --repeats 3
     echo "bench_cuda_graph exit $?"
 fi
+
+for option in ${JOB_CHECKS:-}; do
+    left=$(( budget - $(elapsed) - 60 ))
+    if [ "$left" -lt 60 ]; then step "no time left for the $option check ($left s)"; continue; fi
+    step "speedup check $option, at most $left s: python -m gped_kit.cli.speedups $option"
+    python3 -m gped_kit.cli.speedups "$option" --steps "${JOB_CHECK_STEPS:-100000}" --results "${JOB_RESULTS:-results}" \
+        --graph "$unit_graph" --budget-s "$left" --pack "$out"
+    echo "speedups $option exit $?"
+done
 
 left=$(( budget - $(elapsed) - 60 ))
 if [ "$left" -ge 60 ]; then

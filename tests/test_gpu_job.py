@@ -1,4 +1,4 @@
-"""device/gpu_job.sh, one GPU job's command: after the tests and benchmarks it runs the paper's work units in one
+"""device/gpu_job.sh, one GPU job's command: after the tests, benchmarks and the speedup checks named in JOB_CHECKS it runs the paper's work units in one
 process (``units run``) with the time left, resumed from the previous job's pack and packed into the output
 folder; the options given after the budget go to ``units run`` as they are, a bare word (a notebook, as the job
 once took) is refused before any work, and the wall-time budget is the user's, given, never a default.
@@ -52,7 +52,7 @@ def stand_ins(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
     env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}", "OUT_DIR": str(out),
            "STUB_CALLS": str(calls), "JOB_BENCHES": ""}
     for old in ("OUT", "LEASE_BENCHES", "LEASE_GRAPH", "LEASE_DETERMINISTIC", "JOB_GRAPH", "JOB_DETERMINISTIC",
-                "JOB_RESULTS", "JOB_TESTS"):
+                "JOB_RESULTS", "JOB_TESTS", "JOB_CHECKS", "JOB_CHECK_STEPS"):
         env.pop(old, None)
     return env, out, calls
 
@@ -129,3 +129,26 @@ def test_job_tests_0_skips_the_cuda_tests_and_leaves_graph_mode_on_auto(tmp_path
 def test_job_deterministic_passes_the_flag(tmp_path):
     _, (args,), _ = job(tmp_path, "200", JOB_DETERMINISTIC="1")
     assert "--deterministic" in args
+
+
+def test_job_checks_run_the_speedup_checks_before_the_units_and_pack_beside_them(tmp_path):
+    log, calls, out = job(tmp_path, "600", JOB_CHECKS="tf32 counter", JOB_CHECK_STEPS="20000", JOB_GRAPH="off")
+    checks = [a for a in calls if a[1] == "gped_kit.cli.speedups"]
+    assert sorted(a[2] for a in checks) == ["counter", "tf32"] and len(calls) == 3
+    for args in checks:
+        assert option(args, "--steps") == "20000" and option(args, "--graph") == "off"
+        assert option(args, "--pack") == str(out) and option(args, "--results") == "results"
+        assert 525 <= int(option(args, "--budget-s")) <= 540
+    assert log.index("speedup check tf32") < log.index("speedup check counter") < log.index("work units")
+    assert "speedups tf32 exit 0" in log and "units exit 0" in log
+
+
+def test_job_checks_default_to_none_and_take_only_the_checks_names(tmp_path):
+    _, calls, _ = job(tmp_path, "600")
+    assert [a[1] for a in calls] == ["gped_kit.cli.units"]
+    (tmp_path / "again").mkdir()
+    env, out, calls = stand_ins(tmp_path / "again")
+    done = subprocess.run(["bash", "device/gpu_job.sh", "600"], cwd=tmp_path / "again",
+                          env={**env, "JOB_CHECKS": "tf32 bf16"}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "JOB_CHECKS" in done.stderr and "got 'bf16'" in done.stderr
+    assert not list(calls.iterdir()) and not list(out.iterdir())
