@@ -7,7 +7,7 @@ the host; the kit's momentum samplers with a varying step size replay) and the e
 ``graph=True`` without CUDA. On CUDA (skipped without): graph == eager over several periods with
 U_s and U_o students, a dropout student and a learning-rate halving; momentum samplers with
 polynomial and cyclical step sizes (one chain, a batch, a pooled teacher); counter-based random numbers and
-SGLD's fused update (the same numbers as its element-wise one); a run checkpointed after
+SGLD's fused update (the same numbers as its element-wise one); TF32 products; a run checkpointed after
 replays resumes bit-identically; no host synchronisation inside a period.
 """
 
@@ -321,3 +321,18 @@ def test_the_fused_sgld_update_replays_as_it_steps_and_moves_no_number(schedule,
     assert fused.setup.fused_update is not None and fused.setup.fused_update.update.compiled
     assert element_wise.setup.fused_update is None
     assert all(torch.equal(a, b) for a, b in zip(state(fused), state(element_wise)))
+
+
+@needs_cuda
+def test_tf32_replays_as_it_steps_and_changes_the_teachers_numbers():
+    """``matmul_precision="tf32"``: the teacher's products are captured with their precision (periods replay and
+    equal eager TF32 steps bit for bit, one chain and a batch of three with a dropout student), and on a GPU with
+    TF32 tensor cores (compute capability 8 and up) they change the chain's numbers: else the option would be a
+    no-op that the speedup check (gped_kit.experiments.speedups) reports as "identical"."""
+    sampler = SGLDConfig(step_size=1e-3, batch_size=25)
+    assert_replays_as_it_steps(sampler, matmul_precision="tf32")
+    if torch.cuda.get_device_capability()[0] >= 8:
+        tf32, fp32 = batch_of(sampler, False, 1, matmul_precision="tf32"), batch_of(sampler, False, 1)
+        run_engine(tf32)
+        run_engine(fp32)
+        assert not all(torch.equal(a, b) for a, b in zip(state(tf32), state(fp32)))
