@@ -1,7 +1,8 @@
-"""device/gpu_job.sh, one GPU job's command: after the tests, benchmarks and the speedup checks named in JOB_CHECKS it runs the paper's work units in one
-process (``units run``) with the time left, resumed from the previous job's pack and packed into the output
-folder; the options given after the budget go to ``units run`` as they are, a bare word (a notebook, as the job
-once took) is refused before any work, and the wall-time budget is the user's, given, never a default.
+"""device/gpu_job.sh, one GPU job's command: after the tests, the benchmarks and the speedup checks named in
+JOB_CHECKS, it runs the paper's work units in one process (``units run``) with the time left, resumed from the
+previous job's pack and packed into the output folder; the options given after the budget go to ``units run`` as
+they are, a bare word (a notebook, as the job once took) is refused before any work, and the wall-time budget is
+the user's, given, never a default.
 
 The GPU node's programs are stood in for: ``device/install.sh`` by a script that does nothing, ``nvidia-smi``
 and ``python3 -m gped_kit.cli.units`` by scripts that record their arguments (the run writes a file into its
