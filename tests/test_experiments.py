@@ -253,6 +253,19 @@ def test_experiment1_table_averages_seeds_and_says_whether_the_paper_lies_within
         ("fcnn", 10), ("cnn_mnist", 10), ("fcnn", 11), ("cnn_mnist", 11), ("fcnn", 12), ("cnn_mnist", 12)]
 
 
+def test_the_entropy_skill_finding_passes_only_students_known_to_beat_the_best_constant():
+    def table(*skills: float) -> pd.DataFrame:
+        return pd.DataFrame({"model": ["fcnn", "cnn_mnist", "cnn_cifar10"][:len(skills)],
+                             "entropy_mae": [0.07] * len(skills), "entropy_mae_skill": list(skills)})
+
+    assert E1.entropy_skill_finding(table(0.07, 0.06)) is True
+    assert E1.entropy_skill_finding(table(0.07, 0.0024)) is False  # a CNN student that learned next to nothing
+    assert E1.entropy_skill_finding(table(0.07, 0.06, 0.0)) is True  # CIFAR-10 is not an MNIST model
+    assert E1.entropy_skill_finding(table(0.07, float("nan"))) == "skill not stored for cnn_mnist"
+    assert E1.entropy_skill_finding(table(0.07).drop(columns="entropy_mae_skill")) == "skill not stored for fcnn"
+    assert E1.entropy_skill_finding(table(0.07).assign(entropy_mae=float("nan"))) == "no entropy student stored"
+
+
 def test_teacher_caption_reads_the_sampler_chains_and_length_from_the_settings():
     base = ChainSettings(num_iterations=5_000, burn_in=None, predictive_thinning=2, entropy_thinning=2,
                          eval_thinning=50, log_every=500, checkpoint_every=1_000)

@@ -32,6 +32,7 @@ from .analysis import (
     TABLE1,
     TABLE1_METRICS,
     TABLE1_PROFILES,
+    entropy_skill_finding,
     estimator_gap,
     estimator_gap_text,
     experiment1_table,
@@ -47,4 +48,4 @@ __all__ = ["EXPERIMENT", "PROFILES", "Experiment1Settings", "experiment1_tasks",
            "TABLE1_PROFILES", "PAPER_TABLE1", "CALIBRATION_TABLE", "ESTIMATOR_GAP_TABLE", "estimator_gap",
            "estimator_gap_text", "gpu_student_nll", "gpu_table1", "GPU_TABLE1", "ESTIMATOR_ABLATION", "ablation_for",
            "ESTIMATOR_ABLATION_TABLE", "EstimatorAblation", "ablation_gaps", "ablation_summary",
-           "ablation_text", "estimator_ablation", "paper_gap"]
+           "ablation_text", "estimator_ablation", "paper_gap", "entropy_skill_finding"]
