@@ -262,7 +262,8 @@ def _evidence(profile="default", steps=5_000, seeds=1, chains=1):
 
 def test_the_verdict_counts_gpeds_own_claims_once_in_the_named_default_profile(tmp_path):
     long = _evidence("long", 16_000, 1, 4)
-    rows = [V.Claim("a", "yes", "1", "1", "w", evidence=_evidence(steps=2_000, seeds=3)),
+    rows = [V.Claim("a", "yes", "1", "1", "w", long="—", long_verdict="no evidence (below the floor)",
+                    evidence=_evidence(steps=2_000, seeds=3), long_evidence=long),
             V.Claim("b", "partly (agree in 1 of 2 cells)", "1", "1", "w", long="yes: 1", long_verdict="yes",
                     evidence=_evidence(), long_evidence=long),
             V.Claim("c", "no", "1", "1", "w", long="no: 1", long_verdict="no", evidence=_evidence(),
@@ -275,7 +276,8 @@ def test_the_verdict_counts_gpeds_own_claims_once_in_the_named_default_profile(t
             V.Claim("thesis", "partly", "6 of 9 claims hold; not: x", "1", "w", evidence=_evidence(), kind=V.THESIS),
             V.Claim("(ours) d", "—", "1", "1", "w", evidence=_evidence(), kind=V.OURS),
             V.Claim("e", "not comparable (no OOD set in common; on ours GPED leads in 9 of 16 cells)", "9 of 16",
-                    "x", "w", evidence=_evidence()), V.Claim("f", "not run", "—", "x", "w")]
+                    "x", "w", long="yes: 1", long_verdict="yes", evidence=_evidence(), long_evidence=long),
+            V.Claim("f", "not run", "—", "x", "w")]
     figures = tmp_path / "figures"
     figures.mkdir()
     text = R.render_verdict(rows, figures)
@@ -283,8 +285,9 @@ def test_the_verdict_counts_gpeds_own_claims_once_in_the_named_default_profile(t
     assert "(3, each counted once), **1 hold, 1 hold partly and 1 do not** in the default profile." in text
     assert ("That profile: a CPU, chains of T = 2,000 to 5,000 steps, 1 to 3 seeds; 1 more claim cannot be "
             "compared and 1 is not run.") in text
-    assert "The `long` profile (also a CPU: 4 pooled chains of T = 16,000) judges 2 of GPED's claims; 1 of its " \
-           "verdicts differs from the default's." in text
+    # a row without a verdict in `long` is not one it judges; a change counts only between two verdicts
+    assert ("The `long` profile (also a CPU: 4 pooled chains of T = 16,000) judges 3 of GPED's claims (1 more: no "
+            "evidence or not comparable); 1 of the 2 judged in both differs from the default's.") in text
     assert ("Reported apart, each with its own verdict: the Hydra paper's order of test NLLs, partly in the default "
             "profile (`long`: yes); Papamakarios' thesis, partly (6 of 9 claims hold).") in text
     assert "At the paper's length" not in text and "reason" not in text  # no GPU history, no cpu30 table

@@ -414,6 +414,25 @@ def reason_line(figures: Path) -> str | None:
     return None
 
 
+def long_line(counted: list[Claim], cpu: str) -> str | None:
+    """How the ``long`` profile changes GPED's claims: how many it judges (a verdict of :data:`JUDGED`; a row it
+    shows as no evidence or not comparable is not a judgement), and, of the claims judged in both profiles, how
+    many verdicts differ from the default's. None where no row has a ``long`` verdict."""
+    long = [r for r in counted if r.long_verdict != "—"]
+    if not long:
+        return None
+    judged = [r for r in long if verdict_word(r.long_verdict) in JUDGED]
+    both = [r for r in judged if verdict_word(r.verdict) in JUDGED]
+    changed = sum(verdict_word(r.long_verdict) != verdict_word(r.verdict) for r in both)
+    e = next((r.long_evidence for r in long if r.long_evidence is not None), None)
+    chains = f": {e.chains} pooled chains of T = {e.steps:,}" if e is not None and e.steps else ""
+    unjudged = len(long) - len(judged)
+    rest = f" ({unjudged} more: no evidence or not comparable)" if unjudged else ""
+    return (f"The `long` profile (also {cpu}{chains}) judges {len(judged)} of GPED's claims{rest}; "
+            f"{changed} of the {len(both)} judged in both {'differs' if changed == 1 else 'differ'} from the "
+            "default's.")
+
+
 def render_verdict(rows: list[Claim], figures: Path) -> str:
     """The lines under the README's title: how many of GPED's own claims (:data:`GPED` rows: not the Hydra
     paper's, the thesis', preconditions, our own studies, nor a claim again in another profile) hold, partly
@@ -440,13 +459,8 @@ def render_verdict(rows: list[Claim], figures: Path) -> str:
     for line in (below_floor_line(Path(figures)), experiment3_below_floor_line(Path(figures))):
         if line is not None:
             lines.append(line)
-    long = [r for r in counted if r.long_verdict != "—"]
-    if long:
-        changed = sum(verdict_word(r.long_verdict) != verdict_word(r.verdict) for r in long)
-        e = next((r.long_evidence for r in long if r.long_evidence is not None), None)
-        chains = f": {e.chains} pooled chains of T = {e.steps:,}" if e is not None and e.steps else ""
-        lines.append(f"The `long` profile (also {cpu}{chains}) judges {len(long)} of GPED's claims; "
-                     f"{changed} of its verdicts {'differs' if changed == 1 else 'differ'} from the default's.")
+    if (line := long_line(counted, cpu)) is not None:
+        lines.append(line)
     apart = []
     for r in rows:
         if r.kind in (HYDRA, THESIS):
