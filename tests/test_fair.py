@@ -151,7 +151,13 @@ def test_readme_rows_judge_only_a_fair_win(tmp_path, tables_recorded):
     # without a fair table: a group student's win over an untuned base is no evidence
     beat, small = search_rows(tmp_path)
     (entropy,) = entropy_rows(tmp_path)
-    assert beat.verdict == UNFAIR and entropy.verdict == UNFAIR and small.verdict == "no"
+    assert beat.verdict == UNFAIR and entropy.verdict == UNFAIR
+    # no pruned student that small: nothing to judge the claim on, which is not a failure of it
+    assert small.verdict == "not comparable (no pruned student at <= 50% of the base's FLOPs)"
+    _vs_paper(tmp_path, "student_nll", "group l1/l2 + pruning", 0.50, 0.58, small=0.70)
+    assert search_rows(tmp_path)[1].verdict == "no"  # more than 10% above the base: a loss stands
+    _vs_paper(tmp_path, "student_nll", "group l1/l2 + pruning", 0.50, 0.58, small=0.60)
+    assert search_rows(tmp_path)[1].verdict == UNFAIR  # within 10% of an untuned base: no evidence
     # a win by a wider grid student (treated as the base was) stands without it
     _vs_paper(tmp_path, "student_nll", "exhaustive search", 0.50, 0.58)
     assert search_rows(tmp_path)[0].verdict == "yes"

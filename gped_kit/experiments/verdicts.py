@@ -170,6 +170,8 @@ WITHIN = 0.10
 
 #: The verdict word for a value closer to a bound (or to another value) than the measured spread of runs.
 NOT_SEPARABLE = "not separable"
+#: The verdict word for a claim the results have nothing to set against (e.g. no student of the size it is about).
+NOT_COMPARABLE = "not comparable"
 
 
 def within(ours: float, paper: float, tolerance: float = WITHIN) -> bool:

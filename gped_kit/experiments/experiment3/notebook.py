@@ -28,7 +28,16 @@ from ..frame import (
 )
 from ..paper import paper_model
 from ..store import ResultsStore
-from ..verdicts import MODELS, SKILL_FLOOR, Claim, artifact_table, link, profile_evidence, verdict
+from ..verdicts import (
+    MODELS,
+    NOT_COMPARABLE,
+    SKILL_FLOOR,
+    Claim,
+    artifact_table,
+    link,
+    profile_evidence,
+    verdict,
+)
 from .artifacts import ARTIFACTS, CHECKS
 from .pareto import METHODS, METRICS, metric_rows, search_candidates
 from .report import experiment3_comparison
@@ -162,21 +171,34 @@ def _fair(figures: Path, profile: str) -> pd.DataFrame | None:
     return t.set_index(["model", "metric"]) if t is not None and len(t) else None
 
 
+#: Why a model's small-student claim is :data:`~gped_kit.experiments.verdicts.NOT_COMPARABLE`.
+NONE_THAT_SMALL = "no pruned student at <= 50% of the base's FLOPs"
+
+
 def _fair_verdict(results: list[tuple[str, str]], fair_stored: bool) -> str:
-    """The verdict over models from each one's ``yes`` / ``no`` / ``no evidence``: counted over those with
-    evidence, the rest named as no evidence and why (a student below the skill floor where the fair comparison
-    is stored, else its absence: :data:`UNFAIR_REASON`)."""
-    judged = [v for _, v in results if v in ("yes", "no")]
-    unjudged = len(results) - len(judged)
+    """The verdict over models from each one's ``yes`` / ``no`` / ``no evidence`` / ``not comparable``: counted
+    over those judged, the rest named with their reason: no evidence (a student below the skill floor where the
+    fair comparison is stored, else its absence: :data:`UNFAIR_REASON`), not comparable (:data:`NONE_THAT_SMALL`:
+    nothing of the size the claim is about, which is no failure of the claim)."""
+    words = [v for _, v in results]
+    judged = [v for v in words if v in ("yes", "no")]
     why = "a student below the skill floor" if fair_stored else UNFAIR_REASON
+    no_evidence, none_small = words.count("no evidence"), words.count(NOT_COMPARABLE)
     if not judged:
-        return f"no evidence ({why})"
-    return verdict(judged.count("yes"), len(judged)) + (f" ({unjudged} no evidence: {why})" if unjudged else "")
+        if not none_small:
+            return f"no evidence ({why})"
+        if not no_evidence:
+            return f"{NOT_COMPARABLE} ({NONE_THAT_SMALL})"
+        return f"no evidence ({no_evidence} no evidence: {why}; {none_small} {NOT_COMPARABLE}: {NONE_THAT_SMALL})"
+    notes = ([f"{no_evidence} no evidence: {why}"] if no_evidence else []) + (
+        [f"{none_small} {NOT_COMPARABLE}: {NONE_THAT_SMALL}"] if none_small else [])
+    return verdict(judged.count("yes"), len(judged)) + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
     """Rule: a searched student has a lower test NLL than the base student (the teacher's architecture);
-    and a pruned student at most half the base's FLOPs loses at most 10% NLL against the base.
+    and a pruned student at most half the base's FLOPs loses at most 10% NLL against the base (not comparable
+    where no pruned student is that small: :data:`NONE_THAT_SMALL`).
 
     Judged fairly (:mod:`.fair`): where the profile's fair comparison is stored, the best of both searches
     fine-tuned alike without dropout against the base student fine-tuned the same way. Without it, a win by a group
@@ -211,10 +233,12 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
             small_text += (f"; fine-tuned alike: {float(half):.4f}" if pd.notna(half) else "; fine-tuned alike: none "
                            "that small") + f" vs base {float(f['base_finetuned']):.4f}"
             beat.append((model, beat_word, text, *paper))
-            small.append((model, ("yes" if small_ok else "no") if skilled else "no evidence", small_text))
+            small.append((model, "no evidence" if not skilled else NOT_COMPARABLE if pd.isna(half)
+                          else "yes" if small_ok else "no", small_text))
         else:
             beat.append((model, "no evidence" if wins and by_group else ("yes" if wins else "no"), text, *paper))
-            small.append((model, "no evidence" if ok else "no", small_text))
+            none_small = small_value in ("—", None) or pd.isna(small_value)
+            small.append((model, NOT_COMPARABLE if none_small else "no evidence" if ok else "no", small_text))
     if not beat:
         return []
     paper = "; ".join(f"{MODELS[m]} ≈{b} vs {base} at {fl}× FLOPs (teacher {te})" for m, _, _, b, base, fl, te in beat
