@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from gped_kit.experiments import claims
+from gped_kit.experiments.experiment2.notebook import _left_out, readme_rows
 
 
 def test_winner_knows_which_direction_is_better_and_reports_ties_and_gaps():
@@ -27,6 +28,13 @@ def test_compare_labels_each_cell_and_never_counts_a_missing_side_as_agreement()
                                          claims.PAPER_ONLY, claims.PAPER_TIE]})
     assert claims.agreement_text(cells) == "agree in 2 of 3 cells compared"
     assert claims.agreement_text(cells.iloc[3:]) == "no cell in common"
+    left_out = pd.concat([cells, pd.DataFrame({"comparison": [claims.NOT_SEPARABLE, claims.NO_EVIDENCE,
+                                                              claims.NOT_SEPARABLE]})])
+    assert claims.agreement_text(left_out) == "agree in 2 of 3 cells compared; 2 not separable; 1 no evidence"
+    assert claims.agreement_text(left_out.iloc[-1:]) == "agree in 0 of 0 cells compared; 1 not separable"
+    # the README's rows read those counts back
+    assert [_left_out(claims.agreement_text(left_out), w) for w in ("not separable", "no evidence")] == [2, 1]
+    assert _left_out("agree in 2 of 3 cells compared", "not separable") == 0
 
 
 def test_count_and_seed_texts():
@@ -84,3 +92,23 @@ def test_trend_cells_list_every_comparison_with_its_outcome():
     one = claims.trend_cells(_cells()[lambda d: d["labelled_size"] == 10_000])
     assert "teacher NLL falls with more labelled data" not in set(one["trend"])
     assert claims.trend_cells(pd.DataFrame(columns=["model"])).empty
+
+
+def _trends(path, profile: str, agree: str, seeds: str) -> None:
+    pd.DataFrame([{"model": "fcnn", "trend": "teacher NLL falls with more labelled data", "ours": "2 of 2",
+                   "paper": "2 of 2", "agree": agree, "seeds": seeds, "unstable_cells": 1, "holds": True,
+                   "paper_statement": "yes, for every masking rate"}]).to_csv(
+        path / f"experiment2_mnist_trends_{profile}.csv", index=False)
+
+
+def test_exp2_rows_judge_on_three_seeds_where_stored_and_name_what_they_leave_out(tmp_path, tables_recorded):
+    _trends(tmp_path, "default", "agree in 2 of 3 cells compared", "2 of 3 (one seed)")
+    (row,) = readme_rows(tmp_path)
+    assert row.verdict == "partly (agree in 2 of 3 cells)" and str(row.evidence) == "default, T = 5,000, one seed"
+    # three seeds stored: their outcomes, with the one the seeds cannot tell apart named and not compared
+    _trends(tmp_path, "seeds", "agree in 2 of 2 cells compared; 1 not separable; 1 no evidence",
+            "2 of 2 in 3 of 3 seeds")
+    (row,) = readme_rows(tmp_path)
+    assert row.verdict == "yes (agree in 2 of 2 cells; 1 not separable; 1 no evidence)"
+    assert str(row.evidence) == "default, T = 5,000, 3 seeds" and "per seed: FCNN 2 of 2 in 3 of 3 seeds" in row.ours
+    assert "experiment2_mnist_trends_seeds.md" in row.where

@@ -27,11 +27,15 @@ from ..core.targets import SKILL_FLOOR
 OUTCOMES = ("GPED", "EnD2", "tie")
 #: Comparison labels of one cell.
 AGREE, DISAGREE, PAPER_TIE, OURS_ONLY, PAPER_ONLY = "agree", "disagree", "paper tie", "ours only", "paper only"
+#: A comparison of ours whose outcome lies within the seeds' spread of it (its margin, :func:`trend_cells`, smaller
+#: than the margin's standard deviation over the seeds): the seeds cannot tell whether it holds, so it is neither
+#: agreement nor disagreement, never counted (the word of :data:`~gped_kit.experiments.verdicts.NOT_SEPARABLE`).
+NOT_SEPARABLE = "not separable"
 #: A comparison of ours that involves a student below the skill floor (it learnt nothing measurable, so a
 #: shape or an order of its errors is one a constant prediction also draws): neither agreement nor
 #: disagreement, never counted.
 NO_EVIDENCE = "no evidence"
-COMPARISONS = (AGREE, DISAGREE, PAPER_TIE, OURS_ONLY, PAPER_ONLY, NO_EVIDENCE)
+COMPARISONS = (AGREE, DISAGREE, PAPER_TIE, OURS_ONLY, PAPER_ONLY, NO_EVIDENCE, NOT_SEPARABLE)
 
 
 #: The seeds a profile names to get every count with its spread over three chains (issue 27):
@@ -85,14 +89,16 @@ def count_text(k: int, n: int) -> str:
 
 def agreement_text(cells: pd.DataFrame) -> str:
     """``"agree in a of c cells compared"`` from a per-cell table with a ``comparison`` column, followed by
-    ``"; n no evidence"`` when comparisons rest on a student below the skill floor (not compared), or ``"no cell
-    in common"`` when no cell has both outcomes and none is no evidence (paper ties are not compared)."""
+    ``"; k not separable"`` when outcomes of ours lie within the seeds' spread and ``"; n no evidence"`` when
+    comparisons rest on a student below the skill floor (neither compared), or ``"no cell in common"`` when no cell
+    has both outcomes and none is left out so (paper ties are not compared)."""
     compared = cells["comparison"].isin([AGREE, DISAGREE])
+    near = int((cells["comparison"] == NOT_SEPARABLE).sum())
     unskilled = int((cells["comparison"] == NO_EVIDENCE).sum())
-    if not compared.any() and not unskilled:
+    if not compared.any() and not unskilled and not near:
         return "no cell in common"
     text = f"agree in {count_text((cells['comparison'] == AGREE).sum(), compared.sum())} cells compared"
-    return text + (f"; {unskilled} no evidence" if unskilled else "")
+    return text + (f"; {near} not separable" if near else "") + (f"; {unskilled} no evidence" if unskilled else "")
 
 
 def seed_counts_text(counts: Mapping[int, int], n: int) -> str:
@@ -135,7 +141,7 @@ TRENDS: tuple[tuple[str, str], ...] = (
 )
 #: Columns of :func:`trend_cells`; ``setting`` names the comparison and is the key to join on.
 TREND_CELL_COLUMNS = ("model", "trend", "setting", "estimator", "labelled_size", "mask_size", "metric", "holds",
-                      "no_evidence")
+                      "margin", "no_evidence")
 
 
 def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +155,10 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
     the NLL gap falls from the smallest to the largest N at each m; the NLL gap and the entropy
     MAE peak at a moderate m at each (estimator, N) (the largest value at neither the smallest nor
     the largest m; needs three m); U_o is at least as good as U_s (<=) at each (N, m) for the gap
-    and the MAE. A comparison with a missing value does not hold. ``setting`` names what is
+    and the MAE. A comparison with a missing value does not hold. ``margin``: how far the values are from the
+    rule's boundary, positive where it holds (falls: first - last; rises: the smallest step up; peaks: the
+    largest inner value less the larger end value; U_o against U_s: U_s - U_o; NaN with a missing value), so the
+    seeds' spread of it says whether they can tell the outcome. ``setting`` names what is
     compared (e.g. ``"m=15, N 10000 -> 60000"``): two tables' rows are the same comparison when
     (model, trend, setting) match. ``no_evidence``: a cell the comparison reads has a student below the
     skill floor (``<metric>_skill`` < :data:`~gped_kit.core.targets.SKILL_FLOOR`, where the table has that
@@ -163,20 +172,23 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
                                                                df[f"{metric}_skill"]) if k < SKILL_FLOOR}
                      for metric in ("nll_gap", "entropy_mae") if f"{metric}_skill" in df}
 
-        def add(trend: str, setting: str, holds: object, estimator: str | None = None, n: int | None = None,
-                m: int | None = None, metric: str | None = None, reads: Sequence[tuple] = ()) -> None:
+        def add(trend: str, setting: str, holds: object, margin: float, estimator: str | None = None,
+                n: int | None = None, m: int | None = None, metric: str | None = None,
+                reads: Sequence[tuple] = ()) -> None:
             rows.append({"model": model, "trend": trend, "setting": setting, "estimator": estimator,
                          "labelled_size": n, "mask_size": m, "metric": metric, "holds": bool(holds),
+                         "margin": float(margin),
                          "no_evidence": any(cell in unskilled.get(metric, ()) for cell in reads)})
 
         if len(sizes) > 1:
             for m in masks:
-                falls = teacher.loc[sizes[-1], m] < teacher.loc[sizes[0], m]
-                add(names[0], f"m={m}, N {sizes[0]} -> {sizes[-1]}", falls, m=m, metric="teacher_nll")
+                margin = teacher.loc[sizes[0], m] - teacher.loc[sizes[-1], m]
+                add(names[0], f"m={m}, N {sizes[0]} -> {sizes[-1]}", margin > 0, margin, m=m, metric="teacher_nll")
         if len(masks) > 1:
             for n in sizes:
+                steps = teacher.loc[n].diff().iloc[1:]
                 add(names[1], f"N={n}, m {' -> '.join(map(str, masks))}", teacher.loc[n].is_monotonic_increasing,
-                    n=n, metric="teacher_nll")
+                    steps.min() if steps.notna().all() else math.nan, n=n, metric="teacher_nll")
         gap = df.pivot_table(index=["estimator", "labelled_size"], columns="mask_size", values="nll_gap")
         if len(sizes) > 1:
             for e in sorted(set(df["estimator"])):
@@ -185,8 +197,8 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
                 for m in masks:
                     last = gap.loc[(e, sizes[-1]), m] if (e, sizes[-1]) in gap.index and m in gap else math.nan
                     first = gap.loc[(e, sizes[0]), m] if m in gap else math.nan
-                    add(names[2], f"{e}, m={m}, N {sizes[0]} -> {sizes[-1]}", last < first, estimator=e, m=m,
-                        metric="nll_gap", reads=[(e, sizes[0], m), (e, sizes[-1], m)])
+                    add(names[2], f"{e}, m={m}, N {sizes[0]} -> {sizes[-1]}", last < first, first - last, estimator=e,
+                        m=m, metric="nll_gap", reads=[(e, sizes[0], m), (e, sizes[-1], m)])
         mae = df.pivot_table(index=["estimator", "labelled_size"], columns="mask_size", values="entropy_mae")
         for name, table, metric in ((names[3], gap, "nll_gap"), (names[4], mae, "entropy_mae")):
             if len(masks) <= 2:
@@ -194,7 +206,8 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
             for e, n in table.index:
                 values = table.loc[(e, n)]
                 if values.notna().all():
-                    add(name, f"{e}, N={n}", values.idxmax() not in (masks[0], masks[-1]), estimator=e, n=n,
+                    margin = values[masks[1:-1]].max() - max(values[masks[0]], values[masks[-1]])
+                    add(name, f"{e}, N={n}", values.idxmax() not in (masks[0], masks[-1]), margin, estimator=e, n=n,
                         metric=metric, reads=[(e, n, m) for m in masks])
         if {"U_o", "U_s"} <= set(df["estimator"]):
             both = df.pivot_table(index=["labelled_size", "mask_size"], columns="estimator",
@@ -204,8 +217,8 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
                     continue
                 pair = both[metric].dropna()
                 for (n, m), row in pair.iterrows():
-                    add(names[5], f"N={n}, m={m}, {metric}", row["U_o"] <= row["U_s"], n=n, m=m, metric=metric,
-                        reads=[("U_o", n, m), ("U_s", n, m)])
+                    add(names[5], f"N={n}, m={m}, {metric}", row["U_o"] <= row["U_s"], row["U_s"] - row["U_o"], n=n,
+                        m=m, metric=metric, reads=[("U_o", n, m), ("U_s", n, m)])
     if not rows:
         return pd.DataFrame(columns=list(TREND_CELL_COLUMNS))
     out = pd.DataFrame(rows, columns=list(TREND_CELL_COLUMNS)).astype({"labelled_size": "Int64", "mask_size": "Int64"})

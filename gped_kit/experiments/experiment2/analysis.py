@@ -16,6 +16,7 @@ from ..claims import (
     AGREE,
     DISAGREE,
     NO_EVIDENCE,
+    NOT_SEPARABLE,
     TRENDS,
     agreement_text,
     compare,
@@ -24,7 +25,7 @@ from ..claims import (
     seed_spread,
     trend_cells,
 )
-from ..verdicts import student_skill
+from ..verdicts import separable, student_skill
 from .artifacts import MNIST_ARTIFACTS
 
 #: The trend tables notebook 02 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's rows
@@ -318,20 +319,27 @@ def experiment2_trend_cells_compared(results: pd.DataFrame) -> pd.DataFrame:
     the same masks: :func:`~gped_kit.experiments.paper_tables.experiment2_trend_outcomes`).
     ``comparison``: ``agree`` / ``disagree``; ``ours only`` where the paper has no such cell (a
     size or mask it did not print); ``no evidence`` where ours reads a student below the skill floor
-    (``no_evidence``, on the cells averaged over seeds: the lowest skill of any seed). Keyed by (model,
-    trend, setting)."""
+    (``no_evidence``, on the cells averaged over seeds: the lowest skill of any seed); ``not separable`` where
+    ours is within the seeds' spread: the ``margin`` of the comparison on the cells averaged over seeds
+    (:func:`~gped_kit.experiments.claims.trend_cells`) is smaller than its standard deviation over the seeds
+    (``margin_spread``; :func:`~gped_kit.experiments.verdicts.separable`; unknown with one seed, so every outcome
+    counts then). Keyed by (model, trend, setting)."""
     keys = list(TREND_COMPARISON_KEYS)
     cells = experiment2_cells(results)
     ours = trend_cells(cells)
-    columns = [*keys, "estimator", "labelled_size", "mask_size", "metric", "holds", "no_evidence", "seeds",
-               "holds_by_seed", "seed_stable", "holds_paper", "table", "comparison"]
+    columns = [*keys, "estimator", "labelled_size", "mask_size", "metric", "holds", "margin", "margin_spread",
+               "no_evidence", "seeds", "holds_by_seed", "seed_stable", "holds_paper", "table", "comparison"]
     if ours.empty:
         return pd.DataFrame(columns=columns)
     per_seed = []
     for seed, part in _per_seed(results).items():
         per_seed.append(trend_cells(experiment2_cells(part)).assign(seed=seed))
-    spread = seed_spread(pd.concat(per_seed, ignore_index=True).assign(ours=lambda d: d["holds"].map(str)), keys)
+    seeds_cells = pd.concat(per_seed, ignore_index=True)
+    spread = seed_spread(seeds_cells.assign(ours=lambda d: d["holds"].map(str)), keys)
     spread = spread.rename(columns={"ours_by_seed": "holds_by_seed"})
+    margins = (seeds_cells.groupby(keys, sort=False)["margin"]
+               .agg(margin_spread=lambda m: m.std(ddof=1) if m.notna().sum() > 1 else math.nan).reset_index())
+    spread = spread.merge(margins, on=keys, how="left")
     papers = []
     for model in sorted(set(cells["model"])):
         if model not in paper_tables.MODELS:
@@ -343,8 +351,10 @@ def experiment2_trend_cells_compared(results: pd.DataFrame) -> pd.DataFrame:
              if papers else pd.DataFrame(columns=[*keys, "holds_paper", "table"]))
     out = ours.merge(spread, on=keys, how="left").merge(paper, on=keys, how="left")
     out["holds_paper"] = out["holds_paper"].astype(object)
-    out["comparison"] = [NO_EVIDENCE if skip else compare(str(bool(a)), str(bool(b)) if pd.notna(b) else None)
-                         for a, b, skip in zip(out["holds"], out["holds_paper"], out["no_evidence"])]
+    out["comparison"] = [NO_EVIDENCE if skip else NOT_SEPARABLE if not separable(margin, sd)
+                         else compare(str(bool(a)), str(bool(b)) if pd.notna(b) else None)
+                         for a, b, skip, margin, sd in zip(out["holds"], out["holds_paper"], out["no_evidence"],
+                                                           out["margin"], out["margin_spread"])]
     return out[columns]
 
 
@@ -368,14 +378,15 @@ def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
             mine = cells[(cells["model"] == model) & (cells["trend"] == trend)]
             n = len(mine)
             compared = mine[mine["comparison"].isin([AGREE, DISAGREE])]
-            evidence = mine[~mine["no_evidence"].astype(bool)]
-            counted = set(evidence["setting"])  # each seed counts the comparisons the seeds' mean has evidence for
+            evidence = mine[~mine["no_evidence"].astype(bool) & (mine["comparison"] != NOT_SEPARABLE)]
+            near = int((mine["comparison"] == NOT_SEPARABLE).sum())
+            counted = set(evidence["setting"])  # each seed counts the comparisons the seeds' mean tells apart
             counts = {seed: int(t.loc[(t["model"] == model) & (t["trend"] == trend) & t["setting"].isin(counted),
                                       "holds"].sum())
                       for seed, t in per_seed.items()}
             rows.append({"model": model, "trend": trend,
                          "ours": count_text(evidence["holds"].sum(), len(evidence))
-                         + (f" ({n - len(evidence)} no evidence)" if len(evidence) < n else ""),
+                         + _left_out(n - len(evidence) - near, near),
                          "paper": count_text(compared["holds_paper"].astype(bool).sum(), len(compared))
                          if len(compared) else "no cell in common",
                          "agree": agreement_text(mine) if n else "no cell in common",
@@ -383,6 +394,12 @@ def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
                          "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
                          "holds": (mine["holds"].sum() > n / 2) if n else math.nan, "paper_statement": statement})
     return pd.DataFrame(rows, columns=columns)
+
+
+def _left_out(unskilled: int, near: int) -> str:
+    """What a count leaves out: ``" (1 not separable, 2 no evidence)"``, or nothing."""
+    parts = ([f"{near} not separable"] if near else []) + ([f"{unskilled} no evidence"] if unskilled else [])
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def experiment2_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
