@@ -39,6 +39,7 @@ from gped_kit.experiments.experiment3 import (
     search_students,
 )
 from gped_kit.experiments.experiment3.notebook import UNFAIR, entropy_rows, search_rows
+from gped_kit.experiments.experiment3.pareto import search_candidates
 from gped_kit.experiments.paper import ChainSettings
 from gped_kit.experiments.store import ResultsStore
 
@@ -234,6 +235,12 @@ def test_below_floor_names_the_searched_students_that_learnt_nothing(tmp_path, t
     low.to_csv(tmp_path / f"{BELOW_FLOOR_TABLE.format(profile='default')}.csv", index=False)
     line = below_floor_line(tmp_path)
     assert "FCNN entropy group l1/l2 + pruning FC(12-15-1) (skill +0.010)" in line
+    # a search stored before every student reported skill: its students are listed as unknown, not left out
+    old = _fair_table(0.20).drop(columns=[c for c in _fair_table(0.20).columns if c.endswith("skill")])
+    unknown = below_floor({"fcnn": old})
+    assert len(unknown) == len(search_candidates(old)) and unknown["skill"].isna().all()
+    pd.concat([low, unknown]).to_csv(tmp_path / f"{BELOW_FLOOR_TABLE.format(profile='default')}.csv", index=False)
+    assert below_floor_line(tmp_path).endswith(f"(skill +0.010); {len(unknown)} more with no skill stored.")
 
 
 def test_the_ablation_runs_through_the_store_and_reads_back(tmp_path):

@@ -205,7 +205,9 @@ def below_floor(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """The search outputs (:func:`~.pareto.search_candidates`) of every model's table whose lowest skill over the
     best constant prediction (:func:`~gped_kit.experiments.verdicts.student_skill`) is below
     :data:`~gped_kit.core.targets.SKILL_FLOOR`: ``model``, ``target``, ``method``, ``student``,
-    ``architecture``, ``skill``. Such a student learnt next to nothing; no verdict rests on it."""
+    ``architecture``, ``skill``. Such a student learnt next to nothing; no verdict rests on it. A student whose
+    skill was not stored (a search made before every student reported it) is listed too, with ``skill`` NaN:
+    whether it is below the floor is unknown, and an empty table would read as "none below it"."""
     columns = ["model", "target", "method", "student", "architecture", "skill"]
     parts = []
     for model, table in tables.items():
@@ -213,17 +215,21 @@ def below_floor(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         if cands.empty:
             continue
         cands = cands.assign(model=model, skill=student_skill(cands))
-        parts.append(cands[cands["skill"] < SKILL_FLOOR].reindex(columns=columns))
+        parts.append(cands[(cands["skill"] < SKILL_FLOOR) | cands["skill"].isna()].reindex(columns=columns))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
 def below_floor_line(figures: Path, profile: str = "default") -> str | None:
     """One line for the README's verdict naming the searched students of ``profile`` below the skill floor (the
-    table notebook 05 wrote, :func:`below_floor`); None when there are none or the table is absent."""
+    table notebook 05 wrote, :func:`below_floor`), and how many more have no skill stored; None when there are
+    none or the table is absent."""
     name = BELOW_FLOOR_TABLE.format(profile=profile)
     low = artifact_table(figures, ARTIFACTS["below_floor"], profile=profile)
     if low is None or low.empty:
         return None
+    known = low[low["skill"].notna()]
     each = "; ".join(f"{MODELS.get(r.model, r.model)} {r.target} {METHODS.get(r.method, r.method)} "
-                     f"{r.architecture} (skill {r.skill:+.3f})" for r in low.itertuples())
+                     f"{r.architecture} (skill {r.skill:+.3f})" for r in known.itertuples())
+    unknown = len(low) - len(known)
+    each += ("; " if each else "") + f"{unknown} more with no skill stored" if unknown else ""
     return f"Exp. 3, {profile} profile, below the floor ({link(f'{name}.md', 'table')}): {each}."
