@@ -31,6 +31,7 @@ that name) only where its chains distil what the default's do. The check, :func:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -107,14 +108,10 @@ def speedup_tasks(speedup: Speedup | str, steps: int = DEFAULT_STEPS, seeds: Seq
     default = resolve_settings(PROFILES, "paper", base)
     faster = resolve_settings(PROFILES, "paper", {**base, **option.settings})
     name = f"{option.value} check"
-    return ([_named(t, f"{name}, default, seed={t.config.seed}")
+    return ([dataclasses.replace(t, name=f"{name}, default, seed={t.config.seed}")
              for t in experiment1_tasks((model,), default, device=device, data_root=data_root)],
-            [_named(t, f"{name}, {option.value}, seed={t.config.seed}")
+            [dataclasses.replace(t, name=f"{name}, {option.value}, seed={t.config.seed}")
              for t in experiment1_tasks((model,), faster, device=device, data_root=data_root)])
-
-
-def _named(task: ChainTask, name: str) -> ChainTask:
-    return ChainTask(task.data, task.config, task.students, task.keep_outputs, name)
 
 
 def chain_measures(table: pd.DataFrame) -> pd.DataFrame:
