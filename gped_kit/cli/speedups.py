@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..experiments.batching import check_chains_per_batch
 from ..experiments.budget import Budget
 from ..experiments.numerics import numerics_code
 from ..experiments.speedups import DEFAULT_STEPS, MODELS, Speedup, speedup_check, speedup_tasks
@@ -70,15 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _chains_per_batch(text: str) -> int | str:
-    if text == "auto":
-        return text
+    """``--chains-per-batch`` as :func:`~gped_kit.experiments.batching.check_chains_per_batch` takes it."""
     try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"--chains-per-batch={text!r}: give an integer >= 1 or auto")
-    return value
+        return check_chains_per_batch("--chains-per-batch", int(text) if text.lstrip("-").isdigit() else text)
+    except ValueError as exc:  # named as the user typed it
+        raise ValueError(f"--chains-per-batch={text!r}: {str(exc).split(': ', 1)[1]}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
