@@ -78,7 +78,7 @@ def _per_student_rows(bump_seed1: float = 0.0, bump_seed0: float = 0.0) -> pd.Da
         for r in long.itertuples():
             base = dict(model="fcnn", labelled_size=r.labelled_size, mask_size=r.mask_size, masking_rate=r.masking_rate,
                         estimator=r.estimator, teacher_nll=r.teacher_nll, seed=seed,
-                        run_key=f"{r.labelled_size}-{r.mask_size}-{seed}")
+                        run_key=f"{r.labelled_size}-{r.mask_size}-{seed}", skill=0.9)  # students that learnt
             bump = ((bump_seed0, bump_seed1)[seed] if (r.estimator, r.labelled_size, r.mask_size) == ("U_o", 60_000, 0)
                     else 0.0)
             rows.append(dict(base, target="predictive", student_nll=r.teacher_nll + r.nll_gap + bump,
@@ -246,11 +246,11 @@ def test_experiment1_table_averages_seeds_and_says_whether_the_paper_lies_within
     rows = []
     for seed, (t, st, m) in enumerate([(0.050, 0.124, 0.084), (0.054, 0.121, 0.081), (0.052, 0.119, 0.082)]):
         rows.append(dict(model="fcnn", seed=seed, target="predictive", estimator="U_s", teacher_nll=t, student_nll=st,
-                         teacher_accuracy=0.97, student_accuracy=0.96))
+                         teacher_accuracy=0.97, student_accuracy=0.96, skill=0.9))
         rows.append(dict(model="fcnn", seed=seed, target="entropy", estimator="U_o", teacher_nll=t, entropy_mae=m,
-                         teacher_accuracy=0.97, student_accuracy=float("nan")))
+                         teacher_accuracy=0.97, student_accuracy=float("nan"), skill=0.9))
     rows.append(dict(model="cnn_mnist", seed=0, target="predictive", estimator="U_s", teacher_nll=0.04,
-                     student_nll=0.07, teacher_accuracy=0.99, student_accuracy=0.98))
+                     student_nll=0.07, teacher_accuracy=0.99, student_accuracy=0.98, skill=0.9))
     t1 = E1.experiment1_table(pd.DataFrame(rows)).set_index("model")
     assert t1.loc["fcnn", "seeds"] == 3 and t1.loc["fcnn", "teacher_nll"] == pytest.approx(0.052)
     assert t1.loc["fcnn", "teacher_nll_std"] == pytest.approx(0.002)
@@ -259,6 +259,12 @@ def test_experiment1_table_averages_seeds_and_says_whether_the_paper_lies_within
     assert t1.loc["fcnn", "student_nll_vs_paper"] == "above" and t1.loc["fcnn", "entropy_mae_vs_paper"] == "above"
     assert t1.loc["cnn_mnist", "teacher_nll_vs_paper"] == "one seed"
     assert pd.isna(t1.loc["cnn_cifar10", "teacher_nll"]) and t1.loc["cnn_cifar10", "teacher_nll_vs_paper"] == "—"
+    # one seed's entropy student stored without its skill: the lowest over the seeds is unknown, no evidence
+    rows[3] = {k: v for k, v in rows[3].items() if k != "skill"}
+    unknown = E1.experiment1_table(pd.DataFrame(rows)).set_index("model")
+    assert pd.isna(unknown.loc["fcnn", "entropy_mae_skill"]) and unknown.loc["fcnn", "student_nll_skill"] == 0.9
+    assert unknown.loc["fcnn", "entropy_mae_vs_paper"] == "no evidence"
+    assert unknown.loc["fcnn", "teacher_nll_vs_paper"] == "within seed spread"  # the teacher needs no skill
     tasks = E1.experiment1_tasks(["fcnn", "cnn_mnist"], E1.PROFILES["default"], seed=10)
     assert [(t.config.model_name, t.config.seed) for t in tasks] == [
         ("fcnn", 10), ("cnn_mnist", 10), ("fcnn", 11), ("cnn_mnist", 11), ("fcnn", 12), ("cnn_mnist", 12)]
@@ -297,7 +303,11 @@ def test_notebook01_result_and_table_read_table1_as_the_readme_does():
                       "student_nll": [float("nan"), 0.040, 0.121], "student_nll_std": [float("nan"), 0.002, 0.002],
                       "student_nll_paper": [0.932, 0.053, 0.082], "student_nll_vs_paper": ["—", "x", "x"],
                       "entropy_mae": [float("nan"), 0.0165, 0.083], "entropy_mae_std": [float("nan"), 0.001, 0.001],
-                      "entropy_mae_paper": [0.245, 0.016, 0.016], "entropy_mae_vs_paper": ["—", "x", "x"]})
+                      "entropy_mae_paper": [0.245, 0.016, 0.016], "entropy_mae_vs_paper": ["—", "x", "x"],
+                      "student_nll_skill": [float("nan"), 0.9, 0.9], "entropy_mae_skill": [float("nan"), 0.9, 0.9]})
+    unknown = table1_result(t.drop(columns=["student_nll_skill", "entropy_mae_skill"]), "default")
+    assert ("Of the 6 Table 1 values, 1 is within 10% of the paper's, 0 better and 1 worse; 4 are no evidence, "
+            "their students stored without their skill over the best constant prediction") in unknown
     text = table1_result(t, "default")
     # CNN teacher 0.023 / 0.022 within, student 0.040 / 0.053 better (-25%), entropy 0.0165 / 0.016 within;
     # FCNN all three worse
@@ -330,6 +340,22 @@ def test_cells_below_the_skill_floor_are_named_and_their_comparisons_are_no_evid
     uo = per[(per["trend"] == "U_o at least as good as U_s") & (per["metric"] == "entropy_mae")]
     assert uo.set_index("mask_size")["no_evidence"].groupby(level=0).all().to_dict() == {0: True, 15: False, 25: False}
     assert not per.loc[per["metric"] == "nll_gap", "no_evidence"].any()
+    # the students of N = 60,000, m = 25 stored without their skill: named apart, their comparisons no evidence
+    unknown = (cells["labelled_size"] == 60_000) & (cells["mask_size"] == 25)
+    cells.loc[unknown, "nll_gap_skill"] = float("nan")
+    low = E2.below_floor(cells)
+    assert low.loc[~low["stored"], ["labelled_size", "mask_size", "metric"]].values.tolist() == [
+        [60_000, 25, "student NLL"]]
+    text = E2.below_floor_text(low)
+    assert "N = 10,000, m = 0 (U_o -0.002 / U_s -0.002)" in text
+    assert ("No evidence in 1 (cell, metric) pairs stored without their students' skill over the best constant "
+            "prediction (FCNN student NLL: 1)") in text
+    per = trend_cells(cells)
+    gap = per[per["metric"] == "nll_gap"]
+    # exactly the comparisons that read (60,000, 25): its N trend at m = 25, its peak at N = 60,000, U_o vs U_s there
+    assert sorted(gap.loc[gap["no_evidence"], "setting"]) == [
+        "N=60000, m=25, nll_gap", "U_o, N=60000", "U_o, m=25, N 10000 -> 60000", "U_s, N=60000",
+        "U_s, m=25, N 10000 -> 60000"]
 
 
 def test_the_estimator_gap_table_sets_ours_beside_the_papers():

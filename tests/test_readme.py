@@ -57,10 +57,14 @@ def test_a_readme_without_the_markers_is_refused_with_the_lines_to_add():
         R.replace_block("# a README\n", "block")
 
 
-def _table1(tmp_path, profile, rows):
+def _table1(tmp_path, profile, rows, skill: float | None = 0.9):
+    """Notebook 01's Table 1 of ``profile`` with ``rows``; every student's skill ``skill`` (None: stored without)."""
     cols = ["model", "teacher_nll", "teacher_nll_std", "teacher_nll_paper", "student_nll", "student_nll_std",
             "student_nll_paper", "entropy_mae", "entropy_mae_std", "entropy_mae_paper", "seeds"]
-    pd.DataFrame(rows, columns=cols).to_csv(tmp_path / f"table1_experiment1_{profile}.csv", index=False)
+    table = pd.DataFrame(rows, columns=cols)
+    if skill is not None:
+        table = table.assign(student_nll_skill=skill, entropy_mae_skill=skill)
+    table.to_csv(tmp_path / f"table1_experiment1_{profile}.csv", index=False)
 
 
 def test_table1_rules_on_hand_built_tables(tmp_path, tables_recorded):
@@ -303,12 +307,15 @@ def test_the_cpu_of_the_header_is_read_from_the_store(tmp_path):
     assert R.cpu_of(tmp_path) == "a 2-core CPU"  # the GPU run's machine is not the CPU profiles'
 
 
-def _gpu_run(root, name, model="fcnn", code="chain=1", seed=0, rows=()):
-    """A committed GPU run of notebook 01's paper-profile chain: its history and one slice manifest."""
+def _gpu_run(root, name, model="fcnn", code="chain=1", seed=0, rows=(), skill: float | None = 0.9):
+    """A committed GPU run of notebook 01's paper-profile chain: its history (every student's ``skill``; None: a
+    history without skill, as runs made before every target reported it) and one slice manifest."""
     folder = root / R.DEVICE_RUNS / name
     folder.mkdir(parents=True)
-    pd.DataFrame(list(rows), columns=["step", "student", "teacher_nll", "student_nll", "entropy_mae"]).to_csv(
-        folder / R.DEVICE_HISTORY.format(model=model), index=False)
+    history = pd.DataFrame(list(rows), columns=["step", "student", "teacher_nll", "student_nll", "entropy_mae"])
+    if skill is not None:
+        history = history.assign(skill=skill)
+    history.to_csv(folder / R.DEVICE_HISTORY.format(model=model), index=False)
     (folder / "slice-001.json").write_text(json.dumps(
         {"kind": "gped-kit slice", "code": code,
          "cells": [{"cell": f"{model} N=60000 m=0 seed={seed}", "model": model}]}))
@@ -349,7 +356,7 @@ def test_a_cell_nearer_its_bound_than_the_run_to_run_spread_is_not_separable(tmp
     # a smaller spread (the eager run 0.0030 away) separates the same cell: it is out, worse than the paper's
     history = tmp_path / R.DEVICE_RUNS / "2026-01-01-eager" / R.DEVICE_HISTORY.format(model="fcnn")
     pd.DataFrame(_history(500_000, us=0.0706), columns=["step", "student", "teacher_nll", "student_nll",
-                                                         "entropy_mae"]).to_csv(history, index=False)
+                                                         "entropy_mae"]).assign(skill=0.9).to_csv(history, index=False)
     (run,) = D.paper_length_runs(tmp_path).values()
     assert run.spread["student_nll"] == pytest.approx(0.0032)
     assert run.cell("student_nll", "U_o").outcome == "worse"
@@ -361,6 +368,29 @@ def test_a_cell_nearer_its_bound_than_the_run_to_run_spread_is_not_separable(tmp
     row = R.paper_profile_on_gpu(figures)
     assert "student NLL U_o 0.0630 (Table 6: 0.054, worse)" in row.ours and row.verdict.startswith(
         "partly run (FCNN complete, 2 of 5 cells within 10%, 1 better than the paper's, 2 worse")
+
+
+def test_a_gpu_run_without_its_students_skill_judges_only_its_teacher(tmp_path, tables_recorded):
+    """A history written before every target reported skill: no student is known to beat the best constant
+    prediction, so its four student cells and U_o against U_s are no evidence; the teacher's cell is judged."""
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    _gpu_run(tmp_path, "2026-01-02-graph", rows=_history(1_000_000), skill=None)
+    (run,) = D.paper_length_runs(tmp_path).values()
+    assert {c.name: c.outcome for c in run.cells} == {
+        "teacher NLL": "within", "student NLL U_s": D.NO_EVIDENCE, "student NLL U_o": D.NO_EVIDENCE,
+        "entropy MAE U_o": D.NO_EVIDENCE, "entropy MAE U_s": D.NO_EVIDENCE}
+    assert all(outcome == D.NO_EVIDENCE for *_, outcome in D.uo_vs_us(run))
+    assert E2N.uo_gpu_finding(figures).verdict.startswith("no evidence (2 no evidence")
+    assert "Of these 5 cells, 1 is within 10% and 4 are no evidence" in R.render_verdict([], figures)
+    _table1(figures, "default", [["fcnn", 0.10, 0.001, 0.052, 0.13, 0.001, 0.082, 0.05, 0.001, 0.016, 3]])
+    assert E1N.table1_values(figures, "default", "default").gpu.verdict.startswith(
+        "partly (1 of 3 within 10%; 2 no evidence")
+    # below the floor reads the same
+    _gpu_run(tmp_path, "2026-01-03-graph", rows=_history(1_000_000), skill=V.SKILL_FLOOR / 2)
+    (run,) = D.paper_length_runs(tmp_path).values()
+    assert run.cell("entropy_mae", "U_o").outcome == D.NO_EVIDENCE and run.cell("teacher_nll", None).outcome == \
+        "within"
 
 
 def test_compare_and_separable_read_not_separable_within_the_spread():
@@ -406,7 +436,12 @@ def test_a_student_below_the_skill_floor_is_no_evidence(tmp_path, tables_recorde
     t = pd.read_csv(tmp_path / "table1_experiment1_default.csv").assign(entropy_mae_skill=V.SKILL_FLOOR / 2)
     t.to_csv(tmp_path / "table1_experiment1_default.csv", index=False)
     assert E1N.table1_values(tmp_path, "default", "default").verdict == \
-        "partly (2 of 3 within 10%; 1 no evidence (a student below the skill floor): FCNN entropy MAE)"
+        "partly (2 of 3 within 10%; 1 no evidence (a student below the skill floor, or stored without its skill): " \
+        "FCNN entropy MAE)"
+    _table1(tmp_path, "default", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.016, None, 0.016, 1]], skill=None)
+    assert E1N.table1_values(tmp_path, "default", "default").verdict == \
+        "partly (1 of 3 within 10%; 2 no evidence (a student below the skill floor, or stored without its skill): " \
+        "FCNN student, FCNN entropy MAE)"  # skill not stored: the teacher alone is judged
 
 
 def test_the_paper_profiles_deviations_are_read_from_the_code():

@@ -16,7 +16,7 @@ import papermill
 import pytest
 
 from gped_kit.cli import store as store_cli
-from gped_kit.experiments import experiment4, frame
+from gped_kit.experiments import experiment4, frame, units
 from gped_kit.experiments.frame import Experiment, chain_gaps
 from gped_kit.experiments.registry import NOTEBOOKS, notebook
 from gped_kit.experiments.store import ResultsStore
@@ -103,11 +103,15 @@ def _store_chain(store: ResultsStore, key: str, rows: list[dict], code: str | No
     entry.finish()
 
 
-def _rows(task, students=None, steps=None) -> list[dict]:
+#: The skill columns of the built-in targets' students (what a chain stores since every target reports skill).
+SKILLS = {"skill": 0.5, "entropy_mae_skill": 0.5, "student_nll_skill": 0.5}
+
+
+def _rows(task, students=None, steps=None, skill: bool = True) -> list[dict]:
     base = {"dataset": task.data.dataset, "model": task.config.model_name, "seed": task.config.seed,
             "num_iterations": task.config.num_iterations, "sampler": str(task.config.sampler.name),
             "labelled_size": task.data.labelled_size or 60_000, "mask_size": task.data.mask_size,
-            "steps_done": task.config.num_iterations if steps is None else steps}
+            "steps_done": task.config.num_iterations if steps is None else steps, **(SKILLS if skill else {})}
     return [{**base, "student": label} for label in (students or [s.label for s in task.students])]
 
 
@@ -132,6 +136,26 @@ def test_chain_gaps_find_missing_partial_and_unexpected_chains(tmp_path):
     (gap,) = entry.missing(store, settings, absent={"cifar10"})
     assert "absent here, yet a chain is stored" in gap
     assert entry.missing(store, settings) == []  # CIFAR-10 present: its chain is expected and there
+
+
+def test_a_chain_stored_before_its_students_reported_skill_is_missing_and_not_done(tmp_path):
+    """Its students cannot count as evidence (a student counts only where it is known to beat the best constant
+    prediction): the store lists it as missing, a unit with it is not done, and a run computes it again."""
+    entry = NOTEBOOKS["01_experiment1"]
+    settings = entry.settings("paper", frame.SCALED_CHAIN)
+    fcnn, *_ = entry.chain_tasks(settings, estimator_ablation=False)
+    store = ResultsStore(tmp_path)
+    _store_chain(store, "fcnn", _rows(fcnn, skill=False))
+    (gap,) = chain_gaps(store, [fcnn])
+    assert gap.startswith(f"{fcnn.label}: chain ") and "stored before its students reported skill" in gap
+    assert "entropy_mae_skill, skill, student_nll_skill" in gap
+    (unit,) = units.mark_done([units.WorkUnit("fcnn", "01_experiment1", "paper", (fcnn,), "Table 1")], store)
+    assert unit.done == (False,)
+    store.entries("chain")[0].set_aside()
+    _store_chain(store, "fcnn again", _rows(fcnn))
+    assert chain_gaps(store, [fcnn]) == []
+    (unit,) = units.mark_done([units.WorkUnit("fcnn", "01_experiment1", "paper", (fcnn,), "Table 1")], store)
+    assert unit.done == (True,)
 
 
 def test_tasks_that_summaries_do_not_tell_apart_need_one_entry_each(tmp_path):

@@ -406,10 +406,12 @@ def test_study_winners_name_the_lowest_candidate_and_whether_seeds_separate_it()
                 common = dict(candidate=candidate, seed=seed, step=100, elapsed_s=1.0, teacher_nll=value,
                               teacher_recent_nll=value)
                 rows.append(dict(common, student=samplers.STUDENT_LABELS[0], student_nll=2 * value,
-                                 entropy_mae=float("nan")))
+                                 entropy_mae=float("nan"), skill=skills.get(candidate, 0.5)))
                 rows.append(dict(common, student=samplers.STUDENT_LABELS[1], student_nll=float("nan"),
-                                 entropy_mae=0.1 - value))
+                                 entropy_mae=0.1 - value, skill=skills.get(candidate, 0.5)))
         return pd.DataFrame(rows)
+
+    skills: dict[str, float] = {}
 
     # A is lowest by 0.0001 but its seeds scatter by 0.002: not separated; A wins 2 of 3 seeds
     close = samplers.study_winners(history({"A": [0.0900, 0.0920, 0.0910], "B": [0.0911, 0.0908, 0.0914],
@@ -421,6 +423,14 @@ def test_study_winners_name_the_lowest_candidate_and_whether_seeds_separate_it()
     assert row["seed_winners"] == "A 2, B 1 (of 3 seeds)"
     # entropy MAE = 0.1 - teacher NLL: the order reverses, C is lowest by far and separated
     assert close.loc["entropy MAE", "winner"] == "C" and close.loc["entropy MAE", "separated"] == "yes"
+    # C's students not known to beat the best constant (skill not stored), then below the floor: no evidence
+    for skill in (float("nan"), 0.01):
+        skills["C"] = skill
+        weak = samplers.study_winners(history({"A": [0.0900, 0.0920, 0.0910], "B": [0.0911, 0.0908, 0.0914],
+                                               "C": [0.2, 0.2, 0.2]})).set_index("quantity")
+        assert weak.loc["entropy MAE", "separated"] == "no evidence"
+        assert weak.loc["teacher NLL", "separated"] == "no"  # the teacher needs no skill; A and B are not C
+    skills.clear()
     one = samplers.study_winners(history({"A": [0.0910], "B": [0.0911]})).set_index("quantity")
     assert one.loc["teacher NLL", "separated"] == "one seed" and pd.isna(one.loc["teacher NLL", "winner_std"])
     with pytest.raises(ValueError, match="quantity='loss'"):

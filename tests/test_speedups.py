@@ -66,12 +66,14 @@ def test_identical_numbers_and_students_without_skill_have_verdicts_of_their_own
 
 
 def test_the_verdict_rule_with_known_answers():
-    assert SP._verdict(0.0, 0.1, 0.5) == "identical"
-    assert SP._verdict(0.05, 0.1, 0.5) == NOT_SEPARABLE and SP._verdict(-0.05, 0.1, 0.5) == NOT_SEPARABLE
-    assert SP._verdict(0.1, 0.1, 0.5) == "worse" and SP._verdict(-0.1, 0.1, 0.5) == "better"
-    assert SP._verdict(0.05, 0.0, 0.5) == "worse"  # no spread measured: every difference counts
-    assert SP._verdict(-0.05, 0.1, 0.04) == "no skill"
-    assert SP._verdict(math.nan, 0.1, 0.5) == "missing"
+    assert SP._verdict(0.0, 0.1, 0.5, True) == "identical"
+    assert SP._verdict(0.05, 0.1, 0.5, True) == NOT_SEPARABLE and SP._verdict(-0.05, 0.1, 0.5, True) == NOT_SEPARABLE
+    assert SP._verdict(0.1, 0.1, 0.5, True) == "worse" and SP._verdict(-0.1, 0.1, 0.5, True) == "better"
+    assert SP._verdict(0.05, 0.0, 0.5, True) == "worse"  # no spread measured: every difference counts
+    assert SP._verdict(-0.05, 0.1, 0.04, True) == "no skill"
+    assert SP._verdict(-0.1, 0.1, math.nan, True) == "no skill"  # a student whose skill is not known
+    assert SP._verdict(-0.1, 0.1, math.nan, False) == "better"  # the teacher needs none
+    assert SP._verdict(math.nan, 0.1, 0.5, True) == "missing"
 
 
 def test_the_options_reach_the_chains_and_their_keys_only_when_set():

@@ -21,7 +21,14 @@ from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.experiments import numerics
-from gped_kit.experiments.chains import ChainTask, DerivedTask, run_chains, run_derived
+from gped_kit.experiments.chains import (
+    ChainTask,
+    DerivedTask,
+    run_chains,
+    run_derived,
+    skill_not_stored,
+    summary_columns,
+)
 from gped_kit.experiments.store import ResultsStore
 
 
@@ -190,6 +197,31 @@ def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_p
     monkeypatch.setattr(numerics, "NUMERICS", {**numerics.NUMERICS, "chain": numerics.NUMERICS["chain"] + 1})
     changed = run_chains(tiny_tasks(digits_data), store, progress=False)
     assert list(changed.cells["status"]) == [Status.RAN, Status.RAN] and len(store.entries("chain")) == 4
+
+
+def test_a_chain_stored_without_its_students_skill_is_computed_again_and_the_stored_one_kept(digits_data, tmp_path,
+                                                                                            capsys):
+    """Its students cannot count as evidence: a run computes it again (the stored tables set aside, not
+    overwritten), while ``executor="stored"`` still reads it as it is."""
+    store = ResultsStore(tmp_path)
+    (task,) = tiny_tasks(digits_data, seeds=(0,))
+    first = run_chains([task], store, progress=False)
+    entry = first.outcomes[0].entry
+    assert skill_not_stored(task, summary_columns(entry)) == ()
+    old = entry.table("summary")
+    stripped = old.drop(columns=[c for c in old.columns if c.endswith("skill")])
+    entry.write_table("summary", stripped)  # as a chain stored before every target reported skill
+    assert skill_not_stored(task, summary_columns(entry)) == ("entropy_mae_skill", "skill", "student_nll_skill")
+    stored = run_chains([task], store, progress=False, executor="stored")
+    assert list(stored.cells["status"]) == [Status.REUSED] and "skill" not in stored.table
+    again = run_chains([task], store, progress=False)
+    assert list(again.cells["status"]) == [Status.RAN]
+    assert "stored before its students reported skill (entropy_mae_skill, skill, student_nll_skill)" in \
+        capsys.readouterr().err
+    (kept,) = store.root.glob("chain/*.old-*")
+    pd.testing.assert_frame_equal(pd.read_csv(kept / "summary.csv"), stripped)
+    assert again.table["skill"].notna().all() and again.table["teacher_nll"].tolist() == old["teacher_nll"].tolist()
+    assert list(run_chains([task], store, progress=False).cells["status"]) == [Status.REUSED]
 
 
 def test_interrupted_chain_resumes_in_the_store_and_batches_equal_single_runs(digits_data, tmp_path):

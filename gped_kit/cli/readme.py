@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..engine import StudentConfig
 from ..experiments import device_runs
-from ..experiments.device_runs import PaperCell
+from ..experiments.device_runs import NO_EVIDENCE, PaperCell
 from ..experiments.experiment1.artifacts import ARTIFACTS as EXPERIMENT1_ARTIFACTS
 from ..experiments.experiment2.notebook import below_floor_line
 from ..experiments.experiment3.report import below_floor_line as experiment3_below_floor_line
@@ -55,6 +55,7 @@ from ..experiments.verdicts import (
     artifact_table,
     as_list,
     compare,
+    no_evidence,
     number,
     short_verdict,
     verdict_word,
@@ -364,7 +365,9 @@ def _are(n: int, what: str) -> str:
 METRIC_NAMES = {"teacher_nll": "teacher NLL", "student_nll": "student NLL", "entropy_mae": "entropy MAE"}
 #: The outcomes of a paper-length cell, in the order the verdict names them.
 OUTCOMES = (("within", "within 10%"), ("better", "better than the paper's"), ("worse", "worse than the paper's"),
-            (NOT_SEPARABLE, NOT_SEPARABLE), ("missing", "missing"))
+            (NOT_SEPARABLE, NOT_SEPARABLE),
+            (NO_EVIDENCE, "no evidence (skill not stored or below the floor)"),
+            ("missing", "missing"))
 
 
 def paper_length_lines(root: Path) -> list[str]:
@@ -390,22 +393,24 @@ def paper_length_lines(root: Path) -> list[str]:
             spreads = ", ".join(f"{c.name.rsplit(' ', 1)[0]} {c.spread:.4f}" for c in run.cells
                                 if c.outcome == NOT_SEPARABLE)
             lines.append(f"Not separable: nearer the 10% bound than two runs of this chain differ ({spreads}).")
-    if short and lines:
-        lines[-1] += " " + " ".join(short)
-    elif short:
+    if short:
         lines.append(" ".join(short))
     return lines
 
 
 def reason_line(figures: Path) -> str | None:
     """What the store shows against one reason for the misses (weaker teachers): a profile whose teacher is
-    worse than the paper's but whose student is better than the paper's (notebook 01's ``cpu30``), or None."""
+    worse than the paper's but whose student is better than the paper's (notebook 01's ``cpu30``; a student with
+    its skill known to beat the best constant prediction, :func:`~gped_kit.experiments.verdicts.no_evidence`), or
+    None."""
     t = artifact_table(figures, EXPERIMENT1_ARTIFACTS["table1"], profile="cpu30")
     if t is None:
         return None
     t = t[t["model"].isin(list(MODELS))].set_index("model")
     for m in (m for m in MODELS if m in t.index):
         r = t.loc[m]
+        if no_evidence(r, "student_nll"):  # a student not known to beat the best constant shows nothing
+            continue
         if (compare(float(r["student_nll"]), float(r["student_nll_paper"])) == "better"
                 and compare(float(r["teacher_nll"]), float(r["teacher_nll_paper"])) == "worse"):
             return (f"No single reason for the misses is established: with a teacher worse than the paper's "

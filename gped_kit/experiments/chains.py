@@ -9,7 +9,9 @@ numerics version, :mod:`~gped_kit.experiments.numerics`) and then, per task:
   outputs are read back, nothing is computed. A task that needs the run's full state
   (``requires_state``: networks, U_o stores, every output, snapshots) reuses it only from the
   entry's checkpoint, and recomputes when there is none (e.g. in a fresh clone, where
-  checkpoints are not committed);
+  checkpoints are not committed). An entry stored before its students reported their skill over the best
+  constant prediction (:func:`skill_not_stored`) is computed again, the stored one set aside, so that its
+  students can count as evidence; ``executor="stored"`` still reads it as it is;
 * **resumed** / **ran**: computed, continuing from the entry's checkpoint if an interrupted run
   left one, with up to ``chains_per_batch`` compatible tasks as one batched computation
   (:class:`~gped_kit.engine.GPEDEngine`); the compact results are then written and the entry
@@ -27,7 +29,7 @@ import dataclasses
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,6 +189,23 @@ def write_compact(entry: Entry, result: GPEDResult, keep_outputs: Sequence[str])
         entry.write_arrays(arrays)
 
 
+def skill_not_stored(task: ChainTask, columns: Collection[str]) -> tuple[str, ...]:
+    """The skill columns (:data:`~gped_kit.core.targets.SKILL_FLOOR`: a student counts only if it beats the best
+    constant prediction) that ``task``'s students report under this code, by their targets' metrics, and a
+    stored summary with ``columns`` lacks: the chain was stored before its students reported skill, so none
+    of its students can be counted as evidence. Empty when the summary has them all (a skill that is NaN in
+    it, a constant that was already exact, is stored)."""
+    wanted = {name for student in task.students for name in student.resolved_target.metric_names
+              if name.endswith("skill")}
+    return tuple(sorted(wanted - set(columns)))
+
+
+def summary_columns(entry: Entry) -> set[str]:
+    """The columns of ``entry``'s stored ``summary`` table (its header only; empty without one)."""
+    path = entry.path / "summary.csv"
+    return set(pd.read_csv(path, nrows=0).columns) if path.exists() else set()
+
+
 def _has_outputs(entry: Entry, keep_outputs: Sequence[str]) -> bool:
     if not keep_outputs:
         return True
@@ -253,6 +272,13 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
             with store.lock(entry):
                 if recompute and entry.path.exists():
                     entry.set_aside()
+                lacking = skill_not_stored(task, summary_columns(entry)) if entry.complete else ()
+                if lacking:
+                    # stored before its students reported skill: none of them could count as evidence; computed
+                    # again, the stored tables kept beside it, not overwritten
+                    aside = entry.set_aside()
+                    print(f"{task.label}: stored before its students reported skill ({', '.join(lacking)}); "
+                          f"computed again, the stored tables are kept in {aside.name}", file=sys.stderr)
                 if entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs):
                     outcomes[i] = _reused_chain(task, spec, entry, started)
                     report(i)

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from ..core.options import check_int
-from ..core.targets import SKILL_FLOOR
+from .verdicts import unskilled
 
 #: Who wins a cell: GPED, EnD2, or neither (equal values).
 OUTCOMES = ("GPED", "EnD2", "tie")
@@ -160,17 +160,18 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
     largest inner value less the larger end value; U_o against U_s: U_s - U_o; NaN with a missing value), so the
     seeds' spread of it says whether they can tell the outcome. ``setting`` names what is
     compared (e.g. ``"m=15, N 10000 -> 60000"``): two tables' rows are the same comparison when
-    (model, trend, setting) match. ``no_evidence``: a cell the comparison reads has a student below the
-    skill floor (``<metric>_skill`` < :data:`~gped_kit.core.targets.SKILL_FLOOR`, where the table has that
-    column: ours, not the paper's). Columns: :data:`TREND_CELL_COLUMNS`."""
+    (model, trend, setting) match. ``no_evidence``: a cell the comparison reads has a student that is no
+    evidence (:func:`~gped_kit.experiments.verdicts.unskilled`: ``<metric>_skill`` below
+    :data:`~gped_kit.core.targets.SKILL_FLOOR` or not stored, where the table has that column: ours, not the
+    paper's). Columns: :data:`TREND_CELL_COLUMNS`."""
     rows: list[dict] = []
     for model, df in cells.groupby("model", sort=True):
         teacher = df.groupby(["labelled_size", "mask_size"])["teacher_nll"].first().unstack()  # N x m
         sizes, masks = list(teacher.index), list(teacher.columns)
         names = [t for t, _ in TRENDS]
-        unskilled = {metric: {(e, n, m) for e, n, m, k in zip(df["estimator"], df["labelled_size"], df["mask_size"],
-                                                               df[f"{metric}_skill"]) if k < SKILL_FLOOR}
-                     for metric in ("nll_gap", "entropy_mae") if f"{metric}_skill" in df}
+        weak = {metric: {(e, n, m) for e, n, m, k in zip(df["estimator"], df["labelled_size"], df["mask_size"],
+                                                          df[f"{metric}_skill"]) if unskilled(k)}
+                for metric in ("nll_gap", "entropy_mae") if f"{metric}_skill" in df}
 
         def add(trend: str, setting: str, holds: object, margin: float, estimator: str | None = None,
                 n: int | None = None, m: int | None = None, metric: str | None = None,
@@ -178,7 +179,7 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
             rows.append({"model": model, "trend": trend, "setting": setting, "estimator": estimator,
                          "labelled_size": n, "mask_size": m, "metric": metric, "holds": bool(holds),
                          "margin": float(margin),
-                         "no_evidence": any(cell in unskilled.get(metric, ()) for cell in reads)})
+                         "no_evidence": any(cell in weak.get(metric, ()) for cell in reads)})
 
         if len(sizes) > 1:
             for m in masks:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,11 @@ import pandas as pd
 from . import paper_tables
 from .numerics import LEGACY_CODES
 from .paper import PAPER_NUM_ITERATIONS
-from .verdicts import compare, separable
+from .verdicts import compare, separable, student_skill, unskilled
+
+#: The outcome of a student's cell whose skill over the best constant prediction is below the floor or was not
+#: stored (the history of a run made before every target reported skill): not counted either way.
+NO_EVIDENCE = "no evidence"
 
 #: Where the logs and tables of runs on a GPU are committed, one folder per run (relative to the repository).
 DEVICE_RUNS = Path("docs") / "device-runs"
@@ -143,7 +148,9 @@ def run_spread(root: Path, run: DeviceRun) -> dict[str, float]:
 class PaperCell:
     """One cell of a GPU chain at the paper's length beside the paper's: ``name`` (e.g. "student NLL U_o"), the
     metric, the estimator (None for the teacher), ours, the paper's, the paper's tables that hold it, the
-    run-to-run spread of the metric (None where unknown) and the outcome (:func:`~.verdicts.compare`)."""
+    run-to-run spread of the metric (None where unknown), the student's skill over the best constant prediction
+    (NaN where the run's history does not report it) and the outcome (:func:`~.verdicts.compare`; a student's
+    cell without known skill, :func:`~.verdicts.unskilled`, is :data:`NO_EVIDENCE`)."""
 
     model: str
     name: str
@@ -153,9 +160,12 @@ class PaperCell:
     paper: float
     tables: str
     spread: float | None
+    skill: float = math.nan
 
     @property
     def outcome(self) -> str:
+        if self.estimator is not None and unskilled(self.skill):
+            return NO_EVIDENCE
         return compare(self.ours, self.paper, spread=self.spread)
 
     @property
@@ -201,29 +211,33 @@ def paper_length_runs(root: Path) -> dict[str, PaperLengthRun]:
             for student, metric, name in PAPER_LENGTH_CELLS:
                 estimator = None if student is None else student.split("-")[1]
                 ours = float(last[metric].iloc[0]) if student is None else float(last.loc[student, metric])
+                skill = math.nan if student is None else float(student_skill(last.loc[[student]]).iloc[0])
                 theirs = float(paper[metric if estimator is None else f"{metric}_{estimator}"])
                 in_table1 = estimator is None or TABLE1_ESTIMATORS.get(metric) == estimator
                 cells.append(PaperCell(model, name, metric, estimator, ours, theirs,
-                                       f"Tables 1, {table.split()[-1]}" if in_table1 else table, spread.get(metric)))
+                                       f"Tables 1, {table.split()[-1]}" if in_table1 else table, spread.get(metric),
+                                       skill))
         out[model] = PaperLengthRun(run, step, tuple(cells), spread)
     return out
 
 
 def uo_vs_us(run: PaperLengthRun) -> list[tuple[str, float, float, str]]:
     """U_o against U_s in a complete run, per metric: (the metric's name, U_o's value, U_s's value, the
-    outcome: ``"U_o at least as good"``, ``"U_s better"`` or ``"not separable"`` where the two differ by less
-    than the metric's run-to-run spread)."""
+    outcome: ``"U_o at least as good"``, ``"U_s better"``, ``"not separable"`` where the two differ by less
+    than the metric's run-to-run spread, or :data:`NO_EVIDENCE` where either student's skill is not known to beat
+    the best constant prediction)."""
     out = []
     for metric, name in (("student_nll", "student NLL"), ("entropy_mae", "entropy MAE")):
         uo, us = run.cell(metric, "U_o"), run.cell(metric, "U_s")
         if uo is None or us is None:
             continue
-        outcome = ("not separable" if not separable(uo.ours - us.ours, run.spread.get(metric))
+        outcome = (NO_EVIDENCE if unskilled(uo.skill) or unskilled(us.skill)
+                   else "not separable" if not separable(uo.ours - us.ours, run.spread.get(metric))
                    else "U_o at least as good" if uo.ours <= us.ours else "U_s better")
         out.append((name, uo.ours, us.ours, outcome))
     return out
 
 
-__all__ = ["DEVICE_RUNS", "DEVICE_HISTORY", "DEVICE_MODELS", "TABLE1_ESTIMATORS", "PAPER_LENGTH_CELLS", "DeviceRun",
-           "PaperCell", "PaperLengthRun", "device_runs", "newest_runs", "same_chain", "run_spread", "paper_row",
-           "paper_length_runs", "uo_vs_us"]
+__all__ = ["NO_EVIDENCE", "DEVICE_RUNS", "DEVICE_HISTORY", "DEVICE_MODELS", "TABLE1_ESTIMATORS", "PAPER_LENGTH_CELLS",
+           "DeviceRun", "PaperCell", "PaperLengthRun", "device_runs", "newest_runs", "same_chain", "run_spread",
+           "paper_row", "paper_length_runs", "uo_vs_us"]

@@ -32,7 +32,7 @@ from ..core.status import Status
 from ..data.container import GPEDData
 from ..data.sources import DatasetNotFoundError, load_split
 from .artifacts import Artifact
-from .chains import ChainGrid, ChainTask, DerivedOutcome, run_chains
+from .chains import ChainGrid, ChainTask, DerivedOutcome, run_chains, skill_not_stored, summary_columns
 from .checks import Check
 from .executors import ExecutorName
 from .numerics import numerics_code
@@ -466,8 +466,9 @@ def derived_rows(store: ResultsStore, kind: str, table: str, chains: set[str],
 
 def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collection[str] = ()) -> list[str]:
     """The chain tasks without a complete chain entry in ``store`` (one that ran every iteration with
-    exactly the task's students) under this checkout's numerics, and those of data sets in ``absent`` that
-    have one; one line each. Entries of other numerics versions (superseded,
+    exactly the task's students) under this checkout's numerics, those whose entry was stored before its
+    students reported skill (:func:`~gped_kit.experiments.chains.skill_not_stored`: a run computes it again),
+    and those of data sets in ``absent`` that have one; one line each. Entries of other numerics versions (superseded,
     :mod:`~gped_kit.experiments.numerics`) count for nothing: the notebook would not read them.
     Tasks that only differ in what the summaries do not show (e.g. two SGLD samplers) need as many
     entries as there are such tasks."""
@@ -477,14 +478,21 @@ def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collecti
         groups.setdefault(_group(task), []).append(task)
     gaps = []
     for (signature, students), same in groups.items():
-        found = len(_chains_found(summaries, signature, students))
+        keys = _chains_found(summaries, signature, students)
+        found = len(keys)
         label = ", ".join(t.label for t in same)
         if dataset_of(same[0]) in absent:
             if found:
                 gaps.append(f"{label}: its data set {dataset_of(same[0])!r} is absent here, yet a chain is stored")
-        elif found < len(same):
+            continue
+        if found < len(same):
             gaps.append(f"{label}: {found} complete chain entries with its {len(students)} students, expected "
                         f"{len(same)}")
+        for key in keys:
+            lacking = skill_not_stored(same[0], summary_columns(store.by_key("chain", key)))
+            if lacking:
+                gaps.append(f"{label}: chain {key} was stored before its students reported skill "
+                            f"({', '.join(lacking)}); a run computes it again and sets the stored one aside")
     return gaps
 
 

@@ -20,8 +20,8 @@ that name) only where its chains distil what the default's do. The check, :func:
    * the verdict: ``identical`` (a difference of exactly 0, e.g. TF32 on a CPU, which has no TF32),
      :data:`~gped_kit.experiments.verdicts.NOT_SEPARABLE` (``|difference| < spread``,
      :func:`~gped_kit.experiments.verdicts.separable`), else ``better`` or ``worse``; ``no skill`` where a student
-     does not beat the best constant prediction (skill below :data:`~gped_kit.core.targets.SKILL_FLOOR`) in one of
-     the chains, whose numbers then say nothing about distillation.
+     is not known to beat the best constant prediction (skill below :data:`~gped_kit.core.targets.SKILL_FLOOR`, or
+     not stored) in one of the chains, whose numbers then say nothing about distillation.
 
 3. The option is adopted (:attr:`SpeedupCheck.adopt`) when no measure is ``worse`` or ``no skill`` and the option's
    chains ran at least :data:`MIN_SPEEDUP` times as fast (the median of their iterations per second over the
@@ -41,14 +41,13 @@ import pandas as pd
 
 from ..core.options import Option, check_int, parse_option
 from ..core.status import Status
-from ..core.targets import SKILL_FLOOR
 from .budget import Budget
 from .chains import ChainGrid, ChainTask, run_chains
 from .experiment1.settings import PROFILES
 from .experiment1.tasks import experiment1_tasks
 from .settings import resolve_settings
 from .store import ResultsStore
-from .verdicts import NOT_SEPARABLE, separable, student_skill
+from .verdicts import NOT_SEPARABLE, lowest_known, separable, student_skill, unskilled
 
 
 class Speedup(Option):
@@ -147,18 +146,18 @@ def compare_measures(default: pd.DataFrame, option: pd.DataFrame, paired: bool) 
             difference = float(theirs["value"].mean() - ours["value"].mean()) if len(theirs) else math.nan
             seeds = min(len(ours), len(theirs))
         spread = float(ours["value"].max() - ours["value"].min())
-        skills = pd.concat([ours["skill"], theirs["skill"]]).dropna()
-        skill = float(skills.min()) if len(skills) else math.nan
+        student = measure != "teacher NLL"  # the teacher needs no skill; a student counts only with it known
+        skill = lowest_known(pd.concat([ours["skill"], theirs["skill"]])) if student else math.nan
         rows.append({"measure": measure, "default": float(ours["value"].mean()),
                      "option": float(theirs["value"].mean()) if len(theirs) else math.nan,
                      "difference": difference, "spread": spread, "seeds": seeds, "lowest_skill": skill,
-                     "verdict": _verdict(difference, spread, skill)})
+                     "verdict": _verdict(difference, spread, skill, student)})
     return pd.DataFrame(rows, columns=["measure", "default", "option", "difference", "spread", "seeds",
                                        "lowest_skill", "verdict"])
 
 
-def _verdict(difference: float, spread: float, skill: float) -> str:
-    if not math.isnan(skill) and skill < SKILL_FLOOR:
+def _verdict(difference: float, spread: float, skill: float, student: bool) -> str:
+    if student and unskilled(skill):
         return "no skill"
     if math.isnan(difference):
         return "missing"

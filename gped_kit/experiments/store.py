@@ -161,6 +161,12 @@ class ResultsStore:
         code = numerics_code(kind) if code is None else code
         return Entry(self, kind, key_of({"kind": kind, "record": record, "code": code}), record, code)
 
+    def by_key(self, kind: str, key: str) -> Entry:
+        """The stored entry ``<kind>/<key>`` (its record and code read from its ``entry.json``; it need not
+        exist)."""
+        meta = Entry(self, kind, key, None, "").meta
+        return Entry(self, kind, key, meta.get("record"), meta.get("code", ""))
+
     @contextmanager
     def lock(self, entry: Entry) -> Iterator[None]:
         """Hold the entry's file lock (other processes asking for it wait)."""

@@ -52,7 +52,7 @@ from ..engine import resolve_device
 from . import registry
 from .batching import MAX_CHAINS
 from .budget import Budget
-from .chains import ChainTask, run_chains
+from .chains import ChainTask, run_chains, skill_not_stored, summary_columns
 from .experiment1 import ablation_for
 from .frame import absent_datasets, chain_summaries, dataset_of, task_chains
 from .rates import Rate, RateRecorder, RateTable, Workload, device_kind, slug
@@ -253,7 +253,9 @@ def _priority(notebook: str, task: ChainTask, seeds: Sequence[int], cifar: int) 
 def mark_done(units: Sequence[WorkUnit], store: ResultsStore) -> list[WorkUnit]:
     """``units`` with every chain complete in ``store`` under this checkout's numerics marked done, read from
     the stored summaries (:func:`~gped_kit.experiments.frame.task_chains`: the columns that tell chains apart;
-    tasks alike in all of them take one stored chain each, in order)."""
+    tasks alike in all of them take one stored chain each, in order). A chain stored before its students
+    reported skill (:func:`~gped_kit.experiments.chains.skill_not_stored`) is not done: running its unit
+    computes it again."""
     summaries = chain_summaries(store)
     used: set[str] = set()
     out = []
@@ -263,7 +265,8 @@ def mark_done(units: Sequence[WorkUnit], store: ResultsStore) -> list[WorkUnit]:
             found = sorted(task_chains(summaries, [task]) - used) if len(summaries) else []
             if found:
                 used.add(found[0])
-            done.append(was or bool(found))
+            current = bool(found) and not skill_not_stored(task, summary_columns(store.by_key("chain", found[0])))
+            done.append(was or current)
         out.append(dataclasses.replace(unit, done=tuple(done)))
     return out
 

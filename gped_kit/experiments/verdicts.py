@@ -219,19 +219,38 @@ def student_skill(rows: pd.DataFrame) -> pd.Series:
                       for _, row in rows.iterrows()], index=rows.index, dtype=float)
 
 
-def no_evidence(row: pd.Series, metric: str) -> bool:
-    """Whether ``row``'s ``metric`` comes from a student below :data:`~gped_kit.core.targets.SKILL_FLOOR` (its
-    skill over the best constant prediction, the ``<metric>_skill`` column): a comparison that involves such a
-    student is no evidence. False where the table has no such column or the value is missing (a result stored
-    before every built-in target reported skill)."""
-    column = f"{metric}_skill"
-    if column not in row.index:
-        return False
-    value = row[column]
+def unskilled(skill: float) -> bool:
+    """Whether a student with ``skill`` (over the best constant prediction, :func:`student_skill`) is no evidence:
+    below :data:`~gped_kit.core.targets.SKILL_FLOOR`, or not stored (NaN: a result stored before every built-in
+    target reported skill), since a student counts only where it is known to beat the best constant."""
     try:
-        return bool(not pd.isna(value) and float(value) < SKILL_FLOOR)
+        return bool(pd.isna(skill) or float(skill) < SKILL_FLOOR)
     except (TypeError, ValueError):
+        return True
+
+
+def lowest_known(skill: pd.Series) -> float:
+    """The lowest of ``skill`` (one student's over its seeds, or several students' behind one value), NaN where
+    any of them was not stored: a value counts only if every student behind it is known to beat the constant."""
+    return float(skill.min()) if len(skill) and bool(skill.notna().all()) else math.nan
+
+
+def skill_unknown(row: pd.Series, metric: str) -> bool:
+    """Whether ``row``'s ``metric`` is a student's whose skill was not stored (no ``<metric>_skill`` column, or
+    a missing value); never for the teacher's metrics (``teacher_...``)."""
+    column = f"{metric}_skill"
+    return not metric.startswith("teacher_") and (column not in row.index or pd.isna(row[column]))
+
+
+def no_evidence(row: pd.Series, metric: str) -> bool:
+    """Whether ``row``'s ``metric`` comes from a student that is no evidence (:func:`unskilled`: its skill over
+    the best constant prediction, the ``<metric>_skill`` column, below
+    :data:`~gped_kit.core.targets.SKILL_FLOOR` or not stored): a comparison that involves such a student counts
+    for nothing. Never for the teacher's metrics (``teacher_...``), which need no skill."""
+    if metric.startswith("teacher_"):
         return False
+    column = f"{metric}_skill"
+    return unskilled(row[column] if column in row.index else math.nan)
 
 
 def verdict(hits: int, n: int) -> str:
@@ -266,6 +285,7 @@ def as_list(out: Claim | list[Claim] | None) -> list[Claim]:
 
 __all__ = ["MODELS", "Claim", "Evidence", "Finding", "WITHIN", "NOT_SEPARABLE", "SKILL_FLOOR", "KINDS", "GPED",
            "PRECONDITION", "ANOTHER_PROFILE", "HYDRA", "THESIS", "OURS", "RUN", "within", "compare",
-           "bound_distance", "separable", "student_skill", "no_evidence", "number", "link", "verdict",
+           "bound_distance", "separable", "student_skill", "lowest_known", "unskilled", "skill_unknown", "no_evidence",
+           "number", "link", "verdict",
            "verdict_word", "counts", "artifact_table", "seeds_of", "seeds_text", "steps_text", "profile_evidence",
            "as_list", "short_verdict"]

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...core.options import Estimator, check_int
-from ...core.targets import SKILL_FLOOR
 from ...data.experiment import DataConfig
 from ...engine import StudentConfig
 from ...models.presets import ArchSpec
@@ -46,7 +45,7 @@ from ..chains import ChainTask
 from ..frame import read_chains
 from ..paper import FULL_TRAINING_SIZE, ChainSettings, paper_model, paper_shaped_lr_scale, teacher_config
 from ..store import ResultsStore
-from ..verdicts import student_skill
+from ..verdicts import lowest_known, student_skill, unskilled
 from .artifacts import ARTIFACTS
 
 #: The schedules compared: the rate held constant, or halved as many times over the chain as the kit's reading of
@@ -137,7 +136,7 @@ def ablation_gaps(table: pd.DataFrame) -> pd.DataFrame:
     rows["skill"] = student_skill(rows)
     keys = ["seed", "H", "schedule"]
     nll = rows.pivot_table(index=keys, columns="est", values="student_nll").reset_index()
-    nll = nll.merge(rows.groupby(keys)["skill"].min().reset_index(), on=keys, how="left")
+    nll = nll.merge(rows.groupby(keys)["skill"].agg(lowest_known).reset_index(), on=keys, how="left")
     first = rows.iloc[0]
     nll["student_updates"] = (int(first["num_iterations"]) - int(first["burn_in"])) // nll["H"]
     nll = nll.rename(columns={"U_s": "student_nll_U_s", "U_o": "student_nll_U_o"})
@@ -154,7 +153,7 @@ def ablation_summary(gaps: pd.DataFrame) -> pd.DataFrame:
     grouped = gaps.groupby(["H", "schedule"], sort=True)
     out = grouped.agg(student_updates=("student_updates", "first"), seeds=("seed", "size"),
                       student_nll_U_s=("student_nll_U_s", "mean"), student_nll_U_o=("student_nll_U_o", "mean"),
-                      gap=("gap", "mean"), gap_std=("gap", "std"), skill=("skill", "min"))
+                      gap=("gap", "mean"), gap_std=("gap", "std"), skill=("skill", lowest_known))
     return out.reset_index()
 
 
@@ -184,8 +183,8 @@ def ablation_text(summary: pd.DataFrame, gap: float, schedules: Sequence[str] = 
     if summary.empty:
         return ""
     skill = summary["skill"] if "skill" in summary else pd.Series(float("nan"), index=summary.index)
-    weak = summary[skill < SKILL_FLOOR]
-    usable = summary[~(skill < SKILL_FLOOR)]
+    weak = summary[skill.map(unskilled)]
+    usable = summary[~skill.map(unskilled)]
     seeds = int(summary["seeds"].min())
     lines = [f"**H and the schedule** (FCNN, Table 1's cell, {seeds} seed{'s' if seeds != 1 else ''} a setting):"]
     if usable.empty:

@@ -9,7 +9,7 @@ import pandas as pd
 from ...core.targets import SKILL_FLOOR
 from .. import paper_tables
 from ..frame import Summary, side_by_side
-from ..verdicts import compare, no_evidence, student_skill
+from ..verdicts import compare, lowest_known, no_evidence, skill_unknown, student_skill, unskilled
 from .artifacts import ARTIFACTS
 
 #: Table 1's quantities: the teacher ensemble's NLL, the predictive U_s student's NLL, the entropy
@@ -50,13 +50,15 @@ def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
     grouped = per_seed.groupby(level="model")
     ours = grouped.mean().join(grouped.std().add_suffix("_std")).join(grouped.size().rename("seeds"))
     for metric, rows in (("student_nll", pred), ("entropy_mae", ent)):  # the skill of the student behind it
-        ours[f"{metric}_skill"] = student_skill(rows).groupby(rows["model"]).min()
+        ours[f"{metric}_skill"] = student_skill(rows).groupby(rows["model"]).agg(lowest_known)
     out = ours.join(paper, how="outer")
     for metric in TABLE1_METRICS:
         skill = out[f"{metric}_skill"] if f"{metric}_skill" in out else pd.Series(float("nan"), index=out.index)
+        student = not metric.startswith("teacher_")  # a student's value counts only with its skill known
         out[f"{metric}_vs_paper"] = [
-            "no evidence" if k < SKILL_FLOOR else _versus(mean, std, n, ref) for mean, std, n, ref, k in
-            zip(out[metric], out[f"{metric}_std"], out["seeds"], out[f"{metric}_paper"], skill)]
+            "no evidence" if student and pd.notna(mean) and unskilled(k) else _versus(mean, std, n, ref)
+            for mean, std, n, ref, k in zip(out[metric], out[f"{metric}_std"], out["seeds"], out[f"{metric}_paper"],
+                                            skill)]
     columns = [c for metric in TABLE1_METRICS
                for c in (metric, f"{metric}_std", f"{metric}_paper", f"{metric}_vs_paper")
                + ((f"{metric}_skill",) if f"{metric}_skill" in out else ())]
@@ -101,15 +103,21 @@ def table1_result(table1: pd.DataFrame, profile: str) -> str:
                else compare(float(t.loc[m, k]), float(t.loc[m, f"{k}_paper"])) for m in ran for k in TABLE1_METRICS]
     counted = {o: outcome.count(o) for o in ("within", "better", "worse", "no evidence")}
     learnt_nothing = [f"{MODEL_NAMES[m]} {METRIC_NAMES[k]}" for m in ran for k in TABLE1_METRICS
-                      if no_evidence(t.loc[m], k)]
+                      if no_evidence(t.loc[m], k) and not skill_unknown(t.loc[m], k)]
+    not_stored = [f"{MODEL_NAMES[m]} {METRIC_NAMES[k]}" for m in ran for k in TABLE1_METRICS
+                  if skill_unknown(t.loc[m], k)]
+    why = ([f"no better than the best constant prediction ({', '.join(learnt_nothing)})"] if learnt_nothing else []) + (
+        [f"stored without their skill over the best constant prediction ({', '.join(not_stored)})"]
+        if not_stored else [])
     teachers = ", ".join(f"{MODEL_NAMES[m]} {t.loc[m, 'teacher_nll']:.4f} (the paper's "
                          f"{t.loc[m, 'teacher_nll_paper']:g})" for m in ran)
     return (f"**Result** ({profile!r} profile, {seeds} seed{'s' * (seeds > 1)}): the students stay close to "
-            f"their teachers, NLL gap {gaps}. Of the {len(outcome)} Table 1 values, {counted['within']} are within "
+            f"their teachers, NLL gap {gaps}. Of the {len(outcome)} Table 1 values, {counted['within']} "
+            f"{'is' if counted['within'] == 1 else 'are'} within "
             f"10% of the paper's, {counted['better']} better and {counted['worse']} worse"
             + (f"; {counted['no evidence']} {'is' if counted['no evidence'] == 1 else 'are'} no evidence, "
-               f"{'its student' if counted['no evidence'] == 1 else 'their students'} no better than the best "
-               f"constant prediction ({', '.join(learnt_nothing)})" if learnt_nothing else "")
+               f"{'its student' if counted['no evidence'] == 1 else 'their students'} {' or '.join(why)}"
+               if why else "")
             + f"; the teachers' NLL, against which every student is judged: {teachers}.")
 
 

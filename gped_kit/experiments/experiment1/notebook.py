@@ -173,7 +173,7 @@ def count_text(outcome: dict, n: int, label: Callable[[object], str]) -> str:
     within_n = sum(o == "within" for o in outcome.values())
     parts = [f"{within_n} of {n} within 10%"] if within_n < n else []
     for word, text in (("better", "better than the paper's"), (NOT_SEPARABLE, NOT_SEPARABLE),
-                       ("no evidence", "no evidence (a student below the skill floor)")):
+                       ("no evidence", "no evidence (a student below the skill floor, or stored without its skill)")):
         cells = [c for c, o in outcome.items() if o == word]
         if cells:
             parts.append(f"{len(cells)} {text}: " + ", ".join(label(c) for c in cells))

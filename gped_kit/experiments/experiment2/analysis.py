@@ -25,7 +25,7 @@ from ..claims import (
     seed_spread,
     trend_cells,
 )
-from ..verdicts import separable, student_skill
+from ..verdicts import lowest_known, separable, student_skill
 from .artifacts import MNIST_ARTIFACTS
 
 #: The trend tables notebook 02 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's rows
@@ -94,10 +94,11 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
 
     Returns:
         Columns ``model, labelled_size, mask_size, masking_rate, estimator, teacher_nll,
-        student_nll, nll_gap, entropy_mae, n_runs``, sorted by model, estimator, N and m, and, where the
-        rows report them, ``nll_gap_skill`` and ``entropy_mae_skill``: the lowest skill over the cell's
-        students of that metric (:func:`~gped_kit.experiments.verdicts.student_skill`; a comparison that reads
-        a cell below the floor is no evidence, :func:`~gped_kit.experiments.claims.trend_cells`).
+        student_nll, nll_gap, entropy_mae, n_runs``, sorted by model, estimator, N and m, then
+        ``nll_gap_skill`` and ``entropy_mae_skill``: the lowest skill over the cell's students of that metric
+        (:func:`~gped_kit.experiments.verdicts.student_skill`), NaN where one of them was not stored
+        (:func:`~gped_kit.experiments.verdicts.lowest_known`); a comparison that reads a cell below the floor
+        or without its skill is no evidence (:func:`~gped_kit.experiments.claims.trend_cells`).
 
     Raises:
         TypeError: ``results`` is not a DataFrame.
@@ -130,18 +131,18 @@ def experiment2_cells(results: pd.DataFrame, dataset: str | None = None) -> pd.D
     teacher = df.groupby(chain_keys, dropna=False)["teacher_nll"].mean()
     pred = df[df["target"] == "predictive"].groupby(chain_keys, dropna=False)[["student_nll", "nll_gap"]].mean()
     mae = df[df["target"] == "entropy"].groupby(chain_keys, dropna=False)["entropy_mae"].mean()
-    skills = {}  # the lowest skill of the students behind each metric, where the rows report it
+    skills = {}  # the lowest skill of the students behind each metric, NaN where one's was not stored
     skill = student_skill(df)
-    if skill.notna().any():
-        for metric, target in (("nll_gap", "predictive"), ("entropy_mae", "entropy")):
-            mine = df["target"] == target
-            skills[f"{metric}_skill"] = skill[mine].groupby([df.loc[mine, k] for k in chain_keys], dropna=False).min()
+    for metric, target in (("nll_gap", "predictive"), ("entropy_mae", "entropy")):
+        mine = df["target"] == target
+        skills[f"{metric}_skill"] = (skill[mine].groupby([df.loc[mine, k] for k in chain_keys], dropna=False)
+                                     .agg(lowest_known))
     per_chain = pd.concat([teacher, pred, mae, *(v.rename(k) for k, v in skills.items())], axis=1).reset_index()
     table = (per_chain.groupby(list(CELL_COLUMNS), dropna=False)
              .agg(teacher_nll=("teacher_nll", "mean"), student_nll=("student_nll", "mean"),
                   nll_gap=("nll_gap", "mean"),
                   entropy_mae=("entropy_mae", "mean"), n_runs=("run_key", "nunique"),
-                  **{k: (k, "min") for k in skills})
+                  **{k: (k, lowest_known) for k in skills})
              .reset_index())
     table["labelled_size"] = table["labelled_size"].astype(int)
     table["mask_size"] = table["mask_size"].astype(int)
@@ -235,22 +236,26 @@ SKILL_METRICS = {"nll_gap": "student NLL", "entropy_mae": "entropy MAE"}
 
 
 def below_floor(cells: pd.DataFrame) -> pd.DataFrame:
-    """The cells of :func:`experiment2_cells` whose students of a metric are below the skill floor (their
-    lowest skill over the seeds, ``<metric>_skill`` < :data:`~gped_kit.core.targets.SKILL_FLOOR`): one row per
-    (model, labelled_size, mask_size, metric) with each estimator's skill (``skill_U_o``, ``skill_U_s``; NaN for
-    one at or above the floor). Every trend comparison that reads such a cell is no evidence. Empty when the
-    cells report no skill (stored before every built-in target reported it)."""
-    columns = ["model", "labelled_size", "mask_size", "masking_rate", "metric", "skill_U_o", "skill_U_s"]
+    """The cells of :func:`experiment2_cells` whose students of a metric are no evidence
+    (:func:`~gped_kit.experiments.verdicts.unskilled`: their lowest skill over the seeds, ``<metric>_skill``,
+    below :data:`~gped_kit.core.targets.SKILL_FLOOR`, or not stored): one row per (model, labelled_size,
+    mask_size, metric) with each estimator's skill (``skill_U_o``, ``skill_U_s``; NaN for one not stored) and
+    ``stored`` (False: a skill not stored, whether or not the other estimator's is below the floor). Every
+    trend comparison that reads such a cell is no evidence."""
+    columns = ["model", "labelled_size", "mask_size", "masking_rate", "metric", "skill_U_o", "skill_U_s", "stored"]
     rows = []
     for metric, name in SKILL_METRICS.items():
         column = f"{metric}_skill"
-        if column not in cells:
+        if metric not in cells or cells.empty:
             continue
-        low = cells[cells[column] < SKILL_FLOOR]
+        skills = cells[column] if column in cells else pd.Series(math.nan, index=cells.index)
+        measured = cells[metric].notna()
+        low = cells[measured & (skills.isna() | (skills < SKILL_FLOOR))]
         for (model, n, m, r), part in low.groupby(["model", "labelled_size", "mask_size", "masking_rate"]):
-            skill = part.set_index("estimator")[column]
+            skill = skills.loc[part.index].set_axis(part["estimator"])
             rows.append({"model": model, "labelled_size": n, "mask_size": m, "masking_rate": r, "metric": name,
-                         "skill_U_o": skill.get("U_o", math.nan), "skill_U_s": skill.get("U_s", math.nan)})
+                         "skill_U_o": skill.get("U_o", math.nan), "skill_U_s": skill.get("U_s", math.nan),
+                         "stored": bool(skill.notna().all())})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -259,6 +264,16 @@ def below_floor_text(low: pd.DataFrame) -> str:
     if low.empty:
         return ""
     names = {"fcnn": "FCNN", "cnn_mnist": "CNN-MNIST"}
+    stored = low["stored"].astype(bool) if "stored" in low else pd.Series(True, index=low.index)
+    unknown = low[~stored]
+    low = low[stored]
+    not_stored = (f"No evidence in {len(unknown)} (cell, metric) pairs stored without their students' skill over "
+                  "the best constant prediction (" + "; ".join(
+                      f"{names.get(model, model)} {metric}: {len(group)}"
+                      for (model, metric), group in unknown.groupby(["model", "metric"], sort=False))
+                  + "): every comparison that reads them is left out of the counts." if len(unknown) else "")
+    if low.empty:
+        return not_stored
     parts = []
     for (model, metric), group in low.groupby(["model", "metric"], sort=False):
         cells = ", ".join(
@@ -268,7 +283,8 @@ def below_floor_text(low: pd.DataFrame) -> str:
         parts.append(f"{names.get(model, model)} {metric}: {cells}")
     return (f"No evidence in {len(low)} (cell, metric) pairs, whose students are no better than the best constant "
             f"prediction (skill below {SKILL_FLOOR}; their skills): " + "; ".join(parts)
-            + ". Every comparison that reads them is left out of the counts.")
+            + ". Every comparison that reads them is left out of the counts."
+            + (f" {not_stored}" if not_stored else ""))
 
 
 def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:

@@ -8,7 +8,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..device_runs import PAPER_STEPS, paper_length_runs, uo_vs_us
+from ..device_runs import NO_EVIDENCE, PAPER_STEPS, paper_length_runs, uo_vs_us
 from ..frame import SCALED_CHAIN, Experiment, Summary, read_chains
 from ..store import ResultsStore
 from ..verdicts import MODELS, Claim, Evidence, Finding, artifact_table, counts, link, profile_evidence, verdict
@@ -118,13 +118,15 @@ def uo_gpu_finding(figures: Path) -> Finding | None:
     runs = {m: r for m, r in paper_length_runs(Path(figures).parent).items() if r.complete}
     if not runs:
         return None
-    agree = n = near = 0
+    agree = n = near = unknown = 0
     ours = []
     for m, run in runs.items():
         for name, uo, us, outcome in uo_vs_us(run):
             metric = "student_nll" if name == "student NLL" else "entropy_mae"
             paper_holds = run.cell(metric, "U_o").paper <= run.cell(metric, "U_s").paper
-            if outcome == "not separable":
+            if outcome == NO_EVIDENCE:
+                unknown += 1
+            elif outcome == "not separable":
                 near += 1
             else:
                 n += 1
@@ -132,8 +134,10 @@ def uo_gpu_finding(figures: Path) -> Finding | None:
             spread = run.spread.get(metric)
             ours.append(f"{MODELS.get(m, m)} {name} U_o {uo:.4f} vs U_s {us:.4f}: {outcome}"
                         + (f" (spread {spread:.4f})" if spread else ""))
-    judged = (verdict(agree, n) + f" (agree in {agree} of {n} cells" + (f"; {near} not separable)" if near else ")")
-              if n else f"no evidence ({near} not separable)")
+    left_out = ([f"{near} not separable"] if near else []) + (
+        [f"{unknown} no evidence: a student stored without its skill or below the floor"] if unknown else [])
+    judged = (verdict(agree, n) + f" (agree in {agree} of {n} cells" + "".join(f"; {x}" for x in left_out) + ")"
+              if n else f"no evidence ({'; '.join(left_out)})")
     scope = ", ".join(MODELS.get(m, m) for m in runs) + ", N = 60,000, r = 0 only"
     return Finding(Evidence("paper", PAPER_STEPS, 1, device="a GPU", scope=scope), judged, "; ".join(ours))
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ...core.targets import SKILL_FLOOR
 from ..store import ResultsStore
-from ..verdicts import student_skill
+from ..verdicts import lowest_known, student_skill, unskilled
 from .artifacts import ARTIFACTS
 from .pareto import METHODS, METRICS, metric_target
 from .search import SearchResult, merged_search, run_searches
@@ -116,10 +116,10 @@ def fair_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
         distilled = (rows[(rows["student"] == best_group["student"]) & (rows["stage"] == "distilled")]
                      if best_group is not None else rows.iloc[0:0])
         compared = pd.concat([base_tuned, *(pd.DataFrame([r]) for r in (winner, best_group) if r is not None)])
-        skill = float(student_skill(compared).min()) if len(compared) else math.nan
+        skill = lowest_known(student_skill(compared)) if len(compared) else math.nan
         group_won = winner is not None and winner["method"] == "group_lasso"
         units = int(best_group["units_removed"]) if best_group is not None else 0
-        verdict = ("no evidence" if not math.isnan(skill) and skill < SKILL_FLOOR
+        verdict = ("no evidence" if unskilled(skill)
                    else "yes" if group_won and beats and units > 0 else "no")
         half = math.nan
         if metric == "student_nll" and len(base):

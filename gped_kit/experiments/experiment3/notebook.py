@@ -31,11 +31,11 @@ from ..store import ResultsStore
 from ..verdicts import (
     MODELS,
     NOT_COMPARABLE,
-    SKILL_FLOOR,
     Claim,
     artifact_table,
     link,
     profile_evidence,
+    unskilled,
     verdict,
 )
 from .artifacts import ARTIFACTS, CHECKS
@@ -177,12 +177,13 @@ NONE_THAT_SMALL = "no pruned student at <= 50% of the base's FLOPs"
 
 def _fair_verdict(results: list[tuple[str, str]], fair_stored: bool) -> str:
     """The verdict over models from each one's ``yes`` / ``no`` / ``no evidence`` / ``not comparable``: counted
-    over those judged, the rest named with their reason: no evidence (a student below the skill floor where the
-    fair comparison is stored, else its absence: :data:`UNFAIR_REASON`), not comparable (:data:`NONE_THAT_SMALL`:
-    nothing of the size the claim is about, which is no failure of the claim)."""
+    over those judged, the rest named with their reason: no evidence (a student below the skill floor or
+    without its stored skill, where the fair comparison is stored, else its absence: :data:`UNFAIR_REASON`),
+    not comparable (:data:`NONE_THAT_SMALL`: nothing of the size the claim is about, which is no failure of the
+    claim)."""
     words = [v for _, v in results]
     judged = [v for v in words if v in ("yes", "no")]
-    why = "a student below the skill floor" if fair_stored else UNFAIR_REASON
+    why = "a student below the skill floor, or stored without its skill" if fair_stored else UNFAIR_REASON
     no_evidence, none_small = words.count("no evidence"), words.count(NOT_COMPARABLE)
     if not judged:
         if not none_small:
@@ -224,7 +225,7 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
         small_text = f"{MODELS[model]} {small_value if small_value != '—' else 'none that small'} vs base {base:.4f}"
         if fair is not None and (model, "student_nll") in fair.index:
             f = fair.loc[(model, "student_nll")]
-            skilled = not (pd.notna(f["skill"]) and float(f["skill"]) < SKILL_FLOOR)
+            skilled = not unskilled(f["skill"])
             beat_word = ("yes" if str(f["beats_base"]) == "True" else "no") if skilled else "no evidence"
             half = f["group_half_flops_best"]
             small_ok = pd.notna(half) and float(half) <= 1.1 * float(f["base_finetuned"])

@@ -132,7 +132,8 @@ def _claim_rows(downstream: pd.DataFrame, metric: str, endd: str) -> pd.DataFram
 
 def _per_seed_cells(rows: pd.DataFrame, lower: bool) -> pd.DataFrame:
     """One row per (cell, seed) where both GPED and EnD2 have a value and both students learnt something
-    (neither's ``skill`` below :data:`~gped_kit.core.targets.SKILL_FLOOR`, where the rows report it): the keys
+    (neither's ``skill`` below :data:`~gped_kit.core.targets.SKILL_FLOOR` or not stored, where the rows have the
+    column): the keys
     (filled, :func:`_fill`), ``seed``, ``GPED``, ``EnD2`` and the winner ``ours``. The (cell, seed) pairs left
     out for a student below the floor are in the frame's ``attrs["no_evidence"]`` (a DataFrame of keys)."""
     empty = pd.DataFrame(columns=[*_CELL_KEYS, "seed", "GPED", "EnD2", "ours"])
@@ -145,8 +146,8 @@ def _per_seed_cells(rows: pd.DataFrame, lower: bool) -> pd.DataFrame:
     per_seed = per_seed.dropna(subset=["GPED", "EnD2"])
     per_seed.columns.name = None
     unskilled = pd.DataFrame(columns=[*_CELL_KEYS, "seed"])
-    if "skill" in filled and filled["skill"].notna().any():
-        low = filled[filled["skill"] < SKILL_FLOOR][[*_CELL_KEYS, "seed"]].drop_duplicates()
+    if "skill" in filled:  # below the floor or not stored (NaN): no evidence
+        low = filled[filled["skill"].isna() | (filled["skill"] < SKILL_FLOOR)][[*_CELL_KEYS, "seed"]].drop_duplicates()
         flag = per_seed.merge(low.assign(_low=True), on=[*_CELL_KEYS, "seed"], how="left")["_low"].notna()
         unskilled = per_seed.loc[flag.to_numpy(), [*_CELL_KEYS, "seed"]]
         per_seed = per_seed.loc[~flag.to_numpy()]

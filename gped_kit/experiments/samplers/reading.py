@@ -21,9 +21,9 @@ def sampler_reading(history: pd.DataFrame) -> str:
         verdict = {"yes": "the gap exceeds the seed spread: the order holds over these seeds",
                    "no": "the gap is within the seed spread: no winner is established",
                    "one seed": "one seed, so no spread to judge the gap by: no winner is established",
-                   "no evidence": "no evidence: a student of one of them is no better than the best constant "
-                                  f"prediction (skill below {SKILL_FLOOR}), so the order is one a constant also "
-                                  "gives"}[w.separated]
+                   "no evidence": "no evidence: a student of one of them is not known to beat the best constant "
+                                  f"prediction (its skill below {SKILL_FLOOR}, or not stored), so the order may be "
+                                  "one a constant also gives"}[w.separated]
         lines.append(f"- {w.quantity}: lowest {w.winner} {spread(w.winner_mean, w.winner_std)}, next {w.runner_up} "
                      f"{spread(w.runner_up_mean, w.runner_up_std)} over {w.seeds} seed(s) (lowest per seed: "
                      f"{w.seed_winners}); {verdict}.")

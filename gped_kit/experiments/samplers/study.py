@@ -19,6 +19,7 @@ chains, a cyclical step size, and both together (issue 33).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,6 @@ from ...core.sampler import SamplerConfig
 from ...core.sghmc import SGHMCConfig
 from ...core.sgld import SGLDConfig
 from ...core.sgnht import SGNHTConfig
-from ...core.targets import SKILL_FLOOR
 from ...data.experiment import DataConfig
 from ...engine import StudentConfig
 from ...engine.result import GPEDResult
@@ -47,7 +47,7 @@ from ..paper import (
     teacher_config,
 )
 from ..paper_tables import table1
-from ..verdicts import student_skill
+from ..verdicts import student_skill, unskilled
 
 #: The paper's SGLD for MNIST (Appendix A.2).
 PAPER_SGLD = SGLDConfig(step_size=4e-6, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
@@ -169,13 +169,24 @@ def sampler_study_tasks(settings: SamplerStudySettings, device: str = "auto",
 
 def study_history(results: Sequence[GPEDResult | None], tasks: Sequence[ChainTask]) -> pd.DataFrame:
     """The candidates' histories in one tidy table (``candidate``, ``seed`` and ``num_chains`` columns
-    added; one row per log point and student)."""
+    added; one row per log point and student), with each student's skill columns from the chain's summary on
+    its last log point (the history logs errors, the summary the skill over the best constant prediction that
+    says whether they count)."""
     frames = []
     for result, task in zip(results, tasks):
         if result is None:
             continue
         label, _, seed = task.label.rpartition(" seed=")
-        frames.append(result.history.assign(candidate=label, seed=int(seed), num_chains=task.config.num_chains))
+        history = result.history.assign(candidate=label, seed=int(seed), num_chains=task.config.num_chains)
+        summary = result.summary
+        skills = [c for c in summary.columns if str(c).endswith("skill") and c not in history]
+        if skills and "student" in summary and "student" in history:
+            last = (history["step"] == history["step"].max()).to_numpy()
+            merged = history.merge(summary[["student", *skills]].drop_duplicates("student"), on="student",
+                                   how="left")
+            merged.loc[~last, skills] = math.nan
+            history = merged
+        frames.append(history)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -197,9 +208,7 @@ def study_per_seed(history: pd.DataFrame) -> pd.DataFrame:
         "entropy MAE": ent["entropy_mae"],
     })
     for name, rows in (("student NLL", pred), ("entropy MAE", ent)):
-        skill = student_skill(rows)
-        if skill.notna().any():
-            out[f"{name} skill"] = skill
+        out[f"{name} skill"] = student_skill(rows)  # NaN where not stored: no evidence
     return out
 
 
@@ -240,7 +249,8 @@ def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUAN
     mean - winner mean), ``seeds``, ``separated`` (``"yes"`` when the gap exceeds the sum of the two
     standard deviations, i.e. their mean +- std intervals do not overlap; ``"no"`` otherwise; ``"one
     seed"`` when there is no spread to compare with; ``"no evidence"`` when the winner's or the runner-up's
-    student is below the skill floor in a seed, so that the order is one a constant prediction also gives)
+    student is below the skill floor in a seed or was stored without its skill, so that the order may be one a
+    constant prediction also gives)
     and ``seed_winners`` (which candidate is lowest in each seed, counted: e.g. ``"BAOA 2, SGNHT 1 (of 3
     seeds)"``)."""
     per_seed = study_per_seed(history)
@@ -255,9 +265,9 @@ def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUAN
         w, r = stats.iloc[0], stats.iloc[1] if len(stats) > 1 else None
         seeds = int(stats["n"].max())
         skill = per_seed[f"{q} skill"].unstack("candidate") if f"{q} skill" in per_seed else None
-        unskilled = (skill is not None and r is not None
-                     and bool((skill[[stats.index[0], stats.index[1]]] < SKILL_FLOOR).any(axis=None)))
-        if unskilled:
+        weak = (skill is not None and r is not None
+                and bool(skill[[stats.index[0], stats.index[1]]].map(unskilled).any(axis=None)))
+        if weak:
             separated = "no evidence"
         elif r is None or seeds < 2:
             separated = "one seed" if seeds < 2 else "no runner-up"
