@@ -214,10 +214,20 @@ def test_a_chain_stored_without_its_students_skill_is_computed_again_and_the_sto
     assert skill_not_stored(task, summary_columns(entry)) == ("entropy_mae_skill", "skill", "student_nll_skill")
     stored = run_chains([task], store, progress=False, executor="stored")
     assert list(stored.cells["status"]) == [Status.REUSED] and "skill" not in stored.table
+    derived = {}
+    for name, chain in (("mine", entry.record), ("another's", {"another": "chain"})):
+        derived[name] = store.entry("experiment4", {"chain": chain, "seed": 0})
+        derived[name].path.mkdir(parents=True)
+        derived[name].write_table("downstream", pd.DataFrame({"method": ["GPED"]}))
+        derived[name].finish()
     again = run_chains([task], store, progress=False)
     assert list(again.cells["status"]) == [Status.RAN]
-    assert "stored before its students reported skill (entropy_mae_skill, skill, student_nll_skill)" in \
-        capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "stored before its students reported skill (entropy_mae_skill, skill, student_nll_skill)" in err
+    # what was derived from the old draw is set aside with it, to be derived again from the new one
+    assert not derived["mine"].path.exists() and derived["another's"].complete
+    (moved,) = store.root.glob("experiment4/*.old-*")
+    assert f"the 1 results derived from it in experiment4/{moved.name}" in err
     (kept,) = store.root.glob("chain/*.old-*")
     pd.testing.assert_frame_equal(pd.read_csv(kept / "summary.csv"), stripped)
     assert again.table["skill"].notna().all() and again.table["teacher_nll"].tolist() == old["teacher_nll"].tolist()

@@ -32,6 +32,7 @@ import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -200,6 +201,15 @@ def skill_not_stored(task: ChainTask, columns: Collection[str]) -> tuple[str, ..
     return tuple(sorted(wanted - set(columns)))
 
 
+def set_aside_derived(store: ResultsStore, chain: Entry) -> list[Path]:
+    """Set aside every complete entry derived from ``chain`` (a derived entry's record holds its chain's record
+    under ``"chain"``: searches, evaluations, comparisons), for a chain computed again: they came from the draw
+    set aside with it, so the notebook derives them again from the new one. The paths they were moved to, in
+    the store's order."""
+    return [e.set_aside() for e in store.entries() if e.kind != "chain" and isinstance(e.record, Mapping)
+            and "chain" in e.record and store.entry("chain", e.record["chain"]).key == chain.key]
+
+
 def summary_columns(entry: Entry) -> set[str]:
     """The columns of ``entry``'s stored ``summary`` table (its header only; empty without one)."""
     path = entry.path / "summary.csv"
@@ -277,8 +287,12 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                     # stored before its students reported skill: none of them could count as evidence; computed
                     # again, the stored tables kept beside it, not overwritten
                     aside = entry.set_aside()
+                    derived = set_aside_derived(store, entry)
                     print(f"{task.label}: stored before its students reported skill ({', '.join(lacking)}); "
-                          f"computed again, the stored tables are kept in {aside.name}", file=sys.stderr)
+                          f"computed again, the stored tables are kept in {aside.name}"
+                          + (f", and the {len(derived)} results derived from it in "
+                             f"{', '.join(f'{p.parent.name}/{p.name}' for p in derived)}" if derived else ""),
+                          file=sys.stderr)
                 if entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs):
                     outcomes[i] = _reused_chain(task, spec, entry, started)
                     report(i)
