@@ -25,7 +25,7 @@ from ..claims import (
     seed_spread,
     trend_cells,
 )
-from ..verdicts import lowest_known, separable, student_skill
+from ..verdicts import lowest_known, separable, student_skill, unskilled
 from .artifacts import MNIST_ARTIFACTS
 
 #: The trend tables notebook 02 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's rows
@@ -250,7 +250,7 @@ def below_floor(cells: pd.DataFrame) -> pd.DataFrame:
             continue
         skills = cells[column] if column in cells else pd.Series(math.nan, index=cells.index)
         measured = cells[metric].notna()
-        low = cells[measured & (skills.isna() | (skills < SKILL_FLOOR))]
+        low = cells[measured & skills.map(unskilled)]
         for (model, n, m, r), part in low.groupby(["model", "labelled_size", "mask_size", "masking_rate"]):
             skill = skills.loc[part.index].set_axis(part["estimator"])
             rows.append({"model": model, "labelled_size": n, "mask_size": m, "masking_rate": r, "metric": name,
