@@ -427,3 +427,19 @@ def test_parse_override() -> None:
     for bad in ("hydra..lr=1", "hydra.=1", ".lr=1", "hydra.1x=1"):
         with pytest.raises(ValueError, match="identifier"):
             parse_override(bad)
+
+
+def test_executor_stored_makes_every_notebook_that_can_read_the_store_compute_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--executor stored``: the notebooks run here, one after another, each that declares an ``executor``
+    parameter with it set to ``stored`` (reading the store, computing no chain); one without it as it is. Before,
+    the choice was accepted and ignored, so the notebooks computed (and set aside what they recomputed)."""
+    argv = ["--notebook-dir", str(REPO_NOTEBOOKS), "--output-dir", str(tmp_path), "--dry-run",
+            "--only", "10_samplers,08_thesis_toys", "--executor", "stored"]
+    assert main(argv, executor=ExplodingExecutor()) == 0
+    printed = capsys.readouterr().out
+    assert 'parameters={"profile": "default", "executor": "stored"}' in printed  # 10_samplers
+    assert 'parameters={"profile": "default"}' in printed  # 08_thesis_toys declares no executor
+    with pytest.raises(SystemExit):
+        main([*argv, "-p", "executor=local"], executor=ExplodingExecutor())
+    assert "give it or -p executor=..., not both" in capsys.readouterr().err

@@ -351,7 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--executor", choices=ExecutorName.allowed(), default="local",
                         help="local: one notebook after another here; ray: each notebook a task on a Ray cluster "
-                             "(see --ray-address)")
+                             "(see --ray-address); stored: one after another here, each notebook that declares an "
+                             "`executor` parameter reading the store only, computing no chain (`-p executor=stored`)")
     parser.add_argument("--ray-address", default=None,
                         help="Ray cluster to join (default $RAY_ADDRESS; neither: start a local cluster)")
     parser.add_argument("--fail-fast", action="store_true", help="skip the remaining notebooks after a failure")
@@ -382,6 +383,11 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
         overrides = [parse_override(text) for text in args.param]
     except ValueError as exc:
         parser.error(str(exc))
+    if ExecutorName(args.executor) is ExecutorName.STORED:
+        if any(o.key == "executor" for o in overrides):
+            parser.error("--executor stored sets each notebook's `executor` parameter: give it or "
+                         "-p executor=..., not both")
+        overrides.append(parse_override(f"executor={ExecutorName.STORED.value}"))
     if not notebooks:
         logger.warning("no notebooks found in %s", args.notebook_dir)
         return 0
