@@ -170,7 +170,7 @@ def test_endd_at_both_temperatures_with_labels_gives_the_nll_of_each_dirichlet_m
 def test_claims_count_the_settings_gped_wins():
     rows = []
     for i, (size, est) in enumerate([(s, e) for s in ("base", "largest_width_multiplier") for e in ("U_s", "U_o")]):
-        who = dict(model="fcnn", estimator=est, student=size)
+        who = dict(model="fcnn", estimator=est, student=size, skill=0.5)
         # GPED: lower NLL in 3 of 4 settings, lower entropy MAE in all, higher AUROC in 1 of 4 x 2, nDCG in 2 of 4 x 2
         rows += [dict(who, method="GPED", metric="nll", value=0.3 if i < 3 else 0.5),
                  dict(who, method="EnD2", metric="nll", value=0.4),
@@ -186,6 +186,9 @@ def test_claims_count_the_settings_gped_wins():
     claims = E4.experiment4_claims(pd.DataFrame(rows)).set_index("claim")
     assert list(claims.index.str.split().str[2]) == ["nll", "entropy_mae", "auroc", "ndcg@20"]
     assert claims.loc["GPED lower nll than EnD2", "ours"] == "3 of 4"
+    # evaluations made before the chains reported skill (no column): no student is known to beat the constant
+    unknown = E4.experiment4_claims(pd.DataFrame(rows).drop(columns="skill")).set_index("claim")
+    assert unknown.loc["GPED lower nll than EnD2", "ours"] == "0 of 4"
     assert claims.loc["GPED lower entropy_mae than EnD2", "fraction"] == 1.0
     assert claims.loc["GPED higher auroc than EnD2", "ours"] == "2 of 8"
     assert claims.loc["GPED higher ndcg@20 than EnD2", "fraction"] == 0.5
@@ -202,7 +205,7 @@ def _claims_downstream(seeds=(0, 1, 2)) -> pd.DataFrame:
         for model in ("fcnn", "cnn_mnist"):
             chain = dict(model=model, seed=seed, run_key=f"{model}-{seed}")
             for est, size in SETTINGS:
-                who = dict(chain, estimator=est, student=size)
+                who = dict(chain, estimator=est, student=size, skill=0.5)
                 # NLL: GPED loses the two largest-CNN cells; in seed 2 it also loses FCNN U_s base (mean still wins)
                 gped = 0.5 if (model, size) == ("cnn_mnist", "largest_width_multiplier") else 0.3
                 if (seed, model, est, size) == (2, "fcnn", "U_s", "base"):

@@ -433,6 +433,9 @@ def long_line(counted: list[Claim], cpu: str) -> str | None:
     chains = f": {e.chains} pooled chains of T = {e.steps:,}" if e is not None and e.steps else ""
     unjudged = len(long) - len(judged)
     rest = f" ({unjudged} more: no evidence or not comparable)" if unjudged else ""
+    if not judged:
+        return (f"The `long` profile (also {cpu}{chains}) judges none of GPED's claims: its {unjudged} rows are no "
+                "evidence or not comparable.")
     return (f"The `long` profile (also {cpu}{chains}) judges {len(judged)} of GPED's claims{rest}; "
             f"{changed} of the {len(both)} judged in both {'differs' if changed == 1 else 'differ'} from the "
             "default's.")

@@ -133,7 +133,7 @@ def _claim_rows(downstream: pd.DataFrame, metric: str, endd: str) -> pd.DataFram
 def _per_seed_cells(rows: pd.DataFrame, lower: bool) -> pd.DataFrame:
     """One row per (cell, seed) where both GPED and EnD2 have a value and both students learnt something
     (neither's ``skill`` below :data:`~gped_kit.core.targets.SKILL_FLOOR` or not stored,
-    :func:`~gped_kit.experiments.verdicts.unskilled`, where the rows have the column): the keys (filled,
+    :func:`~gped_kit.experiments.verdicts.unskilled`; rows without the column are not stored): the keys (filled,
     :func:`_fill`), ``seed``, ``GPED``, ``EnD2`` and the winner ``ours``. The (cell, seed) pairs left out for
     such a student are in the frame's ``attrs["no_evidence"]`` (a DataFrame of keys)."""
     empty = pd.DataFrame(columns=[*_CELL_KEYS, "seed", "GPED", "EnD2", "ours"])
@@ -145,12 +145,12 @@ def _per_seed_cells(rows: pd.DataFrame, lower: bool) -> pd.DataFrame:
         return empty
     per_seed = per_seed.dropna(subset=["GPED", "EnD2"])
     per_seed.columns.name = None
-    left_out = pd.DataFrame(columns=[*_CELL_KEYS, "seed"])
-    if "skill" in filled:  # below the floor or not stored (NaN): no evidence
-        low = filled[filled["skill"].map(unskilled)][[*_CELL_KEYS, "seed"]].drop_duplicates()
-        flag = per_seed.merge(low.assign(_low=True), on=[*_CELL_KEYS, "seed"], how="left")["_low"].notna()
-        left_out = per_seed.loc[flag.to_numpy(), [*_CELL_KEYS, "seed"]]
-        per_seed = per_seed.loc[~flag.to_numpy()]
+    # below the floor or not stored (NaN, or no column: evaluations made before chains reported skill): no evidence
+    skill = filled["skill"] if "skill" in filled else pd.Series(float("nan"), index=filled.index)
+    low = filled[skill.map(unskilled)][[*_CELL_KEYS, "seed"]].drop_duplicates()
+    flag = per_seed.merge(low.assign(_low=True), on=[*_CELL_KEYS, "seed"], how="left")["_low"].notna()
+    left_out = per_seed.loc[flag.to_numpy(), [*_CELL_KEYS, "seed"]]
+    per_seed = per_seed.loc[~flag.to_numpy()]
     per_seed = per_seed.assign(ours=[winner(g, e, lower) for g, e in zip(per_seed["GPED"], per_seed["EnD2"])])
     per_seed.attrs["no_evidence"] = left_out.reset_index(drop=True)
     return per_seed

@@ -178,7 +178,11 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
     seeds = {} if seeds is None else dict(zip(seeds["claim"], seeds["seeds"]))
     rows = []
     for _, r in t.iterrows():
-        if "agree in " in str(r["agree"]):
+        if "agree in " in str(r["agree"]) and counts(r["agree"], "agree in ")[1] == 0:
+            # every cell rests on a student not known to beat the best constant prediction: nothing is judged
+            judged = f"no evidence ({str(r['agree']).split('; ', 1)[-1]}: a student below the skill floor or " \
+                     "stored without its skill)"
+        elif "agree in " in str(r["agree"]):
             a, c = counts(r["agree"], "agree in ")
             judged = f"{verdict(a, c)} (agree in {a} of {c} cells)"
         else:  # GPED higher in k of n cells of ours: say who leads on the OOD sets we have
