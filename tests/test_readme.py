@@ -533,3 +533,19 @@ def test_shorten_cuts_between_clauses_and_closes_what_it_leaves_open():
     cut = R.shorten(text, 40)
     assert len(cut) <= 40 and cut.endswith("…)") and cut.count("(") == cut.count(")")
     assert R.shorten("one two three four five six", 12) == "one two …"
+
+
+def test_an_exp4_claim_whose_every_cell_is_no_evidence_says_so(tmp_path, tables_recorded):
+    """A profile whose Exp. 4 evaluations predate skill has no cell left to compare: its rows say "no evidence",
+    not "no (agree in 0 of 0 cells)"; a profile with cells compared keeps its verdict."""
+    stem = E4N.ARTIFACTS["claims"].stem
+    for profile, agree in (("default", "agree in 7 of 8 cells compared; 1 no evidence"),
+                           ("long", "agree in 0 of 0 cells compared; 8 no evidence")):
+        pd.DataFrame({"claim": ["GPED lower nll than EnD2"], "ours": ["7 of 8"], "agree": [agree],
+                      "beside": ["EnD2 (tau = 2.5)"], "ours_beside": ["8 of 8"], "paper": ["8 of 8 (MNIST)"],
+                      "paper_statement": ["GPED better in every setting"]}).to_csv(
+            tmp_path / f"{stem(profile=profile)}.csv", index=False)
+    (default,) = E4N.claim_rows(tmp_path, "default")
+    (long,) = E4N.claim_rows(tmp_path, "long")
+    assert default.verdict == "partly (agree in 7 of 8 cells)"
+    assert long.verdict == "no evidence (8 no evidence: a student below the skill floor or stored without its skill)"
