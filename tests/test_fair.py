@@ -215,7 +215,7 @@ def test_ablation_gaps_from_student_rows():
                 for est, nll in (("U_s", 0.10 + h / 1000 + (0.03 if schedule == "constant" else 0)), ("U_o", 0.10)):
                     rows.append({"target": "predictive", "student": f"predictive-{est}-H{h}-{schedule}",
                                  "seed": seed, "student_nll": nll + seed * 0.001, "num_iterations": 20_000,
-                                 "burn_in": 1_000})
+                                 "burn_in": 1_000, "skill": 0.9})
     gaps = ablation_gaps(pd.DataFrame(rows))
     assert len(gaps) == 8 and set(gaps["student_updates"]) == {9_500, 190}
     summary = ablation_summary(gaps).set_index(["H", "schedule"])
@@ -224,6 +224,9 @@ def test_ablation_gaps_from_student_rows():
     assert summary.loc[(2, "constant"), "gap_std"] == pytest.approx(0.0) and (summary["seeds"] == 2).all()
     text = ablation_text(summary.reset_index(), 0.028)
     assert "H = 2: +0.0300" in text and "at H = 2, 100 by at least half" in text
+    unknown = ablation_summary(ablation_gaps(pd.DataFrame(rows).drop(columns="skill")))  # stored without skill
+    assert unknown["skill"].isna().all() and ablation_text(unknown, 0.028).endswith(
+        "every setting's students are below the skill floor or without a stored skill: no evidence.")
 
 
 def test_below_floor_names_the_searched_students_that_learnt_nothing(tmp_path, tables_recorded):

@@ -178,8 +178,8 @@ def estimator_ablation(store: ResultsStore, ablation: EstimatorAblation = ESTIMA
 def ablation_text(summary: pd.DataFrame, gap: float, schedules: Sequence[str] = SCHEDULES) -> str:
     """One paragraph on :func:`ablation_summary` beside the paper's gap ``gap``: the largest gap measured, where,
     and whether holding the rate constant widens the gap by at least half the paper's (what the "never anneals"
-    reading predicts) at any H. Settings whose students are below the skill floor are no evidence: named, not
-    compared."""
+    reading predicts) at any H. Settings whose students are below the skill floor (or whose skill was not stored)
+    are no evidence: named, not compared."""
     if summary.empty:
         return ""
     skill = summary["skill"] if "skill" in summary else pd.Series(float("nan"), index=summary.index)
@@ -188,7 +188,8 @@ def ablation_text(summary: pd.DataFrame, gap: float, schedules: Sequence[str] = 
     seeds = int(summary["seeds"].min())
     lines = [f"**H and the schedule** (FCNN, Table 1's cell, {seeds} seed{'s' if seeds != 1 else ''} a setting):"]
     if usable.empty:
-        return " ".join(lines + ["every setting's students are below the skill floor: no evidence."])
+        return " ".join(lines + ["every setting's students are below the skill floor or without a stored skill: "
+                                 "no evidence."])
     top = usable.loc[usable["gap"].idxmax()]
     lines.append(f"the largest U_s - U_o gap is {top['gap']:+.4f} (H = {int(top['H'])}, {top['schedule']} rate, "
                  f"{int(top['student_updates']):,} updates); the paper's is {gap:+.3f}.")
@@ -206,6 +207,6 @@ def ablation_text(summary: pd.DataFrame, gap: float, schedules: Sequence[str] = 
                         if grows else "at no H by half the paper's gap, so a student that never anneals does not "
                                       "explain it at this chain length."))
     if len(weak):
-        lines.append("No evidence (a student below the skill floor): "
+        lines.append("No evidence (a student below the skill floor or without a stored skill): "
                      + ", ".join(f"H = {int(r.H)} {r.schedule}" for r in weak.itertuples()) + ".")
     return " ".join(lines)
