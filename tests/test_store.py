@@ -27,7 +27,6 @@ from gped_kit.experiments.chains import (
     run_chains,
     run_derived,
     skill_not_stored,
-    summary_columns,
 )
 from gped_kit.experiments.store import ResultsStore
 
@@ -207,11 +206,11 @@ def test_a_chain_stored_without_its_students_skill_is_computed_again_and_the_sto
     (task,) = tiny_tasks(digits_data, seeds=(0,))
     first = run_chains([task], store, progress=False)
     entry = first.outcomes[0].entry
-    assert skill_not_stored(task, summary_columns(entry)) == ()
+    assert skill_not_stored(task, entry) == ()
     old = entry.table("summary")
     stripped = old.drop(columns=[c for c in old.columns if c.endswith("skill")])
     entry.write_table("summary", stripped)  # as a chain stored before every target reported skill
-    assert skill_not_stored(task, summary_columns(entry)) == ("entropy_mae_skill", "skill", "student_nll_skill")
+    assert skill_not_stored(task, entry) == ("entropy_mae_skill", "skill", "student_nll_skill")
     stored = run_chains([task], store, progress=False, executor="stored")
     assert list(stored.cells["status"]) == [Status.REUSED] and "skill" not in stored.table
     derived = {}

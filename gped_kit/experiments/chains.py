@@ -29,7 +29,7 @@ import dataclasses
 import sys
 import time
 import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,15 +190,15 @@ def write_compact(entry: Entry, result: GPEDResult, keep_outputs: Sequence[str])
         entry.write_arrays(arrays)
 
 
-def skill_not_stored(task: ChainTask, columns: Collection[str]) -> tuple[str, ...]:
+def skill_not_stored(task: ChainTask, entry: Entry) -> tuple[str, ...]:
     """The skill columns (:data:`~gped_kit.core.targets.SKILL_FLOOR`: a student counts only if it beats the best
-    constant prediction) that ``task``'s students report under this code, by their targets' metrics, and a
-    stored summary with ``columns`` lacks: the chain was stored before its students reported skill, so none
-    of its students can be counted as evidence. Empty when the summary has them all (a skill that is NaN in
-    it, a constant that was already exact, is stored)."""
+    constant prediction) that ``task``'s students report under this code, by their targets' metrics, and the
+    stored summary of ``entry`` lacks (:func:`summary_columns`): the chain was stored before its students
+    reported skill, so none of its students can be counted as evidence. Empty when the summary has them all (a
+    skill that is NaN in it, a constant that was already exact, is stored)."""
     wanted = {name for student in task.students for name in student.resolved_target.metric_names
               if name.endswith("skill")}
-    return tuple(sorted(wanted - set(columns)))
+    return tuple(sorted(wanted - summary_columns(entry)))
 
 
 def set_aside_derived(store: ResultsStore, chain: Entry) -> list[Path]:
@@ -282,7 +282,7 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
             with store.lock(entry):
                 if recompute and entry.path.exists():
                     entry.set_aside()
-                lacking = skill_not_stored(task, summary_columns(entry)) if entry.complete else ()
+                lacking = skill_not_stored(task, entry) if entry.complete else ()
                 if lacking:
                     # stored before its students reported skill: none of them could count as evidence; computed
                     # again, the stored tables kept beside it, not overwritten

@@ -32,7 +32,7 @@ from ..core.status import Status
 from ..data.container import GPEDData
 from ..data.sources import DatasetNotFoundError, load_split
 from .artifacts import Artifact
-from .chains import ChainGrid, ChainTask, DerivedOutcome, run_chains, skill_not_stored, summary_columns
+from .chains import ChainGrid, ChainTask, DerivedOutcome, run_chains, skill_not_stored
 from .checks import Check
 from .executors import ExecutorName
 from .numerics import numerics_code
@@ -489,7 +489,7 @@ def chain_gaps(store: ResultsStore, tasks: Sequence[ChainTask], absent: Collecti
             gaps.append(f"{label}: {found} complete chain entries with its {len(students)} students, expected "
                         f"{len(same)}")
         for key in keys:
-            lacking = skill_not_stored(same[0], summary_columns(store.by_key("chain", key)))
+            lacking = skill_not_stored(same[0], store.by_key("chain", key))
             if lacking:
                 gaps.append(f"{label}: chain {key} was stored before its students reported skill "
                             f"({', '.join(lacking)}); a run computes it again and sets the stored one aside")

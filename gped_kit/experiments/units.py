@@ -52,7 +52,7 @@ from ..engine import resolve_device
 from . import registry
 from .batching import MAX_CHAINS
 from .budget import Budget
-from .chains import ChainTask, run_chains, skill_not_stored, summary_columns
+from .chains import ChainTask, run_chains, skill_not_stored
 from .experiment1 import ablation_for
 from .frame import absent_datasets, chain_summaries, dataset_of, task_chains
 from .rates import Rate, RateRecorder, RateTable, Workload, device_kind, slug
@@ -265,7 +265,7 @@ def mark_done(units: Sequence[WorkUnit], store: ResultsStore) -> list[WorkUnit]:
             found = sorted(task_chains(summaries, [task]) - used) if len(summaries) else []
             if found:
                 used.add(found[0])
-            current = bool(found) and not skill_not_stored(task, summary_columns(store.by_key("chain", found[0])))
+            current = bool(found) and not skill_not_stored(task, store.by_key("chain", found[0]))
             done.append(was or current)
         out.append(dataclasses.replace(unit, done=tuple(done)))
     return out
