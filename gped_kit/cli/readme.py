@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..engine import StudentConfig
 from ..experiments import device_runs
-from ..experiments.device_runs import NO_EVIDENCE, PaperCell
+from ..experiments.device_runs import PaperCell
 from ..experiments.experiment1.artifacts import ARTIFACTS as EXPERIMENT1_ARTIFACTS
 from ..experiments.experiment2.notebook import below_floor_line
 from ..experiments.experiment3.report import below_floor_line as experiment3_below_floor_line
@@ -47,6 +47,7 @@ from ..experiments.verdicts import (
     GPED,
     HYDRA,
     MODELS,
+    NO_EVIDENCE,
     NOT_SEPARABLE,
     RUN,
     THESIS,

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from ..core.options import check_int
-from .verdicts import unskilled
+from .verdicts import NO_EVIDENCE, NOT_SEPARABLE, unskilled
 
 #: Who wins a cell: GPED, EnD2, or neither (equal values).
 OUTCOMES = ("GPED", "EnD2", "tie")
@@ -29,12 +29,9 @@ OUTCOMES = ("GPED", "EnD2", "tie")
 AGREE, DISAGREE, PAPER_TIE, OURS_ONLY, PAPER_ONLY = "agree", "disagree", "paper tie", "ours only", "paper only"
 #: A comparison of ours whose outcome lies within the seeds' spread of it (its margin, :func:`trend_cells`, smaller
 #: than the margin's standard deviation over the seeds): the seeds cannot tell whether it holds, so it is neither
-#: agreement nor disagreement, never counted (the word of :data:`~gped_kit.experiments.verdicts.NOT_SEPARABLE`).
-NOT_SEPARABLE = "not separable"
-#: A comparison of ours that involves a student below the skill floor (it learnt nothing measurable, so a
-#: shape or an order of its errors is one a constant prediction also draws): neither agreement nor
-#: disagreement, never counted.
-NO_EVIDENCE = "no evidence"
+#: agreement nor disagreement, never counted (:data:`~gped_kit.experiments.verdicts.NOT_SEPARABLE`). A comparison
+#: that involves a student not known to beat the best constant is
+#: :data:`~gped_kit.experiments.verdicts.NO_EVIDENCE`, never counted either.
 COMPARISONS = (AGREE, DISAGREE, PAPER_TIE, OURS_ONLY, PAPER_ONLY, NO_EVIDENCE, NOT_SEPARABLE)
 
 

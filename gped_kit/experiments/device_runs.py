@@ -33,11 +33,7 @@ import pandas as pd
 from . import paper_tables
 from .numerics import LEGACY_CODES
 from .paper import PAPER_NUM_ITERATIONS
-from .verdicts import compare, separable, student_skill, unskilled
-
-#: The outcome of a student's cell whose skill over the best constant prediction is below the floor or was not
-#: stored (the history of a run made before every target reported skill): not counted either way.
-NO_EVIDENCE = "no evidence"
+from .verdicts import NO_EVIDENCE, compare, separable, student_skill, unskilled
 
 #: Where the logs and tables of runs on a GPU are committed, one folder per run (relative to the repository).
 DEVICE_RUNS = Path("docs") / "device-runs"

@@ -172,6 +172,10 @@ WITHIN = 0.10
 NOT_SEPARABLE = "not separable"
 #: The verdict word for a claim the results have nothing to set against (e.g. no student of the size it is about).
 NOT_COMPARABLE = "not comparable"
+#: The verdict word for a comparison that involves a student not known to beat the best constant prediction
+#: (:func:`unskilled`: its skill below :data:`~gped_kit.core.targets.SKILL_FLOOR`, or not stored): a shape or an
+#: order of its errors is one a constant prediction also draws, so it is neither agreement nor disagreement.
+NO_EVIDENCE = "no evidence"
 
 
 def within(ours: float, paper: float, tolerance: float = WITHIN) -> bool:
@@ -283,9 +287,8 @@ def as_list(out: Claim | list[Claim] | None) -> list[Claim]:
     return out if isinstance(out, list) else [out] if out is not None else []
 
 
-__all__ = ["MODELS", "Claim", "Evidence", "Finding", "WITHIN", "NOT_SEPARABLE", "SKILL_FLOOR", "KINDS", "GPED",
-           "PRECONDITION", "ANOTHER_PROFILE", "HYDRA", "THESIS", "OURS", "RUN", "within", "compare",
-           "bound_distance", "separable", "student_skill", "lowest_known", "unskilled", "skill_unknown", "no_evidence",
-           "number", "link", "verdict",
-           "verdict_word", "counts", "artifact_table", "seeds_of", "seeds_text", "steps_text", "profile_evidence",
-           "as_list", "short_verdict"]
+__all__ = ["MODELS", "Claim", "Evidence", "Finding", "WITHIN", "NOT_SEPARABLE", "NOT_COMPARABLE", "NO_EVIDENCE",
+           "SKILL_FLOOR", "KINDS", "GPED", "PRECONDITION", "ANOTHER_PROFILE", "HYDRA", "THESIS", "OURS", "RUN",
+           "within", "compare", "bound_distance", "separable", "student_skill", "lowest_known", "unskilled",
+           "skill_unknown", "no_evidence", "number", "link", "verdict", "verdict_word", "counts", "artifact_table",
+           "seeds_of", "seeds_text", "steps_text", "profile_evidence", "as_list", "short_verdict"]

@@ -8,10 +8,21 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..device_runs import NO_EVIDENCE, PAPER_STEPS, paper_length_runs, uo_vs_us
+from ..device_runs import PAPER_STEPS, paper_length_runs, uo_vs_us
 from ..frame import SCALED_CHAIN, Experiment, Summary, read_chains
 from ..store import ResultsStore
-from ..verdicts import MODELS, Claim, Evidence, Finding, artifact_table, counts, link, profile_evidence, verdict
+from ..verdicts import (
+    MODELS,
+    NO_EVIDENCE,
+    Claim,
+    Evidence,
+    Finding,
+    artifact_table,
+    counts,
+    link,
+    profile_evidence,
+    verdict,
+)
 from .analysis import (
     BELOW_FLOOR_TABLE,
     TRENDS_TABLE,
