@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from gped_kit.baselines import hydra as H
+from gped_kit.core import uncertainty
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.status import Status
 from gped_kit.engine import GPEDConfig, GPEDEngine, student_updates
@@ -143,6 +144,29 @@ def test_memory_and_marginal_variance_from_the_run(digits_data):
     assert "mv_mae_teacher" not in table
 
 
+def test_method_skill_known_answers():
+    """Skill over the best constant: 1 for a method that reproduces the teacher, 0 for one that predicts the
+    teacher's median everywhere, negative for a worse one; the entropy head counts, MU is reported apart."""
+    g = torch.Generator().manual_seed(0)
+    teacher_pred = torch.softmax(3 * torch.randn(200, 5, generator=g), -1)
+    data = 0.5 * torch.rand(200, generator=g)
+    teacher = uncertainty.Uncertainties(teacher_pred, torch.special.entr(teacher_pred).sum(-1), data)
+    exact = C.method_skill(teacher_pred, teacher, teacher_pred, teacher)
+    assert set(exact) == set(C.SKILL_COLUMNS)
+    assert exact["predictive_mae_teacher"] == 0 and exact["skill"] == exact["mu_skill"] == 1.0
+    median = teacher_pred.median(dim=0).values.expand(200, 5)
+    const = C.method_skill(median, None, teacher_pred, teacher)
+    assert const["skill"] == const["predictive_skill"] == pytest.approx(0.0, abs=1e-6)
+    assert "entropy_skill" not in const and "mu_skill" not in const  # a predictive-only method (KD)
+    # a perfect predictive head with an entropy head that predicts the median: its skill is the lowest, 0
+    flat = uncertainty.Uncertainties(teacher_pred, teacher.total, data.median().expand(200))
+    half = C.method_skill(teacher_pred, flat, teacher_pred, teacher)
+    assert half["predictive_skill"] == 1.0 and half["entropy_skill"] == pytest.approx(0.0, abs=1e-6)
+    assert half["skill"] == half["entropy_skill"] and half["mu_skill"] < 1.0
+    worse = C.method_skill(teacher_pred.roll(1, dims=0), None, teacher_pred, teacher)
+    assert worse["skill"] < 0
+
+
 def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkeypatch):
     """KD / GPED / EnD2 / Hydra from one short chain: every method on every set, the references at zero
     distance from themselves, KD without MU, costs from the networks; stored, then reused."""
@@ -175,6 +199,14 @@ def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkey
                                                        "data_bias_teacher"]].abs().max() == 0
     kd = table.loc[("test", "KD")]
     assert kd["total_mae_teacher"] > 0 and pd.isna(kd["data_bias_teacher"])
+    # skill over the best constant: every distilled method has one, the references and the baseline none
+    refs = table.index.get_level_values("method").isin(["Long-chain teacher", "Snapshot ensemble", C.ZERO_MU])
+    assert table.loc[refs, "skill"].isna().all() and table.loc[~refs, "skill"].notna().all()
+    assert (table.loc[~refs, "skill"] <= 1).all() and pd.isna(kd["entropy_skill"]) and kd["skill"] == kd[
+        "predictive_skill"]
+    hydra_row = table.loc[("test", "Hydra")]
+    assert hydra_row["skill"] == min(hydra_row["predictive_skill"], hydra_row["entropy_skill"])
+    assert set(C.COMPARISON_TEST_COLUMNS) <= set(run.table.columns)
     # |mean bias| <= mean |error|, head by head
     assert ((with_mu["total_bias_teacher"].abs() <= with_mu["total_mae_teacher"] + 1e-7)
             & (with_mu["data_bias_teacher"].abs() <= with_mu["entropy_mae_teacher"] + 1e-7)).all()

@@ -164,13 +164,16 @@ def test_comparison_claims_are_the_notebooks_former_checks():
     for eval_set, by_method in values.items():
         for method, mu in by_method.items():
             rows.append({"eval_set": eval_set, "method": method, "mu_mae_snapshots": mu, "mu_mae_teacher": mu,
-                         "accuracy": 0.9 if method != C.ZERO_MU else float("nan")})
+                         "accuracy": 0.9 if method != C.ZERO_MU else float("nan"),
+                         "skill": 0.9 if method != C.ZERO_MU else float("nan")})
         rows.append({"eval_set": eval_set, "method": "Snapshot ensemble", "mu_mae_snapshots": 0.0,
                      "mu_mae_teacher": 0.0, "accuracy": 0.905})
     table = pd.DataFrame(rows)
+    table = pd.concat([table, pd.DataFrame({"eval_set": "test", "method": ["KD", "KD (noise inputs)"],
+                                            "skill": [0.9, 0.6]})], ignore_index=True)
     kd = pd.DataFrame({"student": ["KD", "KD (noise inputs)"], "student_nll": [0.3, 0.9]})
-    spiral = pd.DataFrame({"eval_set": ["grid"] * 3, "method": ["Hydra", "GPED", "EnD2"],
-                           "mu_mae_snapshots": [0.2, 0.1, 0.3]})
+    spiral = pd.DataFrame({"eval_set": ["grid"] * 3 + ["test"] * 3, "method": ["Hydra", "GPED", "EnD2"] * 2,
+                           "mu_mae_snapshots": [0.2, 0.1, 0.3] * 2, "skill": [0.8] * 6})
     claims = C.comparison_claims(table, kd, spiral).set_index("claim")
 
     def mae(df, method, eval_set, ref):  # the notebook's former helper, verbatim
@@ -188,6 +191,18 @@ def test_comparison_claims_are_the_notebooks_former_checks():
     assert claims.loc[names[1], "ours"] == "1 of 2" and claims.loc[names[1], "sets"] == str(gped_best)
     assert [claims.loc[n, "ours"] for n in names[2:]] == [True, True, True, False, True]
     assert all(type(claims.loc[n, "ours"]) is bool for n in names[2:])  # printed "True" / "False" as before
+    # a student not known to beat the best constant: every claim about it is no evidence, the others stand
+    weak = table.assign(skill=table["skill"].where(table["method"] != "GPED", 0.01))
+    claims = C.comparison_claims(weak, kd, spiral).set_index("claim")
+    about_gped = [names[0], names[1], names[6]]
+    assert [claims.loc[n, "ours"] for n in about_gped] == ["no evidence"] * 3
+    assert claims.loc[names[6], "sets"] == "not known to beat the best constant: GPED (skill 0.010)"
+    assert [claims.loc[n, "ours"] for n in names[2:6]] == [True, True, True, False]
+    # a table stored before the comparison reported skill judges no student of it (the spiral's has skill)
+    claims = C.comparison_claims(table.drop(columns="skill"), kd, spiral).set_index("claim")
+    assert set(claims["ours"].drop(index=names[5])) == {"no evidence"} and claims.loc[names[5], "ours"] is False
+    assert claims.loc[names[3], "sets"] == ("not known to beat the best constant: Hydra (skill not stored), "
+                                            "EnD2 (skill not stored)")
 
 
 # ----------------------------------------------------------------------------- one test per notebook

@@ -78,10 +78,12 @@ def _comparison_table() -> pd.DataFrame:
                       mu_mean=0.038),
                  dict(common, method="GPED", mu_mae_teacher=0.078, total_bias_teacher=-0.010,
                       data_bias_teacher=-0.067, mu_bias_teacher=0.057, total_mean=0.153, data_mean=0.057,
-                      mu_mean=0.096, params=478811, train_steps=1499, train_batch_size=100, inputs_seen=149900,
+                      mu_mean=0.096, skill=0.03, mu_skill=-0.9, params=478811, train_steps=1499, train_batch_size=100,
+                      inputs_seen=149900,
                       targets="current sample"),
                  dict(common, method="Hydra", mu_mae_teacher=0.018, total_bias_teacher=0.0, data_bias_teacher=0.0,
-                      mu_bias_teacher=-0.014, total_mean=0.163, data_mean=0.12, mu_mean=0.025, params=1498600,
+                      mu_bias_teacher=-0.014, total_mean=0.163, data_mean=0.12, mu_mean=0.025, skill=0.97,
+                      mu_skill=0.4, params=1498600,
                       train_steps=3000, train_batch_size=100, inputs_seen=300000, targets="cached logits"),
                  dict(common, method=C.ZERO_MU, mu_mae_teacher=teacher_mu, mu_mean=0.0)]
     return pd.DataFrame(rows)
@@ -89,9 +91,13 @@ def _comparison_table() -> pd.DataFrame:
 
 def test_comparison_reading_sets_each_method_beside_the_zero_mu_baseline():
     text = C.comparison_reading(_comparison_table())
+    assert "Every one beats the best constant" not in text
+    stored_before = C.comparison_reading(_comparison_table().drop(columns=["skill", "mu_skill"]))
+    assert "No evidence (skill over the best constant below 0.05 or not stored): GPED and Hydra." in stored_before
     assert "long-chain teacher, T = 4,000" in text and "snapshot ensemble, S = 20" in text
     assert ("*test*: mean |ΔMU| against the teacher: GPED 0.078, Hydra 0.018; predicting zero MU: 0.039. "
-            "Worse than predicting zero: GPED. Closest: Hydra.") in text
+            "Worse than predicting zero: GPED. Closest: Hydra. No evidence (skill over the best constant below 0.05 "
+            "or not stored): GPED. MU no better than the best constant MU: none.") in text
     assert "*fashion_mnist*: mean |ΔMU| against the teacher: GPED 0.078, Hydra 0.018; predicting zero MU: 0.190. " \
            "Worse than predicting zero: none." in text
     assert ("GPED's MU bias +0.057 = its predictive head's total-entropy bias -0.010 (mean H[E p] 0.153 against the "

@@ -142,20 +142,43 @@ def test_trend_rows_count_agreeing_cells(tmp_path, tables_recorded):
     assert row.verdict == "partly (agree in 20 of 24 cells)" and row.ours == "FCNN 12 of 12, CNN 9 of 12"
 
 
+def comparison_rows(nlls: dict[str, float], skills: dict[str, float] | None = None) -> pd.DataFrame:
+    """A comparison table's test rows: each method's NLL, and a skill of 0.9 for every student unless ``skills``
+    says otherwise (the references, ``Snapshot ensemble`` and the teacher, have none)."""
+    skills = {m: (float("nan") if m in ("Snapshot ensemble", "Long-chain teacher") else 0.9) for m in nlls} | (
+        skills or {})
+    return pd.DataFrame({"eval_set": "test", "method": list(nlls), "nll": list(nlls.values()),
+                         "skill": [skills[m] for m in nlls]})
+
+
 def test_the_comparison_order_rule(tmp_path, tables_recorded):
-    def verdict(nlls):
-        pd.DataFrame({"eval_set": "test", "method": list(nlls), "nll": list(nlls.values())}).to_csv(
-            tmp_path / "comparison_mnist_default.csv", index=False)
-        return CN.order_row(tmp_path)[0].verdict
+    def row(nlls, skills=None, drop_skill=False):
+        table = comparison_rows(nlls, skills)
+        (table.drop(columns="skill") if drop_skill else table).to_csv(tmp_path / "comparison_mnist_default.csv",
+                                                                       index=False)
+        return CN.order_row(tmp_path)[0]
+
+    def verdict(nlls, skills=None, drop_skill=False):
+        return row(nlls, skills, drop_skill).verdict
     assert verdict({"Snapshot ensemble": 0.10, "Hydra": 0.11, "KD": 0.12, "EnD2": 0.13}) == "yes"
     assert verdict({"Snapshot ensemble": 0.12, "Hydra": 0.11, "KD": 0.12, "EnD2": 0.13}) == "partly"
     assert verdict({"Snapshot ensemble": 0.14, "Hydra": 0.13, "KD": 0.12, "EnD2": 0.11}) == "no"
+    # a student not known to beat the best constant: the pairs with it are no evidence, the others judged
+    nlls = {"Snapshot ensemble": 0.10, "Hydra": 0.11, "KD": 0.12, "EnD2": 0.13}
+    weak = row(nlls, {"EnD2": 0.02})
+    assert weak.verdict == ("yes (1 of 3 pairs no evidence: EnD2 not known to beat the best constant)")
+    assert "EnD2 0.130 (skill 0.020)" in weak.ours and "Hydra 0.110," in weak.ours
+    assert verdict(nlls, {"KD": float("nan")}) == (
+        "yes (2 of 3 pairs no evidence: KD not known to beat the best constant)")
+    assert verdict(nlls, {"Hydra": -0.1, "KD": 0.01}) == (
+        "no evidence (3 of 3 pairs no evidence: Hydra, KD not known to beat the best constant)")
+    # a table stored before the comparison reported skill: no student counts
+    assert verdict(nlls, drop_skill=True).startswith("no evidence (3 of 3 pairs no evidence: Hydra, KD, EnD2 ")
 
 
 def test_the_long_profile_column_judges_its_own_tables_by_the_same_rule(tmp_path, tables_recorded):
     def write(profile, nlls):
-        pd.DataFrame({"eval_set": "test", "method": list(nlls), "nll": list(nlls.values())}).to_csv(
-            tmp_path / f"comparison_mnist_{profile}.csv", index=False)
+        comparison_rows(nlls).to_csv(tmp_path / f"comparison_mnist_{profile}.csv", index=False)
 
     write("default", {"Snapshot ensemble": 0.14, "Hydra": 0.13, "KD": 0.12, "EnD2": 0.11})
     row = next(r for r in R.claims_table(tmp_path) if r.claim.startswith("Hydra paper"))
@@ -481,14 +504,26 @@ def test_ood_rows_count_students_above_their_own_teachers_auroc(tmp_path, tables
 
 
 def test_the_model_uncertainty_row_names_students_no_better_than_predicting_zero(tmp_path, tables_recorded):
-    pd.DataFrame({"eval_set": ["test"] * 4 + ["mnist_rotated60"],
-                  "method": ["GPED", "EnD2", "Hydra", "Zero MU (baseline)", "GPED"],
-                  "mu_mae_teacher": [0.08, 0.03, 0.039, 0.039, 0.5]}).to_csv(
-        tmp_path / f"{CN.MU_SPLIT_TABLE.format(profile='default')}.csv", index=False)
+    table = pd.DataFrame({"eval_set": ["test"] * 4 + ["mnist_rotated60"],
+                          "method": ["GPED", "EnD2", "Hydra", "Zero MU (baseline)", "GPED"],
+                          "mu_mae_teacher": [0.08, 0.03, 0.039, 0.039, 0.5], "skill": [0.9, 0.8, 0.95, None, 0.9],
+                          "mu_skill": [-0.5, 0.2, 0.3, None, -3.0]})
+    path = tmp_path / f"{CN.MU_SPLIT_TABLE.format(profile='default')}.csv"
+    table.to_csv(path, index=False)
     (row,) = CN.mu_row(tmp_path)
-    assert row.verdict == "— (GPED, Hydra no better than predicting zero)"  # a tie is no better
+    assert row.verdict == ("— (GPED, Hydra no better than predicting zero; GPED: MU no better than the best constant "
+                           "MU)")  # a tie is no better
     assert row.ours == "GPED 0.080, EnD2 0.030, Hydra 0.039, predicting zero 0.039"
     assert CN.mu_row(tmp_path, "long") == []
+    # a student not known to beat the best constant prediction is named apart, not judged
+    table.assign(skill=[0.01, 0.8, 0.95, None, 0.9], mu_mae_teacher=[0.08, 0.03, 0.02, 0.039, 0.5]).to_csv(
+        path, index=False)
+    (row,) = CN.mu_row(tmp_path)
+    assert row.verdict == ("— (EnD2, Hydra better than predicting zero; GPED no evidence (skill not stored or below "
+                           "the floor))")
+    table.drop(columns=["skill", "mu_skill"]).to_csv(path, index=False)  # stored before skill was
+    (row,) = CN.mu_row(tmp_path)
+    assert row.verdict == "— (GPED, EnD2, Hydra no evidence (skill not stored or below the floor))"
 
 
 def test_the_verdict_names_the_cells_whose_students_learnt_nothing(tmp_path, tables_recorded):

@@ -43,11 +43,13 @@ from types import MappingProxyType
 #: History: ``comparison`` 2 (2026-11-27): a student's updates in the budget columns (``train_steps``,
 #: ``inputs_seen``) are the engine's own count, which leaves out a cyclical schedule's exploration phases
 #: (the ``long`` profile's GPED students took 2,400 updates, not the 7,499 that version 1 wrote).
+#: ``comparison`` 3 (2026-11-29): every distilled method's skill over the best constant prediction
+#: (``comparison.method_skill``): a result without it counts no student, so version 2's are computed again.
 NUMERICS: Mapping[str, int] = MappingProxyType({
     "chain": 1,
     "search": 1,
     "experiment4": 1,
-    "comparison": 2,
+    "comparison": 3,
     "toy": 1,
 })
 

@@ -60,6 +60,7 @@ from .analysis import (
 from .compute import (
     BUDGET_COLUMNS,
     KD_COLUMNS,
+    SKILL_COLUMNS,
     comparison_budgets,
     comparison_costs,
     comparison_marginal_variance,
@@ -68,6 +69,7 @@ from .compute import (
     comparison_table,
     head_errors,
     kd_variants,
+    method_skill,
     train_hydra_on_chain,
     zero_mu_row,
 )
@@ -100,7 +102,8 @@ __all__ = [
     "SpiralSettings", "ComparisonSettings", "PROFILES", "COMPARISON_SHIFT_SETS", "COMPARISON_OOD_SETS", "ZERO_MU",
     "TEACHER", "SNAPSHOTS", "comparison_students", "comparison_task", "spiral_task", "train_hydra_on_chain",
     "comparison_methods", "comparison_marginal_variance", "comparison_memory", "comparison_costs",
-    "comparison_table", "head_errors", "zero_mu_row", "comparison_budgets", "BUDGET_COLUMNS",
+    "comparison_table", "head_errors", "method_skill", "SKILL_COLUMNS", "zero_mu_row", "comparison_budgets",
+    "BUDGET_COLUMNS",
     "kd_variants", "KD_COLUMNS", "ComparisonRun", "run_comparison", "SpiralRun", "spiral_run",
     "MU_METHODS", "MU_SPLIT_COLUMNS", "mu_error_split", "TEACHER_QUANTITIES",
     "comparison_teacher_lines", "hydra_config_for_steps", "reference_names", "named_references",

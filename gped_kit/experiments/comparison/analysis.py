@@ -22,7 +22,7 @@ MU_METHODS = ("Long-chain teacher", "Snapshot ensemble", "GPED", "GPED (squared 
 #: Columns of :func:`mu_error_split`.
 MU_SPLIT_COLUMNS = ("eval_set", "method", "mu_mae_teacher", "total_mae_teacher", "entropy_mae_teacher",
                     "mu_bias_teacher", "total_bias_teacher", "data_bias_teacher", "total_mean", "data_mean",
-                    "mu_mean", "teacher_total_mean", "teacher_data_mean", "teacher_mu_mean")
+                    "mu_mean", "teacher_total_mean", "teacher_data_mean", "teacher_mu_mean", "skill", "mu_skill")
 
 
 def mu_error_split(table: pd.DataFrame) -> pd.DataFrame:
@@ -30,8 +30,9 @@ def mu_error_split(table: pd.DataFrame) -> pd.DataFrame:
     :func:`comparison_table`: its mean |Delta MU| against the long-chain teacher, the predictive
     head's total-entropy error and the entropy head's expected-entropy error (mean absolute and
     signed: MU bias = total bias - E[H] bias, :func:`head_errors`), its own mean total, E[H] and MU,
-    and the teacher's (``teacher_*``). Rows: the methods of :data:`MU_METHODS` present, teacher
-    first, the zero-MU baseline last."""
+    and the teacher's (``teacher_*``), its skill over the best constant prediction (``skill``, ``mu_skill``:
+    :func:`~.compute.method_skill`; NaN in a table stored without it). Rows: the methods of :data:`MU_METHODS`
+    present, teacher first, the zero-MU baseline last."""
     rows = table[table["method"].isin(MU_METHODS)].copy()
     teacher = table[table["method"] == TEACHER].set_index("eval_set")
     for col in ("total_mean", "data_mean", "mu_mean"):

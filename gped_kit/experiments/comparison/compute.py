@@ -23,7 +23,7 @@ from ...models.build import ModelSpec
 from ...models.cost import count_flops
 from ...models.presets import ArchSpec, build_network, count_parameters
 from ..chains import ChainTask
-from .settings import COMPARISON_SHIFT_SETS, ZERO_MU
+from .settings import COMPARISON_SHIFT_SETS, SNAPSHOTS, TEACHER, ZERO_MU
 
 #: Columns of the KD-variant rows (from the chain's summary).
 KD_COLUMNS = ("student", "input_generator", "derivative_weight", "student_nll", "student_accuracy", "nll_gap")
@@ -165,17 +165,18 @@ def comparison_table(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, h
     ``entropy_mae_snapshots``, ``entropy_mae_teacher``) and, for the methods of
     :func:`comparison_marginal_variance`, the marginal variance E[p(1-p)] averaged over inputs and
     classes (``mv_mean``, ``mv_mae_snapshots``; ``mv_mae_teacher`` only when the chain accumulated
-    it); ``params``/``flops`` from ``costs``. ``labels`` gives the labels of further sets (the
-    rotated MNIST test set has the test set's labels; None: unlabelled). Each method's MU error
-    is split into its heads against the long-chain teacher (:func:`head_errors`: ``total_mae_teacher``,
-    ``total_bias_teacher``, ``data_bias_teacher``, ``mu_bias_teacher``), and each set gets a
-    :data:`ZERO_MU` row (:func:`zero_mu_row`)."""
+    it); every distilled method's skill over the best constant prediction (:func:`method_skill`; the
+    references, teacher and snapshot ensemble, have none); ``params``/``flops`` from ``costs``. ``labels``
+    gives the labels of further sets (the rotated MNIST test set has the test set's labels; None: unlabelled).
+    Each method's MU error is split into its heads against the long-chain teacher (:func:`head_errors`:
+    ``total_mae_teacher``, ``total_bias_teacher``, ``data_bias_teacher``, ``mu_bias_teacher``), and each set
+    gets a :data:`ZERO_MU` row (:func:`zero_mu_row`)."""
     labels = {"test": data.test_y, **{n: data.test_y for n in COMPARISON_SHIFT_SETS}, **(labels or {})}
     model = arch.family if isinstance(arch, ArchSpec) else str(arch)
     rows = []
     for eval_set in result.teacher_outputs:
         methods = comparison_methods(result, data, arch, hydra_net, eval_set)
-        ref_snap, ref_teacher = methods["Snapshot ensemble"][1], methods["Long-chain teacher"][1]
+        ref_snap, ref_teacher = methods[SNAPSHOTS][1], methods[TEACHER][1]
         mv = comparison_marginal_variance(result, data, arch, hydra_net, eval_set)
         for method, (pred, u) in methods.items():
             row = {"model": model, "eval_set": eval_set, "method": method}
@@ -194,6 +195,8 @@ def comparison_table(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, h
                            entropy_mae_snapshots=metrics.mae(u.data, ref_snap.data),
                            entropy_mae_teacher=metrics.mae(u.data, ref_teacher.data))
             row.update(head_errors(total, u, ref_teacher))
+            if method not in (TEACHER, SNAPSHOTS):
+                row.update(method_skill(pred, u, methods[TEACHER][0], ref_teacher))
             if method in mv:
                 row.update(mv_mean=float(mv[method].mean()),
                            mv_mae_snapshots=metrics.mae(mv[method], mv["Snapshot ensemble"]))
@@ -205,6 +208,37 @@ def comparison_table(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, h
     if costs is not None:
         table = table.merge(costs, on="method", how="left")
     return table
+
+
+#: Columns of :func:`method_skill`.
+SKILL_COLUMNS = ("predictive_mae_teacher", "predictive_skill", "entropy_skill", "mu_skill", "skill")
+
+
+def method_skill(pred: torch.Tensor, u: uncertainty.Uncertainties | None, teacher_pred: torch.Tensor,
+                 teacher: uncertainty.Uncertainties) -> dict[str, float]:
+    """A distilled method's skill over the best constant prediction of the long-chain teacher's expectations, as
+    the engine scores a student (:class:`~gped_kit.core.targets.ClassificationMetrics`): ``1 - error / constant``
+    (:func:`~gped_kit.core.metrics.skill`), the constant being per output the teacher's median over the inputs
+    (:func:`~gped_kit.core.metrics.constant_mae`, chosen with hindsight).
+
+    ``predictive_mae_teacher`` = mean |p - p_teacher| over inputs and classes and its ``predictive_skill``; with
+    an uncertainty decomposition ``u`` also ``entropy_skill`` (of E[H], the entropy head) and ``mu_skill`` (of
+    MU = H[E p] - E[H], derived from both heads). ``skill`` is the lowest of ``predictive_skill`` and
+    ``entropy_skill``, the expectations the method is trained to reproduce: a method below
+    :data:`~gped_kit.core.targets.SKILL_FLOOR` learnt next to nothing per input, and no comparison counts it
+    (:func:`~gped_kit.experiments.verdicts.unskilled`). ``mu_skill`` says whether its model uncertainty beats a
+    constant one (a stronger null than predicting zero, :func:`zero_mu_row`)."""
+    out = {"predictive_mae_teacher": metrics.mae(pred, teacher_pred)}
+    out["predictive_skill"] = metrics.skill(out["predictive_mae_teacher"], metrics.constant_mae(teacher_pred))
+    trained = [out["predictive_skill"]]
+    if u is not None:
+        out["entropy_skill"] = metrics.skill(metrics.mae(u.data, teacher.data), metrics.constant_mae(teacher.data))
+        out["mu_skill"] = metrics.skill(metrics.mae(u.knowledge, teacher.knowledge),
+                                        metrics.constant_mae(teacher.knowledge))
+        trained.append(out["entropy_skill"])
+    known = [v for v in trained if v == v]
+    out["skill"] = min(known) if len(known) == len(trained) else float("nan")
+    return out
 
 
 def head_errors(total: torch.Tensor, u: uncertainty.Uncertainties | None,

@@ -4,6 +4,7 @@ README's claims table."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +25,22 @@ from ..frame import (
 )
 from ..numerics import numerics_code
 from ..store import ResultsStore
-from ..verdicts import HYDRA, OURS, Claim, artifact_table, link, number, profile_evidence, verdict
+from ..verdicts import (
+    HYDRA,
+    NO_EVIDENCE,
+    OURS,
+    SKILL_FLOOR,
+    Claim,
+    artifact_table,
+    link,
+    number,
+    profile_evidence,
+    unskilled,
+    verdict,
+)
 from .artifacts import ARTIFACTS, CHECKS
 from .run import ComparisonRun, SpiralRun, run_comparison, spiral_run
-from .settings import PROFILES, ZERO_MU, ComparisonSettings
+from .settings import PROFILES, SNAPSHOTS, TEACHER, ZERO_MU, ComparisonSettings
 from .tasks import comparison_task, spiral_task
 
 #: The tables notebook 07 writes to ``figures/`` (``.csv`` and ``.md``), per profile; the README's row reads the
@@ -67,12 +80,30 @@ COMPARISON_CLAIMS = (
 )
 
 
+def method_skills(table: pd.DataFrame, eval_set: str = "test") -> dict[str, float]:
+    """Each distilled method's ``skill`` over the best constant prediction on ``eval_set`` from a comparison
+    table (:func:`~.compute.method_skill`); NaN for every method where the table has no ``skill`` column (stored
+    before the comparison reported it). The references (teacher, snapshot ensemble) are left out: they need
+    none."""
+    rows = table[(table["eval_set"] == eval_set) & ~table["method"].isin((TEACHER, SNAPSHOTS, ZERO_MU))]
+    skill = rows["skill"] if "skill" in rows else pd.Series(math.nan, index=rows.index)
+    return {str(m): float(k) for m, k in zip(rows["method"], skill)}
+
+
+def not_known_skilled(skills: dict[str, float], methods: Sequence[str]) -> list[str]:
+    """The ``methods`` (students) not known to beat the best constant prediction
+    (:func:`~gped_kit.experiments.verdicts.unskilled`: skill below the floor or not stored, or no row)."""
+    return [m for m in methods if unskilled(skills.get(m, math.nan))]
+
+
 def comparison_claims(table: pd.DataFrame, kd: pd.DataFrame, spiral: pd.DataFrame) -> pd.DataFrame:
     """Notebook 07's claims on the MNIST comparison ``table``, its KD students ``kd``
     (:func:`~gped_kit.experiments.comparison.kd_variants`) and the spiral's table: one row per claim of
     :data:`COMPARISON_CLAIMS` with ``ours`` (``"k of n"`` for the evaluation sets where a method's MU
     is the closest, with ``sets`` naming them; True/False for the others) and ``paper`` (what the Hydra
-    paper or the thesis reports)."""
+    paper or the thesis reports). A claim about a student not known to beat the best constant prediction on
+    the test set (:func:`not_known_skilled`) is :data:`~gped_kit.experiments.verdicts.NO_EVIDENCE`, with
+    ``sets`` naming the students and their skill."""
     sets = list(dict.fromkeys(table["eval_set"]))
     hydra_best = [s for s in sets if mu_mae(table, "Hydra", s, "snapshots") < min(
         mu_mae(table, "GPED", s, "snapshots"), mu_mae(table, "EnD2", s, "snapshots"))]
@@ -91,16 +122,27 @@ def comparison_claims(table: pd.DataFrame, kd: pd.DataFrame, spiral: pd.DataFram
                                                                  mu_mae(spiral, "EnD2", "grid", "snapshots"))), ""),
         (bool(len(gped_test) and gped_test.iloc[0] < mu_mae(table, ZERO_MU, "test", "teacher")), ""),
     ]
-    return pd.DataFrame([{"claim": claim, "ours": value, "sets": where, "paper": paper}
-                         for (claim, paper), (value, where) in zip(COMPARISON_CLAIMS, ours)])
+    mnist, toy = method_skills(table), method_skills(spiral)
+    students = [(mnist, ("Hydra", "GPED", "EnD2")), (mnist, ("GPED", "Hydra", "EnD2")), (mnist, ("Hydra",)),
+                (mnist, ("Hydra", "EnD2")), (mnist, ("KD (noise inputs)", "KD")), (toy, ("Hydra", "GPED", "EnD2")),
+                (mnist, ("GPED",))]
+    rows = []
+    for (claim, paper), (value, where), (skills, involved) in zip(COMPARISON_CLAIMS, ours, students):
+        if lacking := not_known_skilled(skills, involved):
+            value, where = NO_EVIDENCE, "not known to beat the best constant: " + ", ".join(
+                f"{m} ({skill_text(skills.get(m, math.nan))})" for m in lacking)
+        rows.append({"claim": claim, "ours": value, "sets": where, "paper": paper})
+    return pd.DataFrame(rows)
+
+
+def skill_text(skill: float) -> str:
+    """``skill 0.012`` or ``skill not stored``."""
+    return "skill not stored" if pd.isna(skill) else f"skill {skill:.3f}"
 
 
 #: The test-set columns of every method that notebook 07's profiles are compared on.
-COMPARISON_TEST_COLUMNS = ("method", "accuracy", "nll", "brier", "mu_mean", "mu_mae_snapshots", "mu_mae_teacher")
-
-
-#: The test-set columns of every method that notebook 07's profiles are compared on.
-COMPARISON_TEST_COLUMNS = ("method", "accuracy", "nll", "brier", "mu_mean", "mu_mae_snapshots", "mu_mae_teacher")
+COMPARISON_TEST_COLUMNS = ("method", "accuracy", "nll", "brier", "mu_mean", "mu_mae_snapshots", "mu_mae_teacher",
+                           "skill")
 
 
 def comparison_summary(experiment: Experiment, store: ResultsStore, settings: ComparisonSettings, *,
@@ -130,7 +172,8 @@ def comparison_summary(experiment: Experiment, store: ResultsStore, settings: Co
     tables = {}
     if out is not None and spiral is not None:
         table = out.table
-        tables["test"] = table[table["eval_set"] == "test"][list(COMPARISON_TEST_COLUMNS)].reset_index(drop=True)
+        tables["test"] = table[table["eval_set"] == "test"].reindex(columns=list(COMPARISON_TEST_COLUMNS)
+                                                                      ).reset_index(drop=True)
         tables["claims"] = comparison_claims(table, out.kd_variants, spiral.table)
     return Summary(experiment, profile, settings, ComparisonRuns(out, spiral), tables, missing)
 
@@ -156,16 +199,28 @@ def _comparison_gaps(store: ResultsStore, settings: ComparisonSettings, tasks: S
 
 def order_row(figures: Path, profile: str = "default") -> list[Claim]:
     """Rule: on the MNIST test set, NLL ensemble < Hydra < KD < EnD² (prior networks), as in the
-    Hydra paper's Table 2; ``partly`` when some of the three adjacent pairs are in that order."""
+    Hydra paper's Table 2; ``partly`` when some of the three adjacent pairs are in that order. A pair with a
+    student not known to beat the best constant prediction (:func:`not_known_skilled`) is no evidence and not
+    judged; ``no evidence`` when no pair is left."""
     t = artifact_table(figures, ARTIFACTS["mnist"], profile=profile)
     if t is None:
         return []
+    skills = method_skills(t)
     t = t[t["eval_set"] == "test"].set_index("method")["nll"]
-    order = [m for m in ("Snapshot ensemble", "Hydra", "KD", "EnD2") if m in t.index]
-    hits = sum(t[a] < t[b] for a, b in zip(order, order[1:]))
-    shown = [m for m in ("Long-chain teacher", "Snapshot ensemble", "Hydra", "KD", "GPED", "EnD2") if m in t.index]
-    return [Claim("Hydra paper: test NLL ensemble < Hydra < KD < prior networks (MNIST)",
-                  verdict(hits, len(order) - 1), ", ".join(f"{m} {number(t[m])}" for m in shown),
+    order = [m for m in (SNAPSHOTS, "Hydra", "KD", "EnD2") if m in t.index]
+    pairs = list(zip(order, order[1:]))
+    lacking = not_known_skilled(skills, [m for m in order if m != SNAPSHOTS])
+    judged = [(a, b) for a, b in pairs if a not in lacking and b not in lacking]
+    hits = sum(t[a] < t[b] for a, b in judged)
+    outcome = verdict(hits, len(judged)) if judged else NO_EVIDENCE
+    if lacking:
+        outcome += (f" ({len(pairs) - len(judged)} of {len(pairs)} pairs no evidence: {', '.join(lacking)} not known "
+                    "to beat the best constant)")
+    shown = [m for m in (TEACHER, SNAPSHOTS, "Hydra", "KD", "GPED", "EnD2") if m in t.index]
+    return [Claim("Hydra paper: test NLL ensemble < Hydra < KD < prior networks (MNIST)", outcome,
+                  ", ".join(f"{m} {number(t[m])}" + (f" ({skill_text(skills.get(m, math.nan))})"
+                                                      if m in skills and unskilled(skills[m]) else "")
+                            for m in shown),
                   "Hydra paper, Table 2: " + " < ".join(f"{k} {v}" for k, v in HYDRA_TABLE2_MNIST_NLL.items()),
                   link(f"{MNIST_TABLE.format(profile='default')}.md", "comparison") + ", notebook 07",
                   evidence=profile_evidence(profile, PROFILES[profile], 1), kind=HYDRA)]
@@ -174,21 +229,34 @@ def order_row(figures: Path, profile: str = "default") -> list[Claim]:
 def mu_row(figures: Path, profile: str = "default") -> list[Claim]:
     """Not a claim of the paper: each student's model uncertainty (MU) error against the long-chain teacher's
     on the MNIST test set (mean absolute error), beside the baseline that predicts zero MU; the verdict
-    names the methods no better than predicting zero."""
+    names the methods no better than predicting zero, those whose MU is no better than the best constant MU
+    (``mu_skill`` below :data:`~gped_kit.core.targets.SKILL_FLOOR`) and the students that are no evidence
+    (:func:`not_known_skilled`)."""
     t = artifact_table(figures, ARTIFACTS["mu_split"], profile=profile)
     if t is None:
         return []
-    t = t[t["eval_set"] == "test"].set_index("method")["mu_mae_teacher"]
-    zero = t.get("Zero MU (baseline)")
-    shown = [m for m in ("GPED", "EnD2", "Hydra", "Snapshot ensemble") if m in t.index]
+    t = t[t["eval_set"] == "test"].set_index("method")
+    errors = t["mu_mae_teacher"]
+    zero = errors.get(ZERO_MU)
+    shown = [m for m in ("GPED", "EnD2", "Hydra", SNAPSHOTS) if m in errors.index]
     if zero is None or not shown:
         return []
-    worse = [m for m in shown if t[m] >= zero]
-    judged = (f"— ({', '.join(worse)} no better than predicting zero)" if worse
-              else "— (every student better than predicting zero)")
+    skill = t["skill"] if "skill" in t else pd.Series(math.nan, index=t.index)
+    lacking = not_known_skilled(skill.to_dict(), [m for m in shown if m != SNAPSHOTS])
+    judged = [m for m in shown if m not in lacking]
+    worse = [m for m in judged if errors[m] >= zero]
+    constant = [m for m in judged if "mu_skill" in t and m != SNAPSHOTS and t.loc[m, "mu_skill"] < SKILL_FLOOR]
+    parts = ([f"{', '.join(worse)} no better than predicting zero"] if worse else []) + (
+        [f"{', '.join(constant)}: MU no better than the best constant MU"] if constant else []) + (
+        [f"{', '.join(lacking)} no evidence (skill not stored or below the floor)"] if lacking else [])
+    judged_students = [m for m in judged if m != SNAPSHOTS]
+    if not parts:
+        parts = ["every student better than predicting zero"]
+    elif judged_students and not worse:
+        parts.insert(0, f"{', '.join(judged_students)} better than predicting zero")
     return [Claim("(ours) model uncertainty on MNIST test inputs: MAE against the long-chain teacher's, beside "
-                  "predicting zero", judged,
-                  ", ".join(f"{m} {number(t[m])}" for m in shown) + f", predicting zero {number(zero)}",
+                  "predicting zero", f"— ({'; '.join(parts)})",
+                  ", ".join(f"{m} {number(errors[m])}" for m in shown) + f", predicting zero {number(zero)}",
                   "not in the papers", link(f"{MU_SPLIT_TABLE.format(profile='default')}.md", "MU errors")
                   + ", notebook 07", evidence=profile_evidence(profile, PROFILES[profile], 1), kind=OURS)]
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...core.targets import SKILL_FLOOR
 from ..prose import join_words
+from ..verdicts import unskilled
 from .analysis import MU_METHODS, mu_error_split, reference_names
 from .settings import SNAPSHOTS, TEACHER, ZERO_MU
 
@@ -35,7 +37,8 @@ def comparison_reading(table: pd.DataFrame) -> str:
         best = min(present, key=errors.get)
         listed = ", ".join(f"{m} {errors[m]:.3f}" for m in present)
         lines += ["", f"*{eval_set}*: mean |ΔMU| against the teacher: {listed}; predicting zero MU: {zero:.3f}. "
-                      f"Worse than predicting zero: {join_words(worse)}. Closest: {best}."]
+                      f"Worse than predicting zero: {join_words(worse)}. Closest: {best}. "
+                      + _skill_sentence(rows, present)]
         if "GPED" in rows.index and pd.notna(rows.loc["GPED", "total_bias_teacher"]):
             g = rows.loc["GPED"]
             lines.append(f"GPED's MU bias {g['mu_bias_teacher']:+.3f} = its predictive head's total-entropy bias "
@@ -44,6 +47,20 @@ def comparison_reading(table: pd.DataFrame) -> str:
                          f"(mean E[H] {g['data_mean']:.3f} against {g['teacher_data_mean']:.3f}).")
     lines += _budget_sentences(table)
     return "\n".join(lines)
+
+
+def _skill_sentence(rows: pd.DataFrame, present: list[str]) -> str:
+    """Which of the ``present`` students are not known to beat the best constant prediction of the teacher's
+    expectations (their ``skill``, :func:`~.compute.method_skill`), and whose MU is no better than the best
+    constant MU (``mu_skill``)."""
+    skill = rows["skill"] if "skill" in rows else pd.Series(float("nan"), index=rows.index)
+    lacking = [m for m in present if unskilled(skill.get(m, float("nan")))]
+    text = (f"No evidence (skill over the best constant below {SKILL_FLOOR} or not stored): {join_words(lacking)}."
+            if lacking else f"Every one beats the best constant prediction (skill >= {SKILL_FLOOR}).")
+    if "mu_skill" in rows:
+        constant = [m for m in present if m not in lacking and rows.loc[m, "mu_skill"] < SKILL_FLOOR]
+        text += f" MU no better than the best constant MU: {join_words(constant)}."
+    return text
 
 
 def _budget_sentences(table: pd.DataFrame) -> list[str]:
