@@ -38,6 +38,7 @@ from .analysis import (
     experiment1_table,
     run_time_line,
     table1_by_profile,
+    versus_paper,
 )
 from .notebook import EXPERIMENT, experiment1_summary, gpu_student_nll, gpu_table1
 from .settings import PROFILES, Experiment1Settings
@@ -48,4 +49,4 @@ __all__ = ["EXPERIMENT", "PROFILES", "Experiment1Settings", "experiment1_tasks",
            "TABLE1_PROFILES", "PAPER_TABLE1", "CALIBRATION_TABLE", "ESTIMATOR_GAP_TABLE", "estimator_gap",
            "estimator_gap_text", "gpu_student_nll", "gpu_table1", "GPU_TABLE1", "ESTIMATOR_ABLATION", "ablation_for",
            "ESTIMATOR_ABLATION_TABLE", "EstimatorAblation", "ablation_gaps", "ablation_summary",
-           "ablation_text", "estimator_ablation", "paper_gap", "entropy_skill_finding"]
+           "ablation_text", "estimator_ablation", "paper_gap", "entropy_skill_finding", "versus_paper"]

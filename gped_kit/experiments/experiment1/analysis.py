@@ -9,7 +9,7 @@ import pandas as pd
 from ...core.targets import SKILL_FLOOR
 from .. import paper_tables
 from ..frame import Summary, side_by_side
-from ..verdicts import compare, lowest_known, no_evidence, skill_unknown, student_skill, unskilled
+from ..verdicts import NO_EVIDENCE, compare, lowest_known, no_evidence, skill_unknown, student_skill, unskilled
 from .artifacts import ARTIFACTS
 
 #: Table 1's quantities: the teacher ensemble's NLL, the predictive U_s student's NLL, the entropy
@@ -33,9 +33,10 @@ def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
     student's NLL (U_s, as in the paper's Table 1), the entropy student's MAE (U_o) and the two
     accuracies, each the mean over the seeds run, with its standard deviation (``_std``, NaN for one
     seed) and ``seeds``, beside the paper's numbers (``_paper``). ``<metric>_vs_paper`` says how our
-    mean compares: ``"within seed spread"`` when |ours - paper| <= 2 std over the seeds,
-    ``"above"``/``"below"`` otherwise, ``"one seed"`` when no spread is known, or ``"no evidence"`` when a
-    seed's student is below the skill floor. ``<metric>_skill`` is the lowest skill over the seeds of the
+    mean compares, in the verdict words of the README (:func:`versus_paper`): ``"within 10%"`` (two-sided),
+    ``"better"``, ``"worse"``, ``"not separable"`` when the mean lies closer to a 10% bound than the standard
+    deviation over the seeds, ``"no evidence"`` when a seed's student is not known to beat the best constant
+    prediction, ``"—"`` without a run. ``<metric>_skill`` is the lowest skill over the seeds of the
     students behind it (:func:`~gped_kit.experiments.verdicts.student_skill`: their error against the teacher's
     expectation beside the best constant prediction's; NaN for chains stored before every built-in target
     reported it)."""
@@ -56,7 +57,7 @@ def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
         skill = out[f"{metric}_skill"] if f"{metric}_skill" in out else pd.Series(float("nan"), index=out.index)
         student = not metric.startswith("teacher_")  # a student's value counts only with its skill known
         out[f"{metric}_vs_paper"] = [
-            "no evidence" if student and pd.notna(mean) and unskilled(k) else _versus(mean, std, n, ref)
+            NO_EVIDENCE if student and pd.notna(mean) and unskilled(k) else versus_paper(mean, std, n, ref)
             for mean, std, n, ref, k in zip(out[metric], out[f"{metric}_std"], out["seeds"], out[f"{metric}_paper"],
                                             skill)]
     columns = [c for metric in TABLE1_METRICS
@@ -124,8 +125,8 @@ def table1_result(table1: pd.DataFrame, profile: str) -> str:
 def table1_display(table1: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Table 1 for reading: ``(ours, paper_only)``. ``ours`` has a row per model with a run, FCNN before
     CNN, an integer ``seeds``, and per quantity ours ("mean ± std" over seeds) beside the paper's and
-    whether they differ beyond the seeds' spread (and, for a student's quantity, its lowest skill over the
-    best constant prediction); ``paper_only`` the models without a run (CIFAR-10 where
+    the verdict (:func:`versus_paper`: within 10%, better, worse, not separable; and, for a student's quantity,
+    its lowest skill over the best constant prediction); ``paper_only`` the models without a run (CIFAR-10 where
     its data are absent), the paper's values alone."""
     t = table1.set_index("model")
     order = [m for m in MODEL_NAMES if m in t.index] + [m for m in t.index if m not in MODEL_NAMES]
@@ -146,14 +147,15 @@ def table1_display(table1: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return ours, paper
 
 
-def _versus(mean: float, std: float, n: float, paper: float) -> str:
+def versus_paper(mean: float, std: float, seeds: float, paper: float) -> str:
+    """Our mean over ``seeds`` beside the paper's value, where lower is better, in the README's verdict words
+    (:func:`~gped_kit.experiments.verdicts.compare` with the seeds' standard deviation as the spread, known from
+    two seeds on): ``"within 10%"``, ``"better"``, ``"worse"``, ``"not separable"``; ``"—"`` without a value."""
     if pd.isna(mean) or pd.isna(paper):
         return "—"
-    if pd.isna(std) or n < 2:
-        return "one seed"
-    if abs(mean - paper) <= 2 * std:
-        return "within seed spread"
-    return "above" if mean > paper else "below"
+    spread = float(std) if pd.notna(std) and seeds >= 2 else None
+    word = compare(float(mean), float(paper), spread=spread)
+    return {"within": "within 10%", "missing": "—"}.get(word, word)
 
 
 def table1_by_profile(summaries: Mapping[str, Summary],
