@@ -198,6 +198,11 @@ def test_comparison_claims_are_the_notebooks_former_checks():
     assert [claims.loc[n, "ours"] for n in about_gped] == ["no evidence"] * 3
     assert claims.loc[names[6], "sets"] == "not known to beat the best constant: GPED (skill 0.010)"
     assert [claims.loc[n, "ours"] for n in names[2:6]] == [True, True, True, False]
+    # noise inputs that teach nothing are the thesis' claim: only the student on resampled D' must have skill
+    noise = table.assign(skill=table["skill"].where(table["method"] != "KD (noise inputs)", -0.2))
+    assert C.comparison_claims(noise, kd, spiral).set_index("claim").loc[names[4], "ours"] is True
+    no_kd = table.assign(skill=table["skill"].where(table["method"] != "KD", 0.0))
+    assert C.comparison_claims(no_kd, kd, spiral).set_index("claim").loc[names[4], "ours"] == "no evidence"
     # a table stored before the comparison reported skill judges no student of it (the spiral's has skill)
     claims = C.comparison_claims(table.drop(columns="skill"), kd, spiral).set_index("claim")
     assert set(claims["ours"].drop(index=names[5])) == {"no evidence"} and claims.loc[names[5], "ours"] is False

@@ -511,8 +511,8 @@ def test_the_model_uncertainty_row_names_students_no_better_than_predicting_zero
     path = tmp_path / f"{CN.MU_SPLIT_TABLE.format(profile='default')}.csv"
     table.to_csv(path, index=False)
     (row,) = CN.mu_row(tmp_path)
-    assert row.verdict == ("— (GPED, Hydra no better than predicting zero; GPED: MU no better than the best constant "
-                           "MU)")  # a tie is no better
+    assert row.verdict == ("— (GPED, Hydra no better than predicting zero; MU of GPED no better than the best "
+                           "constant MU)")  # a tie is no better
     assert row.ours == "GPED 0.080, EnD2 0.030, Hydra 0.039, predicting zero 0.039"
     assert CN.mu_row(tmp_path, "long") == []
     # a student not known to beat the best constant prediction is named apart, not judged

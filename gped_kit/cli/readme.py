@@ -475,7 +475,8 @@ def render_verdict(rows: list[Claim], figures: Path) -> str:
         if r.kind in (HYDRA, THESIS):
             who = "the Hydra paper's order of test NLLs" if r.kind == HYDRA else "Papamakarios' thesis"
             text = f"{who}, {short_verdict(r.verdict)}" + (f" ({_first(r.ours)})" if r.kind == THESIS else "")
-            text += f" in the default profile (`long`: {short_verdict(r.long_verdict)})" if r.long_verdict != "—" \
+            # the long profile's verdict word alone: its counts are in the row
+            text += f" in the default profile (`long`: {r.long_verdict.partition(' (')[0]})" if r.long_verdict != "—" \
                 else ""
             apart.append(text)
     if apart:
