@@ -7,6 +7,7 @@ comparison's numerics version (:mod:`~gped_kit.experiments.numerics`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -236,8 +237,7 @@ def method_skill(pred: torch.Tensor, u: uncertainty.Uncertainties | None, teache
         out["mu_skill"] = metrics.skill(metrics.mae(u.knowledge, teacher.knowledge),
                                         metrics.constant_mae(teacher.knowledge))
         trained.append(out["entropy_skill"])
-    known = [v for v in trained if v == v]
-    out["skill"] = min(known) if len(known) == len(trained) else float("nan")
+    out["skill"] = float("nan") if any(math.isnan(v) for v in trained) else min(trained)
     return out
 
 
