@@ -236,14 +236,14 @@ def mu_row(figures: Path, profile: str = "default") -> list[Claim]:
     t = artifact_table(figures, ARTIFACTS["mu_split"], profile=profile)
     if t is None:
         return []
+    skills = method_skills(t)
     t = t[t["eval_set"] == "test"].set_index("method")
     errors = t["mu_mae_teacher"]
     zero = errors.get(ZERO_MU)
     shown = [m for m in ("GPED", "EnD2", "Hydra", SNAPSHOTS) if m in errors.index]
     if zero is None or not shown:
         return []
-    skill = t["skill"] if "skill" in t else pd.Series(math.nan, index=t.index)
-    lacking = not_known_skilled(skill.to_dict(), [m for m in shown if m != SNAPSHOTS])
+    lacking = not_known_skilled(skills, [m for m in shown if m != SNAPSHOTS])
     judged = [m for m in shown if m not in lacking]
     worse = [m for m in judged if errors[m] >= zero]
     constant = [m for m in judged if "mu_skill" in t and m != SNAPSHOTS and t.loc[m, "mu_skill"] < SKILL_FLOOR]
