@@ -79,10 +79,12 @@ from .notebook import (
     EXPERIMENT,
     HYDRA_TABLE2_MNIST_NLL,
     MNIST_TABLE,
+    NLL_ORDER,
     ComparisonRuns,
     comparison_claims,
     comparison_summary,
     mu_mae,
+    order_outcome,
 )
 from .reading import comparison_reading
 from .run import ComparisonRun, SpiralRun, run_comparison, spiral_run
@@ -108,5 +110,6 @@ __all__ = [
     "MU_METHODS", "MU_SPLIT_COLUMNS", "mu_error_split", "TEACHER_QUANTITIES",
     "comparison_teacher_lines", "hydra_config_for_steps", "reference_names", "named_references",
     "EXPERIMENT", "ComparisonRuns", "COMPARISON_CLAIMS", "COMPARISON_TEST_COLUMNS", "HYDRA_TABLE2_MNIST_NLL",
-    "MNIST_TABLE", "comparison_claims", "comparison_summary", "mu_mae", "comparison_reading",
+    "MNIST_TABLE", "NLL_ORDER", "order_outcome", "comparison_claims", "comparison_summary", "mu_mae",
+    "comparison_reading",
 ]

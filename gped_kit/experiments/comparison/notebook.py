@@ -198,17 +198,19 @@ def _comparison_gaps(store: ResultsStore, settings: ComparisonSettings, tasks: S
     return gaps
 
 
-def order_row(figures: Path, profile: str = "default") -> list[Claim]:
-    """Rule: on the MNIST test set, NLL ensemble < Hydra < KD < EnD² (prior networks), as in the
-    Hydra paper's Table 2; ``partly`` when some of the three adjacent pairs are in that order. A pair with a
-    student not known to beat the best constant prediction (:func:`not_known_skilled`) is no evidence and not
-    judged; ``no evidence`` when no pair is left."""
-    t = artifact_table(figures, ARTIFACTS["mnist"], profile=profile)
-    if t is None:
-        return []
-    skills = method_skills(t)
-    t = t[t["eval_set"] == "test"].set_index("method")["nll"]
-    order = [m for m in (SNAPSHOTS, "Hydra", "KD", "EnD2") if m in t.index]
+#: The Hydra paper's order of test NLLs (its Table 2): ensemble < Hydra < KD < prior networks (EnD²).
+NLL_ORDER = (SNAPSHOTS, "Hydra", "KD", "EnD2")
+
+
+def order_outcome(table: pd.DataFrame) -> str:
+    """Rule: on the MNIST test set of a comparison ``table``, NLL ensemble < Hydra < KD < EnD² (prior networks)
+    (:data:`NLL_ORDER`), as in the Hydra paper's Table 2: ``yes`` when every adjacent pair is in that order,
+    ``partly`` when some are. A pair with a student not known to beat the best constant prediction
+    (:func:`not_known_skilled`) is no evidence and not judged, and the verdict says how many; ``no evidence``
+    when no pair is left."""
+    skills = method_skills(table)
+    t = table[table["eval_set"] == "test"].set_index("method")["nll"]
+    order = [m for m in NLL_ORDER if m in t.index]
     pairs = list(zip(order, order[1:]))
     lacking = not_known_skilled(skills, [m for m in order if m != SNAPSHOTS])
     judged = [(a, b) for a, b in pairs if a not in lacking and b not in lacking]
@@ -217,6 +219,16 @@ def order_row(figures: Path, profile: str = "default") -> list[Claim]:
     if lacking:
         outcome += (f" ({len(pairs) - len(judged)} of {len(pairs)} pairs no evidence: {', '.join(lacking)} not known "
                     "to beat the best constant)")
+    return outcome
+
+
+def order_row(figures: Path, profile: str = "default") -> list[Claim]:
+    """The Hydra paper's order of test NLLs, judged by :func:`order_outcome` on notebook 07's MNIST table."""
+    table = artifact_table(figures, ARTIFACTS["mnist"], profile=profile)
+    if table is None:
+        return []
+    outcome, skills = order_outcome(table), method_skills(table)
+    t = table[table["eval_set"] == "test"].set_index("method")["nll"]
     shown = [m for m in (TEACHER, SNAPSHOTS, "Hydra", "KD", "GPED", "EnD2") if m in t.index]
     return [Claim("Hydra paper: test NLL ensemble < Hydra < KD < prior networks (MNIST)", outcome,
                   ", ".join(f"{m} {number(t[m])}" + (f" ({skill_text(skills.get(m, math.nan))})"
