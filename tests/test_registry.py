@@ -108,8 +108,15 @@ SKILLS = {"skill": 0.5, "entropy_mae_skill": 0.5, "student_nll_skill": 0.5}
 
 
 def _rows(task, students=None, steps=None, skill: bool = True) -> list[dict]:
+    """A chain summary's rows as the engine writes them (:func:`gped_kit.engine.evaluate.config_columns`): the
+    columns that tell chains apart, ``num_chains`` only for a pooled teacher and ``cycles`` only for a cyclical
+    schedule."""
+    sampler = task.config.sampler
     base = {"dataset": task.data.dataset, "model": task.config.model_name, "seed": task.config.seed,
-            "num_iterations": task.config.num_iterations, "sampler": str(task.config.sampler.name),
+            "num_iterations": task.config.num_iterations, "sampler": str(sampler.name),
+            "schedule": str(sampler.schedule), "step_size": sampler.step_size,
+            **({"num_chains": task.config.num_chains} if task.config.num_chains > 1 else {}),
+            **({"cycles": sampler.cycles} if str(sampler.schedule) == "cyclical" else {}),
             "labelled_size": task.data.labelled_size or 60_000, "mask_size": task.data.mask_size,
             "steps_done": task.config.num_iterations if steps is None else steps, **(SKILLS if skill else {})}
     return [{**base, "student": label} for label in (students or [s.label for s in task.students])]
@@ -156,6 +163,27 @@ def test_a_chain_stored_before_its_students_reported_skill_is_missing_and_not_do
     assert chain_gaps(store, [fcnn]) == []
     (unit,) = units.mark_done([units.WorkUnit("fcnn", "01_experiment1", "paper", (fcnn,), "Table 1")], store)
     assert unit.done == (True,)
+
+
+def test_a_constant_and_a_cyclical_chain_of_one_seed_are_told_apart(tmp_path):
+    """Notebook 10's one-chain and pooled candidates with a constant and with a cyclical step size share seed,
+    length, sampler and students: a stored constant chain is not the cyclical candidate's, and a chain of a
+    cyclical candidate stored before its students reported skill leaves only that candidate to be run."""
+    entry = NOTEBOOKS["10_samplers"]
+    settings = entry.settings("pooling", {"seeds": [0]})
+    tasks = entry.chain_tasks(settings)
+    by_label = {t.label: t for t in tasks}
+    constant, cyclical = by_label["BAOA, one chain seed=0"], by_label["BAOA cyclical, one chain seed=0"]
+    pooled, pooled_cyclical = by_label["BAOA, 4 chains pooled seed=0"], by_label["BAOA cyclical, 4 chains pooled seed=0"]
+    assert frame._group(constant) != frame._group(cyclical) and frame._group(pooled) != frame._group(pooled_cyclical)
+    store = ResultsStore(tmp_path)
+    for i, task in enumerate(tasks):
+        _store_chain(store, str(i), _rows(task, skill=task is not cyclical))
+    (gap,) = chain_gaps(store, tasks)
+    assert gap.startswith("BAOA cyclical, one chain seed=0: chain ") and "before its students reported skill" in gap
+    marked = units.mark_done([units.WorkUnit(t.label, "10_samplers", "pooling", (t,), "samplers") for t in tasks],
+                             store)
+    assert [u.name for u in marked if not u.complete] == ["BAOA cyclical, one chain seed=0"]
 
 
 def test_tasks_that_summaries_do_not_tell_apart_need_one_entry_each(tmp_path):
