@@ -18,6 +18,7 @@ from sklearn.mixture import GaussianMixture  # noqa: E402
 
 from gped_kit import toys  # noqa: E402
 from gped_kit.core.status import Status  # noqa: E402
+from gped_kit.core.targets import SKILL_FLOOR  # noqa: E402
 from gped_kit.experiments import numerics, thesis  # noqa: E402
 from gped_kit.experiments.settings import Overrides, resolve_settings  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
@@ -133,6 +134,22 @@ def test_online_mog_distillation_is_close_to_batch_at_a_fraction_of_the_memory(m
     pd.testing.assert_frame_equal(result.table.drop(columns=timing), again.table.drop(columns=timing))
 
 
+def test_mog_skill_is_against_the_constant_density_on_the_grid(mog_result):
+    """The best constant prediction of a density on [-L, L] is 1 / (2L): it integrates to 1, a student equal to
+    it has skill 0, one equal to p_MC skill 1, and every reported skill is 1 - distance / the constant's."""
+    grid, p_mc = mog_result.arrays["grid"], mog_result.arrays["p_mc"]
+    flat = toys.constant_density(grid)
+    assert np.isclose(np.trapezoid(flat, grid), 1.0)
+    kl_flat, tv_flat = toys.grid_kl_tv(p_mc, flat, grid)
+    assert np.isclose(toys.grid_kl_tv(p_mc, p_mc, grid)[0], 0.0)
+    table = mog_result.table
+    assert np.allclose(table["constant_kl"], kl_flat) and np.allclose(table["constant_tv"], tv_flat)
+    assert np.allclose(table["kl_mc_to_student_skill"], 1 - table["kl_mc_to_student"] / kl_flat)
+    assert np.allclose(table["tv_mc_student_skill"], 1 - table["tv_mc_student"] / tv_flat)
+    assert np.allclose(table["skill"], table[["kl_mc_to_student_skill", "tv_mc_student_skill"]].min(axis=1))
+    assert (table["skill"] > 0.5).all()   # EM fits p_MC far better than a flat density
+
+
 # ----------------------------------------------------------------------------- logistic regression
 
 
@@ -220,6 +237,35 @@ def test_pure_noise_inputs_distil_worse_than_the_data(logreg_result):
         for loss in toys.LOSSES:
             best_data = min(t[(mode, loss, "resample")], t[(mode, loss, "perturb")])
             assert t[(mode, loss, "noise")] > 2 * best_data
+
+
+def test_constant_distances_are_the_best_constants_known_answers():
+    p = np.array([0.1, 0.2, 0.9])
+    found = toys.constant_distances(p)
+    assert np.isclose(found["abs"], (0.1 + 0.0 + 0.7) / 3)          # the median, 0.2
+    c = p.mean()
+    kl = p * np.log(p / c) + (1 - p) * np.log((1 - p) / (1 - c))
+    assert np.isclose(found["kl"], kl.mean())
+    for other in (c - 0.05, c + 0.05, 0.5):                          # the mean minimises the mean KL
+        q = np.full_like(p, other)
+        assert (p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))).mean() > found["kl"]
+    assert toys.constant_distances(np.full(4, 0.3)) == {"abs": 0.0, "kl": pytest.approx(0.0, abs=1e-12)}
+
+
+def test_logreg_students_report_skill_over_the_constant(logreg_result):
+    """Each distance's skill is 1 - distance / the best constant's on the same points, ``skill`` the lowest;
+    every data-based student beats the constant, the cross-entropy ones by far (the short run's derivative
+    matching students less: 0.4-0.5)."""
+    table = logreg_result.table
+    for distance in ("mean_kl_test", "mean_abs_test", "mean_kl_grid", "mean_abs_grid"):
+        constant = table[distance.replace("mean_", "constant_")]
+        assert constant.nunique() == 1 and (constant > 0).all()     # one constant per run and set of points
+        assert np.allclose(table[f"{distance}_skill"], 1 - table[distance] / constant)
+    skills = table[[c for c in table if c.endswith("_skill")]]
+    assert np.allclose(table["skill"], skills.min(axis=1))
+    data_based = table[table["generator"] != "noise"]
+    assert (data_based["mean_kl_test_skill"] > SKILL_FLOOR).all()
+    assert (data_based.loc[data_based["loss"] == "cross_entropy", "mean_kl_test_skill"] > 0.9).all()
 
 
 # ----------------------------------------------------------------------------- stored runs (experiments.thesis)
@@ -355,20 +401,90 @@ def test_bad_input_is_refused_before_any_work(make, match):
 # ----------------------------------------------------------------------------- analysis and figures
 
 
-def test_claims_are_computed_from_the_tables_and_can_fail():
+def _claim_tables(mog_skill=0.9, logreg_skill=None):
+    """A hand-built MoG table (online 5x batch at N = 10) and logistic-regression table (noise worst, DSE half
+    of CE), every student with skill 0.9 unless ``mog_skill`` / ``logreg_skill`` ({(mode, loss, generator):
+    skill}) say otherwise."""
     mog = pd.DataFrame({"num_data": [2, 2, 10, 10], "mode": ["batch", "online"] * 2,
-                        "kl_mc_to_student": [0.010, 0.012, 0.010, 0.050], "memory_bytes": [1000, 10] * 2})
+                        "kl_mc_to_student": [0.010, 0.012, 0.010, 0.050], "memory_bytes": [1000, 10] * 2,
+                        "kl_mc_to_student_skill": mog_skill})
     kl = {"resample": 0.01, "perturb": 0.02, "noise": 0.1}
     rows = [dict(mode=m, loss=loss, generator=g, memory_bytes=1000 if m == "batch" else 10,
-                 mean_kl_test=kl[g] * (0.5 if loss != "cross_entropy" else 1))
+                 mean_kl_test=kl[g] * (0.5 if loss != "cross_entropy" else 1),
+                 mean_kl_test_skill=(logreg_skill or {}).get((m, loss, g), 0.9))
             for m in toys.MODES for loss in toys.LOSSES for g in toys.INPUT_GENERATORS]
-    claims = thesis.thesis_toys_claims(mog, pd.DataFrame(rows)).set_index("claim")
+    return mog, pd.DataFrame(rows)
+
+
+def test_claims_are_computed_from_the_tables_and_can_fail():
+    mog, logreg = _claim_tables()
+    claims = thesis.thesis_toys_claims(mog, logreg).set_index("claim")
     mog_claim = claims.loc["MoG: online EM as close to p_MC as batch EM"]
     assert not mog_claim["holds"] and (mog_claim["count"], mog_claim["of"]) == (1, 2)   # 0.05 > 2 * 0.01 + 0.002
     assert claims.loc["MoG: online needs a fraction of the memory", "holds"]
     assert claims.loc["Pure-noise inputs distil worse than data-based inputs", "holds"]
     assert claims.loc["Derivative square error closer to p_MC than cross-entropy", "count"] == 6
+    assert (claims["no_evidence"] == 0).all()
     assert thesis.thesis_toys_claims(mog.iloc[:0], pd.DataFrame()).empty
+
+
+def test_a_comparison_counts_only_students_that_beat_the_constant():
+    # MoG N = 10's online student below the floor: the failing comparison is left out, the claim holds on N = 2
+    mog, logreg = _claim_tables(mog_skill=[0.9, 0.9, 0.9, 0.01])
+    claims = thesis.thesis_toys_claims(mog, logreg).set_index("claim")
+    mog_claim = claims.loc["MoG: online EM as close to p_MC as batch EM"]
+    assert mog_claim["holds"] and (mog_claim["count"], mog_claim["of"], mog_claim["no_evidence"]) == (1, 1, 1)
+    assert "1 no evidence" in mog_claim["ours"]
+    # the memory finding holds by construction, whatever the students learnt
+    assert claims.loc["MoG: online needs a fraction of the memory", "no_evidence"] == 0
+    # a noise student below the floor still counts (noise teaching nothing is the claim); a data-based one not
+    noise_unskilled = {(m, loss, "noise"): -1.0 for m in toys.MODES for loss in toys.LOSSES}
+    _, logreg = _claim_tables(logreg_skill=noise_unskilled)
+    claims = thesis.thesis_toys_claims(mog.iloc[:0], logreg).set_index("claim")
+    noise = claims.loc["Pure-noise inputs distil worse than data-based inputs"]
+    assert noise["holds"] and (noise["of"], noise["no_evidence"]) == (4, 0)
+    dse = claims.loc["Derivative square error closer to p_MC than cross-entropy"]
+    assert (dse["of"], dse["no_evidence"]) == (4, 2)                 # both losses' noise students are needed
+    online = claims.loc["LogReg cross-entropy: online as close to p_MC as batch"]
+    assert (online["of"], online["no_evidence"]) == (2, 1)
+    best_data_unskilled = {(m, loss, "resample"): 0.0 for m in toys.MODES for loss in toys.LOSSES}
+    _, logreg = _claim_tables(logreg_skill=best_data_unskilled)
+    noise = thesis.thesis_toys_claims(mog.iloc[:0], logreg).set_index("claim").loc[
+        "Pure-noise inputs distil worse than data-based inputs"]
+    assert not noise["holds"] and (noise["of"], noise["no_evidence"]) == (0, 4)
+    # a table stored without skill counts no comparison; the memory findings still stand
+    claims = thesis.thesis_toys_claims(mog.drop(columns="kl_mc_to_student_skill"),
+                                       logreg.drop(columns="mean_kl_test_skill")).set_index("claim")
+    judged = claims[~claims.index.isin(thesis.toys.BY_CONSTRUCTION)]
+    assert (judged["of"] == 0).all() and not judged["holds"].any() and (judged["no_evidence"] > 0).all()
+    assert claims.loc[list(thesis.toys.BY_CONSTRUCTION), "holds"].all()
+
+
+def test_claims_text_names_claims_without_evidence_and_counts_neither_way():
+    mog, logreg = _claim_tables(mog_skill=[0.9, 0.9, 0.01, 0.9])
+    claims = thesis.thesis_toys_claims(mog, logreg).assign(metric="mean_kl_test")
+    held, failing, by_construction, unjudged = thesis.count_claims(claims)
+    assert "MoG: online EM as close to p_MC as batch EM" in set(held["claim"])   # N = 10 left out: N = 2 holds
+    mog, logreg = _claim_tables(mog_skill=0.0)
+    claims = thesis.thesis_toys_claims(mog, logreg).assign(metric="mean_kl_test")
+    held, failing, by_construction, unjudged = thesis.count_claims(claims)
+    assert list(unjudged["claim"]) == ["MoG: online EM as close to p_MC as batch EM"]
+    text = thesis.claims_text(claims)
+    assert text.startswith(f"{len(held)} of {len(held) + len(failing)} claims hold")
+    assert "no evidence (no student behind it beats the best constant prediction): MoG: online EM" in text
+    assert "2 comparisons left out as no evidence" in text
+
+
+def test_skill_text_gives_the_ranges_and_names_students_below_the_floor():
+    mog = pd.DataFrame({"num_data": [2, 2], "mode": ["batch", "online"], "skill": [0.9, 0.97]})
+    logreg = pd.DataFrame({"mode": ["batch", "online"], "loss": ["cross_entropy"] * 2,
+                           "generator": ["noise"] * 2, "skill": [0.6, 0.02]})
+    text = thesis.skill_text(mog, logreg)
+    assert text.startswith("1 student is no evidence") and "LogReg online cross_entropy noise" in text
+    assert "0.90 to 0.97 (the mixture of Gaussians) and 0.02 to 0.60 (the logistic regression)" in text
+    assert thesis.skill_text(mog, logreg.iloc[:1]).startswith("Every student beats the best constant prediction")
+    assert "MoG N=2 batch" in thesis.skill_text(mog.drop(columns="skill"), logreg.iloc[:0])
+    assert thesis.skill_text(mog.iloc[:0], logreg.iloc[:0]) == "No toy student has run."
 
 
 def test_online_vs_batch_pairs_the_modes_and_names_missing_columns():

@@ -45,12 +45,14 @@ from types import MappingProxyType
 #: (the ``long`` profile's GPED students took 2,400 updates, not the 7,499 that version 1 wrote).
 #: ``comparison`` 3 (2026-11-29): every distilled method's skill over the best constant prediction
 #: (``comparison.method_skill``): a result without it counts no student, so version 2's are computed again.
+#: ``toy`` 2 (2026-11-29): every toy student's skill over the best constant prediction (the logistic
+#: regression's constant p(y = 1 | x), the mixture's constant density on the grid); the distances are unchanged.
 NUMERICS: Mapping[str, int] = MappingProxyType({
     "chain": 1,
     "search": 1,
     "experiment4": 1,
     "comparison": 3,
-    "toy": 1,
+    "toy": 2,
 })
 
 #: The kinds of stored result (the store's ``<kind>/`` folders) and the numerics each is keyed by: its

@@ -13,7 +13,10 @@ Two toys, each small enough to run on a CPU in seconds, each in its own module:
 it updates, taken from the arrays themselves (:func:`.common.array_bytes`): batch = the stored bag
 of weight samples (+ the data samples / input minibatch, working statistics and parameters);
 online = one minibatch of weight samples (+ its data samples / inputs, statistics and parameters).
-The chain's own state and the evaluation are not counted. All randomness comes from ``seed``;
+The chain's own state and the evaluation are not counted. **Skill** (columns ``*_skill``, ``skill`` the
+lowest): each distance against that of the best constant prediction, a constant p(y = 1 | x) for the
+logistic regression (:func:`.logreg.constant_distances`) and the constant density on the grid for the
+mixture (:func:`.mog.constant_density`); a student counts only where it beats it. All randomness comes from ``seed``;
 results are deterministic. Tables are tidy: one row per (toy, configuration, method), config
 columns first.
 
@@ -29,6 +32,7 @@ from .logreg import (
     LOGREG_PRIOR_VARIANCE,
     LOSSES,
     LogRegConfig,
+    constant_distances,
     logreg_dataset,
     logreg_log_posterior,
     logreg_posterior_quadrature,
@@ -46,6 +50,7 @@ from .mog import (
     MoGParams,
     OnlineEM,
     batch_em,
+    constant_density,
     grid_kl_tv,
     mog_dataset,
     mog_exact_posterior,
@@ -63,10 +68,10 @@ from .mog import (
 
 __all__ = [
     "MODES", "ToyResult", "array_bytes", "config_dict", "linear_decay",
-    "INPUT_GENERATORS", "LOGREG_PRIOR_VARIANCE", "LOSSES", "LogRegConfig", "logreg_dataset", "logreg_log_posterior",
-    "logreg_posterior_quadrature", "run_logreg", "sigmoid_mixture_log_outputs", "slice_sampler",
+    "INPUT_GENERATORS", "LOGREG_PRIOR_VARIANCE", "LOSSES", "LogRegConfig", "constant_distances", "logreg_dataset",
+    "logreg_log_posterior", "logreg_posterior_quadrature", "run_logreg", "sigmoid_mixture_log_outputs", "slice_sampler",
     "MOG_PRIOR_VARIANCE", "MOG_TRUE_MEANS", "MOG_VARIANCES", "MOG_WEIGHTS", "VARIANCE_FLOOR", "MoGConfig",
-    "MoGParams", "OnlineEM", "batch_em", "grid_kl_tv", "mog_dataset", "mog_exact_posterior",
+    "MoGParams", "OnlineEM", "batch_em", "constant_density", "grid_kl_tv", "mog_dataset", "mog_exact_posterior",
     "mog_exact_predictive_pdf", "mog_gibbs", "mog_init", "mog_params_from_statistics", "mog_predictive_pdf",
     "mog_responsibilities", "mog_statistics", "run_mog", "sample_mog_likelihood", "sample_mog_predictive",
 ]

@@ -13,7 +13,8 @@ inputs is a parameter: ``"resample"`` (the 24 data points, resampled), ``"pertur
 points plus Gaussian noise) or ``"noise"`` (pure Gaussian noise N(0, noise_std^2 I); with
 noise_std = 10 this is the thesis' own Eq. 3.45). Distances from p_MC: mean |f - p_MC| and mean
 Bernoulli KL(p_MC || f), on a grid over the data region and on fresh test points from the data
-distribution.
+distribution, each with its skill over the best constant prediction (:func:`constant_distances`): a student
+counts only where it beats it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pandas as pd
 import torch
 from torch.nn import functional as F
 
-from ..core import losses
+from ..core import losses, metrics
 from ..core.options import check_int, check_positive
 from .common import MODES, Mode, ToyResult, array_bytes, config_dict, linear_decay
 
@@ -239,6 +240,17 @@ def _bernoulli_kl(p: np.ndarray, q: np.ndarray, eps: float = 1e-12) -> np.ndarra
     return p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))
 
 
+def constant_distances(p_mc: np.ndarray) -> dict[str, float]:
+    """The distances from ``p_mc`` (p(y = 1 | x) at N inputs) of the best constant prediction, chosen with
+    hindsight on those inputs: ``kl``, the mean Bernoulli KL(p_MC || c), smallest at c = the mean of p_MC
+    (d/dc sum_i KL(p_i || c) = sum_i (c - p_i) / (c (1 - c))); ``abs``, the mean |p_MC - c|, smallest at c =
+    its median. A student whose distance is not below these has learnt nothing per input (its skill,
+    :func:`gped_kit.core.metrics.skill`, is not above 0)."""
+    p_mc = np.asarray(p_mc, float)
+    return {"abs": float(np.abs(p_mc - np.median(p_mc)).mean()),
+            "kl": float(_bernoulli_kl(p_mc, np.full_like(p_mc, p_mc.mean())).mean())}
+
+
 class _StudentGroup:
     """The students of one mode, trained together (independent parameters, one summed loss)."""
 
@@ -397,6 +409,8 @@ def _run_logreg(config: LogRegConfig) -> ToyResult:
             return sigmoid_mixture_log_outputs(weights, torch.tensor(points, dtype=dtype))[:, 1].exp().numpy()
 
         mc_grid, mc_test = predict(bag_t, grid_np), predict(bag_t, test_np)
+        constants = {f"constant_{distance}_{where}": value for where, mc in (("test", mc_test), ("grid", mc_grid))
+                     for distance, value in constant_distances(mc).items()}
         rows, student_grids, student_weights = [], [], []
         base = dict(toy="logreg", num_data=len(data_np), num_samples=cfg.num_samples, burn_in=cfg.burn_in,
                     num_iterations=cfg.num_iterations, batch_size=cfg.batch_size,
@@ -407,15 +421,18 @@ def _run_logreg(config: LogRegConfig) -> ToyResult:
                 f_grid, f_test = predict(w, grid_np), predict(w, test_np)
                 student_grids.append(f_grid.reshape(cfg.grid_size, cfg.grid_size))
                 student_weights.append(w.numpy())
+                distances = {"mean_abs_test": float(np.abs(f_test - mc_test).mean()),
+                             "mean_kl_test": float(_bernoulli_kl(mc_test, f_test).mean()),
+                             "mean_abs_grid": float(np.abs(f_grid - mc_grid).mean()),
+                             "mean_kl_grid": float(_bernoulli_kl(mc_grid, f_grid).mean())}
+                skills = {f"{name}_skill": metrics.skill(value, constants[name.replace("mean_", "constant_")])
+                          for name, value in distances.items()}
                 rows.append({**base, "mode": mode, "loss": loss, "generator": g,
                              "generator_std": (cfg.perturb_std if g == "perturb" else
                                                cfg.noise_std if g == "noise" else 0.0),
                              "stored_weight_samples": cfg.num_samples if mode == "batch" else cfg.batch_size,
-                             "memory_bytes": group.memory_bytes(k),
-                             "mean_abs_test": float(np.abs(f_test - mc_test).mean()),
-                             "mean_kl_test": float(_bernoulli_kl(mc_test, f_test).mean()),
-                             "mean_abs_grid": float(np.abs(f_grid - mc_grid).mean()),
-                             "mean_kl_grid": float(_bernoulli_kl(mc_grid, f_grid).mean()),
+                             "memory_bytes": group.memory_bytes(k), **distances, **constants, **skills,
+                             "skill": min(skills.values()),
                              "student_weight_norm": float(w.norm(dim=1).mean()),
                              "chain_seconds": chain_seconds, "train_seconds": group.seconds})
     table = pd.DataFrame(rows)

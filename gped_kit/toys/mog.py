@@ -8,7 +8,9 @@ predictive p_MC(x) (Eq. 3.6) is distilled into a 3-component MoG (Eq. 3.14) by *
 (Appendix D.1: store S weight samples, draw M data samples from p_MC, fit to convergence) or
 **online EM** (Appendix D.2, Cappé and Moulines 2009: for each minibatch of B chain samples w_s draw
 one x_s ~ p(x|w_s) each and interpolate the sufficient statistics, Eq. D.14, with a learning rate
-decayed linearly from 1 to 0). Distance: KL(p_MC || q) and total variation on a fine grid.
+decayed linearly from 1 to 0). Distance: KL(p_MC || q) and total variation on a fine grid, each with its
+skill over the best constant density on that grid (:func:`constant_density`): a student counts only where it
+beats it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..core import metrics
 from ..core.options import check_int, check_positive
 from .common import ToyResult, array_bytes, config_dict, linear_decay
 
@@ -298,6 +301,13 @@ def grid_kl_tv(p: np.ndarray, q: np.ndarray, grid: np.ndarray) -> tuple[float, f
     return float(np.trapezoid(integrand, grid)), float(0.5 * np.trapezoid(np.abs(p - q), grid))
 
 
+def constant_density(grid: np.ndarray) -> np.ndarray:
+    """The best constant prediction of a density on ``grid``: the one constant that integrates to 1 over it,
+    1 / (grid[-1] - grid[0]). A student no closer to p_MC than it (its skill,
+    :func:`gped_kit.core.metrics.skill`, not above 0) has learnt nothing of p_MC's shape."""
+    return np.full(len(grid), 1.0 / float(grid[-1] - grid[0]))
+
+
 def run_mog(config: MoGConfig) -> ToyResult:
     """Batch vs online distillation of one Bayesian-MoG chain (Section 3.2.3).
 
@@ -339,16 +349,20 @@ def run_mog(config: MoGConfig) -> ToyResult:
     true_pdf = np.exp(MoGParams(np.array(MOG_WEIGHTS), np.array(MOG_TRUE_MEANS), np.array(MOG_VARIANCES)).log_pdf(grid))
     densities = {"batch": np.exp(batch_params.log_pdf(grid)), "online": np.exp(online.params.log_pdf(grid))}
     base = dict(toy="mog", num_data=cfg.num_data, num_samples=cfg.num_samples, burn_in=cfg.burn_in, seed=cfg.seed)
+    constant_kl, constant_tv = grid_kl_tv(p_mc, constant_density(grid), grid)
     rows = []
     for mode, params, seconds, nbytes, weights_held, data_held in (
             ("batch", batch_params, batch_seconds, batch_bytes, cfg.num_samples, cfg.num_distill_samples),
             ("online", online.params, online_seconds, online.peak_bytes, cfg.minibatch_size, cfg.minibatch_size)):
         kl, tv = grid_kl_tv(p_mc, densities[mode], grid)
+        skills = {"kl_mc_to_student_skill": metrics.skill(kl, constant_kl),
+                  "tv_mc_student_skill": metrics.skill(tv, constant_tv)}
         rows.append({**base, "mode": mode, "minibatch_size": cfg.minibatch_size if mode == "online" else None,
                      "num_distill_samples": cfg.num_distill_samples if mode == "batch" else cfg.num_samples,
                      "em_iterations": em_iters if mode == "batch" else num_iterations,
                      "stored_weight_samples": weights_held, "stored_data_samples": data_held,
                      "memory_bytes": nbytes, "kl_mc_to_student": kl, "tv_mc_student": tv,
+                     "constant_kl": constant_kl, "constant_tv": constant_tv, **skills, "skill": min(skills.values()),
                      "chain_seconds": chain_seconds, "distill_seconds": seconds,
                      "student_weights": params.weights.round(4).tolist(),
                      "student_means": params.means.round(4).tolist(),

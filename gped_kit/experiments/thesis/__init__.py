@@ -1,7 +1,8 @@
 """Papamakarios' thesis toys (paper 001, Chapter 3) as stored runs: notebook ``08_thesis_toys``.
 
 * :mod:`.toys`: the settings and :data:`PROFILES`, the runs through the results store (:func:`run_toy`) and
-  the analysis of their tables (:func:`thesis_toys_claims`, :func:`online_vs_batch`, the agreements);
+  the analysis of their tables (:func:`thesis_toys_claims`, :func:`online_vs_batch`, :func:`skill_text`, the
+  agreements);
 * :mod:`.notebook`: what a run stores and the README's row (:data:`EXPERIMENT`).
 """
 
@@ -19,6 +20,7 @@ from .toys import (
     mog_configs,
     online_vs_batch,
     run_toy,
+    skill_text,
     store_toy,
     thesis_toys_claims,
     toy_record,
@@ -27,4 +29,4 @@ from .toys import (
 __all__ = ["EXPERIMENT", "CLAIMS_TABLE", "claims_text", "count_claims",
            "PROFILES", "ThesisToysSettings", "mog_configs", "logreg_config",
            "toy_record", "compact_arrays", "store_toy", "load_toy", "run_toy", "online_vs_batch", "thesis_toys_claims",
-           "mog_agreement", "logreg_agreement", "FLOAT32_ARRAYS", "LIST_COLUMNS"]
+           "skill_text", "mog_agreement", "logreg_agreement", "FLOAT32_ARRAYS", "LIST_COLUMNS"]

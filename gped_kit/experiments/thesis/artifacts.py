@@ -45,4 +45,5 @@ CHECKS = declare_checks(
     Check("pure_noise_worse", "pure noise worse than data-based inputs for every student", Role.FINDING),
     Check("dse_closer", "DSE closer to p_MC than CE with the perturb generator, both modes", Role.FINDING),
     Check("kl_bound", "every student within mean KL 0.5 of p_MC", Role.FINDING),
+    Check("skill", "every student beats the best constant prediction (skill >= the floor)", Role.FINDING),
 )

@@ -12,7 +12,7 @@ import pandas as pd
 from ..chains import ChainTask
 from ..frame import Experiment
 from ..store import ResultsStore
-from ..verdicts import THESIS, Claim, Evidence, artifact_table, link, verdict
+from ..verdicts import NO_EVIDENCE, THESIS, Claim, Evidence, artifact_table, link, verdict
 from .artifacts import ARTIFACTS, CHECKS
 from .toys import (
     BY_CONSTRUCTION,
@@ -36,21 +36,32 @@ def _toy_gaps(store: ResultsStore, settings: ThesisToysSettings, tasks: Sequence
             if not store.entry("toy", toy_record(c)).complete]
 
 
-def count_claims(claims: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def count_claims(claims: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The thesis' findings (notebook 08's claims table, both metrics stacked) split into ``(held, failing,
-    by_construction)``: the counted findings that hold and those that do not (each claim and metric once),
-    and the memory findings, which hold by construction (:data:`~.toys.BY_CONSTRUCTION`), each once."""
+    by_construction, unjudged)``: the counted findings that hold and those that do not (each claim and metric
+    once), the memory findings, which hold by construction (:data:`~.toys.BY_CONSTRUCTION`), each once, and the
+    findings judged in no comparison, since no student behind them beats the best constant prediction (its
+    ``of`` is 0; they count neither way)."""
     by_construction = claims[claims["claim"].isin(BY_CONSTRUCTION)].drop_duplicates("claim")
     counted = claims[~claims["claim"].isin(BY_CONSTRUCTION)]
+    unjudged = counted["of"].astype(int) == 0
     holds = counted["holds"].astype(bool)
-    return counted[holds], counted[~holds], by_construction
+    return counted[holds & ~unjudged], counted[~holds & ~unjudged], by_construction, counted[unjudged]
 
 
 def claims_text(claims: pd.DataFrame) -> str:
-    """``k of n claims hold; not: ...; not counted, as they hold by construction: ...`` (:func:`count_claims`)."""
-    held, failing, by_construction = count_claims(claims)
+    """``k of n claims hold; not: ...; no evidence: ...; not counted, as they hold by construction: ...``
+    (:func:`count_claims`; a comparison whose students do not beat the best constant is named, not counted)."""
+    held, failing, by_construction, unjudged = count_claims(claims)
     text = f"{len(held)} of {len(held) + len(failing)} claims hold" + ("" if failing.empty else "; not: " + "; ".join(
         f"{r.claim} on {r.metric} ({int(r['count'])} of {int(r['of'])})" for _, r in failing.iterrows()))
+    if len(unjudged):
+        text += f"; {NO_EVIDENCE} (no student behind it beats the best constant prediction): " + "; ".join(
+            f"{r.claim} on {r.metric}" for _, r in unjudged.iterrows())
+    compared = claims[~claims["claim"].isin(BY_CONSTRUCTION)]
+    left_out = int(compared["no_evidence"].fillna(0).sum()) if "no_evidence" in compared else 0
+    if left_out:
+        text += f"; {left_out} comparisons left out as {NO_EVIDENCE}"
     if len(by_construction):
         text += ("; not counted, as they hold by construction: " +
                  "; ".join(f"{r.claim} ({r.ours})" for _, r in by_construction.iterrows()))
@@ -79,7 +90,7 @@ def readme_rows(figures: Path) -> list[Claim]:
     t = artifact_table(figures, ARTIFACTS["claims"], profile="default")
     if t is None:
         return []
-    held, failing, _ = count_claims(t)
+    held, failing, _, _ = count_claims(t)
     return [Claim("Papamakarios' thesis (Chapters 2–3): online distillation as good as batch (counted as "
                   f"{online_rule()}, in KL to p_MC) with a fraction of the memory; data-based inputs; derivative "
                   "matching",

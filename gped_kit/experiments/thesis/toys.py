@@ -45,6 +45,7 @@ from ...toys import (
     run_mog,
 )
 from ..store import Entry, ResultsStore
+from ..verdicts import NO_EVIDENCE, no_evidence, unskilled
 
 # ----------------------------------------------------------------------------- settings
 
@@ -204,29 +205,52 @@ LOGREG_MEMORY_CLAIM = "LogReg: online needs a fraction of the memory"
 BY_CONSTRUCTION = frozenset({MOG_MEMORY_CLAIM, LOGREG_MEMORY_CLAIM})
 
 
+def _skilled(table: pd.DataFrame, metric: str) -> pd.Series:
+    """Per row, whether its student is known to beat the best constant prediction on ``metric``
+    (:func:`~gped_kit.experiments.verdicts.no_evidence`: its ``<metric>_skill`` at least
+    :data:`~gped_kit.core.targets.SKILL_FLOOR`; a table stored without skill has no such student)."""
+    return pd.Series([not no_evidence(row, metric) for _, row in table.iterrows()], index=table.index, dtype=bool)
+
+
 def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "mean_kl_test",
                        factor: float = 2.0, slack: float = 0.002) -> pd.DataFrame:
     """The thesis' findings checked on our numbers, one row per claim: ``claim``, what the
-    ``thesis`` says, ``ours`` (the numbers), ``holds`` (bool), ``count`` of ``of`` comparisons.
+    ``thesis`` says, ``ours`` (the numbers), ``holds`` (bool), ``count`` of ``of`` comparisons, and
+    ``no_evidence``, the comparisons left out because a student behind them does not beat the best constant
+    prediction (its ``<metric>_skill``, :func:`~gped_kit.experiments.verdicts.no_evidence`; ``kl_mc_to_student``
+    for the mixture). A claim holds when it was judged in at least one comparison and holds in each.
 
     "Online ~ batch" holds for a comparison when the online student's distance is at most
     ``factor`` times the batch student's plus ``slack`` (KL on the MoG grid for ``mog``; ``metric``
-    for ``logreg``). Either table may be empty (its claims are then left out). The memory claims
-    report the measured ratios; they hold by construction (online holds one minibatch).
+    for ``logreg``); it needs both students. "Pure noise worse" needs only the best data-based student:
+    that noise inputs teach nothing is the claim. "DSE closer than CE" needs both. Either table may be empty
+    (its claims are then left out). The memory claims report the measured ratios; they hold by construction
+    (online holds one minibatch), whatever the students learnt.
     """
     rows = []
 
-    def add(claim: str, thesis: str, outcomes: Sequence[bool], ours: str) -> None:
-        rows.append(dict(claim=claim, thesis=thesis, ours=ours, holds=bool(len(outcomes)) and all(outcomes),
-                         count=int(sum(outcomes)), of=len(outcomes)))
+    def add(claim: str, thesis: str, outcomes: Sequence[bool], ours: str, judged: Sequence[bool] | None = None,
+            ) -> None:
+        judged = [True] * len(outcomes) if judged is None else list(judged)
+        counted = [o for o, j in zip(outcomes, judged) if j]
+        left_out = len(judged) - len(counted)
+        if left_out:
+            ours += f"; {left_out} no evidence (a student not known to beat the best constant prediction)"
+        rows.append(dict(claim=claim, thesis=thesis, ours=ours, holds=bool(counted) and all(counted),
+                         count=int(sum(counted)), of=len(counted), no_evidence=left_out))
+
+    def both_skilled(table: pd.DataFrame, keys: list[str], column: str) -> pd.Series:
+        """Per ``keys`` (the rows of :func:`online_vs_batch`), whether both modes' students are skilled."""
+        return table.assign(_skilled=_skilled(table, column)).groupby(keys)["_skilled"].all()
 
     if len(mog):
         w = online_vs_batch(mog, "kl_mc_to_student", ["num_data"])
         ok = list(w["kl_mc_to_student_online"] <= factor * w["kl_mc_to_student_batch"] + slack)
+        judged = both_skilled(mog, ["num_data"], "kl_mc_to_student").reindex(w["num_data"]).fillna(False)
         add("MoG: online EM as close to p_MC as batch EM", "online close to batch (Figures 3.1-3.9)", ok,
             "KL(p_MC||q) online / batch per N: " + ", ".join(
                 f"N={n}: {o:.4f}/{b:.4f}" for n, o, b in zip(w["num_data"], w["kl_mc_to_student_online"],
-                                                              w["kl_mc_to_student_batch"])))
+                                                              w["kl_mc_to_student_batch"])), list(judged))
         add(MOG_MEMORY_CLAIM, "100 instead of 10,000 MCMC samples and 1,000 data samples",
             list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
     if len(logreg):
@@ -237,33 +261,65 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
             if rows_loss["mode"].nunique() < 2:
                 continue
             w = online_vs_batch(rows_loss, metric, ["generator"])
+            judged = both_skilled(rows_loss, ["generator"], metric).reindex(w["generator"]).fillna(False)
             add(f"LogReg {label}: online as close to p_MC as batch", thesis,
                 list(w[f"{metric}_online"] <= factor * w[f"{metric}_batch"] + slack),
                 f"{metric} online / batch: " + ", ".join(
                     f"{g}: {o:.4f}/{b:.4f}" for g, o, b in zip(w["generator"], w[f"{metric}_online"],
-                                                              w[f"{metric}_batch"])))
+                                                              w[f"{metric}_batch"])), list(judged))
         if logreg["mode"].nunique() == 2:
             w = online_vs_batch(logreg, metric, ["loss", "generator"])
             add(LOGREG_MEMORY_CLAIM, "10 instead of 10,000 MCMC samples",
                 list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
         gens = set(logreg["generator"])
+        skilled = logreg.assign(_skilled=_skilled(logreg, metric))
         if "noise" in gens and gens & {"resample", "perturb"}:
+            data_gens = [g for g in ("resample", "perturb") if g in gens]
             wide = logreg.pivot_table(index=["mode", "loss"], columns="generator", values=metric, aggfunc="first")
-            data_best = wide[[g for g in ("resample", "perturb") if g in wide.columns]].min(axis=1)
-            ratio = wide["noise"] / data_best
+            best = wide[data_gens].idxmin(axis=1)
+            known = skilled.set_index(["mode", "loss", "generator"])["_skilled"]
+            judged = [bool(known.get((m, loss, g), False)) for (m, loss), g in best.items()]
+            ratio = wide["noise"] / wide[data_gens].min(axis=1)
             add("Pure-noise inputs distil worse than data-based inputs",
                 "Gaussian noise inputs far worse (Chapter 2, Tables 2.1-2.2)", list(ratio > 1),
                 f"{metric} noise / best data-based generator: " + ", ".join(
-                    f"{m} {('CE' if loss == 'cross_entropy' else 'DSE')}: {r:.1f}x" for (m, loss), r in ratio.items()))
+                    f"{m} {('CE' if loss == 'cross_entropy' else 'DSE')}: {r:.1f}x" for (m, loss), r in ratio.items()),
+                judged)
         if set(logreg["loss"]) == set(LOSSES):
             wide = logreg.pivot_table(index=["mode", "generator"], columns="loss", values=metric, aggfunc="first")
+            both = skilled.groupby(["mode", "generator"])["_skilled"].all().reindex(wide.index).fillna(False)
             better = wide["derivative_square_error"] < wide["cross_entropy"]
             add("Derivative square error closer to p_MC than cross-entropy",
                 "DSE better than CE (Section 3.3.4, inputs N(0, 100 I))", list(better),
                 f"{metric} DSE / CE: " + ", ".join(
                     f"{m} {g}: {d / c:.2f}" for (m, g), d, c in zip(wide.index, wide["derivative_square_error"],
-                                                                     wide["cross_entropy"])))
-    return pd.DataFrame(rows, columns=["claim", "thesis", "ours", "holds", "count", "of"])
+                                                                     wide["cross_entropy"])), list(both))
+    return pd.DataFrame(rows, columns=["claim", "thesis", "ours", "holds", "count", "of", "no_evidence"])
+
+
+def skill_text(mog: pd.DataFrame, logreg: pd.DataFrame) -> str:
+    """One sentence on whether the toys' students beat the best constant prediction: each toy's range of
+    ``skill`` (a student's lowest, :mod:`gped_kit.toys`), and the students below
+    :data:`~gped_kit.core.targets.SKILL_FLOOR` (or stored without skill) by name; their comparisons are left
+    out of the claims (:func:`thesis_toys_claims`)."""
+    parts, below = [], []
+    for toy, table, name in (("the mixture of Gaussians", mog, lambda r: f"MoG N={r['num_data']} {r['mode']}"),
+                             ("the logistic regression", logreg,
+                              lambda r: f"LogReg {r['mode']} {r['loss']} {r['generator']}")):
+        if table.empty:
+            continue
+        skill = table["skill"] if "skill" in table else pd.Series(np.nan, index=table.index)
+        known = skill.dropna()
+        if len(known):
+            parts.append(f"{known.min():.2f} to {known.max():.2f} ({toy})")
+        below += [name(r) for (_, r), k in zip(table.iterrows(), skill) if unskilled(k)]
+    if not parts and not below:
+        return "No toy student has run."
+    are = "student is" if len(below) == 1 else "students are"
+    text = ("Every student beats the best constant prediction" if not below else
+            f"{len(below)} {are} {NO_EVIDENCE} (not known to beat the best constant prediction: "
+            + ", ".join(below) + ")")
+    return text + (f"; skill {' and '.join(parts)}." if parts else ".")
 
 
 def mog_agreement(results: Sequence[ToyResult]) -> pd.DataFrame:
