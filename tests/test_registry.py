@@ -174,7 +174,8 @@ def test_a_constant_and_a_cyclical_chain_of_one_seed_are_told_apart(tmp_path):
     tasks = entry.chain_tasks(settings)
     by_label = {t.label: t for t in tasks}
     constant, cyclical = by_label["BAOA, one chain seed=0"], by_label["BAOA cyclical, one chain seed=0"]
-    pooled, pooled_cyclical = by_label["BAOA, 4 chains pooled seed=0"], by_label["BAOA cyclical, 4 chains pooled seed=0"]
+    pooled = by_label["BAOA, 4 chains pooled seed=0"]
+    pooled_cyclical = by_label["BAOA cyclical, 4 chains pooled seed=0"]
     assert frame._group(constant) != frame._group(cyclical) and frame._group(pooled) != frame._group(pooled_cyclical)
     store = ResultsStore(tmp_path)
     for i, task in enumerate(tasks):
