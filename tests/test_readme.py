@@ -240,11 +240,20 @@ def test_the_samplers_rows_read_notebook_10s_default_and_pooling_tables(tmp_path
     assert SN.study_row(tmp_path) is None and SN.study_row(tmp_path, "pooling") is None
     table = pd.DataFrame({"candidate": ["BAOA, one chain", "BAOA, 4 chains pooled"], "seeds": [2, 2],
                           "T": [48_000, 48_000], "teacher NLL": [0.0645, 0.0624], "student NLL": [0.0713, 0.0942],
-                          "entropy MAE": [0.0202, 0.0479]})
+                          "entropy MAE": [0.0202, 0.0479], "student NLL skill": [0.95, 0.94],
+                          "entropy MAE skill": [0.42, 0.3]})
     table.to_csv(tmp_path / "10_samplers_pooling_table.csv", index=False)
     row = SN.study_row(tmp_path, "pooling")
     assert "48,000 teacher steps in all, 2 seeds" in row.claim
     assert row.ours == "BAOA, 4 chains pooled 0.0624 / 0.0942 / 0.0479; BAOA, one chain 0.0645 / 0.0713 / 0.0202"
+    # a student below the floor, or stored without its skill, shows the verdict word, not its value
+    table.assign(**{"entropy MAE skill": [0.42, -0.003]}).to_csv(tmp_path / "10_samplers_pooling_table.csv",
+                                                                index=False)
+    assert SN.study_row(tmp_path, "pooling").ours == ("BAOA, 4 chains pooled 0.0624 / 0.0942 / no evidence; "
+                                                      "BAOA, one chain 0.0645 / 0.0713 / 0.0202")
+    table.drop(columns=["student NLL skill"]).to_csv(tmp_path / "10_samplers_pooling_table.csv", index=False)
+    assert SN.study_row(tmp_path, "pooling").ours.startswith("BAOA, 4 chains pooled 0.0624 / no evidence / 0.0479")
+    table.to_csv(tmp_path / "10_samplers_pooling_table.csv", index=False)
     assert row.paper == "Table 1, FCNN, SGLD at T = 10^6: 0.052 / 0.082 / 0.016"
     table.assign(seeds=1).to_csv(tmp_path / "10_samplers_default_table.csv", index=False)
     assert SN.study_row(tmp_path).claim == "(ours) the teacher's sampler at equal work (FCNN, T = 48,000, one seed)"

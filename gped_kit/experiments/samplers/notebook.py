@@ -11,7 +11,7 @@ import pandas as pd
 from ..frame import Experiment, Summary, read_chains, side_by_side
 from ..paper_tables import table1
 from ..store import ResultsStore
-from ..verdicts import OURS, Claim, Evidence, artifact_table, link, number, seeds_text
+from ..verdicts import NO_EVIDENCE, OURS, Claim, Evidence, artifact_table, link, number, seeds_text, unskilled
 from .artifacts import ARTIFACTS, CHECKS
 from .study import (
     PROFILES,
@@ -65,7 +65,8 @@ def _tasks(settings: SamplerStudySettings, *, seed: int, device: str, data_root:
 def study_row(figures: Path, profile: str = "default") -> Claim | None:
     """Not a claim of the paper: the candidates at equal work, lowest teacher NLL first. The ``default``
     profile compares the samplers (teacher NLL); ``pooling`` one chain, pooled chains and the cyclical
-    schedule, with the student NLL and entropy MAE that Table 1 also judges."""
+    schedule, with the student NLL and entropy MAE that Table 1 also judges, each "no evidence" where its
+    student (the lowest over the seeds) is not known to beat the best constant prediction."""
     name = STUDY_TABLE.format(profile=profile)
     t = artifact_table(figures, ARTIFACTS["table"], profile=profile)
     if t is None:
@@ -78,10 +79,14 @@ def study_row(figures: Path, profile: str = "default") -> Claim | None:
     evidence = (Evidence(profile, None, seeds, length=f"{steps:,} teacher steps in all") if profile == "pooling"
                 else Evidence(profile, steps, seeds))
     if profile == "pooling":
+        def student(r: pd.Series, quantity: str) -> str:
+            """A student's value, or the verdict word where it is not known to beat the best constant."""
+            return NO_EVIDENCE if unskilled(r.get(f"{quantity} skill")) else number(r[quantity], 4)
+
         return Claim(f"(ours) pooled chains and cyclical step sizes at equal work (FCNN, {steps:,} teacher steps in "
                      f"all, {seeds_line}): teacher NLL / student NLL / entropy MAE", "—",
-                     "; ".join(f"{r.candidate} {number(r['teacher NLL'], 4)} / {number(r['student NLL'], 4)} / "
-                               f"{number(r['entropy MAE'], 4)}" for _, r in t.iterrows()),
+                     "; ".join(f"{r.candidate} {number(r['teacher NLL'], 4)} / {student(r, 'student NLL')} / "
+                               f"{student(r, 'entropy MAE')}" for _, r in t.iterrows()),
                      f"Table 1, FCNN, SGLD at T = 10^6: {paper['teacher_nll']:g} / {paper['student_nll']:g} / "
                      f"{paper['entropy_mae']:g}", where, evidence=evidence, kind=OURS)
     return Claim(f"(ours) the teacher's sampler at equal work (FCNN, T = {steps:,}, {seeds_line})", "—",
