@@ -229,8 +229,8 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
     """
     rows = []
 
-    def add(claim: str, thesis: str, outcomes: Sequence[bool], ours: str, judged: Sequence[bool] | None = None,
-            ) -> None:
+    def add(claim: str, thesis: str, outcomes: Sequence[bool], ours: str,
+            judged: Sequence[bool] | None = None) -> None:
         judged = [True] * len(outcomes) if judged is None else list(judged)
         counted = [o for o, j in zip(outcomes, judged) if j]
         left_out = len(judged) - len(counted)
