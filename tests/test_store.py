@@ -344,6 +344,32 @@ def test_stored_executor_derives_nothing(digits_data, tmp_path):
     assert len(store.entries("probe")) == 1 and len(store.entries("chain")) == 1  # the second chain never ran
 
 
+def test_a_derived_entry_whose_chain_lacks_its_students_skill_is_derived_again_from_the_chain_computed_again(
+        digits_data, tmp_path):
+    """A stored search or comparison of a chain stored before its students reported skill is not read back: the
+    chain is computed again (set aside with what was derived from it) and the entry derived again from the new
+    draw; ``executor="stored"`` still reads the stored one."""
+    store = ResultsStore(tmp_path)
+    (task,) = tiny_tasks(digits_data, seeds=(0,))
+    item = DerivedTask(task, "probe", {"n": 1}, lambda e, result, data: e.write_table(
+        "summary", result.summary[[c for c in result.summary.columns if c in ("teacher_nll", "skill")]]),
+        code="code")
+    (first,) = run_derived([item], store)
+    assert first.status == Status.RAN and "skill" in first.entry.table("summary")
+    assert [o.status for o in run_derived([item], store)] == [Status.REUSED]
+    chain = first.chain.entry
+    chain.write_table("summary", chain.table("summary").drop(columns=["skill", "student_nll_skill",
+                                                                      "entropy_mae_skill"]))
+    first.entry.write_table("summary", first.entry.table("summary").drop(columns=["skill"]))
+    (stored,) = run_derived([item], store, executor="stored")
+    assert stored.status == Status.REUSED and "skill" not in stored.entry.table("summary")
+    (again,) = run_derived([item], store, progress=False)
+    assert again.status == Status.RAN and again.chain.status == Status.RAN
+    assert "skill" in again.entry.table("summary") and "skill" in chain.table("summary")
+    assert len(list(store.root.glob("probe/*.old-*"))) == 1 and len(list(store.root.glob("chain/*.old-*"))) == 1
+    assert [o.status for o in run_derived([item], store)] == [Status.REUSED]
+
+
 def test_stale_lists_complete_entries_under_another_code_and_refuses_unknown_kinds(tmp_path, capsys):
     store = ResultsStore(tmp_path)
     codes = {kind: numerics.numerics_code(kind) for kind in numerics.KEYED_BY}

@@ -489,6 +489,18 @@ def _derived_entry(item: DerivedTask, store: ResultsStore, started: float
     return data, chain_record, store.entry(item.kind, {"chain": chain_record, **item.record}, item.code)
 
 
+def _derived_current(item: DerivedTask, store: ResultsStore, entry: Entry, chain_record: Mapping[str, Any]) -> bool:
+    """Whether the complete derived ``entry`` can be read back: not when its chain is stored without its
+    students' skill (:func:`skill_not_stored`). Such a chain is computed again (:func:`run_chains` sets it and
+    what was derived from it aside), so what is derived from it is derived again from the new draw: reusing the
+    derived entry would keep students that cannot count as evidence. A chain not stored at all (a derived entry
+    whose chain's tables were not kept) leaves the derived entry current."""
+    if not entry.complete:
+        return False
+    chain_entry = store.entry("chain", chain_record)
+    return not (chain_entry.complete and skill_not_stored(item.task, chain_entry))
+
+
 def _reused(item: DerivedTask, store: ResultsStore, entry: Entry, chain_record: Mapping[str, Any],
             started: float, progress: bool) -> DerivedOutcome:
     """A complete derived entry read back: the chain is neither run nor loaded (its compact tables
@@ -505,9 +517,11 @@ def derive(item: DerivedTask, store: ResultsStore, recompute: bool = False, prog
            ) -> DerivedOutcome:
     """The entry ``item`` derives from its task's chain, keyed by ``{"chain": <the chain's record>,
     **item.record}`` and ``item.code``: reused when complete (the chain is then neither run nor
-    loaded; its compact tables are read when stored), else computed by ``item.compute(entry, result,
-    data)`` from the chain's full result (:func:`~gped_kit.experiments.chains.run_chains` with
-    ``requires_state``: reloaded from its checkpoint, resumed, or run). ``recompute`` sets both the
+    loaded; its compact tables are read when stored) unless its chain is stored without its students' skill
+    (:func:`_derived_current`: the chain is computed again and the entry derived again from it), else
+    computed by ``item.compute(entry, result, data)`` from the chain's full result
+    (:func:`~gped_kit.experiments.chains.run_chains` with ``requires_state``: reloaded from its checkpoint,
+    resumed, or run). ``recompute`` sets both the
     chain and the derived entry aside and computes them afresh. A missing data set or a failure is
     recorded in the outcome, not raised. :func:`run_derived` does this for many, locally or on Ray."""
     started = time.perf_counter()
@@ -515,7 +529,7 @@ def derive(item: DerivedTask, store: ResultsStore, recompute: bool = False, prog
     if isinstance(prepared, DerivedOutcome):
         return prepared
     data, chain_record, entry = prepared
-    if entry.complete and not recompute:
+    if not recompute and _derived_current(item, store, entry, chain_record):
         return _reused(item, store, entry, chain_record, started, progress)
     task = item.task
     run_task = dataclasses.replace(task, data=data, name=task.label)
@@ -571,7 +585,8 @@ def run_derived(items: Sequence[DerivedTask], store: ResultsStore, recompute: bo
         prepared = _derived_entry(item, store, started)
         if isinstance(prepared, DerivedOutcome):
             outcomes[i] = prepared
-        elif prepared[2].complete and not recompute:
+        elif not recompute and (prepared[2].complete if stored_only
+                                else _derived_current(item, store, prepared[2], prepared[1])):
             outcomes[i] = _reused(item, store, prepared[2], prepared[1], started, progress)
         elif stored_only:
             chain = ChainOutcome(item.task, Status.NOT_STORED, seconds=time.perf_counter() - started)

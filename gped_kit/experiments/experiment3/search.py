@@ -7,7 +7,8 @@ removed physically, and the pruned network equals the masked one) and fine-tuned
 (:func:`~gped_kit.experiments.experiment3.tasks.experiment3_task`) as a derived entry of kind
 ``"search"`` (record: the chain's record and :class:`SearchSettings`; numerics: the chain's and the
 search's versions, :mod:`~gped_kit.experiments.numerics`). Only when that entry is
-missing is the chain's full state asked for (:func:`~gped_kit.experiments.chains.run_chains` with
+missing, or its chain was stored before its students reported skill (then both are computed again), is the
+chain's full state asked for (:func:`~gped_kit.experiments.chains.run_chains` with
 ``requires_state=True``: reused from the chain entry's checkpoint, or computed), and the costs,
 pruning and fine-tuning run. :func:`load_search_results` reads every stored search table.
 
