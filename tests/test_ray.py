@@ -142,7 +142,7 @@ def test_searches_as_ray_tasks_equal_local_and_stored_ones_start_nothing(cluster
     comparison use the same path, :func:`run_derived`): each missing one is a Ray task that runs
     its chain and the search on the worker; the store ends as a local run's; a stored search is
     read back on the driver without a Ray task; a failure is recorded and the other goes on."""
-    from gped_kit.experiments import chains as chains_module  # noqa: PLC0415
+    from gped_kit.experiments import derived as derived_module  # noqa: PLC0415
     from gped_kit.experiments.experiment3 import SearchSettings, run_searches, search_students  # noqa: PLC0415
 
     def search_task(seed, step_size=5e-5):
@@ -164,7 +164,7 @@ def test_searches_as_ray_tasks_equal_local_and_stored_ones_start_nothing(cluster
     pd.testing.assert_frame_equal(remote[0].table[["student", "stage", *numbers]],
                                   local[0].table[["student", "stage", *numbers]], rtol=1e-3, atol=1e-4)
     with pytest.MonkeyPatch.context() as mp:  # stored: read back on the driver, no chain, no Ray task
-        mp.setattr(chains_module, "compute_derived", None)
-        mp.setattr(chains_module, "run_chains", None)
+        mp.setattr(derived_module, "compute_derived", None)
+        mp.setattr(derived_module, "run_chains", None)
         again = run_searches(tasks[:1], settings, ResultsStore(tmp_path / "ray"), progress=False, executor="ray")
     assert again[0].status == Status.REUSED and again[0].table.equals(remote[0].table)

@@ -21,13 +21,8 @@ from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
 from gped_kit.experiments import numerics
-from gped_kit.experiments.chains import (
-    ChainTask,
-    DerivedTask,
-    run_chains,
-    run_derived,
-    skill_not_stored,
-)
+from gped_kit.experiments.chains import ChainTask, run_chains, skill_not_stored
+from gped_kit.experiments.derived import DerivedTask, run_derived
 from gped_kit.experiments.store import ResultsStore
 
 

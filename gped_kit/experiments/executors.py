@@ -64,7 +64,7 @@ class LocalExecutor(ChainExecutor):
 
 class StoredOnly(ChainExecutor):
     """Computes nothing: :func:`~gped_kit.experiments.chains.run_chains` and
-    :func:`~gped_kit.experiments.chains.run_derived` read back what the store holds and report the
+    :func:`~gped_kit.experiments.derived.run_derived` read back what the store holds and report the
     rest as ``not stored``."""
 
     def map(self, fn, jobs, gpus, on_done) -> None:

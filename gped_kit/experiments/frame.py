@@ -33,8 +33,9 @@ from ..core.status import Status
 from ..data.container import GPEDData
 from ..data.sources import DatasetNotFoundError, load_split
 from .artifacts import Artifact
-from .chains import ChainGrid, ChainTask, DerivedOutcome, run_chains, skill_not_stored
+from .chains import ChainGrid, ChainTask, run_chains, skill_not_stored
 from .checks import Check
+from .derived import DerivedOutcome
 from .executors import ExecutorName
 from .numerics import numerics_code
 from .settings import changed_settings, resolve_settings

@@ -12,7 +12,7 @@ teacher* (the online Monte Carlo means over the whole chain, what GPED and EnD2 
 
 Everything the notebook shows is a derived entry of the results store (kind ``"comparison"``
 for MNIST, ``"spiral"`` for the toy), keyed by the chain's record and Hydra's configuration
-(:func:`~gped_kit.experiments.chains.derive`): the comparison table, the memory
+(:func:`~gped_kit.experiments.derived.derive`): the comparison table, the memory
 table, the KD-variant rows, Hydra's loss history, the spiral's uncertainty maps (float16 arrays)
 and the trained Hydra (``hydra.pt``, not committed). Only a missing entry runs (or reloads) its chain.
 

@@ -20,7 +20,8 @@ from ...core.status import Status
 from ...data.container import GPEDData
 from ...data.spiral import SpiralConfig, spiral_data
 from ...engine import GPEDResult
-from ..chains import ChainOutcome, ChainTask, DerivedOutcome, DerivedTask, run_derived
+from ..chains import ChainOutcome, ChainTask
+from ..derived import DerivedOutcome, DerivedTask, run_derived
 from ..store import Entry, ResultsStore
 from .compute import (
     comparison_budgets,
@@ -88,7 +89,7 @@ def run_comparison(settings: ComparisonSettings, store: ResultsStore, seed: int 
     resumed or reloaded with its full state, Hydra trained on its snapshots and every table written).
     ``task`` replaces :func:`comparison_task`'s chain (other data, e.g. in tests). ``executor="ray"``
     computes a missing entry, with its chain, as a Ray task at ``address`` (one GPU when the chain's
-    device is CUDA; :func:`~gped_kit.experiments.chains.run_derived`). Raises ``RuntimeError`` when
+    device is CUDA; :func:`~gped_kit.experiments.derived.run_derived`). Raises ``RuntimeError`` when
     the chain or the comparison failed or its data are missing."""
     task = task or comparison_task(settings, seed, device, data_root)
     config = settings.hydra

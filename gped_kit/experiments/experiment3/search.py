@@ -40,7 +40,8 @@ from ...models.build import instantiate
 from ...models.cost import network_cost
 from ...models.presets import EVAL_CHUNK_SIZE, ArchSpec, cpu_training_layout, inference_network
 from ...models.pruning import mask_network, prune, unit_keep_masks
-from ..chains import ChainTask, DerivedTask, run_derived
+from ..chains import ChainTask
+from ..derived import DerivedTask, run_derived
 from ..paper import FINETUNE_EPOCHS, paper_model
 from ..store import Entry, ResultsStore
 from .finetune import finetune
@@ -131,7 +132,7 @@ def run_experiment3(task: ChainTask, settings: SearchSettings, store: ResultsSto
     chain (:func:`experiment3_task`) under ``settings``.
 
     The table is the ``"search"`` entry derived from the chain
-    (:func:`~gped_kit.experiments.chains.derive`: keyed by the chain's record, ``record(settings)`` and
+    (:func:`~gped_kit.experiments.derived.derive`: keyed by the chain's record, ``record(settings)`` and
     the search's numerics version, :mod:`~gped_kit.experiments.numerics`). When it is stored it is read
     back (status ``reused``) and the chain is not touched. Otherwise the chain's full state is asked for
     (reused from the chain entry's checkpoint, resumed, or run), then the costs, pruning and
@@ -176,7 +177,7 @@ def run_searches(tasks: Sequence[ChainTask], settings: SearchSettings, store: Re
     """:func:`run_experiment3` for several data settings (e.g. one per model), in task order.
     ``executor="ray"`` computes each missing search -- its chain and the search together, since
     the search needs the chain's networks and U_o stores -- as a Ray task (one GPU when the
-    chain's device is CUDA) at ``address`` (:func:`~gped_kit.experiments.chains.run_derived`);
+    chain's device is CUDA) at ``address`` (:func:`~gped_kit.experiments.derived.run_derived`);
     stored searches are read back on the driver without starting anything."""
     for task in tasks:
         if not isinstance(task, ChainTask):

@@ -21,7 +21,8 @@ from ...core.targets import PREDICTIVE_ENTROPY, Target
 from ...data.container import GPEDData
 from ...data.experiment import DataConfig, ood_set_name
 from ...engine import GPEDResult
-from ..chains import ChainGrid, ChainTask, DerivedOutcome, DerivedTask, FailureReport, run_derived
+from ..chains import ChainGrid, ChainTask, FailureReport
+from ..derived import DerivedOutcome, DerivedTask, run_derived
 from ..store import Entry, ResultsStore
 from .settings import DOWNSTREAM_COLUMNS, ENDD_EVAL_TEMPERATURES, STUDENT_SIZES, Experiment4Settings
 
@@ -196,12 +197,12 @@ def run_experiment4(tasks: Sequence[ChainTask], store: ResultsStore, settings: E
     """Every task's evaluation (:func:`experiment4_evaluate` with ``settings.ndcg_trials`` trials and
     ``seed``) through ``store``: a derived entry of kind ``"experiment4"`` keyed by
     ``{"chain": <chain record>, "ndcg_trials", "seed"}`` and the chain's and Experiment 4's numerics
-    versions (:func:`~gped_kit.experiments.chains.derive`), holding the ``downstream`` table and
+    versions (:func:`~gped_kit.experiments.derived.derive`), holding the ``downstream`` table and
     the per-input data uncertainty (float16 arrays). Only a task whose entry is missing runs (or reloads) its chain. A
     task whose data set is absent is recorded as ``missing data``; a failure is recorded and the
     others go on (:meth:`Experiment4Run.raise_if_failed` stops a notebook at the end).
     ``executor="ray"`` evaluates each missing entry, with its chain, as a Ray task at ``address``
-    (:func:`~gped_kit.experiments.chains.run_derived`)."""
+    (:func:`~gped_kit.experiments.derived.run_derived`)."""
     record = {"ndcg_trials": settings.ndcg_trials, "seed": seed}
     items = [DerivedTask(task, "experiment4", record, _evaluation_compute(task, settings.ndcg_trials, seed))
              for task in tasks]
