@@ -174,9 +174,13 @@ def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_p
     pd.testing.assert_frame_equal(first.table[cols], second.table[cols], check_dtype=False)
     torch.testing.assert_close(second.results[0].student_outputs["test"]["entropy-U_o"],
                                first.results[0].student_outputs["test"]["entropy-U_o"], rtol=1e-3, atol=1e-3)
-    # the full state comes back from the checkpoint, without steps
+    # the full state comes back from the checkpoint, without steps, and the stored entry stays as it was made
+    for o in first.outcomes:  # as if made earlier, so that a rewrite within the same second shows too
+        (o.entry.path / "entry.json").write_text(json.dumps({**o.entry.meta, "made": "2026-01-01 00:00:00"}))
+    made = {p: p.read_bytes() for o in first.outcomes for p in sorted(o.entry.path.glob("*")) if p.suffix != ".pt"}
     state = run_chains(tiny_tasks(digits_data), store, progress=False, requires_state=True)
     assert list(state.cells["status"]) == [Status.REUSED, Status.REUSED] and state.results[0].student_params
+    assert {p: p.read_bytes() for p in made} == made
     # without checkpoints (a fresh clone), full state means recomputing, with the same numbers
     for o in first.outcomes:
         o.entry.checkpoint.unlink()

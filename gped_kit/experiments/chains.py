@@ -418,14 +418,20 @@ def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: Res
                     results = run_engine(engine, paths,
                                          hooks=hooks + ([budget.hook(paths)] if budget is not None else []))
                 _report_skill(caught, [tasks[b[0]].label for b in batch])
+            finished = resumed_from is not None and resumed_from >= engine.config.num_iterations
             for (i, spec, entry, _), result in zip(batch, results):
                 task = tasks[i]
-                write_compact(entry, result, task.keep_outputs)
+                # a stored chain reloaded for its full state keeps its stored tables and record as they are (when
+                # it was made, in what batch): only a chain finished here, or stored without its kept outputs, is
+                # written
+                stored = finished and entry.complete and _has_outputs(entry, task.keep_outputs)
+                if not stored:
+                    write_compact(entry, result, task.keep_outputs)
                 # the tables as stored, so that fresh and reused results read alike (e.g. None -> NaN)
                 result.summary, result.history = entry.table("summary"), entry.table("history")
-                entry.finish(seconds=round(engine.elapsed, 2), device=str(engine.device), steps=engine.t,
-                             batched_with=len(batch))
-                finished = resumed_from is not None and resumed_from >= engine.config.num_iterations
+                if not stored:
+                    entry.finish(seconds=round(engine.elapsed, 2), device=str(engine.device), steps=engine.t,
+                                 batched_with=len(batch))
                 status = Status.REUSED if finished else (Status.RESUMED if resumed_from else Status.RAN)
                 outcomes[i] = ChainOutcome(task, status, result, seconds=time.perf_counter() - started,
                                            batched=len(batch) > 1, entry=entry)
