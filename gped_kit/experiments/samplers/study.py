@@ -133,9 +133,12 @@ PROFILES: dict[str, SamplerStudySettings] = {
     # cycles of 4,000 steps, 70% exploration) as one chain and as 4 pooled chains (paper.long_sampler).
     # Its students keep the paper's recipe (no warm-up). Measured with their skill (2026-11-29, seeds 0-2): every
     # predictive student learns (skill 0.94-0.95), so do the constant-step candidates' expected-entropy students
-    # (0.29-0.49); of the cyclical candidates' six, five do not (-0.003 to -0.002: they predict about the median
-    # entropy) and one does (one chain, seed 2: 0.14), so the entropy comparisons that involve them are mostly no
-    # evidence.
+    # (0.29-0.49); of the cyclical candidates' six, five do not (-0.003 to -0.002) and one does (one chain, seed 2:
+    # 0.14), so the entropy comparisons that involve them are mostly no evidence. Read from the one-chain students'
+    # networks (2026-11-30), it looks like the exp head's collapse of SHORT_PROFILE_WARMUP's note: the two that failed
+    # end with raw outputs of mean -55 and -77 on 2,000 test inputs, against -6 to -7 for the constant-step
+    # candidates' and the cyclical seed 2's: they predict 0, their entropy MAE is exactly predicting 0's (0.0472,
+    # 0.0457), and the best constant is hardly better (0.0471, 0.0456).
     "pooling": dataclasses.replace(DEFAULT, num_iterations=48_000, log_every=2_000, checkpoint_every=2_000,
                                    candidates=POOLING_CANDIDATES, student_lr_warmup=0),
     # The paper's length: T = 10^6 per candidate (a GPU).
