@@ -424,14 +424,12 @@ def _compute(batch: list, tasks: Sequence[ChainTask], outcomes: list, store: Res
                 # a stored chain reloaded for its full state keeps its stored tables and record as they are (when
                 # it was made, in what batch): only a chain finished here, or stored without its kept outputs, is
                 # written
-                stored = finished and entry.complete and _has_outputs(entry, task.keep_outputs)
-                if not stored:
+                if not (finished and entry.complete and _has_outputs(entry, task.keep_outputs)):
                     write_compact(entry, result, task.keep_outputs)
-                # the tables as stored, so that fresh and reused results read alike (e.g. None -> NaN)
-                result.summary, result.history = entry.table("summary"), entry.table("history")
-                if not stored:
                     entry.finish(seconds=round(engine.elapsed, 2), device=str(engine.device), steps=engine.t,
                                  batched_with=len(batch))
+                # the tables as stored, so that fresh and reused results read alike (e.g. None -> NaN)
+                result.summary, result.history = entry.table("summary"), entry.table("history")
                 status = Status.REUSED if finished else (Status.RESUMED if resumed_from else Status.RAN)
                 outcomes[i] = ChainOutcome(task, status, result, seconds=time.perf_counter() - started,
                                            batched=len(batch) > 1, entry=entry)
