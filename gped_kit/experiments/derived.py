@@ -116,9 +116,9 @@ def derive(item: DerivedTask, store: ResultsStore, recompute: bool = False, prog
     (:func:`_derived_current`: the chain is computed again and the entry derived again from it), else
     computed by ``item.compute(entry, result, data)`` from the chain's full result
     (:func:`~gped_kit.experiments.chains.run_chains` with ``requires_state``: reloaded from its checkpoint,
-    resumed, or run). ``recompute`` sets both the
-    chain and the derived entry aside and computes them afresh. A missing data set or a failure is
-    recorded in the outcome, not raised. :func:`run_derived` does this for many, locally or on Ray."""
+    resumed, or run). ``recompute`` sets both the chain and the derived entry aside and computes them afresh.
+    A missing data set or a failure is recorded in the outcome, not raised. :func:`run_derived` does this for
+    many, locally or on Ray."""
     started = time.perf_counter()
     prepared = _derived_entry(item, store, started)
     if isinstance(prepared, DerivedOutcome):
