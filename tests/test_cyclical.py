@@ -14,7 +14,7 @@ from gped_kit.core.options import StepSchedule
 from gped_kit.core.samplers import SAMPLERS
 from gped_kit.core.sghmc import SGHMCConfig
 from gped_kit.core.sgld import SGLDConfig, sgld_update_, stationary_variance
-from gped_kit.engine import GPEDConfig, GPEDEngine
+from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig
 from gped_kit.engine.config import kept_phases, snapshot_steps, student_updates
 from gped_kit.engine.run import run_engine
 from gped_kit.engine.spec import build_chain
@@ -182,6 +182,30 @@ def test_only_sampling_phase_steps_accumulate_distil_and_snapshot(monkeypatch):
         assert engine.adam_steps[j] == len([t for t in kept if t % s.group.thinning == 0])
         # the count that budget tables report is the engine's own (not T - B over H: the exploration keeps none)
         assert student_updates(config, s.group.thinning) == engine.adam_steps[j] < (60 - 5) // s.group.thinning
+
+
+def test_a_learning_rate_warm_up_counts_each_students_own_updates():
+    """``StudentConfig.lr_warmup`` W: a student's update u takes min(1, u / W) of its rate. A cyclical chain's
+    students first update in the first sampling phase (t = 12 here, B = 5): a warm-up counted in steps since B
+    (floor(t / H) - floor(B / H), 4 at t = 12 for H = 2) would be over before the first update."""
+    students = [StudentConfig("predictive", "U_s", thinning=2, batch_size=20, lr_halving_epochs=None, lr_warmup=4),
+                StudentConfig("entropy", "U_o", thinning=3, batch_size=20, lr_halving_epochs=None, lr_warmup=4)]
+    spec = cyclical_chain(students=students)
+    engine = GPEDEngine([spec])
+    seen: list[list[float]] = [[] for _ in students]
+    while engine.t < 60:
+        t = engine.t
+        engine.step()
+        for j, s in enumerate(spec.students):
+            if s.group in engine.events(t).groups:
+                seen[j].append(float(engine.state.students[j].lr[0]))
+                assert student_updates(spec.config, s.group.thinning, t) == len(seen[j])
+    for j, s in enumerate(students):
+        count = student_updates(spec.config, s.thinning)
+        assert len(seen[j]) == count == engine.adam_steps[j]
+        assert seen[j] == pytest.approx([1e-3 * min(1.0, u / 4) for u in range(1, count + 1)])
+    # keyed apart from a warm-up that counted steps since B (a constant step size's keys stay: test_engine)
+    assert [r.get("lr_warmup_counts") for r in spec.record()["students"]] == ["updates", "updates"]
 
 
 @pytest.mark.parametrize("sampler_cls", [SGLDConfig, BAOAConfig], ids=["sgld", "baoa"])

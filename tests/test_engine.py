@@ -14,7 +14,7 @@ from gped_kit.baselines.endd import ENDD
 from gped_kit.core.calibration import calibration, calibrations_from_table
 from gped_kit.core.sgld import FUSED_MIN_ELEMENTS, SGLDConfig, fused_min_elements
 from gped_kit.data.container import GPEDData
-from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill, resolve_device, student_lr
+from gped_kit.engine import GPEDConfig, GPEDEngine, StudentConfig, distill, resolve_device, student_lr, student_updates
 from gped_kit.engine.checkpoint import CheckpointError
 from gped_kit.engine.engine import StepEvents
 from gped_kit.engine.run import run_engine
@@ -372,6 +372,25 @@ def test_student_lr_halves_every_k_labelled_set_epochs_after_burn_in():
     assert student_lr(s, 1_000_000, burn_in=1_000, steps_per_epoch=600) == 1e-3 * 0.5 ** 8
     assert student_lr(s, 500, burn_in=1_000, steps_per_epoch=600) == 1e-3  # burn-in: not started
     assert student_lr(StudentConfig(lr=3e-4, lr_halving_epochs=None), 10**6, 0, 1.0) == 3e-4
+
+
+def test_student_lr_warms_up_over_the_students_own_updates():
+    s = StudentConfig(lr=1e-3, lr_halving_epochs=None, thinning=10, lr_warmup=100)
+    assert student_lr(s, 5_000, 1_000, 100.0, update=1) == 1e-5
+    assert student_lr(s, 5_000, 1_000, 100.0, update=50) == 5e-4 and student_lr(s, 5, 1, 1.0, update=400) == 1e-3
+    with pytest.raises(ValueError, match=r"lr_warmup=100 needs update"):
+        student_lr(s, 5_000, 1_000, 100.0)
+    # with a constant step size a student's updates up to t are floor(t / H) - floor(B / H), as the warm-up counted
+    # them before it counted updates (so no constant-step chain's numbers move)
+    chain = GPEDConfig(num_iterations=3_000, burn_in=1_005)
+    for t in (0, 1_005, 1_009, 1_010, 1_011, 2_000, 2_999):
+        assert student_updates(chain, 10, t) == max(t // 10 - 1_005 // 10, 0), t
+    assert student_updates(chain, 10, 2_999) == student_updates(chain, 10) == 299 - 100
+
+
+def test_a_warm_up_with_a_constant_step_size_keeps_its_key(digits_data):
+    e = engine(digits_data, config(num_iterations=40, burn_in=10), [StudentConfig(thinning=2, lr_warmup=5)])
+    assert e.chains[0].record()["students"] == [StudentConfig(thinning=2, lr_warmup=5).record()]
 
 
 def test_engine_applies_the_halving_schedule_to_the_student_state(digits_data):

@@ -327,13 +327,16 @@ def kept_phases(config: GPEDConfig) -> list[range]:
     return [p for p in phases if len(p)]
 
 
-def student_updates(config: GPEDConfig, thinning: int) -> int:
-    """How many updates a student with thinning H takes in the chain of ``config``: the kept steps
-    (:func:`kept_phases`) that are multiples of H, where :meth:`~gped_kit.engine.GPEDEngine.events` has
-    its group distil. With a constant step size floor((T - 1) / H) - floor(B / H); with the cyclical
-    schedule only the cycles' sampling phases count."""
+def student_updates(config: GPEDConfig, thinning: int, t: int | None = None) -> int:
+    """How many updates a student with thinning H takes in the chain of ``config`` up to step ``t``
+    (None: the whole chain, t = T - 1), counting t: the kept steps (:func:`kept_phases`) that are
+    multiples of H, where :func:`~gped_kit.engine.setup.events` has its group distil. With a constant
+    step size floor(t / H) - floor(B / H) after burn-in; with the cyclical schedule only the cycles'
+    sampling phases count."""
     check_int("thinning", thinning, 1)
-    return sum((p.stop - 1) // thinning - (p.start - 1) // thinning for p in kept_phases(config))
+    last = config.num_iterations - 1 if t is None else t
+    return sum(max(min(p.stop - 1, last) // thinning - (p.start - 1) // thinning, 0)
+               for p in kept_phases(config) if p.start <= last)
 
 
 def snapshot_steps(config: GPEDConfig) -> list[int]:
@@ -356,7 +359,7 @@ def snapshot_steps(config: GPEDConfig) -> list[int]:
     return out
 
 
-def student_lr(config: StudentConfig, t: int, burn_in: int, steps_per_epoch: float) -> float:
+def student_lr(config: StudentConfig, t: int, burn_in: int, steps_per_epoch: float, update: int | None = None) -> float:
     """The student's Adam learning rate at teacher step ``t`` (Appendix A.2): alpha_0 halved every
     ``lr_halving_epochs`` teacher epochs (one epoch = N/M SGLD steps, ``steps_per_epoch``, as in
     the authors' code), counted from the end of burn-in, when the student starts learning.
@@ -366,11 +369,16 @@ def student_lr(config: StudentConfig, t: int, burn_in: int, steps_per_epoch: flo
     the paper's B = 1,000 << 20,000, counting from 0 or from B is the same schedule up to a
     1,000-step shift; counting from B keeps a shortened profile's long burn-in from decaying the
     rate before the student has learnt anything.) With ``lr_warmup`` W the student's update u takes
-    ``min(1, u / W)`` of that rate (:class:`StudentConfig`).
+    ``min(1, u / W)`` of that rate (:class:`StudentConfig`): ``update`` is u, the student's own updates
+    up to t (:func:`student_updates` with t), which a warm-up needs. Counted in its updates, not in
+    steps since B, a warm-up also reaches a cyclical chain's students, whose first update comes in
+    the first sampling phase, maybe thousands of steps after B.
     """
     lr = config.lr
-    if config.lr_warmup:  # update u of a student with thinning H is at t = (floor(B / H) + u) H
-        update = t // config.thinning - burn_in // config.thinning
+    if config.lr_warmup:
+        if update is None:
+            raise ValueError(f"student_lr: StudentConfig.lr_warmup={config.lr_warmup} needs update, the student's "
+                             "updates up to t (student_updates(chain_config, thinning, t)); got None")
         lr *= min(1.0, max(update, 1) / config.lr_warmup)
     if config.lr_halving_epochs is None:
         return lr

@@ -18,7 +18,7 @@ from typing import Callable, Protocol
 import torch
 
 from ..core.fused import Fused
-from .config import GPEDConfig, GroupKey, student_lr
+from .config import GPEDConfig, GroupKey, student_lr, student_updates
 from .layout import ChainLayout
 from .sets import ChainSets
 from .spec import ChainSpec
@@ -124,7 +124,12 @@ def events(setup: EngineSetup, t: int) -> StepEvents:
 
 def learning_rates(setup: EngineSetup, j: int, t: int) -> list[float]:
     """Each run's learning rate of student slot ``j`` at step t (Appendix A.2's halving; host floats)."""
-    return [student_lr(c.students[j].config, t, c.config.burn_in, c.steps_per_epoch) for c in setup.chains]
+    rates = []
+    for c in setup.chains:
+        student = c.students[j].config
+        update = student_updates(c.config, student.thinning, t) if student.lr_warmup else None
+        rates.append(student_lr(student, t, c.config.burn_in, c.steps_per_epoch, update))
+    return rates
 
 
 def step_index_row(setup: EngineSetup, t: int) -> torch.Tensor | None:

@@ -23,7 +23,7 @@ from torch.func import functional_call
 
 from ..core import losses
 from ..core.likelihoods import Likelihood
-from ..core.options import Estimator, InputGenerator
+from ..core.options import Estimator, InputGenerator, StepSchedule
 from ..core.schema import record
 from ..core.targets import TARGETS, Target
 from ..data.container import GPEDData
@@ -130,9 +130,18 @@ class ChainSpec:
         return [s.label for s in self.students]
 
     def record(self) -> dict:
-        """The key record of the chain: data identity, configuration and students, in order."""
-        return {"data": record(self.data.fingerprint()), "gped": self.config.record(),
-                "students": [s.config.record() for s in self.students]}
+        """The key record of the chain: data identity, configuration and students, in order. A student that
+        warms up in a cyclical chain records ``lr_warmup_counts: "updates"``: its warm-up counts its own updates
+        since 2026-11-30 (before, steps since B, over before its first update), which keys it apart from the
+        earlier numbers; with a constant step size the two counts agree, and its key is as it was."""
+        cyclical = self.config.sampler.schedule is StepSchedule.CYCLICAL
+        students = []
+        for s in self.students:
+            out = s.config.record()
+            if cyclical and s.config.lr_warmup:
+                out["lr_warmup_counts"] = "updates"
+            students.append(out)
+        return {"data": record(self.data.fingerprint()), "gped": self.config.record(), "students": students}
 
 
 def _regularizer(cfg: StudentConfig) -> Regularizer | None:

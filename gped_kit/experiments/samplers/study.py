@@ -138,10 +138,11 @@ PROFILES: dict[str, SamplerStudySettings] = {
     # networks (2026-11-30), it looks like the exp head's collapse of SHORT_PROFILE_WARMUP's note: the two that failed
     # end with raw outputs of mean -55 and -77 on 2,000 test inputs, against -6 to -7 for the constant-step
     # candidates' and the cyclical seed 2's: they predict 0, their entropy MAE is exactly predicting 0's (0.0472,
-    # 0.0457), and the best constant is hardly better (0.0471, 0.0456). StudentConfig.lr_warmup as it stands does
-    # not reach them: it counts updates from the burn-in, (t - B) / H, and a cyclical chain's students first update
-    # in its first sampling phase (t = 2,800), where that count is already 900. Seed 0's one chain with
-    # lr_warmup=100 gave the same numbers as without it (skill -0.0021).
+    # 0.0457), and the best constant is hardly better (0.0471, 0.0456). StudentConfig.lr_warmup did not reach them
+    # until 2026-11-30: it counted updates from the burn-in, (t - B) / H, and a cyclical chain's students first
+    # update in its first sampling phase (t = 2,800), where that count was already 900; seed 0's one chain with
+    # lr_warmup=100 then gave the same numbers as without it (skill -0.0021). It now counts each student's own
+    # updates (engine.config.student_updates); whether a warm-up saves these students is not yet measured.
     "pooling": dataclasses.replace(DEFAULT, num_iterations=48_000, log_every=2_000, checkpoint_every=2_000,
                                    candidates=POOLING_CANDIDATES, student_lr_warmup=0),
     # The paper's length: T = 10^6 per candidate (a GPU).
