@@ -131,23 +131,15 @@ PROFILES: dict[str, SamplerStudySettings] = {
     # steps in all, FCNN on all 60,000 MNIST digits, three seeds): BAOA (epsilon 0.2, alpha 0.5) as one chain
     # and as K = 2, 4, 8 pooled chains of 48,000 / K steps; BAOA with a cyclical step size (epsilon_0 0.6,
     # cycles of 4,000 steps, 70% exploration) as one chain and as 4 pooled chains (paper.long_sampler).
-    # Its students keep the paper's recipe (no warm-up). Measured with their skill (2026-11-29, seeds 0-2): every
-    # predictive student learns (skill 0.94-0.95), so do the constant-step candidates' expected-entropy students
-    # (0.29-0.49); of the cyclical candidates' six, five do not (-0.003 to -0.002) and one does (one chain, seed 2:
-    # 0.14), so the entropy comparisons that involve them are mostly no evidence. Read from the one-chain students'
-    # networks (2026-11-30), it looks like the exp head's collapse of SHORT_PROFILE_WARMUP's note: the two that failed
-    # end with raw outputs of mean -55 and -77 on 2,000 test inputs, against -6 to -7 for the constant-step
-    # candidates' and the cyclical seed 2's: they predict 0, their entropy MAE is exactly predicting 0's (0.0472,
-    # 0.0457), and the best constant is hardly better (0.0471, 0.0456). StudentConfig.lr_warmup did not reach them
-    # until 2026-11-30: it counted updates from the burn-in, (t - B) / H, and a cyclical chain's students first
-    # update in its first sampling phase (t = 2,800), where that count was already 900; seed 0's one chain with
-    # lr_warmup=100 then gave the same numbers as without it (skill -0.0021). It now counts each student's own
-    # updates (engine.config.student_updates). So counted, it saves seed 0's (measured 2026-11-30, 391 s, a scratch
-    # store): with lr_warmup=100 its entropy student's skill is 0.18 (MAE 0.0385; without: -0.0021, 0.0472), rising
-    # over the whole chain (0.05 at step 16,000), its predictive student's 0.954 as without. This profile keeps no
-    # warm-up until all 18 of its chains are computed again with one (about 100 CPU minutes).
+    # Its students warm their learning rate up over 100 of their own updates, as DEFAULT's (SHORT_PROFILE_WARMUP).
+    # Measured with the paper's recipe instead (no warm-up; 2026-11-29, seeds 0-2): every predictive student learnt
+    # (skill 0.94-0.95), so did the constant-step candidates' expected-entropy students (0.29-0.49), but five of
+    # the cyclical candidates' six did not (-0.003 to -0.002): their exp heads collapsed (raw outputs of mean -55
+    # and -77 on 2,000 test inputs, against -6 to -7 for the others'), predicting 0. A warm-up counted from the
+    # burn-in never reached them (their first update comes in the first sampling phase, t = 2,800); counted in each
+    # student's own updates (engine.config.student_updates, 2026-11-30) it does.
     "pooling": dataclasses.replace(DEFAULT, num_iterations=48_000, log_every=2_000, checkpoint_every=2_000,
-                                   candidates=POOLING_CANDIDATES, student_lr_warmup=0),
+                                   candidates=POOLING_CANDIDATES),
     # The paper's length: T = 10^6 per candidate (a GPU).
     "paper": SamplerStudySettings(num_iterations=1_000_000, burn_in=1_000, predictive_thinning=100,
                                   entropy_thinning=10, eval_thinning=100, log_every=10_000, checkpoint_every=50_000),
