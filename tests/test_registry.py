@@ -109,8 +109,8 @@ SKILLS = {"skill": 0.5, "entropy_mae_skill": 0.5, "student_nll_skill": 0.5}
 
 def _rows(task, students=None, steps=None, skill: bool = True) -> list[dict]:
     """A chain summary's rows as the engine writes them (:func:`gped_kit.engine.evaluate.config_columns`): the
-    columns that tell chains apart, ``num_chains`` only for a pooled teacher and ``cycles`` only for a cyclical
-    schedule."""
+    columns that tell chains apart, ``num_chains`` only for a pooled teacher, ``cycles`` only for a cyclical
+    schedule and ``lr_warmup`` only on the rows of students that warm up."""
     sampler = task.config.sampler
     base = {"dataset": task.data.dataset, "model": task.config.model_name, "seed": task.config.seed,
             "num_iterations": task.config.num_iterations, "sampler": str(sampler.name),
@@ -119,7 +119,9 @@ def _rows(task, students=None, steps=None, skill: bool = True) -> list[dict]:
             **({"cycles": sampler.cycles} if str(sampler.schedule) == "cyclical" else {}),
             "labelled_size": task.data.labelled_size or 60_000, "mask_size": task.data.mask_size,
             "steps_done": task.config.num_iterations if steps is None else steps, **(SKILLS if skill else {})}
-    return [{**base, "student": label} for label in (students or [s.label for s in task.students])]
+    warmup = {s.label: s.lr_warmup for s in task.students if s.lr_warmup}
+    return [{**base, "student": label, **({"lr_warmup": warmup[label]} if label in warmup else {})}
+            for label in (students or [s.label for s in task.students])]
 
 
 def test_chain_gaps_find_missing_partial_and_unexpected_chains(tmp_path):
