@@ -214,4 +214,5 @@ def test_device_factors_equal_host_floats_under_every_cpu_capability():
         out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
         used, failures = out.stdout.strip().splitlines()[-2:]
         seen[used] = failures
-    assert "DEFAULT" in seen and all(failures == "[]" for failures in seen.values()), seen
+    default = {"DEFAULT", "NO AVX"} & seen.keys()  # the default capability's name: "NO AVX" in older torch (2.8)
+    assert default and all(failures == "[]" for failures in seen.values()), seen
