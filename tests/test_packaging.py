@@ -21,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -29,11 +30,6 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 import gped_kit
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "gped_kit"
