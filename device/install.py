@@ -1,5 +1,6 @@
-"""Install the device bundle offline (run by device/install.sh; standard library only, and the kit's
-``gped_kit/files.py``, loaded by its path because the kit's dependencies are not installed yet).
+"""Install the device bundle offline (run by device/install.sh; standard library only, the kit's
+``gped_kit/files.py``, loaded by its path because the kit's dependencies are not installed yet, and ``packaging``
+where installed, for step 4).
 
 On a GPU node (or on a workstation, for a dry run) this
 
@@ -10,9 +11,14 @@ On a GPU node (or on a workstation, for a dry run) this
    against the bundle's manifest; a file already there with the right checksum is kept, a data
    file the manifest lists but that was not copied to the node is reported and skipped;
 3. checks that the notebook machinery imports (papermill, nbclient, nbformat, ipykernel,
-   jupyter_client, zmq, ipywidgets) from the target.
+   jupyter_client, zmq, ipywidgets) from the target;
+4. compares the installed releases, the node's own (torch, numpy, pandas, matplotlib, ...) and the bundle's, with
+   the ranges of ``pyproject.toml`` (the library's requirements and the ``notebooks`` extra's) and warns, naming
+   each one outside its range: the kit is tested only within them (``make test-oldest`` tests their lower
+   bounds), and a node with an older pandas or matplotlib than the kit uses fails in the middle of a job.
 
-Exit status 0 when everything is installed, 1 otherwise (the message says what is wrong).
+Exit status 0 when everything is installed, 1 otherwise (the message says what is wrong); a release outside its
+range is a warning, not a failure (the job may still run what does not need it).
 """
 
 from __future__ import annotations
@@ -25,9 +31,13 @@ import lzma
 import os
 import subprocess
 import sys
+import tomllib
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 
 IMPORTS = ("papermill", "nbclient", "nbformat", "ipykernel", "jupyter_client", "zmq", "ipywidgets", "IPython")
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def _kit_files():
@@ -97,6 +107,51 @@ def check_imports(site: Path) -> None:
         raise SystemExit(f"install: `{code}` fails with the bundle installed:\n{result.stderr[-3000:]}")
 
 
+def kit_requirements(pyproject: Path = PYPROJECT) -> list[str]:
+    """The requirements a GPU job needs met: the library's and the ``notebooks`` extra's, as ``pyproject.toml``
+    declares them."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["notebooks"]]
+
+
+def installed_version(name: str, path: list[str]) -> str | None:
+    """The release of distribution ``name`` found on ``path`` (the bundle's site first), or None."""
+    found = next(iter(metadata.distributions(name=name, path=path)), None)
+    return None if found is None else found.version
+
+
+def releases_out_of_range(requirements: list[str], version_of: Callable[[str], str | None]) -> list[str]:
+    """One line for each requirement whose installed release (``version_of(name)``; None: not installed, which
+    :func:`check_imports` and the jobs themselves report) is outside its range; a requirement whose marker does
+    not hold here is skipped."""
+    from packaging.requirements import Requirement  # optional: on the GPU node, not in the standard library
+
+    lines = []
+    for line in requirements:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        version = version_of(requirement.name)
+        if version is not None and not requirement.specifier.contains(version, prereleases=True):
+            lines.append(f"{requirement.name} {version} is outside {requirement.specifier} (pyproject.toml)")
+    return lines
+
+
+def check_releases(site: Path) -> None:
+    """Warns, on standard error, of each installed release outside the kit's ranges (module docstring, step 4)."""
+    try:
+        outside = releases_out_of_range(kit_requirements(), lambda name: installed_version(name, [str(site),
+                                                                                                  *sys.path]))
+    except ModuleNotFoundError as error:
+        print(f"install: note: the releases were not compared with pyproject.toml's ranges ({error})",
+              file=sys.stderr)
+        return
+    for line in outside:
+        print(f"install: warning: {line}; the kit is tested within that range only", file=sys.stderr)
+    if not outside:
+        print("install: every installed release the kit requires is within pyproject.toml's ranges")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundle", type=Path, required=True, help="the bundle folder (with manifest.json)")
@@ -121,6 +176,7 @@ def main() -> int:
         return 0
     check_imports(site)
     print(f"install: {', '.join(IMPORTS)} import with Python {sys.version.split()[0]}")
+    check_releases(site)
     return 0
 
 

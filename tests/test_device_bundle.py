@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,23 @@ def fake_wheel(folder: Path, name: str, version: str, requires: list[str],
 
 
 # ----------------------------------------------------------------------------- the checks, on known answers
+def test_the_installer_names_each_installed_release_outside_the_kits_ranges(tmp_path, capsys):
+    """device/install.py's step 4 on known answers: a release below a range's lower bound, one above its upper bound
+    and one within; a requirement not installed and one whose marker does not hold are not reported. On this
+    machine's .venv (made from pyproject.toml) every release is within its range."""
+    installer = load_installer()
+    requirements = ["pandas>=2.2.2", "torch>=2.8,<2.15", "numpy>=2.0", "zarr>=3.1", "tomli>=2; python_version < '3'"]
+    versions = {"pandas": "2.1.4", "torch": "2.15.0", "numpy": "2.3.1", "tomli": "1.0"}
+    assert installer.releases_out_of_range(requirements, versions.get) == [
+        "pandas 2.1.4 is outside >=2.2.2 (pyproject.toml)", "torch 2.15.0 is outside <2.15,>=2.8 (pyproject.toml)"]
+    kit = installer.kit_requirements()
+    assert any(r.startswith("torch>=") for r in kit) and any(r.startswith("matplotlib>=") for r in kit)
+    installer.check_releases(tmp_path)
+    out = capsys.readouterr()
+    assert "every installed release the kit requires is within pyproject.toml's ranges" in out.out, out.err
+    assert installer.installed_version("torch", sys.path) == metadata.version("torch")
+
+
 def test_requirements_are_plain_pins_of_what_the_gpu_machine_lacks(tmp_path):
     pins = D.read_requirements(ROOT / "device" / "requirements.txt")
     names = {p.name for p in pins}
