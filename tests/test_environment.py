@@ -236,7 +236,6 @@ def test_lint_runs_in_ci() -> None:
     assert re.search(r"^make lint$", (ROOT / ".ci" / "run").read_text(), flags=re.MULTILINE)
 
 
-
 def test_make_test_oldest_installs_every_requirement_at_its_lower_bound() -> None:
     """`make test-oldest` (which CI runs) installs what `make venv` does, each requirement at the lowest release
     pyproject.toml admits (uv's lowest-direct resolution), so a lower bound below what the kit uses fails there;
