@@ -139,9 +139,9 @@ def releases_out_of_range(requirements: list[str], version_of: Callable[[str], s
 
 def check_releases(site: Path) -> None:
     """Warns, on standard error, of each installed release outside the kit's ranges (module docstring, step 4)."""
+    path = [str(site), *sys.path]
     try:
-        outside = releases_out_of_range(kit_requirements(), lambda name: installed_version(name, [str(site),
-                                                                                                  *sys.path]))
+        outside = releases_out_of_range(kit_requirements(), lambda name: installed_version(name, path))
     except ModuleNotFoundError as error:
         print(f"install: note: the releases were not compared with pyproject.toml's ranges ({error})",
               file=sys.stderr)
