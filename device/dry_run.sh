@@ -22,6 +22,16 @@ checkout="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 scratch="${1:-$(mktemp -d "${TMPDIR:-/tmp}/gped-dry-run.XXXXXX")}"
 kit_python="${KIT_PYTHON:-python3}"
 py312="${PY312:-$(command -v python3.12 || true)}"
+# a python3.12 on PATH may be a shim (pyenv's) that does not run here: use it only if it runs as 3.12
+if [ -n "$py312" ] && ! "$py312" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+    if [ -n "${PY312:-}" ]; then
+        echo "PY312=$PY312 does not run as a Python 3.12 here; point PY312 at one that does, or unset it" >&2
+        exit 2
+    fi
+    echo "python3.12 on PATH ($py312) does not run here (a pyenv shim of an inactive version?);" \
+         "set PY312 to a Python 3.12 to rehearse the bundle's install with it"
+    py312=""
+fi
 bundle="$checkout/.device-bundle"
 standin="$checkout/.device-standin"
 scaled=(--profile paper -p num_iterations=201 -p burn_in=100 -p log_every=50 -p checkpoint_every=50
