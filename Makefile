@@ -67,6 +67,7 @@ VENV_PY        := $(VENV)/bin/python
 STAMP          := $(VENV)/.gped-installed
 SLOW_STAMP     := $(VENV)/.gped-slow-installed
 OLDEST_STAMP   := $(OLDEST_VENV)/.gped-installed
+OLDEST_SLOW_STAMP := $(OLDEST_VENV)/.gped-slow-installed
 # Headless matplotlib for the Python processes we start. Notebook kernels started
 # by gped_kit.batch still use the inline backend, so executed notebooks keep
 # their figures; nbval kernels keep JupyterLab's default (inline) as well.
@@ -78,12 +79,13 @@ HEADLESS       := MPLBACKEND=Agg
 # (docs/benchmarks.md). Every process these targets start inherits it; a value in the environment wins.
 export GOMP_SPINCOUNT ?= 30000
 
-.PHONY: help venv venv-slow test test-oldest test-slow lint figures report api lab bench bench-batched device-bundle clean-venv
+.PHONY: help venv venv-slow test test-oldest test-oldest-slow test-slow lint figures report api lab bench bench-batched device-bundle clean-venv
 
 help:
 	@echo "make figures   set up .venv and execute every notebook (PROFILE=$(PROFILE), output in $(OUTPUT_DIR))"
 	@echo "make test      set up .venv, run pytest over tests/ (not the slow proofs) and nbval over notebooks/*.ipynb"
 	@echo "make test-oldest  the tests (pytest, not nbval) with every dependency at its lower bound, in $(OLDEST_VENV)"
+	@echo "make test-oldest-slow  the slow proofs of the Ray, browser and ecosystem extras, each at its lower bound"
 	@echo "make test-slow set up .venv, run the slow proofs: paper profiles (scaled), GPU dry run, Ray, papermill, browser"
 	@echo "make lint      set up .venv and run ruff over the whole tree (pyproject.toml [tool.ruff])"
 	@echo "make report    set up .venv, write figures/report.html (verdict, claims, every figure by notebook) and figures/README.md"
@@ -176,6 +178,19 @@ $(OLDEST_STAMP): pyproject.toml $(STAMP)
 test-oldest: $(OLDEST_STAMP)
 	$(HEADLESS) OMP_NUM_THREADS=1 $(OLDEST_VENV)/bin/python -m pytest -m "not paper_profile and not slow" \
 	  -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+
+# The slow proofs' extras (Ray, playwright, laplace-torch, posteriors) at their lower bounds too, added to
+# $(OLDEST_VENV), and the slow proofs that use them: real Ray clusters (token authentication included), the browser
+# test (Debian's Chromium, which venv-slow installs) and the ecosystem's posteriors distilled.
+EXTRAS_TESTS := tests/test_ray.py tests/test_ray_cluster_start.py tests/test_browser.py tests/test_ecosystem.py
+
+$(OLDEST_SLOW_STAMP): $(OLDEST_STAMP)
+	$(VENV)/bin/uv pip install --python $(OLDEST_VENV)/bin/python --resolution lowest-direct \
+	  -e ".[notebooks,test,dev,cluster,browser,ecosystem]"
+	touch $@
+
+test-oldest-slow: venv-slow $(OLDEST_SLOW_STAMP)
+	$(HEADLESS) $(OLDEST_VENV)/bin/python -m pytest -m slow $(EXTRAS_TESTS) $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
