@@ -15,7 +15,9 @@
 #
 # The kit's steps run with $KIT_PYTHON (default: python3; a GPU node's python3 has torch, a workstation's
 # Python 3.12 may not): it stands for the GPU node's python3, reading the bundle's data
-# through GPED_DATA_ROOT as it will there. Prints the time each step took; exits non-zero on any failure.
+# through GPED_DATA_ROOT as it will there.
+# The bundle is installed with $PY312 (default: python3.12 on PATH, when it runs; without one, the data
+# only). Prints the time each step took; exits non-zero on any failure.
 set -euo pipefail
 
 checkout="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
