@@ -11,6 +11,7 @@ a student with a quadratic-form output the two variances.
 
 import math
 
+import pytest
 import torch
 from torch import nn
 
@@ -21,13 +22,22 @@ from gped_kit.data.container import GPEDData
 from gped_kit.engine import GPEDConfig, StudentConfig, distill
 
 
-class MomentsStudent(nn.Module):
-    """Raw outputs (m, log e, log a): a linear mean, e = ||L [x, 1]||^2 (any PSD quadratic form of [x, 1],
-    L started at 0.3 I), a constant a."""
+def shifted_linear(offset: float) -> nn.Linear:
+    """A linear map of one input with its bias started ``offset`` above PyTorch's initial value: a student
+    whose labels lie far from 0 starts near them (as one would start it from the labels' mean)."""
+    layer = nn.Linear(1, 1)
+    with torch.no_grad():
+        layer.bias.add_(offset)
+    return layer
 
-    def __init__(self) -> None:
+
+class MomentsStudent(nn.Module):
+    """Raw outputs (m, log e, log a): a linear mean (its bias started ``offset`` up), e = ||L [x, 1]||^2 (any PSD
+    quadratic form of [x, 1], L started at 0.3 I), a constant a."""
+
+    def __init__(self, offset: float = 0.0) -> None:
         super().__init__()
-        self.mean = nn.Linear(1, 1)
+        self.mean = shifted_linear(offset)
         self.root = nn.Linear(2, 2, bias=False)
         self.log_a = nn.Parameter(torch.zeros(1))
         with torch.no_grad():
@@ -38,21 +48,27 @@ class MomentsStudent(nn.Module):
         return torch.cat([self.mean(x), e.log(), self.log_a.expand(x.shape[0], 1)], dim=-1)
 
 
-def linear_regression_data(n: int = 20, sigma2: float = 0.25) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                                       GPEDData]:
-    """y = 1.5 x - 0.5 + N(0, sigma2) at n standard normal inputs (seed 0); D' is 60 points on
+def linear_regression_data(n: int = 20, sigma2: float = 0.25, offset: float = 0.0) -> tuple[
+        torch.Tensor, torch.Tensor, torch.Tensor, GPEDData]:
+    """y = 1.5 x - 0.5 + offset + N(0, sigma2) at n standard normal inputs (seed 0); D' is 60 points on
     [-2.5, 2.5], the test set 41 points on [-2, 2]. Returns x (n, 1), y (n,), the test inputs and the data."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(n, 1, generator=gen)
-    y = 1.5 * x[:, 0] - 0.5 + math.sqrt(sigma2) * torch.randn(n, generator=gen)
+    y = 1.5 * x[:, 0] - 0.5 + offset + math.sqrt(sigma2) * torch.randn(n, generator=gen)
     x_distill = torch.linspace(-2.5, 2.5, 60).unsqueeze(1)
     x_test = torch.linspace(-2.0, 2.0, 41).unsqueeze(1)
     return x, y, x_test, GPEDData.from_tensors((x, y), (x_test, torch.zeros(41)), distill=x_distill)
 
 
-def test_distilled_predictive_mean_and_variances_match_the_closed_form():
-    n, sigma2, tau, eta = 20, 0.25, 1.0, 3e-3
-    x, y, x_test, data = linear_regression_data(n, sigma2)
+@pytest.mark.parametrize(("offset", "tau"), [(0.0, 1.0), (1_000.0, 1e-4)])
+def test_distilled_predictive_mean_and_variances_match_the_closed_form(offset, tau):
+    """With labels near 0, and 1,000 above: there E[mu] is about 1,000 and Var[mu] about 0.07, which E[mu^2] -
+    E[mu]^2 in float32 (a spacing of 0.06 at 10^6) rounded to 0 or to 1.6 (the targets' float64 values and
+    sums keep it). The prior there is weak beside the data (tau = 1e-4): with tau = 1 it would hold b 14 below
+    the labels, and the minibatches (drawn with replacement) would then spread the chain by their gradients'
+    noise at those residuals, far beyond the closed form's."""
+    n, sigma2, eta = 20, 0.25, 3e-3
+    x, y, x_test, data = linear_regression_data(n, sigma2, offset)
     config = GPEDConfig(model=lambda out: nn.Linear(1, out), likelihood=Gaussian(noise_variance=sigma2),
                         sampler=SGLDConfig(step_size=eta, prior_precision=tau, batch_size=n),
                         num_iterations=4_000, burn_in=200, eval_thinning=2, log_every=2_000, progress=False,
@@ -60,8 +76,8 @@ def test_distilled_predictive_mean_and_variances_match_the_closed_form():
     # an epoch is N / M = 1 step here: the students' rate halves after 2,000 steps, so that Adam's jitter
     # ends below the Monte Carlo error of the targets
     common = dict(estimator="U_o", thinning=1, batch_size=30, lr=1e-2, lr_halving_epochs=2_000)
-    students = [StudentConfig("predictive_mean", arch=lambda out: nn.Linear(1, out), **common),
-                StudentConfig("predictive_variance", arch=lambda out: MomentsStudent(), **common)]
+    students = [StudentConfig("predictive_mean", arch=lambda out: shifted_linear(offset), **common),
+                StudentConfig("predictive_variance", arch=lambda out: MomentsStudent(offset), **common)]
     result = distill(data, config, students)
 
     phi = torch.cat([x, torch.ones(n, 1)], 1).double()

@@ -1,6 +1,7 @@
 """Targets g, estimators U_s / U_o (Eqs. 9-10), likelihoods and Adam against closed forms,
 batch Monte Carlo and torch's own implementations."""
 
+import dataclasses
 import math
 
 import pytest
@@ -189,22 +190,55 @@ def test_endd_target_tempers_smooths_and_links_to_the_dirichlet_mean():
     assert torch.allclose(mv[0].double(), (draws * (1 - draws)).mean(0), atol=2e-3)
 
 
-def test_regression_targets_split_predictive_variance_exactly():
+@pytest.mark.parametrize(("offset", "rtol"), [(0.0, 1e-6), (300.0, 1e-6), (1e5, 1e-2)])
+def test_regression_targets_split_predictive_variance_exactly(offset, rtol):
     """predictive_variance g = (mu, mu^2, sigma^2): averaged over 'samples' it gives E[mu],
-    Var[mu] (epistemic) and E[sigma^2] (aleatoric) exactly."""
+    Var[mu] (epistemic) and E[sigma^2] (aleatoric) exactly, also where E[mu] is large beside sd(mu) (the
+    offsets; in float32, E[mu^2] - E[mu]^2 lost Var[mu] = 0.01 entirely at E[mu] = 300); and the student's
+    head gives its e back where float32 rounded it to 0 (e = 1e-3 at m = 300). ``rtol``: float64's own
+    limit, a relative error of about 1e-16 (E[mu] / sd(mu))^2, 1e-4 at E[mu] = 10^5 and sd 0.1."""
     gen = torch.Generator().manual_seed(0)
-    mu, var = torch.randn(50, 4, 2, generator=gen), torch.rand(50, 4, 2, generator=gen) + 0.1
+    mu = offset + 0.1 * torch.randn(50, 4, 2, generator=gen)
+    var = torch.rand(50, 4, 2, generator=gen) + 0.1
     g = torch.stack([T.PREDICTIVE_VARIANCE.g(torch.cat([m, v], -1)) for m, v in zip(mu, var)]).mean(0)
+    assert g.dtype == T.PREDICTIVE_VARIANCE.dtype == torch.float64
     moments = T.regression_moments(g)
-    assert torch.allclose(moments.mean, mu.mean(0), atol=1e-6)
-    assert torch.allclose(moments.epistemic, mu.var(0, unbiased=False), atol=1e-5)
-    assert torch.allclose(moments.aleatoric, var.mean(0), atol=1e-6)
+    exact = mu.double()
+    assert torch.allclose(moments.mean, exact.mean(0), rtol=1e-12, atol=1e-12)
+    assert torch.allclose(moments.epistemic, exact.var(0, unbiased=False), rtol=rtol, atol=1e-12)
+    assert torch.allclose(moments.aleatoric, var.double().mean(0), atol=1e-12)
     assert torch.allclose(moments.total, moments.aleatoric + moments.epistemic)
-    raw = torch.randn(4, 6)
-    linked = T.PREDICTIVE_VARIANCE.link(raw)
-    back = T.regression_moments(linked)
-    assert torch.allclose(back.mean, raw[:, :2]) and torch.allclose(back.epistemic, raw[:, 2:4].exp(), atol=1e-5)
-    assert torch.allclose(back.aleatoric, raw[:, 4:].exp())
+    raw = torch.randn(4, 6, generator=gen)
+    raw[:, :2] += offset
+    raw[:, 2:4] = math.log(1e-3) + 0.1 * raw[:, 2:4]
+    back = T.regression_moments(T.PREDICTIVE_VARIANCE.link(raw))
+    e = raw[:, 2:4].double().exp()
+    assert torch.equal(back.mean, raw[:, :2].double())
+    assert torch.allclose(back.epistemic, e, rtol=rtol, atol=0)
+    assert torch.allclose(back.aleatoric, raw[:, 4:].double().exp())
+
+
+def test_regression_losses_train_in_the_outputs_precision():
+    """The regression targets' float64 values leave the student's loss (and so its gradients) in the output's
+    float32; the centred second moment is formed in float64 first."""
+    gen = torch.Generator().manual_seed(1)
+    stats = torch.cat([300 + 0.1 * torch.randn(8, 1, generator=gen), torch.full((8, 1), 0.5)], -1)
+    raw = torch.cat([300 + torch.randn(8, 1, generator=gen), torch.randn(8, 2, generator=gen)], -1).requires_grad_()
+    for target, out in ((T.PREDICTIVE_VARIANCE, raw), (T.PREDICTIVE_MEAN, raw[:, :1])):
+        loss = target.loss(target.g(stats), out)
+        assert loss.dtype == torch.float32 and loss.shape == (8,)
+    # E[(mu - m)^2] = (g2 - 2 m g1 + m^2) for one sample: (mu - m)^2 exactly, not float32's rounding at 9e4
+    m = raw[:, :1].detach()
+    raw_at_m = torch.cat([m, torch.zeros(8, 1), torch.full((8, 1), math.log(0.5))], -1)
+    centered = T.centered_moments_loss(T.PREDICTIVE_VARIANCE.g(stats), raw_at_m)
+    d = stats[:, :1].double() - m.double()
+    expected = (d ** 2 + (d ** 2 - 1) ** 2).sum(-1)  # (m - g1)^2 + (e - centred)^2, e = 1; a = sigma^2 adds 0
+    assert torch.allclose(centered.double(), expected, rtol=1e-5)
+
+
+def test_a_target_refuses_a_precision_it_cannot_sum_in():
+    with pytest.raises(ValueError, match=r"dtype=torch.float16 is not allowed; allowed: torch.float32, torch.float64"):
+        dataclasses.replace(T.PREDICTIVE, dtype=torch.float16)
 
 
 def test_each_target_names_the_metrics_it_reports():

@@ -282,6 +282,9 @@ class Target:
     ``at_temperature(output, C, T)`` re-reads a linked output at an evaluation temperature T, and
     ``training_temperature`` is the T the target's loss was trained at (EnD2's prior network,
     :func:`~gped_kit.baselines.endd.endd_target`; None: the target has no temperature).
+    ``dtype`` is the precision of the values g and of their running sums (the teacher ensemble's and U_o's
+    store): float32, but float64 for the regression targets, whose values lie on the labels' scale and whose
+    variance is a difference of second moments (:data:`PREDICTIVE_VARIANCE`).
 
     A new target is one definition: its metrics then appear in every run's summary and history
     (:meth:`evaluate`), and experiment code asks :meth:`reports` which targets give a metric.
@@ -301,8 +304,12 @@ class Target:
     marginal_variance: Callable[[torch.Tensor, int], torch.Tensor] | None = None
     at_temperature: Callable[[torch.Tensor, int, float], torch.Tensor] | None = None
     training_temperature: float | None = None
+    dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
+        if self.dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"target {self.name!r}: dtype={self.dtype!r} is not allowed; allowed: torch.float32, "
+                             "torch.float64 (the precision of g's values and of their running sums)")
         if (self.at_temperature is None) != (self.training_temperature is None):
             raise ValueError(f"target {self.name!r}: give at_temperature and training_temperature together "
                              "(a target read at temperatures is trained at one), or neither")
@@ -384,8 +391,10 @@ def dirichlet_head(raw: torch.Tensor) -> torch.Tensor:
 
 
 def moments_head(raw: torch.Tensor) -> torch.Tensor:
-    """The ``predictive_variance`` head: raw (m, log e, log a) -> (m, m^2 + e, a) per dimension."""
-    m, log_e, log_a = raw.chunk(3, dim=-1)
+    """The ``predictive_variance`` head: raw (m, log e, log a) -> (m, m^2 + e, a) per dimension, in float64:
+    :func:`regression_moments` takes e back as (m^2 + e) - m^2, which float32 would round away wherever e is
+    below m^2's spacing (e = 1e-3 at m = 300), and float64 keeps (a float32 m's square is exact in it)."""
+    m, log_e, log_a = raw.double().chunk(3, dim=-1)
     return torch.cat([m, m * m + log_e.exp(), log_a.exp()], dim=-1)
 
 
@@ -417,14 +426,22 @@ def predictive_entropy_g(log_probs: torch.Tensor) -> torch.Tensor:
 
 
 def predictive_mean_g(stats: torch.Tensor) -> torch.Tensor:
-    """g = mu(x, theta) from the Gaussian statistics ``[mu, sigma^2]``."""
-    return stats.chunk(2, dim=-1)[0]
+    """g = mu(x, theta) from the Gaussian statistics ``[mu, sigma^2]``, in float64 (:data:`PREDICTIVE_MEAN`)."""
+    return stats.chunk(2, dim=-1)[0].double()
 
 
 def predictive_moments_g(stats: torch.Tensor) -> torch.Tensor:
-    """g = (mu, mu^2, sigma^2) from the Gaussian statistics ``[mu, sigma^2]``."""
-    mean, var = stats.chunk(2, dim=-1)
+    """g = (mu, mu^2, sigma^2) from the Gaussian statistics ``[mu, sigma^2]``, in float64: Var[mu] is read
+    back as E[mu^2] - E[mu]^2 (:func:`regression_moments`), whose digits a float32 mu^2 and float32 sums
+    would lose wherever |E[mu]| is large beside sd(mu) (E[mu] = 100, Var[mu] = 0.01: 60% off)."""
+    mean, var = stats.double().chunk(2, dim=-1)
     return torch.cat([mean, mean * mean, var], dim=-1)
+
+
+def mean_squared_error(target: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+    """The ``predictive_mean`` loss: the squared error of the raw output (the mean) from the target, in the
+    output's precision."""
+    return losses.squared_error(target.to(raw.dtype), raw)
 
 
 def centered_moments_loss(target: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
@@ -434,10 +451,10 @@ def centered_moments_loss(target: torch.Tensor, raw: torch.Tensor) -> torch.Tens
     m' is m without gradient. Its minimiser is m = E[mu], e = Var[mu], a = E[sigma^2]."""
     m, log_e, log_a = raw.chunk(3, dim=-1)
     g1, g2, g3 = target.chunk(3, dim=-1)
-    center = m.detach()
-    centered = g2 - 2 * center * g1 + center * center
-    return losses.squared_error(g1, m) + losses.squared_error(centered, log_e.exp()) + losses.squared_error(
-        g3, log_a.exp())
+    center = m.detach().to(target.dtype)  # centred in the targets' precision (float64), then the output's
+    centered = (g2 - 2 * center * g1 + center * center).to(raw.dtype)
+    return losses.squared_error(g1.to(raw.dtype), m) + losses.squared_error(centered, log_e.exp()) + (
+        losses.squared_error(g3.to(raw.dtype), log_a.exp()))
 
 
 ENTROPY_LOSSES = {"absolute": losses.absolute_error, "squared": losses.squared_error}
@@ -480,10 +497,10 @@ MARGINAL_VARIANCE = Target("marginal_variance", marginal_variance_g, out_dim=lam
                            marginal_variance=lambda output, num_classes: output)
 PREDICTIVE_ENTROPY = predictive_entropy_target("absolute")
 PREDICTIVE_MEAN = Target("predictive_mean", predictive_mean_g, out_dim=lambda d: d, link=identity_head,
-                         loss=losses.squared_error, likelihood="gaussian")
+                         loss=mean_squared_error, likelihood="gaussian", dtype=torch.float64)
 PREDICTIVE_VARIANCE = Target("predictive_variance", predictive_moments_g, out_dim=lambda d: 3 * d, link=moments_head,
                              loss=centered_moments_loss, likelihood="gaussian",
-                             metrics=RegressionMetrics(moments=True, skill=True))
+                             metrics=RegressionMetrics(moments=True, skill=True), dtype=torch.float64)
 
 TARGETS: dict[str, Target] = {t.name: t for t in (PREDICTIVE, ENTROPY, MARGINAL_VARIANCE, PREDICTIVE_ENTROPY,
                                                   PREDICTIVE_MEAN, PREDICTIVE_VARIANCE, entropy_target("squared"),
@@ -493,12 +510,16 @@ TARGETS: dict[str, Target] = {t.name: t for t in (PREDICTIVE, ENTROPY, MARGINAL_
 def custom_target(name: str, g: TensorFn, out_dim: int | Callable[[int], int], link: TensorFn | None = None,
                   loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
                   likelihood: str = "categorical", metrics: TargetMetrics | None = None,
-                  decomposition: Decomposition | None = None) -> Target:
+                  decomposition: Decomposition | None = None, dtype: torch.dtype = torch.float32) -> Target:
     """Wrap a user-defined ``g(statistics) -> (B, D)``; defaults: identity link, the squared error, the
     likelihood's default metrics with the student's skill over the best constant (``target_mae``,
     ``constant_mae`` and ``skill`` for a categorical likelihood; ``student_rmse``, ``mean_mae``,
     ``constant_mae`` and ``skill`` for a Gaussian one: the linked output is then the predictive mean), no
-    uncertainty decomposition. ``metrics`` replaces them (e.g. :class:`CustomMetrics`).
+    uncertainty decomposition. ``metrics`` replaces them (e.g. :class:`CustomMetrics`). ``dtype``
+    torch.float64 keeps g's values and their running sums in double precision: for values far from 0 beside
+    their spread, or differences of moments (as :data:`PREDICTIVE_VARIANCE`), or sums over very many samples
+    (float32 sums of 10^6 probabilities near 1 lose about 1e-3 of their value; at the default
+    ``eval_thinning`` of 100 a chain of 10^6 steps keeps 10^4, where the loss is about 1e-6).
 
     **Why the squared error.** A student trained on the squared error estimates the conditional *mean*
     of its targets, the posterior expectation E[g] itself; on the absolute error it estimates their
@@ -515,7 +536,8 @@ def custom_target(name: str, g: TensorFn, out_dim: int | Callable[[int], int], l
     loss = loss or (lambda target, raw, _link=link: losses.squared_error(target, _link(raw)))
     if metrics is None and likelihood in SKILL_METRICS:
         metrics = SKILL_METRICS[likelihood]
-    return Target(name, g, dim, link, loss, likelihood=likelihood, metrics=metrics, decomposition=decomposition)
+    return Target(name, g, dim, link, loss, likelihood=likelihood, metrics=metrics, decomposition=decomposition,
+                  dtype=dtype)
 
 
 def resolve_target(target: str | Target) -> Target:

@@ -166,7 +166,7 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
         states = []
         for c in chains:
             sc = c.students[j]
-            store = estimator_init(sc.estimator, c.num_distill, sc.out_dim, device)
+            store = estimator_init(sc.estimator, c.num_distill, sc.out_dim, device, sc.target.dtype)
             states.append(init_student_state(*c.initial[1 + j], sc.config.lr, store))
         students.append(stack_trees(states))
     # each slot's parameters and Adam moments as flat (R, P) buffers, the slots of a distillation group (which step
@@ -181,7 +181,8 @@ def init(chains: Sequence[ChainSpec], use_vmap: bool | None = None,
         raise ValueError(f"student slots {[j for j, b in enumerate(student_buffers) if b is None]} belong to no "
                          "distillation group")
     num_outputs = ref.data.num_outputs
-    ensemble = EnsembleState({name: torch.zeros(K, num_eval, target.out_dim(num_outputs), device=device)
+    ensemble = EnsembleState({name: torch.zeros(K, num_eval, target.out_dim(num_outputs), device=device,
+                                                          dtype=target.dtype)
                               for name, target in ref.ensemble_targets.items()})
     snapshots = torch.zeros(K, config.num_snapshots, ref.teacher.num_params, device=device)
 

@@ -122,7 +122,8 @@ def comparison_memory(result: GPEDResult, data: GPEDData, hydra_result: hydra.Hy
              "bytes": snaps.numel() * snaps.element_size()},
             {"method": "Hydra", "what": "cached snapshot logits on D'", "bytes": int(hydra_result.cache_bytes)}]
     for s in students:
-        store = estimator_init(s.estimator, n, s.resolved_target.out_dim(c), device="meta")
+        store = estimator_init(s.estimator, n, s.resolved_target.out_dim(c), device="meta",
+                              dtype=s.resolved_target.dtype)
         rows.append({"method": s.label, "what": f"{s.estimator.value} estimator store on D' ({n} inputs)",
                      "bytes": int(store.nbytes)})
     for name, sums in result.teacher_outputs.items():
