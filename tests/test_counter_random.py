@@ -15,7 +15,15 @@ from torch.utils.flop_counter import FlopCounterMode
 import gped_kit.core.fused
 from gped_kit.core.fused import Fused, exact_options
 from gped_kit.core.options import RandomNumbers
-from gped_kit.core.philox import _mul_hi_lo, counter_indices, counter_indices_, counter_normal, key_words, philox4x32
+from gped_kit.core.philox import (
+    _mul_hi_lo,
+    counter_indices,
+    counter_indices_,
+    counter_normal,
+    key_words,
+    philox4x32,
+    uniform,
+)
 from gped_kit.core.samplers import sampler_config
 from gped_kit.core.schema import key_of
 from gped_kit.core.sgld import SGLDConfig, sgld_counter_update_, stationary_variance
@@ -283,3 +291,14 @@ def test_the_update_concatenates_the_gradients_parts_itself():
     sgld_counter_update_(whole, torch.cat([p.reshape(1, -1) for p in parts], 1), coefficients, None, keys, step)
     sgld_counter_update_(in_parts, parts, coefficients, None, keys, step)
     assert torch.equal(whole, in_parts) and not torch.equal(whole, theta)
+
+
+def test_the_uniforms_lie_in_the_half_open_interval_the_docstring_states():
+    """(k + 1/2) / 2^24 in float32: exact below 1/2, the half rounded to even above, 1 for the largest words;
+    never 0, so Box-Muller's logarithm stays finite."""
+    k = torch.tensor([0, 1, 2**23 - 1, 2**23, 2**23 + 1, 2**24 - 2, 2**24 - 1], dtype=torch.int64)
+    u = uniform(k << 8)
+    exact = (k.double() + 0.5) / 2**24
+    assert torch.equal(u[:3].double(), exact[:3])  # below 1/2: exact
+    assert u.min() > 0 and u.max() == 1.0 and u[-1] == 1.0
+    assert ((u.double() - exact).abs() <= 2.0**-25).all()  # above: within half of float32's spacing 2^-24

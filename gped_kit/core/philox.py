@@ -21,8 +21,10 @@ hold (``tests/test_philox.py``). The words are held in int64 tensors (values in 
 product is formed from the 16-bit halves of its constant so that no intermediate exceeds 2^49: the
 same integers on every device and in compiled code, where int64 overflow is not defined alike.
 
-**Standard normals.** A word ``x`` gives the uniform ``u = (floor(x / 2^8) + 1/2) / 2^24`` in (0, 1)
-(24 bits, a float32 exactly; never 0, so the logarithm is finite), and each pair of uniforms two
+**Standard normals.** A word ``x`` gives the uniform ``u = (floor(x / 2^8) + 1/2) / 2^24`` in (0, 1],
+formed in float32: exact below 1/2; from 1/2 up, where float32's spacing is 2^-24, the half rounds to even,
+so the largest words give ``u = 1`` (probability 2^-25, a normal draw of exactly 0). Never 0, so the
+logarithm is finite. Each pair of uniforms gives two
 standard normals by the Box-Muller transform ``r cos(2 pi u2)``, ``r sin(2 pi u2)`` with
 ``r = sqrt(-2 log u1)``. :func:`counter_normal` gives element e of step t under key k from the
 counter ``(floor(e / 4), t, 0, 0)``: one Philox call makes four consecutive elements.
@@ -78,7 +80,8 @@ def philox4x32(counter: Words, key: tuple[torch.Tensor | int, torch.Tensor | int
 
 
 def uniform(word: torch.Tensor) -> torch.Tensor:
-    """The float32 uniform in (0, 1) of 32-bit words: ``(floor(x / 2^8) + 1/2) / 2^24``."""
+    """The float32 uniform in (0, 1] of 32-bit words: ``(floor(x / 2^8) + 1/2) / 2^24``, rounded to float32 (1
+    for the largest words: the module docstring)."""
     return ((word >> (32 - UNIFORM_BITS)).to(torch.float32) + 0.5) * (2.0 ** -UNIFORM_BITS)
 
 
