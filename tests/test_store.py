@@ -190,7 +190,7 @@ def test_chains_run_then_reuse_compact_results_and_full_state(digits_data, tmp_p
     # ... and the stored tables are kept beside the new ones, not overwritten (another machine's draw may differ)
     kept = sorted(store.root.glob("chain/*.old-*"))
     assert len(kept) == 2 and all((k / "summary.csv").exists() for k in kept)
-    assert "computed again for its full state" in capsys.readouterr().err
+    assert "stored without its checkpoint, needed for its full state; computed again" in capsys.readouterr().err
     # another numerics version: other entries, computed afresh; the old ones stay
     monkeypatch.setattr(numerics, "NUMERICS", {**numerics.NUMERICS, "chain": numerics.NUMERICS["chain"] + 1})
     changed = run_chains(tiny_tasks(digits_data), store, progress=False)
@@ -230,6 +230,56 @@ def test_a_chain_stored_without_its_students_skill_is_computed_again_and_the_sto
     pd.testing.assert_frame_equal(pd.read_csv(kept / "summary.csv"), stripped)
     assert again.table["skill"].notna().all() and again.table["teacher_nll"].tolist() == old["teacher_nll"].tolist()
     assert list(run_chains([task], store, progress=False).cells["status"]) == [Status.REUSED]
+
+
+def test_a_complete_chain_computed_again_never_overwrites_the_stored_one(digits_data, tmp_path, capsys):
+    """A complete chain with no checkpoint of its last step, asked for outputs it was stored without or for its
+    full state beside an earlier slice's checkpoint, starts again from step 0 (another draw on another machine):
+    the stored tables and what was derived from them are set aside first, and it says why."""
+    store = ResultsStore(tmp_path)
+    (task,) = tiny_tasks(digits_data, seeds=(0,))
+    bare = dataclasses.replace(task, keep_outputs=())
+    first = run_chains([bare], store, progress=False)
+    entry = first.outcomes[0].entry
+    derived = store.entry("experiment4", {"chain": entry.record, "seed": 0})
+    derived.path.mkdir(parents=True)
+    derived.write_table("downstream", pd.DataFrame({"method": ["GPED"]}))
+    derived.finish()
+    entry.checkpoint.unlink()  # a fresh clone: tables only
+    entry.write_table("summary", entry.table("summary").assign(teacher_nll=12345.0))  # to tell the draws apart
+    again = run_chains([task], store, progress=False)
+    assert list(again.cells["status"]) == [Status.RAN] and again.table["teacher_nll"].iloc[0] < 100
+    (kept,) = store.root.glob("chain/*.old-*")
+    assert pd.read_csv(kept / "summary.csv")["teacher_nll"].iloc[0] == 12345.0
+    assert not derived.path.exists() and len(list(store.root.glob("experiment4/*.old-*"))) == 1
+    err = capsys.readouterr().err
+    assert "stored without its checkpoint, needed for its outputs on test; computed again, the stored tables are " \
+           f"kept in {kept.name}, and the 1 results derived from it in experiment4/" in err
+    # an earlier slice's checkpoint beside the complete entry (packs leave a finished chain's last one out): its
+    # full state is computed from step 0, not resumed into a draw of two machines
+    spec = build_chain(digits_data, task.config, task.students)
+    run_engine(GPEDEngine([spec]), [tmp_path / "slice.pt"], max_steps=20)
+    entry.checkpoint.unlink()
+    (tmp_path / "slice.pt").rename(entry.checkpoint)
+    state = run_chains([task], store, progress=False, requires_state=True)
+    assert list(state.cells["status"]) == [Status.RAN] and len(list(store.root.glob("chain/*.old-*"))) == 2
+    assert "stored with a checkpoint of step 20, not its last, needed for its full state" in capsys.readouterr().err
+    assert state.table["teacher_nll"].tolist() == again.table["teacher_nll"].tolist()
+
+
+def test_the_same_chain_twice_in_a_grid_is_computed_once(digits_data, tmp_path):
+    """Two tasks of one store entry (in one batch they would take its lock twice): the first computes it, the
+    second is given its outcome; one that asks for outputs the first does not keep fails with the reason."""
+    store = ResultsStore(tmp_path)
+    (task,) = tiny_tasks(digits_data, seeds=(0,))
+    twice = [task, dataclasses.replace(task, name="again")]
+    grid = run_chains(twice, store, progress=False, chains_per_batch=2)
+    assert list(grid.cells["status"]) == [Status.RAN, Status.REUSED]
+    assert grid.table["teacher_nll"].nunique() == 1 and len(store.entries("chain")) == 1
+    other = run_chains([dataclasses.replace(task, keep_outputs=()), task], ResultsStore(tmp_path / "other"),
+                       progress=False, chains_per_batch=2)
+    assert list(other.cells["status"]) == [Status.RAN, Status.FAILED]
+    assert "are the same chain with other keep_outputs" in other.cells["error"].iloc[1]
 
 
 def test_interrupted_chain_resumes_in_the_store_and_batches_equal_single_runs(digits_data, tmp_path):

@@ -254,6 +254,8 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
     outcomes: list[ChainOutcome | None] = [None] * len(tasks)
     data_cache: dict[Any, GPEDData] = {}
     pending: list[tuple[int, ChainSpec, Entry, int]] = []  # (task index, spec, entry, resume step)
+    first_of: dict[str, int] = {}  # entry key -> the first task that asks for it
+    same_as: dict[int, int] = {}  # a task asking for an earlier task's chain -> that task
 
     def report(i: int) -> None:
         o = outcomes[i]
@@ -272,6 +274,15 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
             config = task.config if progress else dataclasses.replace(task.config, progress=False)
             spec = build_chain(data_cache[key], config, task.students)
             entry = store.entry("chain", spec.record())
+            if entry.key in first_of:  # the same chain twice: computed once, its outcome given to both
+                first = tasks[first_of[entry.key]]
+                if not set(task.keep_outputs) <= set(first.keep_outputs):
+                    raise ValueError(f"run_chains: tasks {first_of[entry.key]} ({first.label}) and {i} ({task.label}) "
+                                     f"are the same chain with other keep_outputs ({first.keep_outputs!r} and "
+                                     f"{task.keep_outputs!r}); give the first every output either needs")
+                same_as[i] = first_of[entry.key]
+                continue
+            first_of[entry.key] = i
             if stored_only:  # no lock: a chain another process is computing is not stored yet, and is not waited for
                 found = entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs)
                 outcomes[i] = (_reused_chain(task, spec, entry, started) if found
@@ -284,27 +295,18 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                     entry.set_aside()
                 lacking = skill_not_stored(task, entry) if entry.complete else ()
                 if lacking:
-                    # stored before its students reported skill: none of them could count as evidence; computed
-                    # again, the stored tables kept beside it, not overwritten
-                    aside = entry.set_aside()
-                    derived = set_aside_derived(store, entry)
-                    print(f"{task.label}: stored before its students reported skill ({', '.join(lacking)}); "
-                          f"computed again, the stored tables are kept in {aside.name}"
-                          + (f", and the {len(derived)} results derived from it in "
-                             f"{', '.join(f'{p.parent.name}/{p.name}' for p in derived)}" if derived else ""),
-                          file=sys.stderr)
+                    # stored before its students reported skill: none of them could count as evidence
+                    _set_aside(store, entry, task.label,
+                               f"stored before its students reported skill ({', '.join(lacking)})")
                 if entry.complete and not requires_state and _has_outputs(entry, task.keep_outputs):
                     outcomes[i] = _reused_chain(task, spec, entry, started)
                     report(i)
                     continue
-                if entry.complete and requires_state and not entry.checkpoint.exists():
-                    # stored without its checkpoint (a fresh clone): computed again for its state, which on another
-                    # machine or thread count is another draw; the stored tables are kept beside it, not overwritten
-                    aside = entry.set_aside()
-                    print(f"{task.label}: stored without its checkpoint, computed again for its full state; the "
-                          f"stored tables are kept in {aside.name}", file=sys.stderr)
                 # computed, resumed, or reloaded from a finished checkpoint (full state)
                 step = read_checkpoint(entry.checkpoint)["t"] if entry.checkpoint.exists() else 0
+                if entry.complete and step < spec.config.num_iterations:
+                    _set_aside(store, entry, task.label, _why_computed_again(entry, task, requires_state, step))
+                    step = 0
             pending.append((i, spec, entry, step))
         except DatasetNotFoundError as exc:
             outcomes[i] = ChainOutcome(task, Status.MISSING_DATA, error=str(exc), seconds=time.perf_counter() - started)
@@ -345,7 +347,32 @@ def run_chains(tasks: Sequence[ChainTask], store: ResultsStore, recompute: bool 
                 report(i)
 
         runner.map(compute_batch, jobs, gpus, done)
+    for i, first in same_as.items():
+        o = outcomes[first]
+        outcomes[i] = dataclasses.replace(o, task=tasks[i], seconds=0.0,
+                                          status=Status.REUSED if o.status in FINISHED else o.status)
+        report(i)
     return ChainGrid([o for o in outcomes if o is not None])
+
+
+def _why_computed_again(entry: Entry, task: ChainTask, requires_state: bool, step: int) -> str:
+    """Why a complete chain is computed again: it is needed for its full state or for outputs it was stored
+    without, and has no checkpoint of its last step to reload them from (stored without its checkpoint, as in a
+    fresh clone, or beside an earlier slice's); on another machine or thread count that is another draw."""
+    had = f"with a checkpoint of step {step:,}, not its last" if entry.checkpoint.exists() else "without its checkpoint"
+    why = ("its full state" if requires_state
+           else f"its outputs on {', '.join(o for o in task.keep_outputs if not _has_outputs(entry, (o,)))}")
+    return f"stored {had}, needed for {why}"
+
+
+def _set_aside(store: ResultsStore, entry: Entry, label: str, reason: str) -> None:
+    """Set a complete chain's entry aside with the results derived from it (:func:`set_aside_derived`), before
+    it is computed again from step 0 for ``reason``: another draw, which must not overwrite them; says so."""
+    aside = entry.set_aside()
+    derived = set_aside_derived(store, entry)
+    print(f"{label}: {reason}; computed again, the stored tables are kept in {aside.name}"
+          + (f", and the {len(derived)} results derived from it in "
+             f"{', '.join(f'{p.parent.name}/{p.name}' for p in derived)}" if derived else ""), file=sys.stderr)
 
 
 def _reused_chain(task: ChainTask, spec: ChainSpec, entry: Entry, started: float) -> ChainOutcome:
