@@ -7,8 +7,15 @@ The budget is spent deterministically: by steps, or by seconds read from a clock
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
 import json
 import os
+import re
+import subprocess
+import sys
+import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,6 +25,8 @@ import pytest
 import torch
 
 from gped_kit.cli import slices as S
+from gped_kit.cli import speedups as speedups_cli
+from gped_kit.cli import units as units_cli
 from gped_kit.cli.executors import LocalPapermillExecutor, NotebookRun, default_kernel_name
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.status import Status
@@ -26,6 +35,7 @@ from gped_kit.engine import GPEDConfig, StudentConfig
 from gped_kit.experiments.budget import Budget, BudgetReached
 from gped_kit.experiments.chains import ChainTask, run_chains
 from gped_kit.experiments.store import ResultsStore
+from gped_kit.experiments.units import device_lock
 from gped_kit.models.presets import ArchSpec
 
 #: Columns that are wall-clock readings, equal between runs only by chance.
@@ -146,6 +156,163 @@ def test_unpack_keeps_complete_entries_and_further_checkpoints(tmp_path):
     assert (dst / "chain" / "bbbb" / "summary.csv").read_text() == "a,b\n9,9\n"
     actions = dict(S.unpack([tmp_path / "out"], dst, overwrite=True))
     assert actions["chain/bbbb/summary.csv"] == "replaced"
+    assert sorted(a for a in actions.values() if a == S.SET_ASIDE) == [S.SET_ASIDE] * 2  # bbbb and cccc, whole
+
+
+def fake_entry(root: Path, key: str, files: dict[str, bytes], complete: bool = True) -> Path:
+    """A chain entry ``chain/<key>`` of the store at ``root`` with ``files`` (and entry.json when ``complete``)."""
+    path = root / "chain" / key
+    path.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (path / name).write_bytes(data)
+    if complete:
+        (path / "entry.json").write_text(json.dumps({"complete": True, "made": key + str(sorted(files))}))
+    return path
+
+
+def pack_of(root: Path, out: Path) -> Path:
+    """Pack every file of the store at ``root`` into ``out``."""
+    return S.pack(root, S.changed_files(root, {}, keep_final_checkpoints=True), out, {"sequence": 1})
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` but locks, by relative path."""
+    return {f.relative_to(folder).as_posix(): f.read_bytes() for f in sorted(folder.rglob("*"))
+            if f.is_file() and f.suffix != ".lock"}
+
+
+def test_unpack_keeps_a_complete_entry_whole_and_adds_none_of_the_packs_files(tmp_path):
+    """Another draw's pack (its own summary and arrays) unpacked into a store that has the entry complete without
+    arrays: nothing of it is written, so two draws never mix in one entry."""
+    fake_entry(tmp_path / "other", "bbbb", {"summary.csv": b"nll\n999\n", "arrays.npz": b"draw 2"})
+    fake_entry(tmp_path / "other", "eeee", {"summary.csv": b"nll\n1\n"})
+    pack_of(tmp_path / "other", tmp_path / "out")
+    store = fake_entry(tmp_path / "store", "bbbb", {"summary.csv": b"nll\n2\n"}).parents[1]
+    before = files_of(store)
+    actions = dict(S.unpack([tmp_path / "out"], store))
+    assert {rel: a for rel, a in actions.items() if rel.startswith("chain/bbbb/")} == {
+        f"chain/bbbb/{name}": S.KEPT_COMPLETE for name in ("arrays.npz", "summary.csv", "entry.json")}
+    assert actions["chain/eeee/summary.csv"] == "written"  # an entry the store lacks is placed
+    assert {rel: data for rel, data in files_of(store).items() if "bbbb" in rel} == before
+    assert not list(store.rglob("*.tmp"))
+
+
+def test_unpack_overwrite_sets_the_stores_entry_aside_whole(tmp_path, capsys):
+    """``--overwrite``: the store's complete entry is set aside as ``<key>.old-<time>-<id>`` (the store's own
+    naming) with every file it had, and the pack's entry takes its place alone (no file of the old draw left)."""
+    fake_entry(tmp_path / "other", "bbbb", {"summary.csv": b"nll\n999\n", "arrays.npz": b"draw 2"})
+    pack_of(tmp_path / "other", tmp_path / "out")
+    store = fake_entry(tmp_path / "store", "bbbb", {"summary.csv": b"nll\n2\n", "calibration.csv": b"c\n"}).parents[1]
+    old_files = files_of(store / "chain" / "bbbb")
+    assert S.main(["unpack", str(tmp_path / "out"), "--results", str(store), "--overwrite"]) == 0
+    out = capsys.readouterr().out
+    (old,) = (store / "chain").glob("bbbb.old-*")
+    assert f"the store's entry chain/bbbb set aside as chain/{old.name}" in out and "1 set aside" in out
+    assert files_of(old) == old_files
+    assert files_of(store / "chain" / "bbbb") == files_of(tmp_path / "other" / "chain" / "bbbb")
+    # the same pack again: the same entry, nothing set aside twice
+    assert {a for _, a in S.unpack([tmp_path / "out"], store, overwrite=True)} == {S.SAME}
+    assert len(list((store / "chain").glob("bbbb.old-*"))) == 1
+
+
+#: Another process computing an entry: holds its lock until the file ``argv[2]`` appears.
+HOLDER = """import pathlib, sys, time
+from filelock import FileLock
+lock = FileLock(sys.argv[1])
+lock.acquire()
+print("held", flush=True)
+while not pathlib.Path(sys.argv[2]).exists():
+    time.sleep(0.05)
+time.sleep(0.3)
+lock.release()
+"""
+
+
+def test_unpack_holds_the_entry_lock_and_waits_for_another_process(tmp_path, capsys):
+    """An entry another process computes (it holds ``<kind>/<key>.lock``, as the store's writers do) is not
+    written under it: unpack waits for the lock, or times out naming it with nothing of that entry written."""
+    fake_entry(tmp_path / "other", "bbbb", {"summary.csv": b"nll\n1\n"})
+    pack_of(tmp_path / "other", tmp_path / "out")
+    store = tmp_path / "store"
+    (store / "chain" / "bbbb").mkdir(parents=True)  # being computed: incomplete
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store / "chain" / "bbbb.lock"), str(tmp_path / "go")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(S.PackError, match=r"chain/bbbb: another process still holds its lock .*bbbb\.lock"):
+            S.unpack([tmp_path / "out"], store, lock_timeout=0.2)
+        assert files_of(store) == {}  # nothing placed, nothing staged left
+        (tmp_path / "go").touch()  # the other process finishes in 0.3 s
+        actions = S.unpack([tmp_path / "out"], store)  # waits for it
+        assert holder.wait(timeout=30) == 0
+    finally:
+        holder.kill()
+    assert "waiting for chain/bbbb: another process holds its lock" in capsys.readouterr().err
+    assert actions == [("chain/bbbb/summary.csv", "written"), ("chain/bbbb/entry.json", "written")]
+
+
+@pytest.mark.parametrize("command", ["units", "speedups"])
+def test_a_run_refused_its_device_unpacks_nothing(command, tmp_path, monkeypatch, capsys):
+    """``units run --resume`` / ``speedups --resume`` take the device's lock before they unpack: a second run on a
+    device is refused at once, without waiting for entry locks or writing into the store."""
+    fake_entry(tmp_path / "other", "bbbb", {"summary.csv": b"nll\n1\n"})
+    pack_of(tmp_path / "other", tmp_path / "out")
+    monkeypatch.setattr(speedups_cli, "speedup_tasks", lambda *a, **k: None)
+    monkeypatch.setattr(units_cli, "paper_units", lambda *a, **k: pytest.fail("work started"))
+    common = ["--device", "cpu", "--lock-dir", str(tmp_path), "--results", str(tmp_path / "store"),
+              "--resume", str(tmp_path / "out")]
+    with device_lock("cpu", tmp_path):
+        if command == "units":
+            assert units_cli.main(["run", "--budget-s", "10", *common]) == 1
+        else:
+            assert speedups_cli.main(["tf32", *common]) == 1
+    assert "another `units run` holds cpu" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists() or files_of(tmp_path / "store") == {}
+
+
+def hand_pack(out: Path, members: dict[str, bytes]) -> Path:
+    """A pack written by hand (not by :func:`S.pack`): members of any name."""
+    out.mkdir(parents=True)
+    buffer, rows = io.BytesIO(), []
+    with gzip.GzipFile(fileobj=buffer, mode="wb") as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+            rows.append({"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    data = buffer.getvalue()
+    (out / "slice-001-x.tar.gz.000").write_bytes(data)
+    part = {"name": "slice-001-x.tar.gz.000", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    manifest = {"format": S.PACK_FORMAT, "kind": "gped-kit slice", "sequence": 1, "files": rows, "parts": [part]}
+    (out / "slice-001-x.json").write_text(json.dumps(manifest))
+    return out
+
+
+@pytest.mark.parametrize("name", [".", "./x", "chain/../x", "chain/k/../../x", "chain/k.lock", "chain/k.old-1/x"])
+def test_unpack_refuses_a_member_outside_the_store_before_writing_anything(name, tmp_path):
+    out = hand_pack(tmp_path / "pack", {"chain/k/fine.csv": b"a\n", name: b"x"})
+    store = tmp_path / "deep" / "store"
+    store.parent.mkdir()
+    with pytest.raises(S.PackError, match=re.escape(f"file {name!r} is not one a pack holds")):
+        S.unpack([out], store)
+    assert not store.exists() and os.listdir(tmp_path / "deep") == []  # nothing written, not even beside the store
+
+
+def test_unpack_and_resume_refuse_a_missing_source_or_a_foreign_file_in_one_line(tmp_path, capsys, monkeypatch):
+    with pytest.raises(SystemExit) as exit_:
+        S.main(["unpack", str(tmp_path / "absent"), "--results", str(tmp_path / "store")])
+    assert exit_.value.code == 2
+    assert f"sources: '{tmp_path / 'absent'}' does not exist; give folders of packs" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("garbage")
+    assert S.main(["unpack", str(tmp_path / "bad.json"), "--results", str(tmp_path / "store")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"error: {tmp_path / 'bad.json'} is not a slice manifest (slice-*.json) of " \
+        "format 1: Expecting value" in err
+    monkeypatch.setattr(units_cli, "paper_units", lambda *a, **k: pytest.fail("work started"))
+    assert units_cli.main(["run", "--budget-s", "10", "--resume", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --resume {tmp_path / 'bad.json'}: {tmp_path / 'bad.json'} is not a slice manifest")
+    assert not (tmp_path / "store").exists()
 
 
 def test_changed_files_leaves_out_final_checkpoints_unless_asked(tmp_path):
@@ -273,6 +440,9 @@ def test_notebook_chain_tasks_are_the_notebooks_and_bad_parameters_are_named():
     (["--part-mib", "0.5"], "--part-mib=0.5: a pack's parts must be at least 1 MiB"),
     (["--max-files", "0"], "--max-files=0: must be an integer >= 1"),
     (["--max-mib", "0"], "--max-mib=0.0: must be a number of MiB > 0"),
+    (["--minutes", "-1"], "--minutes=-1.0: must be a finite number of minutes >= 0"),
+    (["--minutes", "nan"], "--minutes=nan: must be a finite number of minutes >= 0"),
+    (["--max-steps", "-5"], "--max-steps=-5: must be an integer >= 0"),
 ])
 def test_bad_pack_options_are_refused_before_any_work(extra, message, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(S, "run_slice", lambda *a, **k: pytest.fail("work started"))

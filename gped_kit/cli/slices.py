@@ -18,7 +18,9 @@ files (node-local scratch, a fresh instance). A *slice* is one job's share of th
 
 ``unpack`` (:func:`unpack`) verifies and extracts such packs into a store: on the next node
 before its slice (``run --resume``), or into ``results/`` when the notebook is to be executed
-from them (it then reuses every complete chain and recomputes nothing).
+from them (it then reuses every complete chain and recomputes nothing). Each entry is placed under
+its lock (the one the store's writers hold); an entry the store has complete is kept whole, and
+``--overwrite`` sets it aside whole (``<key>.old-<time>-<id>``) before placing the pack's.
 
 Checkpoints of chains that finished are left out of a pack unless the notebook needs the chains'
 full state (Experiments 3, 4 and the comparison derive their results from it) or
@@ -41,11 +43,13 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 import sys
 import tarfile
 import time
 import uuid
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -53,6 +57,7 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 import torch
+from filelock import Timeout
 
 from ..core.status import FINISHED, Status
 from ..engine.checkpoint import read_checkpoint
@@ -60,7 +65,7 @@ from ..experiments import registry
 from ..experiments.budget import Budget
 from ..experiments.chains import ChainTask, run_chains
 from ..experiments.numerics import numerics_code
-from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, ResultsStore
+from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, Entry, ResultsStore
 from ..files import atomic_write_bytes, sha256_of, temporary_path
 from .parameters import parse_override
 from .plan import DEFAULT_NOTEBOOK_DIR, select_notebooks
@@ -278,21 +283,48 @@ def pack(root: Path, files: Sequence[str], out: Path, info: Mapping[str, Any], p
 
 
 def read_manifests(sources: Sequence[Path]) -> list[tuple[Path, dict]]:
-    """The slice manifests in ``sources`` (folders or manifest files), oldest slice first."""
+    """The slice manifests in ``sources`` (folders or manifest files), oldest slice first. ``PackError`` naming
+    the file for one that is absent or not a slice manifest (not JSON, another kind or format, a file that is
+    not a relative path inside the store: :func:`member_path`)."""
     found = []
     for source in map(Path, sources):
         files = sorted(source.glob("slice-*.json")) if source.is_dir() else [source]
         for f in files:
-            manifest = json.loads(f.read_text())
-            if manifest.get("kind") != "gped-kit slice" or manifest.get("format") != PACK_FORMAT:
-                raise PackError(f"{f} is not a slice manifest of format {PACK_FORMAT}")
+            allowed = f"a slice manifest (slice-*.json) of format {PACK_FORMAT}"
+            try:
+                manifest = json.loads(f.read_text())
+            except FileNotFoundError:
+                raise PackError(f"{f}: no such file or folder; give a folder of packs or {allowed}") from None
+            except (OSError, ValueError) as exc:  # not JSON, not text, not readable
+                raise PackError(f"{f} is not {allowed}: {exc}") from None
+            if (not isinstance(manifest, dict) or manifest.get("kind") != "gped-kit slice"
+                    or manifest.get("format") != PACK_FORMAT):
+                raise PackError(f"{f} is not {allowed}")
+            try:
+                for row in manifest["parts"]:
+                    int(row["bytes"]), str(row["sha256"])
+                    if not isinstance(row["name"], str) or Path(row["name"]).name != row["name"]:
+                        raise ValueError(f"part {row['name']!r} is not a file name beside the manifest")
+                for row in manifest["files"]:
+                    int(row["bytes"]), str(row["sha256"])
+                    member_path(f.name, row["path"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise PackError(f"{f} is not {allowed}: its parts or files are malformed ({exc!r})") from None
             found.append((f, manifest))
     return sorted(found, key=lambda fm: (fm[1].get("sequence", 0), fm[1].get("made", ""), fm[0].name))
 
 
 def resume_sources(resume: Sequence[Path]) -> list[Path]:
-    """The folders or manifests of ``resume`` that hold packs (absent or empty ones: none)."""
-    return [Path(r) for r in resume if Path(r).exists() and read_manifests([Path(r)])]
+    """The folders or manifests of ``resume`` that hold packs (absent or empty ones: none); ``PackError``
+    naming ``--resume`` and the file when one is not a slice manifest."""
+    out = []
+    for r in map(Path, resume):
+        try:
+            if r.exists() and read_manifests([r]):
+                out.append(r)
+        except PackError as exc:
+            raise PackError(f"--resume {r}: {exc}") from None
+    return out
 
 
 def next_sequence(previous: Sequence[tuple[Path, dict]]) -> int:
@@ -332,65 +364,183 @@ def _checkpoint_step(path: Path) -> int:
     return int(read_checkpoint(path)["t"])
 
 
-def _place(tmp: Path, target: Path, rel: str, root: Path, overwrite: bool) -> str:
-    """Move the verified ``tmp`` to ``target`` unless the store has a newer or a complete version;
-    returns what was done."""
-    if target.is_file() and sha256_of(target) == sha256_of(tmp):
-        return "same"
-    entry_dir = root / PurePosixPath(rel).parent
-    if target.is_file() and not overwrite:
-        if _complete(entry_dir):
-            return "kept (the store's entry is complete)"
-        if target.name == CHECKPOINT_FILE and _checkpoint_step(target) > _checkpoint_step(tmp):
-            return "kept (the store's checkpoint is further on)"
+#: What :func:`unpack` did with a file of a pack, besides ``written`` and ``replaced``.
+SAME = "same"
+KEPT_COMPLETE = "kept (the store's entry is complete)"
+KEPT_FURTHER = "kept (the store's checkpoint is further on)"
+SET_ASIDE = "set aside"
+
+
+def member_path(name: str, rel: Any) -> PurePosixPath:
+    """``rel``, a file of the manifest ``name``, as a path inside the store; ``PackError`` unless it is a
+    normalised relative path without ``.`` or ``..`` parts that names no lock, temporary file or entry set aside
+    (so nothing is written outside the store, or over what the store keeps for itself)."""
+    pure = PurePosixPath(rel) if isinstance(rel, str) else None
+    if (pure is None or not pure.parts or pure.is_absolute() or pure.as_posix() != rel
+            or any(p in (".", "..") or ".old-" in p for p in pure.parts)
+            or pure.suffix in (".lock", ".tmp")):
+        raise PackError(f"{name}: file {rel!r} is not one a pack holds (allowed: a relative path inside the store, "
+                        "without '.' or '..' parts, naming no lock, temporary file or entry set aside)")
+    return pure
+
+
+def _entry_of(pure: PurePosixPath) -> tuple[str, str] | None:
+    """``(kind, key)`` of the store entry a file belongs to (``<kind>/<key>/<file>``); None for a file outside
+    entries (a rate file ``units/rates-*.csv``)."""
+    return (pure.parts[0], pure.parts[1]) if len(pure.parts) >= 3 else None
+
+
+@contextlib.contextmanager
+def _entry_lock(store: ResultsStore, entry: Entry) -> Iterator[None]:
+    """The entry's lock (:meth:`ResultsStore.lock`, the lock its writers hold while computing it): when another
+    process holds it, say so and wait up to ``store.lock_timeout`` (negative: as long as it takes), then
+    ``PackError`` naming the lock file."""
+    lock_file = entry.path.parent / f"{entry.key}.lock"
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(ResultsStore(store.root, lock_timeout=0).lock(entry))
+        except Timeout:
+            print(f"waiting for {entry.name}: another process holds its lock ({lock_file})", file=sys.stderr)
+            try:
+                held.enter_context(store.lock(entry))
+            except Timeout:
+                raise PackError(f"{entry.name}: another process still holds its lock ({lock_file}) after "
+                                f"{store.lock_timeout:g} s (it is computing that entry); nothing of it was "
+                                "unpacked: unpack again once it is done") from None
+        yield
+
+
+def _extract(path: Path, manifest: dict, root: Path) -> dict[str, Path]:
+    """Extract the pack of the manifest at ``path`` into hidden temporary files in the store's kind folders
+    (beside the entries, never inside one), each checked against its size and SHA-256; returns them by path.
+    ``PackError`` (and nothing left) when a member is not a file of the manifest, damaged or missing."""
+    parts = [path.parent / p["name"] for p in manifest["parts"]]
+    expected = {row["path"]: row for row in manifest["files"]}
+    staged: dict[str, Path] = {}
+    try:
+        with _Joined(parts) as joined, gzip.GzipFile(fileobj=io.BufferedReader(joined), mode="rb") as gz, \
+                tarfile.open(fileobj=gz, mode="r|") as tar:
+            for member in tar:
+                rel = member.name
+                if rel not in expected or rel in staged or not member.isfile():
+                    raise PackError(f"{path.name}: unexpected member {rel!r} (not a file of the manifest)")
+                row, pure = expected[rel], PurePosixPath(rel)
+                folder = root / pure.parts[0] if len(pure.parts) > 1 else root
+                folder.mkdir(parents=True, exist_ok=True)
+                tmp = staged[rel] = temporary_path(folder / f"unpack-{pure.name}")
+                digest, size = hashlib.sha256(), 0
+                with tar.extractfile(member) as src, open(tmp, "xb") as dst:
+                    for block in iter(lambda: src.read(MIB), b""):
+                        digest.update(block)
+                        size += len(block)
+                        dst.write(block)
+                if size != row["bytes"] or digest.hexdigest() != row["sha256"]:
+                    raise PackError(f"{path.name}: {rel} does not match its checksum")
+        if set(staged) != set(expected):
+            raise PackError(f"{path.name}: {len(set(expected) - set(staged))} file(s) of the manifest are not in "
+                            "its parts")
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        _discard(staged)
+        raise PackError(f"{path.name}: its parts cannot be read as a pack ({exc})") from None
+    except BaseException:
+        _discard(staged)
+        raise
+    return staged
+
+
+def _discard(staged: Mapping[str, Path]) -> None:
+    for tmp in staged.values():
+        tmp.unlink(missing_ok=True)
+
+
+def _same(target: Path, row: Mapping[str, Any]) -> bool:
+    return target.is_file() and target.stat().st_size == row["bytes"] and sha256_of(target) == row["sha256"]
+
+
+def _place(tmp: Path, target: Path) -> str:
+    """Move the verified ``tmp`` to ``target``; ``written`` or ``replaced``."""
+    if target.is_dir():
+        raise PackError(f"{target} is a folder in the store: a file of the pack cannot take its place")
     existed = target.exists()
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tmp, target)
     return "replaced" if existed else "written"
 
 
-def unpack(sources: Sequence[Path], root: Path, overwrite: bool = False) -> list[tuple[str, str]]:
-    """Extract the packs in ``sources`` (folders or manifests; oldest slice first) into the store
-    at ``root``, after checking every part's size and SHA-256 and then every file's; returns
-    ``(path, action)`` per file: ``written``, ``replaced``, ``same`` or ``kept (...)`` (a complete
-    entry or a further checkpoint in the store is not replaced unless ``overwrite``)."""
+def _place_entry(store: ResultsStore, kind: str, key: str, rows: Sequence[Mapping[str, Any]],
+                 staged: Mapping[str, Path], overwrite: bool) -> list[tuple[str, str]]:
+    """Place the pack's files ``rows`` of the entry ``<kind>/<key>`` under its lock: a complete entry of the
+    store is kept whole (none of the pack's files is added to it), an incomplete one gets the pack's files but
+    keeps a checkpoint that is further on; with ``overwrite``, where either would be kept, the store's entry is
+    set aside whole (:meth:`Entry.set_aside`) and the pack's placed instead."""
+    root = store.root
+    entry = store.by_key(kind, key)
+    with _entry_lock(store, entry):
+        same = {row["path"]: _same(root / row["path"], row) for row in rows}
+        complete = _complete(entry.path)
+        further = [row["path"] for row in rows if not same[row["path"]]
+                   and PurePosixPath(row["path"]).name == CHECKPOINT_FILE and (root / row["path"]).is_file()
+                   and _checkpoint_step(root / row["path"]) > _checkpoint_step(staged[row["path"]])]
+        keeps = (complete and not all(same.values())) or bool(further)
+        actions: list[tuple[str, str]] = []
+        if keeps and overwrite:
+            old = entry.set_aside()
+            actions.append((old.relative_to(root).as_posix(), SET_ASIDE))
+            had = {f.name for f in old.iterdir()}
+            for row in rows:
+                action = _place(staged[row["path"]], root / row["path"])
+                actions.append((row["path"], "replaced" if PurePosixPath(row["path"]).name in had else action))
+            return actions
+        for row in rows:
+            rel = row["path"]
+            if same[rel]:
+                actions.append((rel, SAME))
+            elif complete:
+                actions.append((rel, KEPT_COMPLETE))
+            elif rel in further:
+                actions.append((rel, KEPT_FURTHER))
+            else:
+                actions.append((rel, _place(staged[rel], root / rel)))
+        return actions
+
+
+def unpack(sources: Sequence[Path], root: Path, overwrite: bool = False,
+           lock_timeout: float = -1) -> list[tuple[str, str]]:
+    """Extract the packs in ``sources`` (folders or manifests; oldest slice first) into the store at ``root``,
+    after checking every manifest's file names and every part's size and SHA-256 (before anything is written),
+    then every file's. Each entry's files are placed under the entry's lock (the one the store's writers hold
+    while computing it; another process holding it is waited for up to ``lock_timeout`` seconds, negative: as
+    long as it takes, then ``PackError``). Returns ``(path, action)`` per file: ``written``, ``replaced``,
+    ``same`` or ``kept (...)``: an entry the store has complete is kept whole (none of the pack's files for it
+    is written, so two draws never mix in one entry) and a checkpoint of the store that is further on is kept;
+    with ``overwrite`` the store's entry is instead set aside whole as ``<key>.old-<time>-<id>``
+    (:meth:`~gped_kit.experiments.store.Entry.set_aside`, an action ``set aside`` on that folder's path) and the
+    pack's entry placed."""
     manifests = read_manifests(sources)
-    actions: list[tuple[str, str]] = []
+    store = ResultsStore(root, lock_timeout=lock_timeout)
     for path, manifest in manifests:
         parts = [path.parent / p["name"] for p in manifest["parts"]]
         for part, row in zip(parts, manifest["parts"]):
             if not part.is_file():
-                raise PackError(f"{path.name}: part {part.name} is missing; bring all {len(parts)} parts")
+                raise PackError(f"{path.name}: part {row['name']} is missing; bring all {len(parts)} parts")
             if part.stat().st_size != row["bytes"] or sha256_of(part) != row["sha256"]:
                 raise PackError(f"{path.name}: part {part.name} is damaged (size or SHA-256 differs from the manifest)")
-        expected = {row["path"]: row for row in manifest["files"]}
-        seen = set()
-        with _Joined(parts) as joined, gzip.GzipFile(fileobj=io.BufferedReader(joined), mode="rb") as gz, \
-                tarfile.open(fileobj=gz, mode="r|") as tar:
-            for member in tar:
-                rel = member.name
-                pure = PurePosixPath(rel)
-                if rel not in expected or not member.isfile() or pure.is_absolute() or ".." in pure.parts:
-                    raise PackError(f"{path.name}: unexpected member {rel!r} (not a file of the manifest)")
-                row = expected[rel]
-                target = root / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = temporary_path(target)
-                digest, size = hashlib.sha256(), 0
-                try:
-                    with tar.extractfile(member) as src, open(tmp, "xb") as dst:
-                        for block in iter(lambda: src.read(MIB), b""):
-                            digest.update(block)
-                            size += len(block)
-                            dst.write(block)
-                    if size != row["bytes"] or digest.hexdigest() != row["sha256"]:
-                        raise PackError(f"{path.name}: {rel} does not match its checksum")
-                    actions.append((rel, _place(tmp, target, rel, root, overwrite)))
-                finally:
-                    tmp.unlink(missing_ok=True)
-                seen.add(rel)
-        if seen != set(expected):
-            raise PackError(f"{path.name}: {len(set(expected) - seen)} file(s) of the manifest are not in its parts")
+    actions: list[tuple[str, str]] = []
+    for path, manifest in manifests:
+        staged = _extract(path, manifest, store.root)
+        try:
+            groups: dict[tuple[str, str] | None, list[dict]] = {}
+            for row in manifest["files"]:
+                entry = _entry_of(PurePosixPath(row["path"]))
+                if entry is None:  # a file outside entries: placed alone, unless the same
+                    target = store.root / row["path"]
+                    actions.append((row["path"], SAME if _same(target, row) else _place(staged[row["path"]], target)))
+                else:
+                    groups.setdefault(entry, []).append(row)
+            for (kind, key), rows in groups.items():
+                actions += _place_entry(store, kind, key, rows, staged, overwrite)
+        finally:
+            _discard(staged)
     return actions
 
 
@@ -441,10 +591,10 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
     a chain executes, not its key, so a slice may resume another slice's chains with graphs on or off."""
     budget = Budget(seconds=None if minutes is None else 60.0 * minutes, steps=max_steps, clock=clock)
     chains = notebook_chain_tasks(notebook, profile, overrides, notebook_dir)  # bad input fails before any work
+    sources = resume_sources(resume)
     store = ResultsStore(results)
     store.root.mkdir(parents=True, exist_ok=True)
     before = store_state(store.root)
-    sources = resume_sources(resume)
     previous = read_manifests(sources)
     unpacked = unpack(sources, store.root) if sources else []
     with deterministic_convolutions(deterministic):
@@ -497,7 +647,12 @@ def build_parser() -> argparse.ArgumentParser:
     unp = sub.add_parser("unpack", help="verify and extract packs into a store")
     unp.add_argument("sources", type=Path, nargs="+", help="folders or manifests of packs")
     unp.add_argument("--results", type=Path, default=Path("results"), help="the store (default: %(default)s)")
-    unp.add_argument("--overwrite", action="store_true", help="replace complete entries and further checkpoints")
+    unp.add_argument("--overwrite", action="store_true",
+                     help="replace complete entries and further checkpoints, the store's entry set aside whole as "
+                          "<key>.old-<time>-<id>")
+    unp.add_argument("--lock-timeout", type=float, default=None, metavar="SECONDS",
+                     help="wait at most this long for an entry another process is computing (default: as long "
+                          "as it takes)")
     return parser
 
 
@@ -528,6 +683,14 @@ def check_pack_options(args: argparse.Namespace) -> None:
         raise ValueError(f"--max-files={args.max_files!r}: must be an integer >= 1")
     if args.max_mib is not None and not args.max_mib > 0:
         raise ValueError(f"--max-mib={args.max_mib!r}: must be a number of MiB > 0")
+
+
+def check_budget_options(args: argparse.Namespace) -> None:
+    """``ValueError`` naming ``--minutes`` or ``--max-steps`` when it is out of range, before any work."""
+    if args.minutes is not None and not (math.isfinite(args.minutes) and args.minutes >= 0):
+        raise ValueError(f"--minutes={args.minutes!r}: must be a finite number of minutes >= 0")
+    if args.max_steps is not None and args.max_steps < 0:
+        raise ValueError(f"--max-steps={args.max_steps!r}: must be an integer >= 0")
 
 
 def pack_limits(args: argparse.Namespace) -> dict[str, int | None]:
@@ -585,6 +748,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "unpack":
+        for source in args.sources:
+            if not source.exists():
+                parser.error(f"sources: {str(source)!r} does not exist; give folders of packs or their manifests "
+                             "(slice-*.json)")
+        if args.lock_timeout is not None and not (math.isfinite(args.lock_timeout) and args.lock_timeout >= 0):
+            parser.error(f"--lock-timeout={args.lock_timeout!r}: must be a finite number of seconds >= 0")
         try:
             manifests = read_manifests(args.sources)
             if not manifests:
@@ -594,15 +763,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if manifest.get("code") != code:
                     print(f"note: {path.name} was made by code {manifest.get('code')}, this checkout's is {code}: "
                           "its chains are stored under keys this code does not look up", file=sys.stderr)
-            actions = unpack(args.sources, args.results, args.overwrite)
+            actions = unpack(args.sources, args.results, args.overwrite,
+                             -1 if args.lock_timeout is None else args.lock_timeout)
         except PackError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         print(f"unpacked {len(manifests)} pack(s) into {args.results}: {action_summary(actions)}")
+        for rel, action in actions:
+            if action == SET_ASIDE:
+                print(f"  the store's entry {rel.split('.old-')[0]} set aside as {rel}")
         return 0
     if args.minutes is None and args.max_steps is None:
         parser.error("give --minutes or --max-steps (or both)")
     try:
+        check_budget_options(args)
         check_pack_options(args)
         overrides = {}
         for text in args.param:

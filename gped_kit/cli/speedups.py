@@ -94,22 +94,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     store = ResultsStore(args.results)
-    try:
-        before, previous = resume_into(store.root, sources)
-    except PackError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     graph = GRAPH_CHOICES[args.graph]
     common = dict(steps=args.steps, seeds=args.seeds, model=args.model, overrides=overrides, device=args.device,
                   data_root=args.data_root, chains_per_batch=chains_per_batch, prepare=lambda t: with_graph(t, graph))
-    if args.stored:
+    if args.stored:  # no --resume, no --pack
         check = speedup_check(args.speedup, store, executor="stored", progress=False, **common)
     else:
         budget = Budget(seconds=args.budget_s) if args.budget_s is not None else None
+        # the device's lock first: a second run on the device is refused before it unpacks anything (unpacking
+        # waits for the entries another process is computing)
         try:
             with device_lock(args.device, args.lock_dir):
+                before, previous = resume_into(store.root, sources)
                 check = speedup_check(args.speedup, store, budget=budget, **common)
-        except RuntimeError as exc:
+        except RuntimeError as exc:  # another run holds the device, a pack does not verify (PackError), ...
             print(f"error: {exc}", file=sys.stderr)
             return 1
     print(check.text())

@@ -28,6 +28,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import tempfile
@@ -48,6 +49,7 @@ from ..experiments.units import (
     TOO_LONG,
     Plan,
     RunReport,
+    UnitList,
     check_overrides,
     device_lock,
     paper_units,
@@ -235,28 +237,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     store = ResultsStore(args.results)
-    if args.command == "run":
-        try:
-            before, previous = resume_into(store.root, sources)
-        except PackError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-    units = paper_units(args.profile, overrides, store=store, device=device, data_root=args.data_root,
-                        notebooks=notebooks)
-    chosen = units.units if where is None else shard(units.units, *where)
-    rates = RateTable.read(store.root, args.device_runs if (args.device_runs / "docs").is_dir() else None)
     if args.command == "plan":
+        units, chosen, rates = _units(args, overrides, store, device, notebooks, where)
         plan = plan_units(chosen, rates, kind, args.budget_s, args.max_chains, args.slices)
         plan.notes = units.notes
         print(plan_text(plan, args.markdown))
         return 0
-    status = _run(args, chosen, units.notes, store, rates, device)
+    # the device's lock first: a second run on the device is refused before it unpacks anything (unpacking waits
+    # for the entries another process is computing) or plans
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(device_lock(device, args.lock_dir))
+            before, previous = resume_into(store.root, sources)
+        except RuntimeError as exc:  # another run holds the device, or a pack does not verify (PackError)
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        units, chosen, rates = _units(args, overrides, store, device, notebooks, where)
+        status = _run(args, chosen, units.notes, store, rates, device)
     if status is None:
         return 1
     report, code = status
     if args.pack is not None:
         code = max(code, _pack(args, overrides, store, before, previous, report))
     return code
+
+
+def _units(args: argparse.Namespace, overrides: dict, store: ResultsStore, device: str,
+           notebooks: tuple[str, ...], where: tuple[int, int] | None) -> tuple[UnitList, list, RateTable]:
+    """The paper's units (those the store has done marked), the ones this job takes, and the rates."""
+    units = paper_units(args.profile, overrides, store=store, device=device, data_root=args.data_root,
+                        notebooks=notebooks)
+    chosen = units.units if where is None else shard(units.units, *where)
+    rates = RateTable.read(store.root, args.device_runs if (args.device_runs / "docs").is_dir() else None)
+    return units, chosen, rates
 
 
 def _pack(args: argparse.Namespace, overrides: dict, store: ResultsStore, before: dict, previous: list,
@@ -274,10 +287,11 @@ def _pack(args: argparse.Namespace, overrides: dict, store: ResultsStore, before
 
 def _run(args: argparse.Namespace, units: list, notes: list[str], store: ResultsStore, rates: RateTable,
          device: str) -> tuple[RunReport, int] | None:
-    """Run the units and print what happened: the report and the exit status (None: the run could not start)."""
+    """Run the units (the caller holds the device's lock) and print what happened: the report and the exit
+    status (None: the run could not start)."""
     graph = GRAPH_CHOICES[args.graph]
     try:
-        with device_lock(device, args.lock_dir), deterministic_convolutions(args.deterministic):
+        with deterministic_convolutions(args.deterministic):
             report = run_units(units, store, rates, args.budget_s, device=device, max_chains=args.max_chains,
                                slices=args.slices, prepare=lambda t: with_graph(t, graph))
     except RuntimeError as exc:
