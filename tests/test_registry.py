@@ -113,8 +113,10 @@ def _rows(task, students=None, steps=None, skill: bool = True) -> list[dict]:
     schedule and ``lr_warmup`` only on the rows of students that warm up."""
     sampler = task.config.sampler
     base = {"dataset": task.data.dataset, "model": task.config.model_name, "seed": task.config.seed,
-            "num_iterations": task.config.num_iterations, "sampler": str(sampler.name),
+            "num_iterations": task.config.num_iterations, "burn_in": task.config.burn_in,
+            "eval_thinning": task.config.eval_thinning, "sampler": str(sampler.name),
             "schedule": str(sampler.schedule), "step_size": sampler.step_size,
+            "prior_precision": sampler.prior_precision, "batch_size": sampler.batch_size,
             **({"num_chains": task.config.num_chains} if task.config.num_chains > 1 else {}),
             **({"cycles": sampler.cycles} if str(sampler.schedule) == "cyclical" else {}),
             "labelled_size": task.data.labelled_size or 60_000, "mask_size": task.data.mask_size,
@@ -145,6 +147,24 @@ def test_chain_gaps_find_missing_partial_and_unexpected_chains(tmp_path):
     (gap,) = entry.missing(store, settings, absent={"cifar10"})
     assert "absent here, yet a chain is stored" in gap
     assert entry.missing(store, settings) == []  # CIFAR-10 present: its chain is expected and there
+
+
+@pytest.mark.parametrize("setting", ["burn_in", "eval_thinning", "prior_precision", "batch_size"])
+def test_a_chain_of_another_burn_in_thinning_prior_or_minibatch_is_not_the_tasks(tmp_path, setting):
+    """A chain run with ``-p burn_in=...`` (or another evaluation thinning, prior precision or minibatch size) is
+    another store entry: the store lists the task's chain as missing and its unit is not done."""
+    entry = NOTEBOOKS["01_experiment1"]
+    settings = entry.settings("paper", frame.SCALED_CHAIN)
+    fcnn, *_ = entry.chain_tasks(settings, estimator_ablation=False)
+    store = ResultsStore(tmp_path)
+    other = {**_rows(fcnn)[0], setting: _rows(fcnn)[0][setting] * 2}
+    _store_chain(store, "other", [{**row, setting: other[setting]} for row in _rows(fcnn)])
+    (gap,) = chain_gaps(store, [fcnn])
+    assert gap.startswith(f"{fcnn.label}: 0 complete chain entries")
+    (unit,) = units.mark_done([units.WorkUnit("fcnn", "01_experiment1", "paper", (fcnn,), "Table 1")], store)
+    assert unit.done == (False,)
+    _store_chain(store, "the task's", _rows(fcnn))
+    assert chain_gaps(store, [fcnn]) == []
 
 
 def test_a_chain_stored_before_its_students_reported_skill_is_missing_and_not_done(tmp_path):

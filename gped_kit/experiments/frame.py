@@ -417,11 +417,14 @@ def _signature(task: ChainTask) -> dict[str, Any]:
     """The summary columns that tell a task's chain from the others (None: the column is absent or empty,
     as a summary writes ``lr_warmup`` only for students that warm up, ``num_chains`` only for a pooled teacher
     and ``cycles`` only for a cyclical schedule): a constant and a cyclical chain of one seed and length, or one
-    chain and four pooled, are different chains."""
+    chain and four pooled, are different chains, and so are chains of another burn-in, evaluation thinning,
+    prior precision or minibatch size."""
     sampler = task.config.sampler
     out = {"dataset": dataset_of(task), "model": task.config.model_name, "seed": task.config.seed,
-           "num_iterations": task.config.num_iterations, "sampler": str(sampler.name),
+           "num_iterations": task.config.num_iterations, "burn_in": task.config.burn_in,
+           "eval_thinning": task.config.eval_thinning, "sampler": str(sampler.name),
            "schedule": str(sampler.schedule), "step_size": sampler.step_size,
+           "prior_precision": sampler.prior_precision, "batch_size": sampler.batch_size,
            "num_chains": task.config.num_chains if task.config.num_chains > 1 else None,
            "cycles": sampler.cycles if sampler.schedule is StepSchedule.CYCLICAL else None,
            "lr_warmup": max((s.lr_warmup for s in task.students), default=0) or None}
