@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -14,7 +15,7 @@ import pandas as pd
 import pytest
 
 from gped_kit.cli import batch, parameters, plan
-from gped_kit.cli.batch import main, run_batch
+from gped_kit.cli.batch import main, move_aside, run_batch
 from gped_kit.cli.executors import Executor, LocalPapermillExecutor, NotebookRun
 from gped_kit.cli.parameters import ParameterOverride, check_overrides, parse_override, parse_value
 from gped_kit.cli.plan import plan_runs, select_notebooks
@@ -325,6 +326,50 @@ def test_existing_outputs_are_moved_aside(notebook_dir: Path, tmp_path: Path) ->
     texts = sorted(p.read_text() for p in out.glob("00_params*.ipynb"))
     assert len(texts) == 4 and "old" in texts and "older" in texts
     assert json.loads((out / "00_params.ipynb").read_text()) == {"executed": "00_params.ipynb"}
+
+
+def test_moving_aside_never_replaces_a_name_taken_meanwhile(notebook_dir: Path, tmp_path: Path) -> None:
+    """The stamped name an old output would move to is taken by another run (here: before): it stays, and the
+    old output takes the next free name."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "00_params.ipynb").write_text("old")
+    os.utime(out / "00_params.ipynb", (1_700_000_000, 1_700_000_000))
+    stamp = datetime.fromtimestamp(1_700_000_000).strftime("%Y%m%d-%H%M%S")
+    (out / f"00_params.{stamp}.ipynb").write_text("another run's")
+    moved = move_aside(out / "00_params.ipynb")
+    assert moved == out / f"00_params.{stamp}-2.ipynb" and moved.read_text() == "old"
+    assert (out / f"00_params.{stamp}.ipynb").read_text() == "another run's" and not (out / "00_params.ipynb").exists()
+    assert move_aside(out / "00_params.ipynb") is None
+
+
+HOLDER = """import pathlib, sys
+from filelock import FileLock
+with FileLock(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_notebook_another_run_is_writing_is_refused_and_its_output_left_alone(notebook_dir: Path,
+                                                                                 tmp_path: Path) -> None:
+    """Two batch runs writing one output notebook would interleave their writes: the second is refused for that
+    notebook at once (its lock, ``<output>.lock``, is held) and moves nothing aside; the others run."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "00_params.ipynb").write_text("being written")
+    runs = plan_runs(select_notebooks([], notebook_dir), output_dir=out, inspect=lambda p: {})
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out / "00_params.ipynb.lock")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        summary = run_batch(runs, FakeExecutor())
+    finally:
+        holder.communicate("", timeout=30)
+    assert list(summary["status"]) == [Status.FAILED, Status.FAILED, Status.RAN]  # the second fails by design
+    assert summary.loc[0, "error"].startswith(f"not run: another run is writing {out / '00_params.ipynb'}")
+    assert (out / "00_params.ipynb").read_text() == "being written" and len(list(out.glob("00_params*.ipynb"))) == 1
+    assert list(run_batch(runs[:1], FakeExecutor())["status"]) == [Status.RAN]  # once it is done
 
 
 def test_inplace_copies_back_only_on_success(notebook_dir: Path, tmp_path: Path) -> None:

@@ -71,21 +71,26 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import logging
+import os
 import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from filelock import FileLock, Timeout
 
 from ..core.status import Status
 from ..experiments.artifacts import read_manifest
 from ..experiments.executors import ExecutorName
+from ..files import new_file_path
 from .executors import (
     FALLBACK_KERNEL,
     PROJECT_KERNEL,
@@ -118,22 +123,42 @@ SUMMARY_COLUMNS = ("notebook", "status", "seconds", "output_path", "error", "par
 
 
 def move_aside(path: Path) -> Path | None:
-    """Rename an existing ``path`` to ``<stem>.<mtime stamp>[-N]<suffix>``.
+    """Rename an existing ``path`` to ``<stem>.<mtime stamp>[-N]<suffix>``, the first such name that is free.
 
-    Returns the new path, or ``None`` if ``path`` did not exist.
+    The name is taken by a hard link, which fails where the name exists, also where another run took it in
+    the meantime (a check before a rename would let the later run replace the earlier's). Returns the new
+    path, or ``None`` if ``path`` did not exist.
     """
     path = Path(path)
-    if not path.exists():
+    try:
+        stamp = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
+    except FileNotFoundError:
         return None
-    stamp = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
-    counter = 2
-    while target.exists():
-        target = path.with_name(f"{path.stem}.{stamp}-{counter}{path.suffix}")
-        counter += 1
-    path.rename(target)
-    logger.info("kept previous %s as %s", path.name, target.name)
-    return target
+    for counter in itertools.count(1):
+        target = path.with_name(f"{path.stem}.{stamp}{'' if counter == 1 else f'-{counter}'}{path.suffix}")
+        try:
+            os.link(path, target)
+        except FileExistsError:
+            continue
+        except FileNotFoundError:  # moved aside by another run in the meantime
+            return None
+        path.unlink(missing_ok=True)
+        logger.info("kept previous %s as %s", path.name, target.name)
+        return target
+    raise AssertionError("unreachable")
+
+
+def output_lock(path: Path) -> FileLock:
+    """The lock a run holds on its output notebook ``path`` (``<path>.lock``) from moving the old one aside until
+    it is written: a second run writing the same path is refused at once (:func:`busy_error`), not interleaved."""
+    path = Path(path)
+    return FileLock(str(path.with_name(f"{path.name}.lock")), timeout=0)
+
+
+def busy_error(run: NotebookRun) -> str:
+    """The error of a notebook not run because another run is writing its output path."""
+    return (f"not run: another run is writing {run.output_path} (it holds {run.output_path}.lock); wait for it, "
+            "or give another --output-dir")
 
 
 def _row(run: NotebookRun, status: str, seconds: float, error: str) -> dict[str, Any]:
@@ -177,27 +202,34 @@ def run_batch(
             rows.append(_row(run, Status.SKIPPED, 0.0, skip_reason))
             continue
         logger.info("[%d/%d] %s -> %s %s", index, len(specs), run.path, run.output_path, dict(run.parameters))
-        move_aside(run.output_path)
         Path(run.output_path).parent.mkdir(parents=True, exist_ok=True)
-        start = time.perf_counter()
-        try:
-            executor.execute(run)
-        except KeyboardInterrupt as exc:
-            rows.append(_row(run, Status.FAILED, time.perf_counter() - start, "KeyboardInterrupt"))
-            skip_reason, interrupted = "interrupted", exc
-            continue
-        except Exception as exc:  # noqa: BLE001 - one failing notebook must not stop the batch
-            error = first_line(exc)
-            logger.error("%s failed: %s", run.path.name, error)
-            rows.append(_row(run, Status.FAILED, time.perf_counter() - start, error))
-            if fail_fast:
-                skip_reason = f"not run: {run.path.name} failed (fail-fast)"
-            continue
-        seconds = time.perf_counter() - start
-        if run.publish_path is not None and Path(run.publish_path).resolve() != Path(run.output_path).resolve():
-            shutil.copyfile(run.output_path, run.publish_path)
-            logger.info("copied executed %s to %s", run.path.name, run.publish_path)
-        rows.append(_row(run, Status.RAN, seconds, ""))
+        with ExitStack() as held:
+            try:
+                held.enter_context(output_lock(run.output_path))
+            except Timeout:
+                logger.error("%s", busy_error(run))
+                rows.append(_row(run, Status.FAILED, 0.0, busy_error(run)))
+                continue
+            move_aside(run.output_path)
+            start = time.perf_counter()
+            try:
+                executor.execute(run)
+            except KeyboardInterrupt as exc:
+                rows.append(_row(run, Status.FAILED, time.perf_counter() - start, "KeyboardInterrupt"))
+                skip_reason, interrupted = "interrupted", exc
+                continue
+            except Exception as exc:  # noqa: BLE001 - one failing notebook must not stop the batch
+                error = first_line(exc)
+                logger.error("%s failed: %s", run.path.name, error)
+                rows.append(_row(run, Status.FAILED, time.perf_counter() - start, error))
+                if fail_fast:
+                    skip_reason = f"not run: {run.path.name} failed (fail-fast)"
+                continue
+            seconds = time.perf_counter() - start
+            if run.publish_path is not None and Path(run.publish_path).resolve() != Path(run.output_path).resolve():
+                shutil.copyfile(run.output_path, run.publish_path)
+                logger.info("copied executed %s to %s", run.path.name, run.publish_path)
+            rows.append(_row(run, Status.RAN, seconds, ""))
 
     summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     _write_summary(summary, summary_path)
@@ -207,22 +239,47 @@ def run_batch(
 
 
 def _write_summary(summary: pd.DataFrame, summary_path: Path | None) -> None:
-    if summary_path is not None:
-        summary_path = Path(summary_path)
-        summary_path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``summary`` whole to ``summary_path``, an earlier summary moved aside (also one another run wrote
+    in the meantime: the new file is linked into place only where the name is free)."""
+    if summary_path is None:
+        return
+    data = summary.to_csv(index=False).encode()
+    while True:
         move_aside(summary_path)
-        summary.to_csv(summary_path, index=False)
+        try:
+            with new_file_path(summary_path) as tmp:
+                tmp.write_bytes(data)
+            return
+        except FileExistsError:
+            continue
 
 
 def _run_concurrently(specs: Sequence[NotebookRun], executor: RayPapermillExecutor,
                       summary_path: Path | None) -> pd.DataFrame:
-    """:func:`run_batch` with every notebook submitted at once (rows in the order of ``specs``)."""
-    for run in specs:
-        move_aside(run.output_path)
-        Path(run.output_path).parent.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any] | None] = [None] * len(specs)
+    """:func:`run_batch` with every notebook submitted at once (rows in the order of ``specs``); the output locks
+    (:func:`output_lock`) are held here, where the notebooks are written, until every run is done."""
+    with ExitStack() as held:
+        rows: list[dict[str, Any] | None] = [None] * len(specs)
+        free = []
+        for index, run in enumerate(specs):
+            Path(run.output_path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                held.enter_context(output_lock(run.output_path))
+            except Timeout:
+                logger.error("%s", busy_error(run))
+                rows[index] = _row(run, Status.FAILED, 0.0, busy_error(run))
+                continue
+            move_aside(run.output_path)
+            free.append(index)
+        return _submit(specs, free, rows, executor, summary_path)
 
-    def done(index: int, error: BaseException | None, seconds: float) -> None:
+
+def _submit(specs: Sequence[NotebookRun], free: Sequence[int], rows: list[dict[str, Any] | None],
+            executor: RayPapermillExecutor, summary_path: Path | None) -> pd.DataFrame:
+    """Submit the runs ``free`` (indices into ``specs``) at once and fill their ``rows``; the summary."""
+
+    def done(position: int, error: BaseException | None, seconds: float) -> None:
+        index = free[position]
         run = specs[index]
         if error is not None:
             logger.error("%s failed: %s", run.path.name, first_line(error))
@@ -233,8 +290,9 @@ def _run_concurrently(specs: Sequence[NotebookRun], executor: RayPapermillExecut
         logger.info("[%d/%d] %s ran (%.1f s)", index + 1, len(specs), run.path.name, seconds)
         rows[index] = _row(run, Status.RAN, seconds, "")
 
-    logger.info("submitting %d notebook(s) to %s", len(specs), executor.describe())
-    executor.execute_all(specs, done)
+    if free:
+        logger.info("submitting %d notebook(s) to %s", len(free), executor.describe())
+        executor.execute_all([specs[i] for i in free], done)
     summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     _write_summary(summary, summary_path)
     return summary
