@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 import torch
 
+from gped_kit.cli import packs as P
 from gped_kit.cli import slices as S
 from gped_kit.cli import speedups as speedups_cli
 from gped_kit.cli import units as units_cli
@@ -96,7 +97,7 @@ def test_budget_rejects_bad_input():
 def write_store(root: Path) -> dict[str, bytes]:
     """A small store: an incomplete entry with a 3 MiB checkpoint-like file, a complete one."""
     rng = np.random.default_rng(0)
-    files = {"chain/aaaa/checkpoint.pt": rng.bytes(3 * S.MIB),
+    files = {"chain/aaaa/checkpoint.pt": rng.bytes(3 * P.MIB),
              "chain/bbbb/summary.csv": b"a,b\n1,2\n",
              "chain/bbbb/entry.json": json.dumps({"complete": True}).encode()}
     for rel, data in files.items():
@@ -107,35 +108,35 @@ def write_store(root: Path) -> dict[str, bytes]:
 
 def test_pack_cuts_parts_and_unpack_restores_every_file(tmp_path):
     files = write_store(tmp_path / "a")
-    order = S.changed_files(tmp_path / "a", {}, keep_final_checkpoints=False)
+    order = P.changed_files(tmp_path / "a", {}, keep_final_checkpoints=False)
     assert order == ["chain/aaaa/checkpoint.pt", "chain/bbbb/summary.csv", "chain/bbbb/entry.json"]  # entry.json last
-    manifest = S.pack(tmp_path / "a", order, tmp_path / "out", {"sequence": 3, "notebook": "x"}, part_bytes=S.MIB)
+    manifest = P.pack(tmp_path / "a", order, tmp_path / "out", {"sequence": 3, "notebook": "x"}, part_bytes=P.MIB)
     meta = json.loads(manifest.read_text())
     assert manifest.name.startswith("slice-003-") and meta["notebook"] == "x" and len(meta["parts"]) == 4
-    assert all(p["bytes"] <= S.MIB for p in meta["parts"])
-    actions = S.unpack([tmp_path / "out"], tmp_path / "b")
+    assert all(p["bytes"] <= P.MIB for p in meta["parts"])
+    actions = P.unpack([tmp_path / "out"], tmp_path / "b")
     assert sorted(actions) == sorted((rel, "written") for rel in files)
     for rel, data in files.items():
         assert (tmp_path / "b" / rel).read_bytes() == data
-    assert {a for _, a in S.unpack([tmp_path / "out"], tmp_path / "b")} == {"same"}
+    assert {a for _, a in P.unpack([tmp_path / "out"], tmp_path / "b")} == {"same"}
 
 
 def test_unpack_refuses_damaged_or_missing_parts_and_pack_refuses_too_many(tmp_path):
     write_store(tmp_path / "a")
-    order = S.changed_files(tmp_path / "a", {}, keep_final_checkpoints=False)
-    with pytest.raises(S.PackError, match=r"over the limit of 3 files.*chain/aaaa/checkpoint.pt \(3.0 MiB\)"):
-        S.pack(tmp_path / "a", order, tmp_path / "big", {}, part_bytes=S.MIB, max_files=3)
+    order = P.changed_files(tmp_path / "a", {}, keep_final_checkpoints=False)
+    with pytest.raises(P.PackError, match=r"over the limit of 3 files.*chain/aaaa/checkpoint.pt \(3.0 MiB\)"):
+        P.pack(tmp_path / "a", order, tmp_path / "big", {}, part_bytes=P.MIB, max_files=3)
     assert list((tmp_path / "big").iterdir()) == []  # nothing half-written is left
-    manifest = S.pack(tmp_path / "a", order, tmp_path / "out", {}, part_bytes=S.MIB)
+    manifest = P.pack(tmp_path / "a", order, tmp_path / "out", {}, part_bytes=P.MIB)
     part = tmp_path / "out" / json.loads(manifest.read_text())["parts"][1]["name"]
     data = bytearray(part.read_bytes())
     data[100] ^= 1
     part.write_bytes(bytes(data))
-    with pytest.raises(S.PackError, match=rf"part {part.name} is damaged"):
-        S.unpack([tmp_path / "out"], tmp_path / "b")
+    with pytest.raises(P.PackError, match=rf"part {part.name} is damaged"):
+        P.unpack([tmp_path / "out"], tmp_path / "b")
     part.unlink()
-    with pytest.raises(S.PackError, match=rf"part {part.name} is missing; bring all 4 parts"):
-        S.unpack([manifest], tmp_path / "b")
+    with pytest.raises(P.PackError, match=rf"part {part.name} is missing; bring all 4 parts"):
+        P.unpack([manifest], tmp_path / "b")
     assert not (tmp_path / "b").exists() or not any((tmp_path / "b").rglob("*.pt"))
 
 
@@ -148,15 +149,15 @@ def test_unpack_keeps_complete_entries_and_further_checkpoints(tmp_path):
     (dst / "chain" / "bbbb").mkdir(parents=True)
     (dst / "chain" / "bbbb" / "summary.csv").write_text("a,b\n9,9\n")
     (dst / "chain" / "bbbb" / "entry.json").write_text(json.dumps({"complete": True}))
-    S.pack(src, S.changed_files(src, {}, keep_final_checkpoints=False), tmp_path / "out", {})
-    actions = dict(S.unpack([tmp_path / "out"], dst))
+    P.pack(src, P.changed_files(src, {}, keep_final_checkpoints=False), tmp_path / "out", {})
+    actions = dict(P.unpack([tmp_path / "out"], dst))
     assert actions["chain/cccc/checkpoint.pt"] == "kept (the store's checkpoint is further on)"
     assert actions["chain/bbbb/summary.csv"] == "kept (the store's entry is complete)"
     assert actions["chain/aaaa/checkpoint.pt"] == "written"
     assert (dst / "chain" / "bbbb" / "summary.csv").read_text() == "a,b\n9,9\n"
-    actions = dict(S.unpack([tmp_path / "out"], dst, overwrite=True))
+    actions = dict(P.unpack([tmp_path / "out"], dst, overwrite=True))
     assert actions["chain/bbbb/summary.csv"] == "replaced"
-    assert sorted(a for a in actions.values() if a == S.SET_ASIDE) == [S.SET_ASIDE] * 2  # bbbb and cccc, whole
+    assert sorted(a for a in actions.values() if a == P.SET_ASIDE) == [P.SET_ASIDE] * 2  # bbbb and cccc, whole
 
 
 def fake_entry(root: Path, key: str, files: dict[str, bytes], complete: bool = True) -> Path:
@@ -172,7 +173,7 @@ def fake_entry(root: Path, key: str, files: dict[str, bytes], complete: bool = T
 
 def pack_of(root: Path, out: Path) -> Path:
     """Pack every file of the store at ``root`` into ``out``."""
-    return S.pack(root, S.changed_files(root, {}, keep_final_checkpoints=True), out, {"sequence": 1})
+    return P.pack(root, P.changed_files(root, {}, keep_final_checkpoints=True), out, {"sequence": 1})
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
@@ -189,9 +190,9 @@ def test_unpack_keeps_a_complete_entry_whole_and_adds_none_of_the_packs_files(tm
     pack_of(tmp_path / "other", tmp_path / "out")
     store = fake_entry(tmp_path / "store", "bbbb", {"summary.csv": b"nll\n2\n"}).parents[1]
     before = files_of(store)
-    actions = dict(S.unpack([tmp_path / "out"], store))
+    actions = dict(P.unpack([tmp_path / "out"], store))
     assert {rel: a for rel, a in actions.items() if rel.startswith("chain/bbbb/")} == {
-        f"chain/bbbb/{name}": S.KEPT_COMPLETE for name in ("arrays.npz", "summary.csv", "entry.json")}
+        f"chain/bbbb/{name}": P.KEPT_COMPLETE for name in ("arrays.npz", "summary.csv", "entry.json")}
     assert actions["chain/eeee/summary.csv"] == "written"  # an entry the store lacks is placed
     assert {rel: data for rel, data in files_of(store).items() if "bbbb" in rel} == before
     assert not list(store.rglob("*.tmp"))
@@ -211,7 +212,7 @@ def test_unpack_overwrite_sets_the_stores_entry_aside_whole(tmp_path, capsys):
     assert files_of(old) == old_files
     assert files_of(store / "chain" / "bbbb") == files_of(tmp_path / "other" / "chain" / "bbbb")
     # the same pack again: the same entry, nothing set aside twice
-    assert {a for _, a in S.unpack([tmp_path / "out"], store, overwrite=True)} == {S.SAME}
+    assert {a for _, a in P.unpack([tmp_path / "out"], store, overwrite=True)} == {P.SAME}
     assert len(list((store / "chain").glob("bbbb.old-*"))) == 1
 
 
@@ -239,11 +240,11 @@ def test_unpack_holds_the_entry_lock_and_waits_for_another_process(tmp_path, cap
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(S.PackError, match=r"chain/bbbb: another process still holds its lock .*bbbb\.lock"):
-            S.unpack([tmp_path / "out"], store, lock_timeout=0.2)
+        with pytest.raises(P.PackError, match=r"chain/bbbb: another process still holds its lock .*bbbb\.lock"):
+            P.unpack([tmp_path / "out"], store, lock_timeout=0.2)
         assert files_of(store) == {}  # nothing placed, nothing staged left
         (tmp_path / "go").touch()  # the other process finishes in 0.3 s
-        actions = S.unpack([tmp_path / "out"], store)  # waits for it
+        actions = P.unpack([tmp_path / "out"], store)  # waits for it
         assert holder.wait(timeout=30) == 0
     finally:
         holder.kill()
@@ -271,7 +272,7 @@ def test_a_run_refused_its_device_unpacks_nothing(command, tmp_path, monkeypatch
 
 
 def hand_pack(out: Path, members: dict[str, bytes]) -> Path:
-    """A pack written by hand (not by :func:`S.pack`): members of any name."""
+    """A pack written by hand (not by :func:`P.pack`): members of any name."""
     out.mkdir(parents=True)
     buffer, rows = io.BytesIO(), []
     with gzip.GzipFile(fileobj=buffer, mode="wb") as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
@@ -283,7 +284,7 @@ def hand_pack(out: Path, members: dict[str, bytes]) -> Path:
     data = buffer.getvalue()
     (out / "slice-001-x.tar.gz.000").write_bytes(data)
     part = {"name": "slice-001-x.tar.gz.000", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    manifest = {"format": S.PACK_FORMAT, "kind": "gped-kit slice", "sequence": 1, "files": rows, "parts": [part]}
+    manifest = {"format": P.PACK_FORMAT, "kind": "gped-kit slice", "sequence": 1, "files": rows, "parts": [part]}
     (out / "slice-001-x.json").write_text(json.dumps(manifest))
     return out
 
@@ -293,8 +294,8 @@ def test_unpack_refuses_a_member_outside_the_store_before_writing_anything(name,
     out = hand_pack(tmp_path / "pack", {"chain/k/fine.csv": b"a\n", name: b"x"})
     store = tmp_path / "deep" / "store"
     store.parent.mkdir()
-    with pytest.raises(S.PackError, match=re.escape(f"file {name!r} is not one a pack holds")):
-        S.unpack([out], store)
+    with pytest.raises(P.PackError, match=re.escape(f"file {name!r} is not one a pack holds")):
+        P.unpack([out], store)
     assert not store.exists() and os.listdir(tmp_path / "deep") == []  # nothing written, not even beside the store
 
 
@@ -318,14 +319,14 @@ def test_unpack_and_resume_refuse_a_missing_source_or_a_foreign_file_in_one_line
 def test_changed_files_leaves_out_final_checkpoints_unless_asked(tmp_path):
     root = tmp_path / "s"
     write_store(root)
-    before = S.store_state(root)
+    before = P.store_state(root)
     (root / "chain" / "bbbb" / "checkpoint.pt").write_bytes(b"final")  # beside a complete entry
     (root / "chain" / "dddd").mkdir()
     (root / "chain" / "dddd.lock").write_bytes(b"")
     (root / "chain" / "dddd" / ".x.tmp").write_bytes(b"")
     (root / "chain" / "dddd" / "checkpoint.pt").write_bytes(b"running")
-    assert S.changed_files(root, before, keep_final_checkpoints=False) == ["chain/dddd/checkpoint.pt"]
-    assert S.changed_files(root, before, keep_final_checkpoints=True) == ["chain/bbbb/checkpoint.pt",
+    assert P.changed_files(root, before, keep_final_checkpoints=False) == ["chain/dddd/checkpoint.pt"]
+    assert P.changed_files(root, before, keep_final_checkpoints=True) == ["chain/bbbb/checkpoint.pt",
                                                                           "chain/dddd/checkpoint.pt"]
 
 
@@ -366,16 +367,16 @@ def test_two_slices_in_fresh_folders_equal_one_uninterrupted_run(digits_data, tm
     assert list(whole.cells["status"]) == [Status.RAN] * 3
     # slice 1 on "machine A": the first batch (seeds 0, 1) stops at step 40, the second is not reached
     store_a = ResultsStore(tmp_path / "a")
-    before = S.store_state(store_a.root)
+    before = P.store_state(store_a.root)
     first = run_chains(tasks, store_a, chains_per_batch=2, progress=False, budget=Budget(steps=30))
     assert list(first.cells["status"]) == [Status.STOPPED, Status.STOPPED, Status.NOT_STARTED]
     assert "stopped at step 40" in first.cells["error"].iloc[0]
-    files = S.changed_files(store_a.root, before, keep_final_checkpoints=False)
+    files = P.changed_files(store_a.root, before, keep_final_checkpoints=False)
     assert len(files) == 2 and all(f.endswith("checkpoint.pt") for f in files)
-    S.pack(store_a.root, files, tmp_path / "pack1", {"sequence": 1})
+    P.pack(store_a.root, files, tmp_path / "pack1", {"sequence": 1})
     # slice 2 on "machine B": a fresh folder with the pack unpacked; a deadline the test's clock keeps far away
     store_b = ResultsStore(tmp_path / "b")
-    S.unpack([tmp_path / "pack1"], store_b.root)
+    P.unpack([tmp_path / "pack1"], store_b.root)
     second = run_chains(tasks, store_b, chains_per_batch=2, progress=False, budget=Budget(seconds=60, clock=Clock()))
     assert list(second.cells["status"]) == [Status.RESUMED, Status.RESUMED, Status.RAN]
     assert_same_results(stored(store_b.root), stored(tmp_path / "whole"))
@@ -496,7 +497,7 @@ def test_notebook01_paper_profile_in_two_slices_then_papermill_reuses_them(tmp_p
     # here: the last pack alone holds everything (packs are cumulative); the notebook reuses it
     assert S.main(["unpack", str(tmp_path / "out2"), "--results", str(tmp_path / "results")]) == 0
     assert_same_results(stored(tmp_path / "results"), stored(tmp_path / "whole"), arrays=False)
-    before = S.store_state(tmp_path / "results")
+    before = P.store_state(tmp_path / "results")
     output = tmp_path / "executed.ipynb"
     notebook = Path(__file__).resolve().parents[1] / "notebooks" / "01_experiment1.ipynb"
     LocalPapermillExecutor(kernel_name=default_kernel_name(), progress="lines", timeout=600).execute(
@@ -505,5 +506,5 @@ def test_notebook01_paper_profile_in_two_slices_then_papermill_reuses_them(tmp_p
     text = "".join("".join(o.get("text", "")) for c in json.loads(output.read_text())["cells"]
                    for o in c.get("outputs", []))
     assert text.count(": reused (") == 2 and ": ran (" not in text and ": resumed (" not in text
-    assert S.store_state(tmp_path / "results") == before  # nothing recomputed, nothing rewritten
+    assert P.store_state(tmp_path / "results") == before  # nothing recomputed, nothing rewritten
     assert os.listdir(tmp_path / "figures")

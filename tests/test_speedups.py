@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from gped_kit.cli import slices as S
+from gped_kit.cli import packs as P
 from gped_kit.cli import speedups as cli
 from gped_kit.core.options import RandomNumbers
 from gped_kit.experiments import speedups as SP
@@ -148,7 +148,7 @@ def test_the_command_runs_packs_and_reads_back(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| teacher NLL" in out and "packed" in out
     fresh = tmp_path / "fresh"
-    S.unpack([pack], fresh)
+    P.unpack([pack], fresh)
     assert len([p for p in (fresh / "chain").iterdir() if p.is_dir()]) == 4  # beside them, the locks unpack held
     stored = ["tf32", "--seeds", "0", "1", "--device", "cpu", "--results", str(fresh), *params, "--stored"]
     assert cli.main([*stored, "--steps", str(STEPS)]) == 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from gped_kit.cli import packs as P
 from gped_kit.cli import slices as S
 from gped_kit.cli import units as cli
 from gped_kit.core.sgld import SGLDConfig
@@ -227,7 +228,7 @@ def test_run_packs_what_it_wrote_and_a_fresh_store_resumed_from_the_pack_has_it_
     assert cli.main([*run, "--results", str(tmp_path / "a"), "--pack", str(tmp_path / "pack1")]) == 0
     out = capsys.readouterr().out
     assert "1 of 1 unit(s) finished" in out and "packed " in out
-    (manifest,) = S.read_manifests([tmp_path / "pack1"])
+    (manifest,) = P.read_manifests([tmp_path / "pack1"])
     info = manifest[1]
     assert info["run"] == "units" and info["complete"] and info["units"][0]["statuses"] == [Status.RAN] * 2
     packed = {row["path"] for row in info["files"]}
@@ -246,7 +247,7 @@ def test_run_packs_what_it_wrote_and_a_fresh_store_resumed_from_the_pack_has_it_
                      "--resume", str(tmp_path / "absent"), "--pack", str(tmp_path / "pack2")]) == 0
     out = capsys.readouterr().out
     assert "unpacked 1 pack(s)" in out and "0 of 0 unit(s) finished" in out and "no unit left" in out
-    (second,) = S.read_manifests([tmp_path / "pack2"])
+    (second,) = P.read_manifests([tmp_path / "pack2"])
     assert second[1]["sequence"] == 2 and {row["path"] for row in second[1]["files"]} == packed
 
 
@@ -257,7 +258,7 @@ def test_a_pack_over_its_limits_keeps_the_complete_entries_and_leaves_the_checkp
     monkeypatch.setattr(cli.RateTable, "read", classmethod(lambda cls, *a: table(("cpu", 2, 2, 1_000.0))))
     run = ["run", "--budget-s", "600", "--device", "cpu", "--lock-dir", str(tmp_path), "--keep-final-checkpoints"]
     assert cli.main([*run, "--results", str(tmp_path / "a"), "--pack", str(tmp_path / "whole")]) == 0
-    (whole,) = S.read_manifests([tmp_path / "whole"])
+    (whole,) = P.read_manifests([tmp_path / "whole"])
     checkpoints = {r["path"] for r in whole[1]["files"] if r["path"].endswith("checkpoint.pt")}
     assert len(checkpoints) == 2
     # a limit half the checkpoints' size below the whole pack: a pack with them is over it (another run's files
@@ -269,7 +270,7 @@ def test_a_pack_over_its_limits_keeps_the_complete_entries_and_leaves_the_checkp
                      "--max-mib", str(limit)]) == 1
     captured = capsys.readouterr()
     assert "2 checkpoint(s) left out of the pack, the complete entries and the rates packed" in captured.err
-    (cut,) = S.read_manifests([tmp_path / "cut"])
+    (cut,) = P.read_manifests([tmp_path / "cut"])
     def chain_files(manifest: dict) -> set[str]:
         return {r["path"] for r in manifest["files"] if r["path"].startswith("chain/")}
 

@@ -30,9 +30,7 @@ from ..experiments.numerics import numerics_code
 from ..experiments.speedups import DEFAULT_STEPS, MODELS, Speedup, speedup_check, speedup_tasks
 from ..experiments.store import ResultsStore
 from ..experiments.units import device_lock
-from .parameters import plain_overrides
-from .slices import (
-    GRAPH_CHOICES,
+from .packs import (
     PackError,
     add_pack_arguments,
     check_pack_options,
@@ -40,6 +38,10 @@ from .slices import (
     pack_written,
     resume_into,
     resume_sources,
+)
+from .parameters import plain_overrides
+from .slices import (
+    GRAPH_CHOICES,
     with_graph,
 )
 

@@ -57,17 +57,19 @@ from ..experiments.units import (
     run_units,
     shard,
 )
-from .parameters import plain_overrides
-from .slices import (
-    GRAPH_CHOICES,
+from .packs import (
     PackError,
     add_pack_arguments,
     check_pack_options,
-    deterministic_convolutions,
     next_sequence,
     pack_written,
     resume_into,
     resume_sources,
+)
+from .parameters import plain_overrides
+from .slices import (
+    GRAPH_CHOICES,
+    deterministic_convolutions,
     with_graph,
 )
 
@@ -274,7 +276,7 @@ def _units(args: argparse.Namespace, overrides: dict, store: ResultsStore, devic
 
 def _pack(args: argparse.Namespace, overrides: dict, store: ResultsStore, before: dict, previous: list,
           report: RunReport) -> int:
-    """Pack what the run wrote into ``args.pack`` (module docstring, :func:`~gped_kit.cli.slices.pack_written`)."""
+    """Pack what the run wrote into ``args.pack`` (module docstring, :func:`~gped_kit.cli.packs.pack_written`)."""
     keep = args.keep if args.keep is not None else any(o.planned.unit.needs_state for o in report.outcomes)
     info = {"sequence": next_sequence(previous), "run": "units", "profile": args.profile,
             "overrides": overrides, "code": numerics_code("chain"),
