@@ -6,7 +6,8 @@ student (the predictive and the expected entropy E[H]; the entropy column always
 "U_s" student runs the ``U_s+U_o`` estimator) and an EnD2 prior network (Eq. 11, training
 temperature 2.5 fixed, :data:`gped_kit.baselines.endd.ENDD`), each with U_s and U_o, each with the
 teacher's architecture (``base``) and the largest width multiplier (``largest_width_multiplier``).
-The paper does not state its largest multipliers; K1 = K2 = 2 is our choice in both profiles.
+The paper does not state its largest multipliers; ours are the largest of Experiment 3's width grid
+per model in the same profile (:func:`~.settings.largest_multipliers`).
 
 Uncertainties (:mod:`gped_kit.core.uncertainty`): total H[E pi], expected data E[H[pi]] and
 knowledge (their difference). :func:`experiment4_evaluate` turns one chain's full outputs into the
