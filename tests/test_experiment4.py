@@ -2,6 +2,7 @@
 answers, the paper's tables beside ours, the claims, and a tiny end-to-end run through the results store."""
 
 import dataclasses
+import math
 import sys
 
 import numpy as np
@@ -191,7 +192,12 @@ def test_claims_count_the_settings_gped_wins():
     assert claims.loc["GPED lower nll than EnD2", "ours"] == "3 of 4"
     # evaluations made before the chains reported skill (no column): no student is known to beat the constant
     unknown = E4.experiment4_claims(pd.DataFrame(rows).drop(columns="skill")).set_index("claim")
-    assert unknown.loc["GPED lower nll than EnD2", "ours"] == "0 of 4"
+    assert unknown.loc["GPED lower nll than EnD2", "ours"] == "no evidence"  # not "0 of 4": no cell is judged
+    assert math.isnan(unknown.loc["GPED lower nll than EnD2", "fraction"])
+    weak = [0.0 if (r.get("estimator"), r.get("student")) == ("U_s", "base") else r.get("skill", 0.5) for r in rows]
+    one_weak = E4.experiment4_claims(pd.DataFrame(rows).assign(skill=weak))
+    ours = one_weak.set_index("claim").loc["GPED lower nll than EnD2", "ours"]
+    assert ours.endswith("of 3 (1 no evidence)"), ours  # the cell left out of n, and named
     assert claims.loc["GPED lower entropy_mae than EnD2", "fraction"] == 1.0
     assert claims.loc["GPED higher auroc than EnD2", "ours"] == "2 of 8"
     assert claims.loc["GPED higher ndcg@20 than EnD2", "fraction"] == 0.5
@@ -395,7 +401,9 @@ def test_tiny_run_through_the_store_evaluates_and_then_reuses_without_computing(
     assert (ood["source"] == "paper only").sum() == 4 * 6 * 2 * 3
     claims = E4.experiment4_claims(down)
     assert list(claims["claim"].str.split().str[2]) == ["nll", "entropy_mae", "auroc", "ndcg@20"]
-    assert claims["fraction"].between(0, 1).all()
+    # a claim whose every cell rests on a student below the skill floor (a tiny chain's) is no evidence, not 0 of n
+    judged = claims["ours"] != "no evidence"
+    assert claims.loc[judged, "fraction"].between(0, 1).all() and claims.loc[~judged, "fraction"].isna().all()
 
     # a second call reuses the stored evaluation: no chain is run or loaded
     def no_chains(*args, **kwargs):

@@ -66,6 +66,18 @@ def test_experiment2_trends_detect_the_papers_trends_and_their_absence():
     assert bad.loc["NLL gap peaks at moderate masking", "count"] == "0 of 4"
 
 
+def test_experiment2_trends_count_only_comparisons_whose_students_count():
+    """A comparison that reads a student below the skill floor is no evidence: left out of ``count`` (and named)
+    and of ``holds``, which is NaN where every comparison of a trend is left out (not True by default)."""
+    cells = _cells_table(uo_better=False).assign(nll_gap_skill=0.9, entropy_mae_skill=0.0)  # entropy learnt nothing
+    trends = E2.experiment2_trends(cells).set_index("trend")
+    assert pd.isna(trends.loc["entropy MAE peaks at moderate masking", "holds"])
+    assert trends.loc["entropy MAE peaks at moderate masking", "count"] == "0 of 0 (4 no evidence)"
+    assert trends.loc["U_o at least as good as U_s", "count"] == "0 of 8 (8 no evidence)"  # the NLL cells judged
+    assert not trends.loc["U_o at least as good as U_s", "holds"]
+    assert trends.loc["NLL gap peaks at moderate masking", "holds"]
+
+
 def _per_student_rows(bump_seed1: float = 0.0, bump_seed0: float = 0.0) -> pd.DataFrame:
     """The paper's own FCNN numbers (Table 6) on the default grid as a grid's per-student table, twice
     (seeds 0 and 1); seed 1 adds ``bump_seed1`` to U_o's NLL gap at (N = 60k, m = 0), seed 0 ``bump_seed0``."""
@@ -321,6 +333,10 @@ def test_notebook01_result_and_table_read_table1_as_the_readme_does():
     assert list(ours["model"]) == ["FCNN", "CNN-MNIST"] and ours["seeds"].dtype.kind == "i"
     assert ours.loc[0, "teacher NLL"] == "0.0950 ± 0.0010" and list(paper_only["model"]) == ["CNN-CIFAR-10"]
     assert "no chain of ours" in table1_result(t.assign(teacher_nll=float("nan")), "paper")
+    # a mean nearer a bound than the seeds' spread is not separable, in the paragraph as in the table
+    near = t.assign(teacher_nll=[float("nan"), 0.023, 0.0575])  # FCNN 0.0003 above 1.1 x 0.052, sd 0.001
+    assert ("Of the 6 Table 1 values, 2 are within 10% of the paper's, 1 better and 2 worse; 1 is not separable"
+            in table1_result(near, "default"))
 
 
 def test_cells_below_the_skill_floor_are_named_and_their_comparisons_are_no_evidence():

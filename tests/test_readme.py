@@ -417,7 +417,7 @@ def test_a_gpu_run_without_its_students_skill_judges_only_its_teacher(tmp_path, 
     assert "Of these 5 cells, 1 is within 10% and 4 are no evidence" in R.render_verdict([], figures)
     _table1(figures, "default", [["fcnn", 0.10, 0.001, 0.052, 0.13, 0.001, 0.082, 0.05, 0.001, 0.016, 3]])
     assert E1N.table1_values(figures, "default", "default").gpu.verdict.startswith(
-        "partly (1 of 3 within 10%; 2 no evidence")
+        "yes (1 of 1 within 10%; 2 no evidence")  # the teacher alone judged, the students named beside it
     # below the floor reads the same
     _gpu_run(tmp_path, "2026-01-03-graph", rows=_history(1_000_000), skill=V.SKILL_FLOOR / 2)
     (run,) = D.paper_length_runs(tmp_path).values()
@@ -467,13 +467,35 @@ def test_a_student_below_the_skill_floor_is_no_evidence(tmp_path, tables_recorde
     assert E1N.table1_values(tmp_path, "default", "default").verdict == "yes"
     t = pd.read_csv(tmp_path / "table1_experiment1_default.csv").assign(entropy_mae_skill=V.SKILL_FLOOR / 2)
     t.to_csv(tmp_path / "table1_experiment1_default.csv", index=False)
+    # counted as every verdict counts: over the cells judged, the cells that are no evidence named beside it
     assert E1N.table1_values(tmp_path, "default", "default").verdict == \
-        "partly (2 of 3 within 10%; 1 no evidence (a student below the skill floor, or stored without its skill): " \
-        "FCNN entropy MAE)"
+        "yes (2 of 2 within 10%; 1 no evidence: FCNN entropy MAE (a student below the skill floor, or stored " \
+        "without its skill))"
     _table1(tmp_path, "default", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.016, None, 0.016, 1]], skill=None)
-    assert E1N.table1_values(tmp_path, "default", "default").verdict == \
-        "partly (1 of 3 within 10%; 2 no evidence (a student below the skill floor, or stored without its skill): " \
-        "FCNN student, FCNN entropy MAE)"  # skill not stored: the teacher alone is judged
+    values = E1N.table1_values(tmp_path, "default", "default")
+    assert values.verdict == "yes (1 of 1 within 10%; 2 no evidence: FCNN student, FCNN entropy MAE (a student " \
+        "below the skill floor, or stored without its skill))"  # skill not stored: the teacher alone is judged
+    assert V.short_verdict(values.verdict) == "yes (1 of 1 within 10%; 2 no evidence)"
+    _table1(tmp_path, "default", [["fcnn", 0.07, None, 0.052, 0.08, None, 0.082, 0.016, None, 0.016, 1]], skill=None)
+    assert E1N.table1_values(tmp_path, "default", "default").verdict.startswith("no (0 of 1 within 10%; 2 no evidence")
+
+
+def test_the_gap_rule_judges_only_students_that_count_and_says_when_the_spread_decides():
+    """Table 1's gap (0 < gap <= twice the paper's): a student that is no evidence is not judged, on a GPU run
+    too, and a gap within its spread of a bound is not separable; with nothing judged the word says which."""
+    assert E1N.gap_outcome(0.03, 0.03, 0.0, 0.9) == "hold" and E1N.gap_outcome(0.07, 0.03, 0.0, 0.9) == "fail"
+    assert E1N.gap_outcome(-0.01, 0.03, 0.0, 0.9) == "fail"
+    assert E1N.gap_outcome(0.0597, 0.03, 0.001, 0.9) == V.NOT_SEPARABLE  # 0.0003 from twice the paper's
+    assert E1N.gap_outcome(0.03, 0.03, 0.0, float("nan")) == V.NO_EVIDENCE
+    assert E1N.gap_outcome(0.03, 0.03, 0.0, V.SKILL_FLOOR / 2) == V.NO_EVIDENCE
+    assert E1N.gap_verdict(["hold", "fail"]) == "partly"
+    assert E1N.gap_verdict(["hold", V.NO_EVIDENCE]) == \
+        "yes (1 no evidence: a student below the skill floor, or stored without its skill)"
+    assert E1N.gap_verdict([V.NO_EVIDENCE]) == \
+        "no evidence (a student below the skill floor, or stored without its skill)"
+    assert E1N.gap_verdict([V.NOT_SEPARABLE, V.NOT_SEPARABLE]) == \
+        "not separable (each gap within its spread of 0 or of twice the paper's)"  # never "no"
+    assert V.judged_verdict(0, 0, not_separable=1, no_evidence=1) == V.NO_EVIDENCE
 
 
 def test_the_paper_profiles_deviations_are_read_from_the_code():
@@ -545,10 +567,21 @@ def test_the_verdict_names_the_cells_whose_students_learnt_nothing(tmp_path, tab
                   "skill_U_o": [-0.002, float("nan"), -0.007], "skill_U_s": [-0.002, 0.029, -0.01]}
                  ).to_csv(tmp_path / "experiment2_mnist_below_floor_default.csv", index=False)
     line = below_floor_line(tmp_path)
-    assert "FCNN entropy MAE at m = 0 (N = 10,000 and 60,000)" in line
-    assert "CNN entropy MAE at m = 0 (N = 10,000)" in line
+    assert "\nFCNN: entropy MAE at m = 0 (N = 10,000 and 60,000). CNN: entropy MAE at m = 0 (N = 10,000)." in line
+    assert line.startswith("No evidence in the default profile:")
     assert all(len(part) <= 200 for part in line.splitlines())
     assert "(figures/experiment2_mnist_below_floor_default.md)" in line
+    # where notebook 02 wrote the seeds profile's trends, Exp. 2's verdicts rest on it, and so does the line
+    for profile in ("seeds", "default"):
+        pd.DataFrame({"model": ["fcnn"], "trend": ["x"]}).to_csv(
+            tmp_path / f"experiment2_mnist_trends_{profile}.csv", index=False)
+    pd.DataFrame({"model": ["fcnn"], "labelled_size": [10_000], "mask_size": [15], "masking_rate": [0.29],
+                  "metric": ["entropy MAE"], "skill_U_o": [0.01], "skill_U_s": [0.02]}
+                 ).to_csv(tmp_path / "experiment2_mnist_below_floor_seeds.csv", index=False)
+    assert E2N.trends_profile(tmp_path) == "seeds"
+    line = below_floor_line(tmp_path)
+    assert line.startswith("No evidence in the `seeds` profile:")
+    assert line.endswith("\nFCNN: entropy MAE at m = 15 (N = 10,000).")
 
 
 def test_the_readme_defines_its_terms_before_it_uses_them():

@@ -262,6 +262,16 @@ def verdict(hits: int, n: int) -> str:
     return "yes" if n and hits == n else ("partly" if hits else "no")
 
 
+def judged_verdict(hits: int, judged: int, not_separable: int = 0, no_evidence: int = 0) -> str:
+    """The verdict word over the ``judged`` cells (:func:`verdict`), as every verdict of the kit counts: cells
+    within the seeds' spread (``not_separable``) or resting on a student that is no evidence (``no_evidence``)
+    are left out of it, and named beside it by the caller. Where no cell is judged: :data:`NO_EVIDENCE` if any
+    is no evidence, else :data:`NOT_SEPARABLE` if any is not separable (never ``no``)."""
+    if judged:
+        return verdict(hits, judged)
+    return NO_EVIDENCE if no_evidence else NOT_SEPARABLE if not_separable else verdict(hits, judged)
+
+
 def counts(text: str, prefix: str = "") -> tuple[int, int]:
     """``(k, n)`` from a count text such as ``"agree in 9 of 12 cells compared"`` or ``"6 of 8"``."""
     body = str(text).split(prefix, 1)[1] if prefix and prefix in str(text) else str(text)
@@ -290,5 +300,6 @@ def as_list(out: Claim | list[Claim] | None) -> list[Claim]:
 __all__ = ["MODELS", "Claim", "Evidence", "Finding", "WITHIN", "NOT_SEPARABLE", "NOT_COMPARABLE", "NO_EVIDENCE",
            "SKILL_FLOOR", "KINDS", "GPED", "PRECONDITION", "ANOTHER_PROFILE", "HYDRA", "THESIS", "OURS", "RUN",
            "within", "compare", "bound_distance", "separable", "student_skill", "lowest_known", "unskilled",
-           "skill_unknown", "no_evidence", "number", "link", "verdict", "verdict_word", "counts", "artifact_table",
+           "skill_unknown", "no_evidence", "number", "link", "verdict", "judged_verdict", "verdict_word", "counts",
+           "artifact_table",
            "seeds_of", "seeds_text", "steps_text", "profile_evidence", "as_list", "short_verdict"]

@@ -3,6 +3,7 @@ checks print and its rows of the README's claims table."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,19 +18,21 @@ from ..verdicts import (
     ANOTHER_PROFILE,
     GPED,
     MODELS,
+    NO_EVIDENCE,
     NOT_SEPARABLE,
     Claim,
     Evidence,
     Finding,
     artifact_table,
     compare,
+    judged_verdict,
     link,
     no_evidence,
     number,
     profile_evidence,
     seeds_of,
     seeds_text,
-    verdict,
+    unskilled,
 )
 from .ablation import ablation_for
 from .analysis import TABLE1, experiment1_table
@@ -120,10 +123,37 @@ def _gpu_evidence(runs: dict) -> Evidence:
     return Evidence("paper", PROFILES["paper"].num_iterations, 1, device="a GPU", scope=scope)
 
 
+def gap_outcome(gap: float, theirs: float, spread: float, skill: float) -> str:
+    """One model's outcome of the gap rule (:func:`table1_gap`): ``hold`` (0 < gap <= twice the paper's gap),
+    ``fail``, :data:`NOT_SEPARABLE` (a gap closer to 0 or to twice the paper's than ``spread``, the run-to-run or
+    seed-to-seed spread of the gap; 0 or NaN: unknown) or :data:`NO_EVIDENCE` (the student's ``skill`` below the
+    floor or not stored)."""
+    if unskilled(skill):
+        return NO_EVIDENCE
+    if spread > 0 and min(abs(gap), abs(gap - 2 * theirs)) < spread:
+        return NOT_SEPARABLE
+    return "hold" if 0 < gap <= 2 * theirs else "fail"
+
+
+def gap_verdict(outcomes: Sequence[str]) -> str:
+    """The verdict of :func:`gap_outcome`'s outcomes over the models judged, those not judged named (where none
+    is judged, the word says it and the parentheses say why)."""
+    held, near, none = (outcomes.count(w) for w in ("hold", NOT_SEPARABLE, NO_EVIDENCE))
+    reason = "a student below the skill floor, or stored without its skill"
+    judged = len(outcomes) - near - none
+    if not judged and none and not near:
+        return f"{NO_EVIDENCE} ({reason})"
+    if not judged and near and not none:
+        return f"{NOT_SEPARABLE} (each gap within its spread of 0 or of twice the paper's)"
+    notes = ([f"{near} {NOT_SEPARABLE}"] if near else []) + ([f"{none} {NO_EVIDENCE}: {reason}"] if none else [])
+    return judged_verdict(held, judged, near, none) + (f" ({'; '.join(notes)})" if notes else "")
+
+
 def table1_gap(figures: Path) -> Claim | None:
-    """Rule: the student's NLL is above its teacher's (a positive gap) by at most twice the paper's gap. On a
-    GPU run at the paper's length (Table 1's student: U_s), the same rule with the run-to-run spread of the
-    student NLL: a gap closer to 0 or to twice the paper's than that spread is not separable."""
+    """Rule: the student's NLL is above its teacher's (a positive gap) by at most twice the paper's gap
+    (:func:`gap_outcome`): over the seeds with their spread (the sum of the two NLLs' standard deviations), and
+    on a GPU run at the paper's length (Table 1's student: U_s) with the run-to-run spread; a student that is no
+    evidence (its skill below the floor or not stored) is not judged."""
     name = TABLE1.format(profile="default")
     t = artifact_table(figures, ARTIFACTS["table1"], profile="default")
     if t is None:
@@ -131,22 +161,24 @@ def table1_gap(figures: Path) -> Claim | None:
     t = t[t["model"].isin(list(MODELS))].set_index("model")
     gaps = {m: t.loc[m, "student_nll"] - t.loc[m, "teacher_nll"] for m in t.index}
     paper = {m: t.loc[m, "student_nll_paper"] - t.loc[m, "teacher_nll_paper"] for m in t.index}
-    hits = sum(0 < gaps[m] <= 2 * paper[m] for m in t.index)
+
+    def column(m: str, c: str) -> float:
+        return float(t.loc[m, c]) if c in t and pd.notna(t.loc[m, c]) else 0.0 if c.endswith("_std") else math.nan
+
     seeds = _seeds(t)
+    judged = gap_verdict([gap_outcome(gaps[m], paper[m], column(m, "student_nll_std") + column(m, "teacher_nll_std"),
+                                      column(m, "student_nll_skill")) for m in t.index])
     gpu = None
     if runs := _gpu_runs(figures):
         outcomes, ours = [], []
         for m, run in runs.items():
             student, teacher = run.cell("student_nll", "U_s"), run.cell("teacher_nll", None)
             gap, theirs = student.ours - teacher.ours, student.paper - teacher.paper
-            spread = (student.spread or 0.0) + (teacher.spread or 0.0)
-            near = spread > 0 and min(abs(gap), abs(gap - 2 * theirs)) < spread
-            outcomes.append(NOT_SEPARABLE if near else "hold" if 0 < gap <= 2 * theirs else "fail")
+            outcomes.append(gap_outcome(gap, theirs, (student.spread or 0.0) + (teacher.spread or 0.0),
+                                        student.skill))
             ours.append(f"{MODELS[m]} {gap:+.4f} (the paper's {theirs:+.3f})")
-        held, near = outcomes.count("hold"), outcomes.count(NOT_SEPARABLE)
-        judged = verdict(held, len(outcomes) - near) + (f" ({near} not separable)" if near else "")
-        gpu = Finding(_gpu_evidence(runs), judged, ", ".join(ours))
-    return Claim(GAP_CLAIM, verdict(hits, len(t)),
+        gpu = Finding(_gpu_evidence(runs), gap_verdict(outcomes), ", ".join(ours))
+    return Claim(GAP_CLAIM, judged,
                  ", ".join(f"{MODELS[m]} +{number(gaps[m])}" for m in MODELS if m in gaps) + f" ({seeds_text(seeds)})",
                  ", ".join(f"{MODELS[m]} +{number(paper[m])}" for m in MODELS if m in paper),
                  link(f"{name}.md", "Table 1") + ", notebook 01",
@@ -168,15 +200,16 @@ def table1_minutes_per_seed(figures: Path, profile: str, models: list[str]) -> f
 
 
 def count_text(outcome: dict, n: int, label: Callable[[object], str]) -> str:
-    """The parentheses of a values verdict: how many ``within 10%`` of ``n``, then each other outcome counted
-    and named (better than the paper's, not separable, no evidence); empty when all are within."""
+    """The parentheses of a values verdict: how many ``within 10%`` of the ``n`` judged, then each other outcome
+    counted and named (better than the paper's, not separable, no evidence); empty when all are within."""
     within_n = sum(o == "within" for o in outcome.values())
-    parts = [f"{within_n} of {n} within 10%"] if within_n < n else []
-    for word, text in (("better", "better than the paper's"), (NOT_SEPARABLE, NOT_SEPARABLE),
-                       ("no evidence", "no evidence (a student below the skill floor, or stored without its skill)")):
+    parts = [f"{within_n} of {n} within 10%"] if n and (within_n < n or len(outcome) > n) else []
+    unskilled_why = " (a student below the skill floor, or stored without its skill)"
+    for word, text, why in (("better", "better than the paper's", ""), (NOT_SEPARABLE, NOT_SEPARABLE, ""),
+                            (NO_EVIDENCE, NO_EVIDENCE, unskilled_why)):
         cells = [c for c, o in outcome.items() if o == word]
-        if cells:
-            parts.append(f"{len(cells)} {text}: " + ", ".join(label(c) for c in cells))
+        if cells:  # the count before the colon, which the README's short verdict keeps
+            parts.append(f"{len(cells)} {text}: " + ", ".join(label(c) for c in cells) + why)
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -194,13 +227,16 @@ def _unexplained(figures: Path | None) -> str:
 
 
 def values_verdict(outcome: dict, label: Callable[[object], str], unexplained: str = "unexplained") -> str:
-    """``yes``/``partly``/``no`` by the cells within 10%, with :func:`count_text` and, where a cell is better
-    than the paper's, the ``unexplained`` clause."""
-    hits = sum(o == "within" for o in outcome.values())
-    counted = count_text(outcome, len(outcome), label)
-    if counted and any(o == "better" for o in outcome.values()):
+    """``yes``/``partly``/``no`` by the cells within 10% among those judged (:func:`judged_verdict`: cells not
+    separable or no evidence left out), with :func:`count_text` and, where a cell is better than the paper's, the
+    ``unexplained`` clause."""
+    words = list(outcome.values())
+    hits, near, none = words.count("within"), words.count(NOT_SEPARABLE), words.count(NO_EVIDENCE)
+    judged = len(words) - near - none
+    counted = count_text(outcome, judged, label)
+    if counted and "better" in words:
         counted = f"{counted[:-1]}; {unexplained})"
-    return verdict(hits, len(outcome)) + counted
+    return judged_verdict(hits, judged, near, none) + counted
 
 
 def table1_values(figures: Path, profile: str, label: str) -> Claim | None:

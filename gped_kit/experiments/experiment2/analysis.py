@@ -291,8 +291,9 @@ def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:
     """Check the trends the paper reports for Experiment 2 (Section 4.2) on a table from
     :func:`experiment2_cells` (one row per model, |D|, m, estimator).
 
-    Returns one row per (model, trend) with ``holds`` (in a majority of the comparisons),
-    ``count`` ("k of n" comparisons that agree) and the paper's statement. Trends:
+    Returns one row per (model, trend) with ``holds`` (in a majority of the comparisons judged: those that
+    read a student below the skill floor are no evidence and left out; NaN where none is judged),
+    ``count`` ("k of n" comparisons that agree, those left out named) and the paper's statement. Trends:
     teacher NLL falls with more data (per m) and rises with masking (per |D|); the
     student-teacher NLL gap falls with more data (per m) and peaks at a moderate masking rate
     (per |D| and estimator: the largest gap is at neither the smallest nor the largest m);
@@ -306,10 +307,12 @@ def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:
     for model in sorted(set(cells["model"])) if len(cells) else []:
         mine = per_cell[per_cell["model"] == model]
         for trend, paper in TRENDS:
-            outcomes = mine.loc[mine["trend"] == trend, "holds"]
+            comparisons = mine[mine["trend"] == trend]
+            weak = comparisons["no_evidence"].astype(bool)
+            outcomes = comparisons.loc[~weak, "holds"]
             k, n = int(outcomes.sum()), len(outcomes)
             rows.append({"model": model, "trend": trend, "holds": (k > n / 2) if n else math.nan,
-                         "count": f"{k} of {n}", "paper": paper})
+                         "count": f"{k} of {n}" + _left_out(int(weak.sum()), 0), "paper": paper})
     return pd.DataFrame(rows, columns=["model", "trend", "holds", "count", "paper"])
 
 
@@ -382,7 +385,8 @@ def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
     comparisons on Tables 5-7 restricted to our grid), ``agree`` ("agree in a of c cells compared"),
     ``seeds`` (the count per seed: "6 of 8 in 3 of 3 seeds", or its range and the per-seed counts),
     ``unstable_cells`` (comparisons whose outcome differs between seeds), ``paper_statement`` (the
-    paper's words) and ``holds`` (ours in a majority). ``results``: a grid's per-student table."""
+    paper's words) and ``holds`` (ours in a majority of the comparisons counted in ``ours``: none that is no
+    evidence or not separable; NaN where none is counted). ``results``: a grid's per-student table."""
     cells = experiment2_trend_cells_compared(results)
     columns = ["model", "trend", "ours", "paper", "agree", "seeds", "unstable_cells", "holds", "paper_statement"]
     if cells.empty:
@@ -408,7 +412,8 @@ def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
                          "agree": agreement_text(mine) if n else "no cell in common",
                          "seeds": seed_counts_text(counts, len(evidence)),
                          "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
-                         "holds": (mine["holds"].sum() > n / 2) if n else math.nan, "paper_statement": statement})
+                         "holds": (evidence["holds"].sum() > len(evidence) / 2) if len(evidence) else math.nan,
+                         "paper_statement": statement})
     return pd.DataFrame(rows, columns=columns)
 
 

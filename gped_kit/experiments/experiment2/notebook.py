@@ -99,21 +99,46 @@ def _cifar_checks(settings: Experiment2Settings, absent: Collection[str]) -> dic
             CIFAR10_CHECKS["message"].cell(): True}
 
 
-def below_floor_line(figures: Path, profile: str = "default") -> str | None:
-    """Two lines for the README's verdict: the Experiment 1-2 cells of ``profile`` whose students are below the
-    skill floor (the table notebook 02 wrote, :func:`~.analysis.below_floor`), by model, metric and m, with a link
-    to their skills; None when there are none or the table is absent."""
+def trends_profile(figures: Path) -> str | None:
+    """The profile Experiment 2's verdicts rest on (:func:`readme_rows`): ``seeds`` (the default's chains over
+    three seeds) where notebook 02 wrote its trends, else ``default``; None where it wrote neither."""
+    return next((p for p in ("seeds", "default") if artifact_table(figures, MNIST_ARTIFACTS["trends"], profile=p)
+                 is not None), None)
+
+
+#: The longest line of the README's verdict (characters).
+VERDICT_LINE = 200
+
+
+def below_floor_line(figures: Path, profile: str | None = None) -> str | None:
+    """Lines for the README's verdict: the Experiment 1-2 cells of ``profile`` (None: the one the verdicts
+    rest on, :func:`trends_profile`) whose students are below the skill floor (the table notebook 02 wrote,
+    :func:`~.analysis.below_floor`), a line a model, by metric and m, with a link to their skills; None when
+    there are none or the table is absent."""
+    profile = profile or trends_profile(figures) or "default"
     name = BELOW_FLOOR_TABLE.format(profile=profile)
     low = artifact_table(figures, MNIST_ARTIFACTS["below_floor"], profile=profile)
     if low is None or low.empty:
         return None
-    groups = []
-    for (model, metric), part in low.groupby(["model", "metric"], sort=False):
-        masks = [f"m = {int(m)} (N = {' and '.join(f'{int(n):,}' for n in sorted(p['labelled_size']))})"
-                 for m, p in part.groupby("mask_size")]
-        groups.append(f"{MODELS.get(model, model)} {metric} at {' and '.join(masks)}")
-    return (f"No evidence in the {profile} profile: students no better than the best constant prediction "
-            f"({link(f'{name}.md', 'their skills')}), left out of Table 1 and Exp. 2:\n" + "; ".join(groups) + ".")
+    parts = []  # per model: per metric, the masks that share their sizes N together
+    for model, cells in low.groupby("model", sort=False):
+        groups = []
+        for metric, part in cells.groupby("metric", sort=False):
+            sizes = {int(m): " and ".join(f"{int(n):,}" for n in sorted(p["labelled_size"]))
+                     for m, p in part.groupby("mask_size")}
+            masks = [f"m = {' and '.join(str(m) for m in sizes if sizes[m] == n)} (N = {n})"
+                     for n in dict.fromkeys(sizes.values())]
+            groups.append(f"{metric} at {' and '.join(masks)}")
+        parts.append(f"{MODELS.get(model, model)}: {'; '.join(groups)}.")
+    lines: list[str] = []  # the models' parts on as few lines as the README verdict's line length allows
+    for part in parts:
+        if lines and len(lines[-1]) + 1 + len(part) <= VERDICT_LINE:
+            lines[-1] += f" {part}"
+        else:
+            lines.append(part)
+    where = "the default profile" if profile == "default" else f"the `{profile}` profile"
+    return (f"No evidence in {where}: students no better than the best constant prediction "
+            f"({link(f'{name}.md', 'their skills')}), left out of Table 1 and Exp. 2:\n" + "\n".join(lines))
 
 
 #: The trend a GPU run at the paper's length speaks to: its one cell (N = 60,000, r = 0) of U_o against U_s.
@@ -168,13 +193,10 @@ def readme_rows(figures: Path) -> list[Claim]:
     the outcomes on the cells averaged over them, separable or not by their spread) where stored, else its one
     seed (where no spread is known, so every outcome counts); for U_o against U_s, the GPU runs at the paper's
     length too (:func:`uo_gpu_finding`)."""
-    profile = "seeds"
-    t = artifact_table(figures, MNIST_ARTIFACTS["trends"], profile=profile)
-    if t is None:
-        profile = "default"
-        t = artifact_table(figures, MNIST_ARTIFACTS["trends"], profile=profile)
-    if t is None:
+    profile = trends_profile(figures)
+    if profile is None:
         return []
+    t = artifact_table(figures, MNIST_ARTIFACTS["trends"], profile=profile)
     name = TRENDS_TABLE.format(profile=profile)
     seeds = len(PROFILES[profile].seeds)
     rows = []

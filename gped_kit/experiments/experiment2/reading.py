@@ -23,7 +23,8 @@ def experiment2_reading(results: pd.DataFrame, profile: str | None = None) -> st
             unstable = f", {r.unstable_cells} comparison(s) differ between seeds" if r.unstable_cells else ""
             lines.append(f"- {r.trend}: ours {r.ours}, the paper {r.paper} in the same cells, {r.agree}; "
                          f"over seeds {r.seeds}{unstable}.")
-        held = [r.trend for r in rows.itertuples() if r.holds is True]
-        missed = [r.trend for r in rows.itertuples() if r.holds is False]
+        # NaN (no comparison counted) is neither; numpy's bools are not Python's True/False
+        held = [r.trend for r in rows.itertuples() if pd.notna(r.holds) and bool(r.holds)]
+        missed = [r.trend for r in rows.itertuples() if pd.notna(r.holds) and not bool(r.holds)]
         lines.append(f"- In a majority of our comparisons: {join_words(held)}; not: {join_words(missed)}.")
     return "\n".join(lines)

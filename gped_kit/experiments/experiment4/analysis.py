@@ -8,6 +8,7 @@ Nothing here computes a stored result."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -300,7 +301,8 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
         mine = part[part["ours"].notna()]
         if mine.empty:
             continue
-        k, n = int((mine["ours"] == "GPED").sum()), len(mine)
+        judged = _judged(mine)  # a cell resting on a student that is no evidence is counted for neither method
+        k, n = int((judged["ours"] == "GPED").sum()), len(judged)
         every = cells[cells["metric"] == metric]  # the paper's cells of this claim, whichever of our rows met them
         paper = every[every["paper"].notna() & every["model"].map(lambda m: paper_tables.DATASET_OF.get(m) in datasets)]
         paper = paper.astype({k: str for k in _PAPER_KEYS}).drop_duplicates(list(_PAPER_KEYS))
@@ -308,7 +310,7 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
         if kind is not None:
             per_seed = per_seed[per_seed["ood_inputs"] == kind]
         seeds = {int(seed): int((g["ours"] == "GPED").sum()) for seed, g in per_seed.groupby("seed", sort=True)}
-        row = {"claim": name, "ours": count_text(k, n), "fraction": k / n,
+        row = {"claim": name, "ours": _count_judged(mine), "fraction": k / n if n else math.nan,
                "paper": f"{count_text((paper['paper'] == 'GPED').sum(), len(paper))} "
                         f"({', '.join(SET_NAMES.get(d, d) for d in sorted(datasets))})",
                "agree": agreement_text(part), "seeds": seed_counts_text(seeds, n),
@@ -316,11 +318,23 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
                "paper_statement": CLAIMS[metric][2], "versus": endd, "ours_beside": None, "agree_beside": None,
                "beside": beside if has_beside else None}
         if name in other:
-            o = other[name][other[name]["ours"].notna()]
-            row["ours_beside"] = count_text((o["ours"] == "GPED").sum(), len(o))
+            row["ours_beside"] = _count_judged(other[name][other[name]["ours"].notna()])
             row["agree_beside"] = agreement_text(other[name])
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)
+
+
+def _judged(mine: pd.DataFrame) -> pd.DataFrame:
+    """Our cells of a claim that are judged: a winner, not :data:`NO_EVIDENCE` (a student below the skill floor)."""
+    return mine[mine["ours"] != NO_EVIDENCE]
+
+
+def _count_judged(mine: pd.DataFrame) -> str:
+    """"k of n" of our judged cells GPED wins (:func:`_judged`), the cells that are no evidence named after it."""
+    judged = _judged(mine)
+    left_out = len(mine) - len(judged)
+    return (count_text((judged["ours"] == "GPED").sum(), len(judged)) if len(judged) else NO_EVIDENCE) + (
+        f" ({left_out} {NO_EVIDENCE})" if left_out and len(judged) else "")
 
 
 def _set_name(dataset: str, inputs: Any = None) -> str:
@@ -344,7 +358,7 @@ def experiment4_claim_groups(downstream: pd.DataFrame, endd: str = ENDD_MAIN) ->
                             if _blank(d) is not None}) if metric == "auroc" else []
         sets_paper = sorted({_set_name(d) for d in paper["ood_dataset"].dropna()}) if metric == "auroc" else []
         rows.append({"metric": metric, "model": model, "uncertainty": None if kind == "-" else kind,
-                     "ours": count_text((mine["ours"] == "GPED").sum(), len(mine)) if len(mine) else "no run",
+                     "ours": _count_judged(mine) if len(mine) else "no run",
                      "ours_sets": ", ".join(sets_ours),
                      "paper": count_text((paper["paper"] == "GPED").sum(), len(paper)) if len(paper) else "no cell",
                      "paper_sets": ", ".join(sets_paper), "agree": agreement_text(part), "versus": endd})
