@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import json
 import logging
 import os
@@ -134,18 +133,19 @@ def move_aside(path: Path) -> Path | None:
         stamp = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
     except FileNotFoundError:
         return None
-    for counter in itertools.count(1):
+    counter = 1
+    while True:
         target = path.with_name(f"{path.stem}.{stamp}{'' if counter == 1 else f'-{counter}'}{path.suffix}")
         try:
             os.link(path, target)
         except FileExistsError:
+            counter += 1
             continue
         except FileNotFoundError:  # moved aside by another run in the meantime
             return None
         path.unlink(missing_ok=True)
         logger.info("kept previous %s as %s", path.name, target.name)
         return target
-    raise AssertionError("unreachable")
 
 
 def output_lock(path: Path) -> FileLock:
@@ -153,6 +153,19 @@ def output_lock(path: Path) -> FileLock:
     it is written: a second run writing the same path is refused at once (:func:`busy_error`), not interleaved."""
     path = Path(path)
     return FileLock(str(path.with_name(f"{path.name}.lock")), timeout=0)
+
+
+def claim_output(held: ExitStack, run: NotebookRun) -> bool:
+    """Take ``run``'s output lock (:func:`output_lock`) into ``held`` and move its old output aside; False, logged,
+    when another run holds the lock (nothing is moved)."""
+    Path(run.output_path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        held.enter_context(output_lock(run.output_path))
+    except Timeout:
+        logger.error("%s", busy_error(run))
+        return False
+    move_aside(run.output_path)
+    return True
 
 
 def busy_error(run: NotebookRun) -> str:
@@ -202,15 +215,10 @@ def run_batch(
             rows.append(_row(run, Status.SKIPPED, 0.0, skip_reason))
             continue
         logger.info("[%d/%d] %s -> %s %s", index, len(specs), run.path, run.output_path, dict(run.parameters))
-        Path(run.output_path).parent.mkdir(parents=True, exist_ok=True)
         with ExitStack() as held:
-            try:
-                held.enter_context(output_lock(run.output_path))
-            except Timeout:
-                logger.error("%s", busy_error(run))
+            if not claim_output(held, run):
                 rows.append(_row(run, Status.FAILED, 0.0, busy_error(run)))
                 continue
-            move_aside(run.output_path)
             start = time.perf_counter()
             try:
                 executor.execute(run)
@@ -262,15 +270,10 @@ def _run_concurrently(specs: Sequence[NotebookRun], executor: RayPapermillExecut
         rows: list[dict[str, Any] | None] = [None] * len(specs)
         free = []
         for index, run in enumerate(specs):
-            Path(run.output_path).parent.mkdir(parents=True, exist_ok=True)
-            try:
-                held.enter_context(output_lock(run.output_path))
-            except Timeout:
-                logger.error("%s", busy_error(run))
+            if claim_output(held, run):
+                free.append(index)
+            else:
                 rows[index] = _row(run, Status.FAILED, 0.0, busy_error(run))
-                continue
-            move_aside(run.output_path)
-            free.append(index)
         return _submit(specs, free, rows, executor, summary_path)
 
 
