@@ -20,6 +20,7 @@ from gped_kit.experiments import experiment4, frame, units
 from gped_kit.experiments.frame import Experiment, chain_gaps
 from gped_kit.experiments.registry import NOTEBOOKS, notebook
 from gped_kit.experiments.store import ResultsStore
+from gped_kit.models.presets import ArchSpec
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 WITH_PROFILES = [e for e in NOTEBOOKS.values() if e.profiles]
@@ -121,9 +122,22 @@ def _rows(task, students=None, steps=None, skill: bool = True) -> list[dict]:
             **({"cycles": sampler.cycles} if str(sampler.schedule) == "cyclical" else {}),
             "labelled_size": task.data.labelled_size or 60_000, "mask_size": task.data.mask_size,
             "steps_done": task.config.num_iterations if steps is None else steps, **(SKILLS if skill else {})}
-    warmup = {s.label: s.lr_warmup for s in task.students if s.lr_warmup}
-    return [{**base, "student": label, **({"lr_warmup": warmup[label]} if label in warmup else {})}
-            for label in (students or [s.label for s in task.students])]
+    by_label = {s.label: s for s in task.students}
+    return [{**base, **_student_columns(task, by_label[label]),
+             **({"lr_warmup": by_label[label].lr_warmup} if by_label[label].lr_warmup else {})}
+            for label in (students or list(by_label))]
+
+
+def _student_columns(task, student) -> dict:
+    """A student's columns of its summary row, as the engine writes them (its architecture, or the teacher's)."""
+    arch = student.arch if student.arch is not None else task.config.model
+    preset = arch if isinstance(arch, ArchSpec) else None
+    return {"student": student.label, "target": student.resolved_target.name, "estimator": student.estimator.value,
+            "student_arch": preset.family if preset else str(arch), "k1": preset.k1 if preset else float("nan"),
+            "k2": preset.k2 if preset else float("nan"), "dropout": preset.dropout if preset else float("nan"),
+            "thinning": student.thinning, "student_batch_size": student.batch_size, "lr": student.lr,
+            "lr_halving_epochs": student.lr_halving_epochs, "reg_weight": student.reg_weight,
+            "input_generator": student.input_generator.value, "derivative_weight": student.derivative_weight}
 
 
 def test_chain_gaps_find_missing_partial_and_unexpected_chains(tmp_path):
@@ -164,6 +178,29 @@ def test_a_chain_of_another_burn_in_thinning_prior_or_minibatch_is_not_the_tasks
     (unit,) = units.mark_done([units.WorkUnit("fcnn", "01_experiment1", "paper", (fcnn,), "Table 1")], store)
     assert unit.done == (False,)
     _store_chain(store, "the task's", _rows(fcnn))
+    assert chain_gaps(store, [fcnn]) == []
+
+
+@pytest.mark.parametrize(("column", "value"), [("lr", 3e-4), ("lr_halving_epochs", None), ("thinning", 7),
+                                               ("student_batch_size", 50), ("dropout", 0.25),
+                                               ("matmul_precision", "tf32")])
+def test_a_chain_of_other_students_or_matmul_precision_is_not_the_tasks(tmp_path, column, value):
+    """A chain whose students have the task's names but another learning rate, halving period (e.g. held
+    constant), thinning H, minibatch size or dropout, or whose teacher ran in TF32, is not the task's chain: the
+    store lists the task's as missing and its unit is not done."""
+    entry = NOTEBOOKS["01_experiment1"]
+    settings = entry.settings("paper", frame.SCALED_CHAIN)
+    fcnn, *_ = entry.chain_tasks(settings, estimator_ablation=False)
+    assert all(isinstance(s.arch, ArchSpec) for s in fcnn.students)  # so that the dropout column is compared
+    store = ResultsStore(tmp_path)
+    rows = _rows(fcnn)
+    assert column == "matmul_precision" or all(row[column] != value for row in rows)
+    _store_chain(store, "other", [{**row, column: value} if i == 0 else row for i, row in enumerate(rows)])
+    (gap,) = chain_gaps(store, [fcnn])
+    assert gap.startswith(f"{fcnn.label}: 0 complete chain entries")
+    (unit,) = units.mark_done([units.WorkUnit("fcnn", "01_experiment1", "paper", (fcnn,), "Table 1")], store)
+    assert unit.done == (False,)
+    _store_chain(store, "the task's", rows)
     assert chain_gaps(store, [fcnn]) == []
 
 

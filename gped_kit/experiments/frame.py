@@ -20,6 +20,7 @@ back) and :meth:`Experiment.stored_profiles` (the other profiles the store holds
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -32,6 +33,8 @@ from ..core.options import StepSchedule
 from ..core.status import Status
 from ..data.container import GPEDData
 from ..data.sources import DatasetNotFoundError, load_split
+from ..engine import StudentConfig
+from ..models.presets import ArchSpec
 from .artifacts import Artifact
 from .chains import ChainGrid, ChainTask, run_chains, skill_not_stored
 from .checks import Check
@@ -418,7 +421,8 @@ def _signature(task: ChainTask) -> dict[str, Any]:
     as a summary writes ``lr_warmup`` only for students that warm up, ``num_chains`` only for a pooled teacher
     and ``cycles`` only for a cyclical schedule): a constant and a cyclical chain of one seed and length, or one
     chain and four pooled, are different chains, and so are chains of another burn-in, evaluation thinning,
-    prior precision or minibatch size."""
+    prior precision, minibatch size or matmul precision (``matmul_precision`` is written only when it is not
+    ``"highest"``)."""
     sampler = task.config.sampler
     out = {"dataset": dataset_of(task), "model": task.config.model_name, "seed": task.config.seed,
            "num_iterations": task.config.num_iterations, "burn_in": task.config.burn_in,
@@ -427,7 +431,8 @@ def _signature(task: ChainTask) -> dict[str, Any]:
            "prior_precision": sampler.prior_precision, "batch_size": sampler.batch_size,
            "num_chains": task.config.num_chains if task.config.num_chains > 1 else None,
            "cycles": sampler.cycles if sampler.schedule is StepSchedule.CYCLICAL else None,
-           "lr_warmup": max((s.lr_warmup for s in task.students), default=0) or None}
+           "lr_warmup": max((s.lr_warmup for s in task.students), default=0) or None,
+           "matmul_precision": task.config.matmul_precision if task.config.matmul_precision != "highest" else None}
     for name in ("labelled_size", "mask_size"):
         value = getattr(task.data, name, None)
         if value is not None:
@@ -435,9 +440,49 @@ def _signature(task: ChainTask) -> dict[str, Any]:
     return out
 
 
-def _chains_found(summaries: pd.DataFrame, signature: tuple, students: frozenset[str]) -> list[str]:
+def _student_signature(student: StudentConfig) -> tuple[tuple[str, Any], ...]:
+    """The columns of a student's summary row that tell it from another student of its label
+    (:func:`~gped_kit.engine.evaluate.config_columns`; None: the column is empty): a student of another
+    learning rate, halving period, thinning H, minibatch size M', regulariser weight, input generator,
+    derivative weight or (for an architecture of the search space) width or dropout is another student."""
+    out: dict[str, Any] = {
+        "student": student.label, "target": student.resolved_target.name, "estimator": student.estimator.value,
+        "thinning": student.thinning, "student_batch_size": student.batch_size, "lr": student.lr,
+        "lr_halving_epochs": student.lr_halving_epochs, "reg_weight": student.reg_weight,
+        "input_generator": student.input_generator.value, "derivative_weight": student.derivative_weight}
+    if isinstance(student.arch, ArchSpec):
+        out.update(student_arch=student.arch.family, k1=student.arch.k1, k2=student.arch.k2,
+                   dropout=student.arch.dropout)
+    return tuple(sorted(out.items()))
+
+
+def _same_value(stored: Any, wanted: Any) -> bool:
+    """A summary cell read back from CSV against a configuration value (None: an empty cell; floats to
+    the digits a CSV keeps)."""
+    if wanted is None:
+        return pd.isna(stored)
+    if pd.isna(stored):
+        return False
+    if isinstance(wanted, (int, float)) and not isinstance(wanted, bool):
+        return math.isclose(float(stored), float(wanted), rel_tol=1e-12, abs_tol=0.0)
+    return str(stored) == str(wanted)
+
+
+def _students_match(chain: pd.DataFrame, students: frozenset[tuple]) -> bool:
+    """Whether a chain's summary rows are exactly ``students`` (:func:`_student_signature` each), one row each."""
+    if len(chain) != len(students):
+        return False
+    by_label = {row["student"]: row for row in chain.to_dict("records")}
+    for student in students:
+        row = by_label.get(dict(student)["student"])
+        if row is None or not all(column in row and _same_value(row[column], value) for column, value in student):
+            return False
+    return True
+
+
+def _chains_found(summaries: pd.DataFrame, signature: tuple, students: frozenset[tuple]) -> list[str]:
     """The keys of the complete chain entries among ``summaries`` (this numerics' chain summaries) with
-    ``signature``'s summary columns and exactly ``students``."""
+    ``signature``'s summary columns and exactly ``students`` (:func:`_student_signature` each)."""
     rows = summaries
     for column, value in signature:
         if value is None:
@@ -445,11 +490,11 @@ def _chains_found(summaries: pd.DataFrame, signature: tuple, students: frozenset
         else:
             rows = rows[rows[column] == value] if column in rows else rows.iloc[:0]
     return [key for key, chain in (rows.groupby("entry") if len(rows) else [])
-            if set(chain["student"]) == students and (chain["steps_done"] == dict(signature)["num_iterations"]).all()]
+            if _students_match(chain, students) and (chain["steps_done"] == dict(signature)["num_iterations"]).all()]
 
 
-def _group(task: ChainTask) -> tuple[tuple, frozenset[str]]:
-    return tuple(sorted(_signature(task).items())), frozenset(s.label for s in task.students)
+def _group(task: ChainTask) -> tuple[tuple, frozenset[tuple]]:
+    return tuple(sorted(_signature(task).items())), frozenset(_student_signature(s) for s in task.students)
 
 
 def chain_summaries(store: ResultsStore) -> pd.DataFrame:
