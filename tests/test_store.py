@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from gped_kit.cli import store as store_cli
+from gped_kit.cli.packs import store_state
 from gped_kit.core.schema import key_of, record
 from gped_kit.core.sgld import SGLDConfig
 from gped_kit.core.status import Status
@@ -23,7 +24,7 @@ from gped_kit.engine.spec import build_chain
 from gped_kit.experiments import numerics
 from gped_kit.experiments.chains import ChainTask, run_chains, skill_not_stored
 from gped_kit.experiments.derived import DerivedTask, run_derived
-from gped_kit.experiments.store import ResultsStore
+from gped_kit.experiments.store import REKEY_PREFIX, ResultsStore
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,39 @@ def test_rekey_moves_legacy_entries_to_their_version_keys_without_recomputing(tm
     entry, status = store.cached("chain", chain, None, lambda e: pytest.fail("must not recompute"))
     assert status == Status.REUSED and entry.key == new_chain.key
     assert not [p for p in (tmp_path / "chain").iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("meta_written", [False, True])
+def test_a_rekey_interrupted_midway_is_hidden_from_readers_and_finished_by_the_next(tmp_path, meta_written):
+    """A ``store rekey`` killed after moving an entry into its hidden folder (before or after rewriting its
+    ``entry.json`` and tables) leaves no entry that readers list; the next ``rekey`` finishes that move."""
+    store = ResultsStore(tmp_path)
+    chain = {"gped": {"seed": 0}}
+    legacy = {kind: numerics.LEGACY_CODES[kind] for kind in ("chain", "search")}
+    with store.open("chain", chain, legacy["chain"]) as old_chain:
+        old_chain.write_table("summary", pd.DataFrame({"teacher_nll": [0.25]}))
+        old_chain.finish()
+    with store.open("search", {"chain": chain, "settings": {}}, legacy["search"]) as old_search:
+        old_search.write_table("summary", pd.DataFrame({"run_key": [old_chain.key], "student_nll": [0.5]}))
+        old_search.finish()
+    new_chain, new_search = store.entry("chain", chain), store.entry("search", {"chain": chain, "settings": {}})
+    staging = old_search.path.with_name(f"{REKEY_PREFIX}{old_search.key}-abc123")
+    old_search.path.rename(staging)  # the process dies here, or after the next step
+    if meta_written:
+        meta = json.loads((staging / "entry.json").read_text())
+        meta.update(key=new_search.key, code=new_search.code,
+                    rekeyed_from={"key": old_search.key, "code": old_search.code})
+        (staging / "entry.json").write_text(json.dumps(meta))
+    assert [e.name for e in store.entries()] == [f"chain/{old_chain.key}"]
+    assert store.load("summary", "search").empty
+    assert not [f for f in store_state(tmp_path) if REKEY_PREFIX in f]  # nor does a pack of the store carry it
+    moved = store_cli.rekey_store(tmp_path)
+    assert moved["chain"] == {old_chain.key: new_chain.key} and moved["search"] == {old_search.key: new_search.key}
+    assert not staging.exists() and new_search.complete and new_search.meta["rekeyed_from"] == {
+        "key": old_search.key, "code": legacy["search"]}
+    assert new_search.table("summary")["run_key"].tolist() == [new_chain.key]
+    assert sorted(e.name for e in store.entries()) == sorted([new_chain.name, new_search.name])
+    assert store_cli.rekey_store(tmp_path) == {kind: {} for kind in numerics.LEGACY_CODES}
 
 
 def test_committed_entries_are_keyed_by_this_checkouts_numerics():

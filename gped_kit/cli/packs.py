@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 from filelock import Timeout
 
 from ..engine.checkpoint import read_checkpoint
-from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, Entry, ResultsStore
+from ..experiments.store import CHECKPOINT_FILE, ENTRY_FILE, REKEY_PREFIX, Entry, ResultsStore
 from ..files import atomic_write_bytes, sha256_of, temporary_path
 
 PACK_FORMAT = 1
@@ -61,10 +61,11 @@ FileState = tuple[int, int, int]  # size, mtime_ns, inode: an atomic rewrite cha
 
 
 def _stored_files(root: Path) -> Iterator[Path]:
-    """The store's files, without locks, temporary files and entries set aside."""
+    """The store's files, without locks, temporary files, entries set aside and entries being re-keyed."""
     for f in sorted(root.rglob("*")):
         rel = f.relative_to(root)
-        if not f.is_file() or f.suffix == ".lock" or f.name.endswith(".tmp") or any(".old-" in p for p in rel.parts):
+        if (not f.is_file() or f.suffix == ".lock" or f.name.endswith(".tmp")
+                or any(".old-" in p or p.startswith(REKEY_PREFIX) for p in rel.parts)):
             continue
         yield f
 

@@ -56,6 +56,8 @@ from .numerics import numerics_code
 ENTRY_FILE = "entry.json"
 ARRAYS_FILE = "arrays.npz"
 CHECKPOINT_FILE = "checkpoint.pt"
+#: The hidden folder an entry moves through while :meth:`ResultsStore.rekey` moves it.
+REKEY_PREFIX = ".rekey-"
 
 
 def machine_description() -> dict[str, str]:
@@ -199,14 +201,16 @@ class ResultsStore:
             return entry, Status.RAN
 
     def entries(self, kind: str | None = None, complete: bool = True, code: str | None = None) -> list[Entry]:
-        """Stored entries (of ``kind``), complete ones only by default; entries set aside are skipped.
+        """Stored entries (of ``kind``), complete ones only by default; entries set aside and hidden folders
+        (an entry being moved by :meth:`rekey`) are skipped.
         ``code``: only the entries made by that numerics code (e.g. the current one,
         :func:`~gped_kit.experiments.numerics.numerics_code`), i.e. one entry per setting, the current one."""
         kinds = [kind] if kind else sorted(p.name for p in self.root.glob("*") if p.is_dir())
         out = []
         for k in kinds:
             for path in sorted((self.root / k).glob("*")):
-                if not path.is_dir() or ".old-" in path.name or not (path / ENTRY_FILE).exists() and complete:
+                if (not path.is_dir() or ".old-" in path.name or path.name.startswith(".")
+                        or not (path / ENTRY_FILE).exists() and complete):
                     continue
                 meta = json.loads((path / ENTRY_FILE).read_text()) if (path / ENTRY_FILE).exists() else {}
                 entry = Entry(self, k, path.name, meta.get("record"), meta.get("code", ""))
@@ -222,33 +226,52 @@ class ResultsStore:
         The entry's files move with it (checkpoints too); ``entry.json`` gets the new key and code and
         ``rekeyed_from`` (the old ones); ``key_map`` (old key -> new key of the results it is derived from,
         e.g. the chains') replaces those keys in its tables. An entry whose new key is taken already is left
-        where it is. Each move happens under the new entry's lock, through a hidden folder renamed into
-        place, so readers see the old entry or the new one, never half of one. Returns {old key: new key}
-        for every entry of ``from_code`` (moved or not)."""
+        where it is. Each move happens under the new entry's lock, through a hidden folder
+        (``.rekey-<old key>-<id>``) renamed into place, so readers see the old entry or the new one, never half
+        of one; a move that was interrupted (its hidden folder left behind) is finished first. Returns
+        {old key: new key} for every entry of ``from_code`` (moved or not)."""
         moved: dict[str, str] = {}
+        for staging in sorted((self.root / kind).glob(f"{REKEY_PREFIX}*")):
+            meta = json.loads((staging / ENTRY_FILE).read_text()) if (staging / ENTRY_FILE).is_file() else {}
+            old_key, old_code = (meta["rekeyed_from"]["key"], meta["rekeyed_from"]["code"]) \
+                if "rekeyed_from" in meta else (meta.get("key"), meta.get("code"))
+            if not meta.get("complete") or old_code != from_code:
+                continue
+            new = self.entry(kind, meta["record"], to_code)
+            moved[old_key] = new.key
+            with self.lock(new):
+                if staging.is_dir() and not new.path.exists():
+                    self._move_into(staging, new, old_key, old_code, key_map)
         for old in self.entries(kind, code=from_code):
             new = self.entry(kind, old.record, to_code)
             moved[old.key] = new.key
             if new.key == old.key:
                 continue
             with self.lock(new):
-                if new.path.exists():
+                if new.path.exists() or not old.path.is_dir():
                     continue
-                staging = old.path.with_name(f".rekey-{old.key}-{uuid.uuid4().hex[:6]}")
+                staging = old.path.with_name(f"{REKEY_PREFIX}{old.key}-{uuid.uuid4().hex[:6]}")
                 old.path.rename(staging)
-                for table in staging.glob("*.csv"):
-                    text = table.read_text()
-                    changed = text
-                    for before, after in (key_map or {}).items():
-                        changed = changed.replace(before, after)
-                    if changed != text:
-                        atomic_write_bytes(table, changed.encode())
-                meta = json.loads((staging / ENTRY_FILE).read_text())
-                meta.update(key=new.key, code=new.code, rekeyed_from={"key": old.key, "code": old.code})
-                atomic_write_bytes(staging / ENTRY_FILE, json.dumps(meta, indent=1, sort_keys=True,
-                                                                    default=str).encode())
-                staging.rename(new.path)
+                self._move_into(staging, new, old.key, old.code, key_map)
         return moved
+
+    @staticmethod
+    def _move_into(staging: Path, new: Entry, old_key: str, old_code: str,
+                   key_map: Mapping[str, str] | None) -> None:
+        """Finish one move of :meth:`rekey`: the tables name the new keys, ``entry.json`` the new key and code,
+        and the folder takes the new entry's name. Each step can be done again (a move interrupted after
+        some of them is finished by doing them all)."""
+        for table in staging.glob("*.csv"):
+            text = table.read_text()
+            changed = text
+            for before, after in (key_map or {}).items():
+                changed = changed.replace(before, after)
+            if changed != text:
+                atomic_write_bytes(table, changed.encode())
+        meta = json.loads((staging / ENTRY_FILE).read_text())
+        meta.update(key=new.key, code=new.code, rekeyed_from={"key": old_key, "code": old_code})
+        atomic_write_bytes(staging / ENTRY_FILE, json.dumps(meta, indent=1, sort_keys=True, default=str).encode())
+        staging.rename(new.path)
 
     def load(self, table: str, kind: str, where: Callable[[Entry], bool] | None = None,
              code: str | None = None) -> pd.DataFrame:
