@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from gped_kit.models.cost import (
+    LATENCY_LAYOUT,
     analytic_macs,
     count_flops,
     count_macs,
@@ -14,7 +15,8 @@ from gped_kit.models.cost import (
     measure_latency,
     network_cost,
 )
-from gped_kit.models.presets import ArchSpec, build_network, count_parameters
+from gped_kit.models.presets import ArchSpec, build_network, count_parameters, cpu_training_layout
+from gped_kit.models.pruning import prune
 
 
 def cnn_mnist_macs(c1: int, c2: int, f: int, out: int = 10) -> int:
@@ -80,6 +82,23 @@ def test_latency_is_positive_and_restores_mode():
     assert lat.batch_size == 8 and lat.repeats == 3 and lat.device == "cpu" and net.training
     cost = network_cost(net, (1, 28, 28), latency_batch_size=4, latency_repeats=2)
     assert cost["latency_ms"] > 0 and cost["latency_batch_size"] == 4
+
+
+def test_every_network_is_timed_in_its_inference_layout_and_left_as_it_was():
+    """A pruned copy of a CPU network (built in the default layout) is timed in the channels-last layout its
+    source ran in, as :func:`inference_network` readies both; the network itself keeps its layout and mode."""
+    source = cpu_training_layout(build_network("cnn_mnist", (1, 28, 28), 10))
+    pruned = prune(source, eps=0.0)  # nothing removed: the same function, built afresh
+    conv = [m for m in pruned if isinstance(m, nn.Conv2d)][1]  # one of many input channels: the layouts differ
+    assert not conv.weight.is_contiguous(memory_format=torch.channels_last)
+    seen = []
+    conv.register_forward_pre_hook(
+        lambda module, _: seen.append(module.weight.is_contiguous(memory_format=torch.channels_last)))
+    measure_latency(pruned.train(), (1, 28, 28), batch_size=4, repeats=2, warmup=1)
+    assert seen == [True] * 3
+    cost = network_cost(pruned, (1, 28, 28), latency_batch_size=4, latency_repeats=1)
+    assert cost["latency_layout"] == LATENCY_LAYOUT
+    assert pruned.training and not conv.weight.is_contiguous(memory_format=torch.channels_last)
 
 
 def test_bad_arguments():

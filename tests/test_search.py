@@ -25,6 +25,7 @@ from gped_kit.experiments.experiment3 import (
     SearchSettings,
     base_student,
     best_student,
+    comparable_latency,
     evaluate_student,
     experiment3_comparison,
     experiment3_task,
@@ -240,6 +241,23 @@ def test_pareto_front_on_a_hand_made_table():
     dup = pd.concat([t, t.iloc[[1]]])
     assert pareto_front(dup, "student_nll", "flops")["student"].tolist() == ["a", "b", "b", "e"]
     assert pareto_front(t.iloc[:0], "student_nll", "flops").empty
+
+
+def test_latencies_of_pruned_convolutional_students_timed_in_another_layout_are_left_out():
+    """A search stored before every network was timed in one layout (no ``latency_layout``) timed its pruned CNN
+    students on the CPU in a slower layout: only those latencies are left out; FCNN, unpruned, CUDA and newly
+    timed rows keep theirs, and so does every other number."""
+    old = pd.DataFrame({
+        "architecture": ["Conv(20,k4)-Conv(40,k4)-FC(160)-FC(10)"] * 3 + ["FC(400)-FC(10)", "Conv(8,k4)-FC(10)"],
+        "prune_eps": [math.nan, 1e-3, 1e-3, 1e-3, 1e-3], "latency_device": ["cpu", "cpu", "cpu", "cpu", "cuda:0"],
+        "latency_ms": [7.6, 15.1, 14.0, 2.0, 0.3], "student_nll": [0.1, 0.2, 0.3, 0.4, 0.5]})
+    shown = comparable_latency(old)
+    assert shown["latency_ms"].isna().tolist() == [False, True, True, False, False]
+    assert shown["student_nll"].tolist() == old["student_nll"].tolist() and old["latency_ms"].notna().all()
+    new = old.assign(latency_layout="inference")
+    pd.testing.assert_frame_equal(comparable_latency(new), new)
+    mixed = comparable_latency(pd.concat([old, new], ignore_index=True))
+    assert mixed["latency_ms"].isna().tolist() == [False, True, True, False, False] + [False] * 5
 
 
 def test_pareto_front_rejects_unknown_names():
@@ -560,6 +578,7 @@ def test_search_reuses_the_stored_table(searched):
     stored = load_search_results(store)
     assert len(stored) == 2 * len(first.table) and set(stored["entry"]) == {first.entry.key, other.entry.key}
     assert load_search_results(ResultsStore(store.root / "absent")).empty
+    assert load_search_results(store, code="chain=0,search=0").empty  # another numerics' searches are not read
     with pytest.raises(TypeError, match="ResultsStore"):
         load_search_results(store.root)
 

@@ -34,6 +34,7 @@ from ..experiments.experiment3 import (
     SEARCH_KIND,
     SEARCH_TABLE,
     base_student,
+    comparable_latency,
     metric_rows,
     pareto_front,
     search_candidates,
@@ -56,8 +57,9 @@ def stored_searches(store: ResultsStore, current_only: bool = True,
     if not isinstance(store, ResultsStore):
         raise TypeError(f"store must be a ResultsStore (gped_kit.experiments.store), got {type(store).__name__}")
     keys = None if entries is None else set(entries)
-    return store.load(SEARCH_TABLE, SEARCH_KIND, code=numerics_code(SEARCH_KIND) if current_only else None,
-                      where=None if keys is None else (lambda e: e.key in keys))
+    return comparable_latency(store.load(SEARCH_TABLE, SEARCH_KIND,
+                                         code=numerics_code(SEARCH_KIND) if current_only else None,
+                                         where=None if keys is None else (lambda e: e.key in keys)))
 
 
 class ParetoExplorer(StaticView):

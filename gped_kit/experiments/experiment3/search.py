@@ -42,6 +42,7 @@ from ...models.presets import EVAL_CHUNK_SIZE, ArchSpec, cpu_training_layout, in
 from ...models.pruning import mask_network, prune, unit_keep_masks
 from ..chains import ChainTask
 from ..derived import DerivedTask, run_derived
+from ..numerics import numerics_code
 from ..paper import FINETUNE_EPOCHS, paper_model
 from ..store import Entry, ResultsStore
 from .finetune import finetune
@@ -188,7 +189,7 @@ def run_searches(tasks: Sequence[ChainTask], settings: SearchSettings, store: Re
              for task in tasks]
     results = []
     for task, outcome in zip(tasks, run_derived(items, store, recompute, progress, executor, address)):
-        table = outcome.entry.table(SEARCH_TABLE) if outcome.entry is not None else pd.DataFrame()
+        table = comparable_latency(outcome.entry.table(SEARCH_TABLE)) if outcome.entry is not None else pd.DataFrame()
         results.append(SearchResult(task.config.model_name, table, outcome.status, outcome.error, outcome.entry,
                                     outcome.seconds, outcome.chain.status, "+".join(task_targets(task))))
     return results
@@ -297,9 +298,33 @@ def search_table(result: GPEDResult, settings: SearchSettings, chain_key: str = 
     return pd.DataFrame(rows)
 
 
-def load_search_results(store: ResultsStore) -> pd.DataFrame:
-    """Every stored search table of ``store`` (complete ``"search"`` entries), concatenated, with the
-    search entry's key in column ``entry``; an empty frame when there is none."""
+def load_search_results(store: ResultsStore, code: str | None = None) -> pd.DataFrame:
+    """Every stored search table of ``store`` made by numerics code ``code`` (default: this checkout's,
+    :func:`~gped_kit.experiments.numerics.numerics_code`; searches made by older numerics versions, which a
+    bump leaves in the store, are not read), complete ``"search"`` entries only, concatenated, with the search
+    entry's key in column ``entry``; an empty frame when there is none."""
     if not isinstance(store, ResultsStore):
         raise TypeError(f"store must be a ResultsStore (gped_kit.experiments.store), got {type(store).__name__}")
-    return store.load(SEARCH_TABLE, SEARCH_KIND)
+    return comparable_latency(store.load(SEARCH_TABLE, SEARCH_KIND,
+                                         code=numerics_code(SEARCH_KIND) if code is None else code))
+
+
+def comparable_latency(table: pd.DataFrame) -> pd.DataFrame:
+    """A search table with only the latencies that can be compared with each other: a search stored before
+    every network was timed in one layout (rows without ``latency_layout``,
+    :func:`~gped_kit.models.cost.network_cost`) timed its *pruned* convolutional students on the CPU in the
+    default layout, while the others ran in the faster channels-last one (a pruned copy of a network with
+    nothing removed read 15.1 ms against its source's 7.6 ms): those latencies are left out (NaN); the
+    student's other numbers stand. A new search of the chain times them again."""
+    if table.empty or "latency_ms" not in table:
+        return table
+    old = table["latency_layout"].isna() if "latency_layout" in table else pd.Series(True, index=table.index)
+    pruned = table["prune_eps"].notna() if "prune_eps" in table else pd.Series(False, index=table.index)
+    convolutional = table["architecture"].astype(str).str.contains("Conv(", regex=False)
+    on_cpu = table["latency_device"].astype(str).eq("cpu") if "latency_device" in table else True
+    stale = old & pruned & convolutional & on_cpu
+    if not stale.any():
+        return table
+    table = table.copy()
+    table.loc[stale, "latency_ms"] = math.nan
+    return table
