@@ -615,7 +615,14 @@ def test_comparison_and_frontiers_on_the_search(searched):
     beats = bool(best["student_nll"] < base["student_nll"])
     assert comp.loc["a searched student beats the base student", "ours"] == beats
     sentence = trend_sentence(comp.reset_index())
-    assert sentence.startswith("Yes" if beats else "No")
+    by_group = comp.loc["best student found by", "ours"] == "group l1/l2 + pruning"
+    assert sentence.startswith(("No evidence" if by_group else "Yes") if beats else "No: ")
+    # the README's rule without a fair comparison: a grid student's win is a yes, a group l1/l2 student's none
+    won = comp.copy()
+    won.loc["a searched student beats the base student", "ours"] = True
+    for method, start in (("exhaustive search", "Yes: "), ("group l1/l2 + pruning", "No evidence here: ")):
+        won.loc["best student found by", "ours"] = method
+        assert trend_sentence(won.reset_index()).startswith(start)
     assert trend_sentence(experiment3_comparison(t.iloc[:0], "fcnn")).startswith("No search results")
 
 

@@ -42,6 +42,7 @@ CHECKS = declare_checks(
     Check("pruning_removed", "{model}: pruning removed units or channels", Role.FINDING),
     Check("pruning_never_grows", "{model}: no pruned student is larger than its starting network, and those "
                                  "with units removed are smaller", Role.INVARIANT),
-    Check("wider_beats_base", "{model}: a wider or pruned student beats the base student (NLL)", Role.FINDING),
+    Check("wider_beats_base", "{model}: a searched student (grid or pruned, of any width) beats the base student "
+          "(NLL)", Role.FINDING),
     Check("explorer_agrees", "{model}: the explorer's best student is the frontier table's", Role.INVARIANT),
 )

@@ -60,10 +60,12 @@ def run_fair(settings: Experiment3Settings, store: ResultsStore, *, seed: int = 
 
 
 def fair_table(results: dict[str, SearchResult]) -> pd.DataFrame:
-    """:func:`fair_comparison` of every model of :func:`run_fair`'s results that has a search table, stacked."""
+    """:func:`fair_comparison` of every model of :func:`run_fair`'s results that has a search table, stacked; with
+    none, an empty table of the keys ``model`` and ``metric`` (which notebook 05 writes too, so that an earlier
+    run's comparison is not read as this run's)."""
     frames = [fair_comparison(r.table, model) for model, r in results.items() if len(r.table)]
     frames = [f for f in frames if len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model", "metric"])
 
 
 def _hidden_units(widths: str) -> int:

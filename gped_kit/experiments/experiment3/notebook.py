@@ -248,7 +248,7 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
     evidence = profile_evidence(profile, PROFILES[profile], 1)  # the notebook runs one seed
     beat_verdict = _fair_verdict([(b[0], b[1]) for b in beat], fair is not None)
     small_verdict = _fair_verdict([(s[0], s[1]) for s in small], fair is not None)
-    return [Claim("Exp. 3: the searched students beat the base student on the Pareto frontier",
+    return [Claim("Exp. 3: a searched student beats the base student (test NLL)",
                   beat_verdict, "; ".join(b[2] for b in beat), paper, where, evidence=evidence),
             Claim("Exp. 3: pruned students at ≤ 50% of the base's FLOPs lose little (≤ 10% NLL)",
                   small_verdict, "; ".join(s[2] for s in small), "a small loss (Figure 2)", where, evidence=evidence)]
