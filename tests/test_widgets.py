@@ -301,6 +301,11 @@ def test_from_store_reads_the_chain_entries_of_experiments_1_2(tmp_path):
 
     short = MaskingExplorer.from_store(tmp_path, num_iterations=2_000, images=synthetic_images(), num_examples=2)
     assert short.num_iterations == 2_000 and short.mask_size.value == 5  # opens where a run is stored
+    assert "chain length T = 2,000, 5,000 (T = 2,000 shown)" in short.shown_text
+    # a profile's grid of one length (notebook 04 passes notebook 02's T): only those chains, whatever else is stored
+    one = MaskingExplorer.from_store(tmp_path, grid={"num_iterations": [2_000]}, images=synthetic_images(),
+                                     num_examples=2)
+    assert one.num_iterations == 2_000 and "chain length T = 2,000;" in one.shown_text
     with pytest.raises(ValueError, match=r"num_iterations=1234.*stored: \[2000, 5000\]"):
         MaskingExplorer.from_store(tmp_path, num_iterations=1234, images=synthetic_images(), num_examples=2)
 
@@ -613,8 +618,12 @@ def test_pareto_explorer_frontier_table_and_figure_read_the_same_current_search(
                      for y in line.get_ydata()]
             plt.close(fig)
             assert min(drawn) == pytest.approx(best["student_nll"])
-    mixed = ParetoExplorer.from_store(tmp_path, current_only=False)  # both runs: every student twice
-    assert mixed.table.duplicated(["model", "target", "student", "stage"]).sum() == len(current)
+    # both runs: one frontier would mix two chains' students (labels twice, the base of one): refused, both named
+    with pytest.raises(ValueError, match=r"holds 2 searches of cnn_mnist's \w+ students \(.*pass entries="):
+        ParetoExplorer.from_store(tmp_path, current_only=False)
+    older_entry = next(e for e in store.entries(SEARCH_KIND) if e.key != entry.key)
+    assert set(ParetoExplorer.from_store(tmp_path, current_only=False, entries=[older_entry.key]).table["entry"]) \
+        == {older_entry.key}
 
 
 def test_pareto_bad_tables_and_no_figure_leaks(pareto):

@@ -403,7 +403,8 @@ class MaskingExplorer(StaticView):
     @property
     def shown_text(self) -> str:
         """Which stored Experiment 1-2 chains the explorer shows: their mask sizes, labelled-set
-        sizes, chain lengths and seeds (one line), or that none is stored."""
+        sizes, chain lengths (with the one shown, where there are several: the others are a choice of the
+        *chain T* menu) and seeds (one line), or that none is stored."""
         rows = self.rows
         if rows.empty:
             return "No Experiment 1-2 chain is stored for this explorer."
@@ -415,8 +416,11 @@ class MaskingExplorer(StaticView):
 
         key = next((c for c in ("run_key", "entry") if c in rows.columns), None)
         chains = rows[key].nunique() if key else len(rows)
+        several = "num_iterations" in rows.columns and rows["num_iterations"].nunique() > 1
+        shown = f" (T = {self.num_iterations:,} shown)" if several and self.num_iterations is not None else ""
         return (f"Shown: {chains} stored Experiment 1-2 chains, masks m = {values('mask_size')}; labelled N = "
-                f"{values('labelled_size')}; chain length T = {values('num_iterations')}; seeds {values('seed')}.")
+                f"{values('labelled_size')}; chain length T = {values('num_iterations')}{shown}; "
+                f"seeds {values('seed')}.")
 
     @property
     def status_text(self) -> str:

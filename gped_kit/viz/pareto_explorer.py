@@ -9,7 +9,11 @@ image (:mod:`gped_kit.viz.snapshot`) is ``explorer_pareto_<model>_<tag>.png``. N
 or writes results. Example (in JupyterLab)::
 
     from gped_kit.viz.pareto_explorer import ParetoExplorer
-    ParetoExplorer.from_store("../results", figures_dir="../figures")
+    ParetoExplorer.from_store("../results", entries=[...], figures_dir="../figures")
+
+``entries`` names the searches to show (e.g. notebook 05's ``summary.run.entries``): one per model and target,
+since a frontier of two chains' students would mix them (a store holding several is refused, and the error lists
+them).
 """
 
 from __future__ import annotations
@@ -60,6 +64,27 @@ def stored_searches(store: ResultsStore, current_only: bool = True,
     return comparable_latency(store.load(SEARCH_TABLE, SEARCH_KIND,
                                          code=numerics_code(SEARCH_KIND) if current_only else None,
                                          where=None if keys is None else (lambda e: e.key in keys)))
+
+
+def _one_search_each(table: pd.DataFrame) -> None:
+    """ValueError where ``table`` holds several searches (column ``entry``) of one model's students of one target:
+    one frontier, one base student and one set of labels would mix students of different chains (their labels
+    collide, and "vs base" would compare across chains). The message lists them, with their chain length and
+    seed, and says how to choose."""
+    if table.empty or "entry" not in table.columns:
+        return
+    for (model, target), rows in table.groupby(["model", "target"]):
+        entries = rows.drop_duplicates("entry")
+        if len(entries) > 1:
+            listed = "; ".join(
+                f"{r['entry']}" + "".join(f", {name} {r[column]:,}" if isinstance(r[column], (int, float)) and
+                                           pd.notna(r[column]) else "" for column, name in
+                                           (("num_iterations", "T ="), ("seed", "seed")) if column in r)
+                for _, r in entries.iterrows())
+            raise ValueError(f"the table holds {len(entries)} searches of {model}'s {target} students ({listed}); "
+                             "the explorer shows one search per model and target: pass entries=[...] to "
+                             "ParetoExplorer.from_store (e.g. a notebook run's summary.run.entries), or one "
+                             "search's rows")
 
 
 class ParetoExplorer(StaticView):
@@ -117,6 +142,7 @@ class ParetoExplorer(StaticView):
         if len(table.columns) and missing:
             raise ValueError(f"table lacks the column(s) {missing}; an Experiment 3 search table has "
                              f"{list(needed)} besides metric and cost columns (see gped_kit.experiments.experiment3)")
+        _one_search_each(table)
         self.table = table
         self.source = ""
         self._updating = False
@@ -151,9 +177,10 @@ class ParetoExplorer(StaticView):
                    writer: ArtifactWriter | None = None) -> ParetoExplorer:
         """An explorer over the Experiment 3 searches stored in ``ResultsStore(results_dir)``
         (:func:`stored_searches`: by default those the current code made; ``entries``: only the
-        searches of those entry keys, e.g. the ones the notebook's tables and figures show); an
-        empty or absent store gives one that says so. ``figures_dir``, ``tag`` and ``writer`` as for the
-        constructor (with a ``writer``, its store is read when it is the one at ``results_dir``)."""
+        searches of those entry keys, e.g. the ones the notebook's tables and figures show: one per model and
+        target, else ValueError listing them); an empty or absent store gives one that says so. ``figures_dir``,
+        ``tag`` and ``writer`` as for the constructor (with a ``writer``, its store is read when it is the one at
+        ``results_dir``)."""
         explorer = cls(stored_searches(writer_store(writer, results_dir), current_only, entries),
                        figures_dir=figures_dir, tag=tag, writer=writer)
         explorer.source = str(results_dir)
