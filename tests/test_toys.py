@@ -425,6 +425,13 @@ def test_claims_are_computed_from_the_tables_and_can_fail():
     assert claims.loc["Pure-noise inputs distil worse than data-based inputs", "holds"]
     assert claims.loc["Derivative square error closer to p_MC than cross-entropy", "count"] == 6
     assert (claims["no_evidence"] == 0).all()
+    # each row names the numbers it rests on: KL on the grid for the mixture, the metric asked for the regression
+    assert claims.loc["MoG: online EM as close to p_MC as batch EM", "metric"] == "kl_mc_to_student"
+    assert claims.loc["MoG: online needs a fraction of the memory", "metric"] == "memory_ratio"
+    assert claims.loc["Derivative square error closer to p_MC than cross-entropy", "metric"] == "mean_kl_test"
+    grid = thesis.thesis_toys_claims(mog.iloc[:0], logreg.assign(mean_kl_grid=logreg["mean_kl_test"]),
+                                     metric="mean_kl_grid")
+    assert set(grid.loc[grid["metric"] != "memory_ratio", "metric"]) == {"mean_kl_grid"}
     assert thesis.thesis_toys_claims(mog.iloc[:0], pd.DataFrame()).empty
 
 

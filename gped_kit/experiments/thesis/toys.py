@@ -215,7 +215,9 @@ def _skilled(table: pd.DataFrame, metric: str) -> pd.Series:
 def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "mean_kl_test",
                        factor: float = 2.0, slack: float = 0.002) -> pd.DataFrame:
     """The thesis' findings checked on our numbers, one row per claim: ``claim``, what the
-    ``thesis`` says, ``ours`` (the numbers), ``holds`` (bool), ``count`` of ``of`` comparisons, and
+    ``thesis`` says, ``ours`` (the numbers), the ``metric`` they are (``kl_mc_to_student`` for the mixture,
+    ``metric`` for the logistic regression, ``memory_ratio`` for the memory claims), ``holds`` (bool), ``count``
+    of ``of`` comparisons, and
     ``no_evidence``, the comparisons left out because a student behind them does not beat the best constant
     prediction (its ``<metric>_skill``, :func:`~gped_kit.experiments.verdicts.no_evidence`; ``kl_mc_to_student``
     for the mixture). A claim holds when it was judged in at least one comparison and holds in each.
@@ -229,14 +231,14 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
     """
     rows = []
 
-    def add(claim: str, thesis: str, outcomes: Sequence[bool], ours: str,
+    def add(claim: str, thesis: str, outcomes: Sequence[bool], ours: str, measure: str,
             judged: Sequence[bool] | None = None) -> None:
         judged = [True] * len(outcomes) if judged is None else list(judged)
         counted = [o for o, j in zip(outcomes, judged) if j]
         left_out = len(judged) - len(counted)
         if left_out:
             ours += f"; {left_out} no evidence (a student not known to beat the best constant prediction)"
-        rows.append(dict(claim=claim, thesis=thesis, ours=ours, holds=bool(counted) and all(counted),
+        rows.append(dict(claim=claim, thesis=thesis, ours=ours, metric=measure, holds=bool(counted) and all(counted),
                          count=int(sum(counted)), of=len(counted), no_evidence=left_out))
 
     def both_skilled(table: pd.DataFrame, keys: list[str], column: str) -> pd.Series:
@@ -250,9 +252,11 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
         add("MoG: online EM as close to p_MC as batch EM", "online close to batch (Figures 3.1-3.9)", ok,
             "KL(p_MC||q) online / batch per N: " + ", ".join(
                 f"N={n}: {o:.4f}/{b:.4f}" for n, o, b in zip(w["num_data"], w["kl_mc_to_student_online"],
-                                                              w["kl_mc_to_student_batch"])), list(judged))
+                                                              w["kl_mc_to_student_batch"])), "kl_mc_to_student",
+            list(judged))
         add(MOG_MEMORY_CLAIM, "100 instead of 10,000 MCMC samples and 1,000 data samples",
-            list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
+            list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most",
+            "memory_ratio")
     if len(logreg):
         for loss, label, thesis in (("cross_entropy", "cross-entropy", "equivalent in expectation (Eq. 3.40)"),
                                     ("derivative_square_error", "derivative square error",
@@ -266,11 +270,12 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
                 list(w[f"{metric}_online"] <= factor * w[f"{metric}_batch"] + slack),
                 f"{metric} online / batch: " + ", ".join(
                     f"{g}: {o:.4f}/{b:.4f}" for g, o, b in zip(w["generator"], w[f"{metric}_online"],
-                                                              w[f"{metric}_batch"])), list(judged))
+                                                              w[f"{metric}_batch"])), metric, list(judged))
         if logreg["mode"].nunique() == 2:
             w = online_vs_batch(logreg, metric, ["loss", "generator"])
             add(LOGREG_MEMORY_CLAIM, "10 instead of 10,000 MCMC samples",
-                list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most")
+                list(w["memory_ratio"] < 0.1), f"online / batch bytes: {w['memory_ratio'].max():.4f} at most",
+                "memory_ratio")
         gens = set(logreg["generator"])
         skilled = logreg.assign(_skilled=_skilled(logreg, metric))
         if "noise" in gens and gens & {"resample", "perturb"}:
@@ -284,7 +289,7 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
                 "Gaussian noise inputs far worse (Chapter 2, Tables 2.1-2.2)", list(ratio > 1),
                 f"{metric} noise / best data-based generator: " + ", ".join(
                     f"{m} {('CE' if loss == 'cross_entropy' else 'DSE')}: {r:.1f}x" for (m, loss), r in ratio.items()),
-                judged)
+                metric, judged)
         if set(logreg["loss"]) == set(LOSSES):
             wide = logreg.pivot_table(index=["mode", "generator"], columns="loss", values=metric, aggfunc="first")
             both = skilled.groupby(["mode", "generator"])["_skilled"].all().reindex(wide.index).fillna(False)
@@ -293,8 +298,8 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
                 "DSE better than CE (Section 3.3.4, inputs N(0, 100 I))", list(better),
                 f"{metric} DSE / CE: " + ", ".join(
                     f"{m} {g}: {d / c:.2f}" for (m, g), d, c in zip(wide.index, wide["derivative_square_error"],
-                                                                     wide["cross_entropy"])), list(both))
-    return pd.DataFrame(rows, columns=["claim", "thesis", "ours", "holds", "count", "of", "no_evidence"])
+                                                                     wide["cross_entropy"])), metric, list(both))
+    return pd.DataFrame(rows, columns=["claim", "thesis", "ours", "metric", "holds", "count", "of", "no_evidence"])
 
 
 def skill_text(mog: pd.DataFrame, logreg: pd.DataFrame) -> str:
