@@ -2,6 +2,8 @@
 gped_kit.plotting.tables (and the thesis figures' layout): every figure is drawn from small hand-made tables (made-up
 numbers) and checked for what it shows; saved figures and tables land in tmp_path."""
 
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -35,7 +37,14 @@ from gped_kit.plotting.figures import (  # noqa: E402
     plot_learning_curves,
     plot_regression_uncertainty,
 )
-from gped_kit.plotting.save import PAPER_ONLY_SUFFIX, is_paper_only, save_figure, save_table  # noqa: E402
+from gped_kit.plotting.save import (  # noqa: E402
+    PAPER_ONLY_SUFFIX,
+    figure_content,
+    is_paper_only,
+    png_content,
+    save_figure,
+    save_table,
+)
 from gped_kit.plotting.tables import flat_table, full_table, integer_columns, markdown_table, paper_table  # noqa: E402
 from gped_kit.plotting.theme import (  # noqa: E402
     KIT_RC,
@@ -334,6 +343,37 @@ def test_missing_data_is_named_once_in_one_line_without_paths():
     assert line.count("cifar10") == 1 and "\n" not in line and "/root" not in line
     assert line.startswith("Not on this machine: data set 'cifar10' (train) not found.")
     assert missing_data_line(cells[cells["status"] == Status.REUSED]) == ""
+
+
+def test_a_saved_figure_is_replaced_when_a_stated_number_or_a_point_changes(tmp_path):
+    """The pixels alone keep a file whose title number changed or whose marker moved (a few hundred pixels of a
+    million): the figure's content (its texts and plotted positions, held in the PNG) is compared too. The same
+    figure drawn again is kept; a file saved without content is replaced once."""
+    def figure(title: str = "student NLL 0.469", y: float = 0.40):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(np.linspace(0, 1, 50), np.linspace(0.2, 0.8, 50))
+        ax.scatter([0.5], [y])
+        ax.set(title=title, ylim=(0, 1), yscale="linear")
+        return fig
+
+    def save(fig) -> tuple[Path, int]:
+        png = save_figure(fig, "view", tmp_path)[0]
+        plt.close(fig)
+        return png, png.stat().st_mtime_ns
+
+    png, first = save(figure())
+    assert png_content(png) == figure_content(figure()) and png_content(tmp_path / "view.pdf") is None
+    plt.close("all")
+    assert save(figure())[1] == first  # the same figure drawn again: kept
+    png, retitled = save(figure(title="student NLL 0.812"))
+    assert retitled != first
+    png, moved = save(figure(title="student NLL 0.812", y=0.45))
+    assert moved != retitled
+    assert save(figure(title="student NLL 0.812", y=0.4502))[1] == moved  # less than a thousandth of the axis
+    PIL_Image.open(png).save(png)  # the same pixels, no content: as figures were saved before they held it
+    stripped = png.stat().st_mtime_ns
+    assert png_content(png) is None and save(figure(title="student NLL 0.812", y=0.45))[1] != stripped
+    assert png_content(png) is not None
 
 
 def test_saving_a_figure_twice_gives_the_same_bytes_without_time_stamps(tmp_path):

@@ -11,7 +11,8 @@ draws no widgets). Given a ``figures_dir``, the opening view's PNG is written th
 asks (:meth:`StaticView.save_view`, the widget's *save this view* button): exploring writes nothing, so a
 few clicks in JupyterLab leave the repository as it was.
 
-A PNG already on disk is kept when the new one shows the same image within
+A PNG already on disk is kept when the new one holds the same content (its texts and plotted positions,
+:func:`~gped_kit.plotting.save.figure_content`) and shows the same image within
 :data:`~gped_kit.plotting.save.CHANGED_PIXELS` (:func:`~gped_kit.plotting.save.same_image`): the same view drawn
 on another machine differs in the last bits of its numbers, a line moved by a pixel here and there, and rewriting it
 would only dirty the repository."""
@@ -19,6 +20,7 @@ would only dirty the repository."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import math
@@ -32,10 +34,11 @@ import ipywidgets as W
 from IPython.display import display
 from matplotlib.figure import Figure
 from PIL import Image as PILImage
+from PIL.PngImagePlugin import PngInfo
 
 from ..experiments.artifacts import Artifact
 from ..experiments.store import ResultsStore
-from ..plotting.save import write_png
+from ..plotting.save import CONTENT_KEY, figure_content, png_content, write_png
 from ..plotting.theme import savefig_metadata
 
 if TYPE_CHECKING:  # the writer saves through this module: a type only
@@ -46,10 +49,11 @@ SNAPSHOT_TEXT_WIDTH = 120
 
 
 def figure_png(fig: Figure, dpi: float | None = None) -> bytes:
-    """``fig`` as PNG bytes (tight bounding box, white background; ``dpi`` None: the figure's)."""
+    """``fig`` as PNG bytes (tight bounding box, white background; ``dpi`` None: the figure's), holding its
+    :func:`~gped_kit.plotting.save.figure_content`."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight", facecolor="white", dpi=dpi or fig.dpi,
-                metadata=savefig_metadata("png"))
+                metadata={**savefig_metadata("png"), CONTENT_KEY: figure_content(fig)})
     return buf.getvalue()
 
 
@@ -63,7 +67,10 @@ def text_png(lines: Sequence[str], fontsize: float = 9.0, width: int = SNAPSHOT_
 
 def stack_pngs(pngs: Sequence[bytes | None], vertical: bool = True, gap: int = 10, margin: int = 6) -> bytes:
     """PNG images put together on a white background, top to bottom (``vertical``) or left to
-    right, each centred across the other direction; None entries are skipped."""
+    right, each centred across the other direction; None entries are skipped. Where every part holds its
+    content (:func:`~gped_kit.plotting.save.png_content`: each made by :func:`figure_png`), the result holds
+    theirs together, so that a view whose numbers change is written again
+    (:func:`~gped_kit.plotting.save.same_image`)."""
     images = [PILImage.open(io.BytesIO(png)).convert("RGB") for png in pngs if png]
     if not images:
         raise ValueError("stack_pngs needs at least one image")
@@ -84,8 +91,12 @@ def stack_pngs(pngs: Sequence[bytes | None], vertical: bool = True, gap: int = 1
         else:
             canvas.paste(im, (pos, margin + (height - h) // 2))
             pos += w + gap
+    contents = [png_content(png) for png in pngs if png]
+    info = PngInfo()
+    if all(c is not None for c in contents):
+        info.add_text(CONTENT_KEY, hashlib.sha256("+".join(contents).encode()).hexdigest())
     buf = io.BytesIO()
-    canvas.save(buf, format="PNG", optimize=True)
+    canvas.save(buf, format="PNG", optimize=True, pnginfo=info)
     return buf.getvalue()
 
 
