@@ -67,13 +67,15 @@ def stored_searches(store: ResultsStore, current_only: bool = True,
 
 
 def _one_search_each(table: pd.DataFrame) -> None:
-    """ValueError where ``table`` holds several searches (column ``entry``) of one model's students of one target:
+    """ValueError where ``table`` holds several searches (column ``entry``) of one model's searched students
+    (exhaustive or group l1/l2) of one target:
     one frontier, one base student and one set of labels would mix students of different chains (their labels
     collide, and "vs base" would compare across chains). The message lists them, with their chain length and
     seed, and says how to choose."""
     if table.empty or "entry" not in table.columns:
         return
-    for (model, target), rows in table.groupby(["model", "target"]):
+    students = table[table["method"].isin(list(METHODS))]  # every search's teacher row names the predictive target
+    for (model, target), rows in students.groupby(["model", "target"]):
         entries = rows.drop_duplicates("entry")
         if len(entries) > 1:
             listed = "; ".join(
