@@ -401,17 +401,19 @@ def test_bad_input_is_refused_before_any_work(make, match):
 # ----------------------------------------------------------------------------- analysis and figures
 
 
-def _claim_tables(mog_skill=0.9, logreg_skill=None):
+def _claim_tables(mog_skill=0.9, logreg_skill=None, dse_objective=None):
     """A hand-built MoG table (online 5x batch at N = 10) and logistic-regression table (noise worst, DSE half
     of CE), every student with skill 0.9 unless ``mog_skill`` / ``logreg_skill`` ({(mode, loss, generator):
-    skill}) say otherwise."""
+    skill}) say otherwise, and every DSE student's own loss below the CE student's (``dse_objective``
+    {(mode, loss, generator): value} says otherwise)."""
     mog = pd.DataFrame({"num_data": [2, 2, 10, 10], "mode": ["batch", "online"] * 2,
                         "kl_mc_to_student": [0.010, 0.012, 0.010, 0.050], "memory_bytes": [1000, 10] * 2,
                         "kl_mc_to_student_skill": mog_skill})
     kl = {"resample": 0.01, "perturb": 0.02, "noise": 0.1}
     rows = [dict(mode=m, loss=loss, generator=g, memory_bytes=1000 if m == "batch" else 10,
                  mean_kl_test=kl[g] * (0.5 if loss != "cross_entropy" else 1),
-                 mean_kl_test_skill=(logreg_skill or {}).get((m, loss, g), 0.9))
+                 mean_kl_test_skill=(logreg_skill or {}).get((m, loss, g), 0.9),
+                 dse_objective=(dse_objective or {}).get((m, loss, g), 0.01 if loss != "cross_entropy" else 0.02))
             for m in toys.MODES for loss in toys.LOSSES for g in toys.INPUT_GENERATORS]
     return mog, pd.DataFrame(rows)
 
@@ -465,6 +467,29 @@ def test_a_comparison_counts_only_students_that_beat_the_constant():
     judged = claims[~claims.index.isin(thesis.toys.BY_CONSTRUCTION)]
     assert (judged["of"] == 0).all() and not judged["holds"].any() and (judged["no_evidence"] > 0).all()
     assert claims.loc[list(thesis.toys.BY_CONSTRUCTION), "holds"].all()
+
+
+def test_dse_against_ce_counts_only_where_the_dse_student_minimised_its_own_loss():
+    """Where SGD left a DSE student's derivative square error (against p_MC) above the CE student's, their
+    comparison is of the optimiser, not of the losses: no evidence, named; a table without the objective
+    judges none."""
+    claim = "Derivative square error closer to p_MC than cross-entropy"
+    # the batch noise DSE student did not minimise its loss, and is (here) farther from p_MC than CE
+    mog, logreg = _claim_tables(dse_objective={("batch", "derivative_square_error", "noise"): 0.03})
+    logreg.loc[(logreg["mode"] == "batch") & (logreg["loss"] != "cross_entropy") & (logreg["generator"] == "noise"),
+               "mean_kl_test"] = 1.0
+    row = thesis.thesis_toys_claims(mog.iloc[:0], logreg).set_index("claim").loc[claim]
+    assert row["holds"] and (row["count"], row["of"], row["no_evidence"]) == (5, 5, 1)
+    assert "1 whose DSE student did not minimise its own loss below the CE student's" in row["ours"]
+    assert thesis.dse_minimised(logreg).tolist().count(False) == 1
+    # the same comparison with the DSE student's loss minimised counts, and the claim fails
+    _, minimised = _claim_tables()
+    minimised["mean_kl_test"] = logreg["mean_kl_test"]
+    row = thesis.thesis_toys_claims(mog.iloc[:0], minimised).set_index("claim").loc[claim]
+    assert not row["holds"] and (row["count"], row["of"]) == (5, 6)
+    unknown = thesis.thesis_toys_claims(mog.iloc[:0], logreg.drop(columns="dse_objective")).set_index("claim")
+    assert (unknown.loc[claim, "of"], unknown.loc[claim, "no_evidence"]) == (0, 6)
+    assert not thesis.dse_minimised(logreg.drop(columns="dse_objective")).any()
 
 
 def test_claims_text_names_claims_without_evidence_and_counts_neither_way():

@@ -47,12 +47,15 @@ from types import MappingProxyType
 #: (``comparison.method_skill``): a result without it counts no student, so version 2's are computed again.
 #: ``toy`` 2 (2026-11-29): every toy student's skill over the best constant prediction (the logistic
 #: regression's constant p(y = 1 | x), the mixture's constant density on the grid); the distances are unchanged.
+#: ``toy`` 3 (2026-11-30): every logistic-regression student's derivative square error against p_MC on its own
+#: generator's inputs (``dse_objective``): "DSE closer than CE" counts a comparison only where the DSE student
+#: minimised its own loss below the CE student's, so a result without it judges none; the rest is unchanged.
 NUMERICS: Mapping[str, int] = MappingProxyType({
     "chain": 1,
     "search": 1,
     "experiment4": 1,
     "comparison": 3,
-    "toy": 2,
+    "toy": 3,
 })
 
 #: The kinds of stored result (the store's ``<kind>/`` folders) and the numerics each is keyed by: its

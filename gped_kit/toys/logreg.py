@@ -58,7 +58,8 @@ class LogRegConfig:
     weights N(0, init_std^2) (the same for every student). One student per (mode, loss,
     generator) in ``modes`` x ``losses`` x ``generators``. ``perturb_std`` / ``noise_std`` set the
     "perturb" / "noise" generators. Evaluation: a ``grid_size``^2 grid on [-grid_limit, grid_limit]^2
-    and ``num_test`` fresh points from the data distribution.
+    and ``num_test`` fresh points from the data distribution; each student's derivative square error against
+    p_MC (:func:`dse_objective`) on ``num_objective_inputs`` fresh inputs of its own generator.
     """
 
     num_per_class: int = 12
@@ -81,6 +82,7 @@ class LogRegConfig:
     grid_limit: float = 6.0
     grid_size: int = 61
     num_test: int = 1_000
+    num_objective_inputs: int = 4_000
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -93,7 +95,8 @@ class LogRegConfig:
                      "grid_limit"):
             check_positive(f"LogRegConfig.{name}", getattr(self, name))
         for name, minimum in (("num_per_class", 1), ("num_samples", 1), ("burn_in", 0), ("num_components", 1),
-                              ("num_iterations", 1), ("batch_size", 1), ("grid_size", 2), ("num_test", 1), ("seed", 0)):
+                              ("num_iterations", 1), ("batch_size", 1), ("grid_size", 2), ("num_test", 1),
+                              ("num_objective_inputs", 1), ("seed", 0)):
             check_int(f"LogRegConfig.{name}", getattr(self, name), minimum)
         for name, allowed in (("modes", MODES), ("losses", LOSSES), ("generators", INPUT_GENERATORS)):
             values = getattr(self, name)
@@ -233,6 +236,20 @@ def _generate_inputs(kind: str, n: int, data_x: torch.Tensor, cfg: LogRegConfig,
     if kind == "perturb":
         x = x + cfg.perturb_std * torch.randn(n, 2, generator=gen, dtype=data_x.dtype)
     return x
+
+
+def dse_objective(weights: torch.Tensor, x: torch.Tensor, teacher_probs: torch.Tensor,
+                  teacher_jacobian: torch.Tensor) -> float:
+    """The derivative square error of Eq. 3.24 of a student (``weights`` (S', 2), Eq. 3.44) against a teacher
+    at inputs ``x`` (n, 2): the mean over ``x`` of sum_c t_c(x) / 2 ||d/dx log f_c - d/dx log t_c||^2, with the
+    teacher's class probabilities ``teacher_probs`` (n, 2) and input-Jacobian of its log probabilities
+    ``teacher_jacobian`` (n, 2, 2) (:func:`_teacher_outputs`): the loss a batch DSE student minimises, read at the
+    end of training. A DSE student whose objective ends above a cross-entropy student's did not minimise its
+    own loss (the optimiser, not the loss, decides their comparison)."""
+    x = x.detach().requires_grad_(True)
+    jacobian = losses.input_gradients(sigmoid_mixture_log_outputs(weights, x), x)
+    scale = teacher_probs.sqrt()[:, :, None]
+    return float(0.5 * losses.derivative_square_error(scale * jacobian, scale * teacher_jacobian).mean())
 
 
 def _bernoulli_kl(p: np.ndarray, q: np.ndarray, eps: float = 1e-12) -> np.ndarray:
@@ -402,6 +419,13 @@ def _run_logreg(config: LogRegConfig) -> ToyResult:
         group.seconds = time.perf_counter() - started
 
     # ---- evaluation against p_MC
+    objective_gen = torch.Generator().manual_seed(1_000 * cfg.seed + 7)
+    objective_inputs = {g: _generate_inputs(g, cfg.num_objective_inputs, data_x, cfg, objective_gen)
+                        for g in cfg.generators}
+    objective_teacher = {g: _teacher_outputs(lambda xx: sigmoid_mixture_log_outputs(bag_t, xx), x, True)
+                         for g, x in objective_inputs.items()}
+    objectives = {(mode, k): dse_objective(group.weights[k].detach(), objective_inputs[g], *objective_teacher[g])
+                  for mode, group in groups.items() for k, (_, _, g) in enumerate(group.specs)}
     axis = np.linspace(-cfg.grid_limit, cfg.grid_limit, cfg.grid_size)
     grid_np = np.stack(np.meshgrid(axis, axis, indexing="xy"), -1).reshape(-1, 2)
     with torch.no_grad():
@@ -434,6 +458,7 @@ def _run_logreg(config: LogRegConfig) -> ToyResult:
                              "memory_bytes": group.memory_bytes(k), **distances, **constants, **skills,
                              "skill": min(skills.values()),
                              "student_weight_norm": float(w.norm(dim=1).mean()),
+                             "dse_objective": objectives[(mode, k)],
                              "chain_seconds": chain_seconds, "train_seconds": group.seconds})
     table = pd.DataFrame(rows)
     keep = np.random.default_rng(0).choice(cfg.num_samples, size=min(cfg.num_samples, 1_000), replace=False)

@@ -13,6 +13,7 @@ from .toys import (
     PROFILES,
     ThesisToysSettings,
     compact_arrays,
+    dse_minimised,
     load_toy,
     logreg_agreement,
     logreg_config,
@@ -29,4 +30,4 @@ from .toys import (
 __all__ = ["EXPERIMENT", "CLAIMS_TABLE", "claims_text", "count_claims",
            "PROFILES", "ThesisToysSettings", "mog_configs", "logreg_config",
            "toy_record", "compact_arrays", "store_toy", "load_toy", "run_toy", "online_vs_batch", "thesis_toys_claims",
-           "skill_text", "mog_agreement", "logreg_agreement", "FLOAT32_ARRAYS", "LIST_COLUMNS"]
+           "skill_text", "dse_minimised", "mog_agreement", "logreg_agreement", "FLOAT32_ARRAYS", "LIST_COLUMNS"]
