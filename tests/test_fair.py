@@ -171,6 +171,32 @@ def test_readme_rows_judge_only_a_fair_win(tmp_path, tables_recorded):
     assert entropy_rows(tmp_path)[0].verdict == "no"
 
 
+def test_the_small_student_claim_rests_on_the_small_student_s_skill(tmp_path, tables_recorded):
+    """'Pruned students at <= 50% of the base's FLOPs lose little' is judged on the best such student and the base:
+    below the skill floor it is no evidence, whatever the verdict's own students' skill."""
+    m = "student_nll"
+    rows = [_row(method, stage, student, m, value, flops=flops, base=student == "base", skill=skill,
+                 target="predictive", units=units)
+            for method, stage, student, value, flops, skill, units in (
+                ("exhaustive", "distilled", "base", 0.60, 100.0, 0.5, math.nan),
+                ("exhaustive", "fine-tuned", "base", 0.55, 100.0, 0.5, math.nan),
+                ("exhaustive", "fine-tuned", "wide", 0.52, 200.0, 0.5, math.nan),
+                ("group_lasso", "distilled", "g", 0.51, 200.0, 0.5, math.nan),
+                ("group_lasso", "pruned", "g", 0.50, 150.0, 0.5, 5),
+                ("group_lasso", "fine-tuned", "g", 0.48, 150.0, 0.5, 5),
+                ("group_lasso", "distilled", "small", 0.70, 200.0, 0.5, math.nan),
+                ("group_lasso", "fine-tuned", "small", 0.58, 40.0, 0.01, 50))]
+    fair = fair_comparison(pd.DataFrame(rows), "fcnn")
+    row = fair.iloc[0]
+    assert (row["group_half_flops_best"], row["group_half_flops_skill"], row["skill"]) == (0.58, 0.01, 0.5)
+    _vs_paper(tmp_path, m, "group l1/l2 + pruning", 0.48, 0.60, small=0.58)
+    fair.to_csv(tmp_path / "experiment3_fair_default.csv", index=False)
+    beat, small = search_rows(tmp_path)
+    assert beat.verdict.startswith("yes") and small.verdict.startswith("no evidence")
+    fair.assign(group_half_flops_skill=0.5).to_csv(tmp_path / "experiment3_fair_default.csv", index=False)
+    assert search_rows(tmp_path)[1].verdict.startswith("yes")  # 0.58 within 10% of the fine-tuned base's 0.55
+
+
 def test_estimator_ablation_students_and_schedule():
     a = ESTIMATOR_ABLATION
     students = a.students()

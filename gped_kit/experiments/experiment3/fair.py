@@ -89,9 +89,11 @@ def fair_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
     fine-tuning), ``group_best_finetuned`` (its ``group_best_architecture``, ``units_pruned`` of
     ``units_before``), ``winner`` (the method of the best fine-tuned student), ``beats_base`` (it beats the
     fine-tuned base student), ``group_half_flops_best`` (test NLL only: the best fine-tuned group l1/l2 student
-    at <= 50% of the base student's FLOPs; NaN when none is that small), ``skill`` (the lowest skill of the
-    students compared) and ``verdict``: ``yes`` when the winner is group l1/l2 + pruning, pruned at least one
-    unit and beats the fine-tuned base, ``no`` otherwise, ``no evidence`` when ``skill`` is below the floor."""
+    at <= 50% of the base student's FLOPs; NaN when none is that small) and ``group_half_flops_skill`` (the lower
+    skill of it and the fine-tuned base: what that comparison rests on), ``skill`` (the lowest skill of the
+    students compared for the verdict) and ``verdict``: ``yes`` when the winner is group l1/l2 + pruning, pruned
+    at least one unit and beats the fine-tuned base, ``no`` otherwise, ``no evidence`` when ``skill`` is below the
+    floor."""
     rows_model = table[table["model"] == model] if len(table) else table
     out = []
     for metric in FAIR_METRICS:
@@ -123,10 +125,13 @@ def fair_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
         units = int(best_group["units_removed"]) if best_group is not None else 0
         verdict = ("no evidence" if unskilled(skill)
                    else "yes" if group_won and beats and units > 0 else "no")
-        half = math.nan
+        half, half_skill = math.nan, math.nan
         if metric == "student_nll" and len(base):
-            small = group_tuned[group_tuned["flops"] <= 0.5 * float(base["flops"].iloc[0])]
-            half = float(small[metric].min()) if len(small) else math.nan
+            small = group_tuned[group_tuned["flops"] <= 0.5 * float(base["flops"].iloc[0])].dropna(subset=[metric])
+            if len(small):
+                smallest = small.loc[small[metric].idxmin()]
+                half = float(smallest[metric])
+                half_skill = lowest_known(student_skill(pd.concat([base_tuned, pd.DataFrame([smallest])])))
         out.append({
             "model": model, "metric": metric, "base": float(base[metric].iloc[0]) if len(base) else math.nan,
             "base_finetuned": base_value,
@@ -139,7 +144,8 @@ def fair_comparison(table: pd.DataFrame, model: str) -> pd.DataFrame:
             "units_pruned": units,
             "units_before": _hidden_units(distilled["widths"].iloc[0]) if len(distilled) else 0,
             "winner": METHODS[winner["method"]] if winner is not None else "",
-            "beats_base": beats, "group_half_flops_best": half, "skill": skill, "verdict": verdict})
+            "beats_base": beats, "group_half_flops_best": half, "group_half_flops_skill": half_skill, "skill": skill,
+            "verdict": verdict})
     return pd.DataFrame(out)
 
 

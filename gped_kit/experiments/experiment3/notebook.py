@@ -229,12 +229,15 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
             beat_word = ("yes" if str(f["beats_base"]) == "True" else "no") if skilled else "no evidence"
             half = f["group_half_flops_best"]
             small_ok = pd.notna(half) and float(half) <= 1.1 * float(f["base_finetuned"])
+            # the small student's comparison rests on it and the base (a table written before says only `skill`)
+            small_skilled = not unskilled(f["group_half_flops_skill"] if "group_half_flops_skill" in f.index
+                                          else f["skill"])
             best = min(float(f["grid_best_finetuned"]), float(f["group_best_finetuned"]))
             text += f"; fine-tuned alike: best {best:.4f} vs base {float(f['base_finetuned']):.4f}"
             small_text += (f"; fine-tuned alike: {float(half):.4f}" if pd.notna(half) else "; fine-tuned alike: none "
                            "that small") + f" vs base {float(f['base_finetuned']):.4f}"
             beat.append((model, beat_word, text, *paper))
-            small.append((model, "no evidence" if not skilled else NOT_COMPARABLE if pd.isna(half)
+            small.append((model, NOT_COMPARABLE if pd.isna(half) else "no evidence" if not small_skilled
                           else "yes" if small_ok else "no", small_text))
         else:
             beat.append((model, "no evidence" if wins and by_group else ("yes" if wins else "no"), text, *paper))
