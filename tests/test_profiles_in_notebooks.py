@@ -165,12 +165,13 @@ def test_comparison_claims_are_the_notebooks_former_checks():
         for method, mu in by_method.items():
             rows.append({"eval_set": eval_set, "method": method, "mu_mae_snapshots": mu, "mu_mae_teacher": mu,
                          "accuracy": 0.9 if method != C.ZERO_MU else float("nan"),
-                         "skill": 0.9 if method != C.ZERO_MU else float("nan")})
+                         "skill": 0.9 if method != C.ZERO_MU else float("nan"),
+                         "predictive_skill": 0.9 if method != C.ZERO_MU else float("nan")})
         rows.append({"eval_set": eval_set, "method": "Snapshot ensemble", "mu_mae_snapshots": 0.0,
                      "mu_mae_teacher": 0.0, "accuracy": 0.905})
     table = pd.DataFrame(rows)
     table = pd.concat([table, pd.DataFrame({"eval_set": "test", "method": ["KD", "KD (noise inputs)"],
-                                            "skill": [0.9, 0.6]})], ignore_index=True)
+                                            "skill": [0.9, 0.6], "predictive_skill": [0.9, 0.6]})], ignore_index=True)
     kd = pd.DataFrame({"student": ["KD", "KD (noise inputs)"], "student_nll": [0.3, 0.9]})
     spiral = pd.DataFrame({"eval_set": ["grid"] * 3 + ["test"] * 3, "method": ["Hydra", "GPED", "EnD2"] * 2,
                            "mu_mae_snapshots": [0.2, 0.1, 0.3] * 2, "skill": [0.8] * 6})
@@ -201,13 +202,23 @@ def test_comparison_claims_are_the_notebooks_former_checks():
     # noise inputs that teach nothing are the thesis' claim: only the student on resampled D' must have skill
     noise = table.assign(skill=table["skill"].where(table["method"] != "KD (noise inputs)", -0.2))
     assert C.comparison_claims(noise, kd, spiral).set_index("claim").loc[names[4], "ours"] is True
-    no_kd = table.assign(skill=table["skill"].where(table["method"] != "KD", 0.0))
+    no_kd = table.assign(predictive_skill=table["predictive_skill"].where(table["method"] != "KD", 0.0))
     assert C.comparison_claims(no_kd, kd, spiral).set_index("claim").loc[names[4], "ours"] == "no evidence"
     # a table stored before the comparison reported skill judges no student of it (the spiral's has skill)
-    claims = C.comparison_claims(table.drop(columns="skill"), kd, spiral).set_index("claim")
+    claims = C.comparison_claims(table.drop(columns=["skill", "predictive_skill"]), kd, spiral).set_index("claim")
     assert set(claims["ours"].drop(index=names[5])) == {"no evidence"} and claims.loc[names[5], "ours"] is False
     assert claims.loc[names[3], "sets"] == ("not known to beat the best constant: Hydra (skill not stored), "
                                             "EnD2 (skill not stored)")
+    # the closest-MU claims are gated set by set: a student worse than a constant on one (OOD) set leaves that
+    # set out, named, and the others judged
+    ood = table.assign(skill=table["skill"].where((table["method"] != "EnD2") | (table["eval_set"] == "test"), -0.5))
+    claims = C.comparison_claims(ood, kd, spiral).set_index("claim")
+    assert claims.loc[names[0], "ours"] == "1 of 1" and claims.loc[names[0], "sets"] == (
+        "['test']; 1 sets no evidence (not known to beat the best constant there: mnist_rotated60: EnD2)")
+    assert claims.loc[names[1], "ours"] == "0 of 1"
+    # the NLL and accuracy claims rest on the predictive: an entropy head below the floor does not void them
+    entropy_weak = table.assign(skill=table["skill"].where(table["method"] != "Hydra", 0.01))
+    assert C.comparison_claims(entropy_weak, kd, spiral).set_index("claim").loc[names[2], "ours"] is True
 
 
 # ----------------------------------------------------------------------------- one test per notebook

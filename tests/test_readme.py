@@ -610,6 +610,8 @@ def test_shorten_cuts_between_clauses_and_closes_what_it_leaves_open():
     cut = R.shorten(text, 40)
     assert len(cut) <= 40 and cut.endswith("…)") and cut.count("(") == cut.count(")")
     assert R.shorten("one two three four five six", 12) == "one two …"
+    # a text whose first part was cut already (ours, then " · the paper's: ...") is not marked twice
+    assert R.shorten("ours 0.1, 0.2 … · the paper's: " + "0.3, " * 60, 40) == "ours 0.1, 0.2 …"
 
 
 def test_an_exp4_claim_whose_every_cell_is_no_evidence_says_so(tmp_path, tables_recorded):

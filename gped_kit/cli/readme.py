@@ -244,7 +244,8 @@ def shorten(text: str, limit: int = CELL_LIMIT) -> str:
         fitting = [(i, d) for i, d, r in cuts if r <= rank and i + 2 + d <= limit]
         if fitting:
             i, d = max(fitting)
-            return text[:i] + " …" + ")" * d
+            kept = text[:i]  # a clause cut already (" …") is not marked twice
+            return kept + ("" if kept.endswith(" …") and not d else " …") + ")" * d
     head = text[:limit - 2].rsplit(" ", 1)[0]
     opened = max(head.count("(") - head.count(")"), 0)
     return text[:max(len(head) - opened, 1)] + " …" + ")" * opened

@@ -83,7 +83,9 @@ from .notebook import (
     ComparisonRuns,
     comparison_claims,
     comparison_summary,
+    method_skills,
     mu_mae,
+    not_known_skilled,
     order_outcome,
 )
 from .reading import comparison_reading
@@ -111,5 +113,6 @@ __all__ = [
     "comparison_teacher_lines", "hydra_config_for_steps", "reference_names", "named_references",
     "EXPERIMENT", "ComparisonRuns", "COMPARISON_CLAIMS", "COMPARISON_TEST_COLUMNS", "HYDRA_TABLE2_MNIST_NLL",
     "MNIST_TABLE", "NLL_ORDER", "order_outcome", "comparison_claims", "comparison_summary", "mu_mae",
+    "method_skills", "not_known_skilled",
     "comparison_reading",
 ]
