@@ -211,6 +211,22 @@ def test_resume_from_checkpoint_equals_uninterrupted_run(digits_data, tmp_path):
     assert again.resumed_from == 300 and torch.equal(teacher(again), teacher(full))
 
 
+def test_a_checkpoint_between_log_points_holds_the_time_run_so_far(digits_data):
+    """A resumed run's elapsed time (hence its summary's iterations per second) starts from the checkpoint's: a
+    checkpoint written between log points held the time up to the last log point only (none before the first)."""
+    class Grab:
+        def on_log(self, e, rows): pass
+        def on_checkpoint(self, e): held.append((e.t, e.run_state(0).elapsed))
+        def on_end(self, e): pass
+
+    held: list[tuple[int, float]] = []
+    e = engine(digits_data, config(num_iterations=60, burn_in=10, log_every=40, checkpoint_every=30),
+               [StudentConfig(thinning=5)])
+    e.run(hooks=[Grab()])
+    (t30, at30), (t60, at60) = held
+    assert (t30, t60) == (30, 60) and 0 < at30 < at60
+
+
 def test_checkpoint_is_never_silently_overwritten_and_corrupt_files_are_kept(digits_data, tmp_path):
     ckpt = tmp_path / "run.pt"
     distill(digits_data, config(num_iterations=120), [], checkpoint=ckpt)

@@ -44,6 +44,9 @@ def run(state: EngineState, setup: EngineSetup, step: Step, log: Callable[[Engin
                     started = now
                     on_log(log(state))
                 if t % cfg.checkpoint_every == 0 or t == stop:
+                    now = time.perf_counter()  # a checkpoint between log points holds the time run so far
+                    state.elapsed += now - started
+                    started = now
                     state.dropout_rng = global_rng(device)
                     on_checkpoint()
         finally:

@@ -7,8 +7,13 @@
 
 ``checkpoint=path`` saves every ``checkpoint_every`` steps and at the end; calling again with
 the same path (in a new process too) continues from the checkpoint and gives the same result
-as an uninterrupted run. A checkpoint made by another configuration is never overwritten: it
-raises :class:`~gped_kit.engine.checkpoint.CheckpointError`.
+as an uninterrupted run (a run that stopped by a crash or at a checkpoint point). ``max_steps`` that stops
+a run between log points logs there too: the history gains that row, and the next row's running training
+averages (``teacher_train_nll``, ``student_train_loss``; the summary's when it is the last) cover the steps
+since it, while the networks, stores, ensemble and evaluations are those of the uninterrupted run
+(:mod:`gped_kit.experiments.budget` stops only at checkpoint points, so its slices are bit-identical). A
+checkpoint made by another configuration is never overwritten: it raises
+:class:`~gped_kit.engine.checkpoint.CheckpointError`.
 """
 
 from __future__ import annotations
