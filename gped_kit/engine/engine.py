@@ -441,7 +441,11 @@ class GPEDEngine:
         return events(self.setup, t)
 
     def step(self) -> None:
-        """Iteration t of Algorithm 1 for every chain (:func:`step`, with this engine's :meth:`teacher_step`)."""
+        """Iteration t of Algorithm 1 for every chain (:func:`step`, with this engine's :meth:`teacher_step`).
+        Dropout masks come from the global random stream, which :meth:`run` sets to the state's and saves back;
+        called on its own, a step draws from the caller's stream and leaves the state's where it was, so a later
+        run or checkpoint does not continue the same masks: to step and keep a run's stream, use
+        ``run(stop=t + k)``."""
         step(self.state, self.setup, self._teacher_move)
 
     def _teacher_move(self, state: EngineState, setup: EngineSetup, t: int) -> None:
