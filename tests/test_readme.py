@@ -143,19 +143,20 @@ def test_trend_rows_count_agreeing_cells(tmp_path, tables_recorded):
 
 
 def comparison_rows(nlls: dict[str, float], skills: dict[str, float] | None = None) -> pd.DataFrame:
-    """A comparison table's test rows: each method's NLL, and a skill of 0.9 for every student unless ``skills``
-    says otherwise (the references, ``Snapshot ensemble`` and the teacher, have none)."""
+    """A comparison table's test rows: each method's NLL, and a predictive skill (on which NLL claims rest) and a
+    skill (the lower of predictive and entropy) of 0.9 for every student unless ``skills`` says otherwise for both
+    (the references, ``Snapshot ensemble`` and the teacher, have none)."""
     skills = {m: (float("nan") if m in ("Snapshot ensemble", "Long-chain teacher") else 0.9) for m in nlls} | (
         skills or {})
     return pd.DataFrame({"eval_set": "test", "method": list(nlls), "nll": list(nlls.values()),
-                         "skill": [skills[m] for m in nlls]})
+                         "predictive_skill": [skills[m] for m in nlls], "skill": [skills[m] for m in nlls]})
 
 
 def test_the_comparison_order_rule(tmp_path, tables_recorded):
     def row(nlls, skills=None, drop_skill=False):
         table = comparison_rows(nlls, skills)
-        (table.drop(columns="skill") if drop_skill else table).to_csv(tmp_path / "comparison_mnist_default.csv",
-                                                                       index=False)
+        (table.drop(columns=["skill", "predictive_skill"]) if drop_skill else table).to_csv(
+            tmp_path / "comparison_mnist_default.csv", index=False)
         return CN.order_row(tmp_path)[0]
 
     def verdict(nlls, skills=None, drop_skill=False):
@@ -174,6 +175,10 @@ def test_the_comparison_order_rule(tmp_path, tables_recorded):
         "no evidence (3 of 3 pairs no evidence: Hydra, KD not known to beat the best constant)")
     # a table stored before the comparison reported skill: no student counts
     assert verdict(nlls, drop_skill=True).startswith("no evidence (3 of 3 pairs no evidence: Hydra, KD, EnD2 ")
+    # the NLL rests on the predictive: an entropy head below the floor (skill, not predictive_skill) leaves it judged
+    comparison_rows(nlls).assign(skill=lambda t: t["skill"].where(t["method"] != "EnD2", -0.35)).to_csv(
+        tmp_path / "comparison_mnist_default.csv", index=False)
+    assert CN.order_row(tmp_path)[0].verdict == "yes"
 
 
 def test_the_long_profile_column_judges_its_own_tables_by_the_same_rule(tmp_path, tables_recorded):
