@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -108,6 +109,18 @@ def test_keys_follow_the_declared_numerics_versions_not_the_code(monkeypatch):
         assert parts[-1] in numerics.NUMERICS and set(parts) <= set(numerics.NUMERICS), kind
     with pytest.raises(ValueError, match="kind='nope' is not a kind of stored result"):
         store.entry("nope", record)
+
+
+def test_compact_arrays_never_store_a_finite_value_as_inf(tmp_path):
+    """Floats are stored as float16, except an array with a finite value beyond its range (an EnD² student's
+    alpha_0 of 1e6), which keeps its value in float32; infinities and NaNs stay what they were."""
+    entry = ResultsStore(tmp_path).entry("chain", {"test": "arrays"})
+    entry.path.mkdir(parents=True)
+    entry.write_arrays({"small": torch.tensor([0.5, 2.0]), "large": torch.tensor([0.5, 1e6, float("inf")]),
+                        "labels": torch.tensor([1, 2])})
+    arrays = entry.arrays()
+    assert arrays["small"].dtype == np.float16 and arrays["labels"].dtype.kind == "i"
+    assert arrays["large"].dtype == np.float32 and arrays["large"][1] == 1e6 and np.isinf(arrays["large"][2])
 
 
 def test_rekey_moves_legacy_entries_to_their_version_keys_without_recomputing(tmp_path, capsys):

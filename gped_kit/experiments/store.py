@@ -119,11 +119,17 @@ class Entry:
             return {k: npz[k] for k in npz.files}
 
     def write_arrays(self, arrays: Mapping[str, np.ndarray | torch.Tensor], dtype: Any = np.float16) -> None:
-        """Compressed arrays (floats stored as ``dtype``: compact results for figures)."""
+        """Compressed arrays (floats stored as ``dtype``: compact results for figures). A float array with a finite
+        value beyond ``dtype``'s range (e.g. an EnD² student's precision alpha_0 above float16's 65,504) is stored
+        as float32 instead, never as inf."""
         out = {}
         for k, v in arrays.items():
             a = v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
-            out[k] = a.astype(dtype) if a.dtype.kind == "f" and dtype is not None else a
+            if a.dtype.kind == "f" and dtype is not None:
+                finite = np.abs(a[np.isfinite(a)])
+                fits = not finite.size or finite.max() <= np.finfo(dtype).max
+                a = a.astype(dtype if fits else np.float32)
+            out[k] = a
         buffer = io.BytesIO()
         np.savez_compressed(buffer, **out)
         atomic_write_bytes(self.path / ARRAYS_FILE, buffer.getvalue())
