@@ -146,7 +146,8 @@ def _experiment4(store: ResultsStore) -> None:
 
 def _comparison(store: ResultsStore) -> None:
     digits = _digits()
-    data = dataclasses.replace(digits, ood_x={"mnist_rotated60": digits.test_x.flip(3)})
+    data = dataclasses.replace(digits, ood_x={"mnist_rotated60": digits.test_x.flip(3)},
+                               ood_y={"mnist_rotated60": digits.test_y})
     s = dataclasses.replace(C.PROFILES["default"], hydra=HydraConfig(head_hidden=(16,), phase1_steps=20,
                                                                      phase2_steps=40))
     cfg = GPEDConfig(model="fcnn", sampler=SGLDConfig(step_size=5e-5, batch_size=50), num_iterations=80,

@@ -170,7 +170,8 @@ def test_method_skill_known_answers():
 def test_comparison_on_one_chain_through_the_store(digits_data, tmp_path, monkeypatch):
     """KD / GPED / EnD2 / Hydra from one short chain: every method on every set, the references at zero
     distance from themselves, KD without MU, costs from the networks; stored, then reused."""
-    data = dataclasses.replace(digits_data, ood_x={"mnist_rotated60": digits_data.test_x.flip(3)})
+    data = dataclasses.replace(digits_data, ood_x={"mnist_rotated60": digits_data.test_x.flip(3)},
+                               ood_y={"mnist_rotated60": digits_data.test_y})
     s = dataclasses.replace(C.PROFILES["default"], hydra=H.HydraConfig(head_hidden=(16,), phase1_steps=30,
                                                                        phase2_steps=60))
     students = C.comparison_students("fcnn", s)

@@ -497,6 +497,43 @@ def test_rotated_mnist_shift_set_is_the_test_set_rotated(mnist_root):
     assert D.ood_available("mnist_rotated60", root)
 
 
+def test_a_rotated_copy_of_the_test_set_keeps_its_images_and_labels_under_test_size(mnist_root):
+    """The rotated test set is the test set's images, turned: with ``test_size`` it keeps the test set's subset,
+    and its labels are the test set's (``ood_y``), so its NLL and accuracy can be computed; other OOD sets stay
+    unlabelled (another data set's images), and ``ood_size`` draws the rotated copy's own subset with the labels that go with it."""
+    root, arrays = mnist_root
+    whole = D.prepare_data(D.DataConfig(mask_size=3, root=str(root), ood_datasets=("mnist_rotated60",),
+                                        ood_masking="both"))
+    rotated = D.load_ood("mnist_rotated60", (1, 28, 28), root).float() / 255
+    assert torch.equal(whole.ood_x["mnist_rotated60:unmasked"], rotated)
+    assert set(whole.ood_y) == {"mnist_rotated60", "mnist_rotated60:unmasked"}
+    assert torch.equal(whole.ood_y["mnist_rotated60"], whole.test_y)
+    part = D.prepare_data(D.DataConfig(root=str(root), ood_datasets=("mnist_rotated60",), test_size=5, seed=2))
+    idx = D.subsample_indices(12, 5, D.derive_seed(2, D.SEED_TEST_SUBSET))
+    assert torch.equal(part.ood_x["mnist_rotated60"], rotated[idx])
+    assert torch.equal(part.ood_y["mnist_rotated60"], part.test_y)
+    assert torch.equal(part.test_y, torch.from_numpy(arrays["test"][1]).long()[idx])
+    own = D.prepare_data(D.DataConfig(root=str(root), ood_datasets=("mnist_rotated60",), ood_size=4, seed=2))
+    keep = D.subsample_indices(12, 4, D.derive_seed(2, D.SEED_OOD))
+    assert torch.equal(own.ood_x["mnist_rotated60"], rotated[keep])
+    assert torch.equal(own.ood_y["mnist_rotated60"], torch.from_numpy(arrays["test"][1]).long()[keep])
+    assert D.is_test_copy("mnist_rotated60", "mnist") and not D.is_test_copy("kmnist", "mnist")
+
+
+def test_labels_of_further_evaluation_sets_are_checked(digits_data):
+    x = digits_data.test_x.flip(3)
+    with pytest.raises(ValueError, match=r"ood_y has labels for 'shifted', which is not an evaluation set"):
+        dataclasses.replace(digits_data, ood_y={"shifted": digits_data.test_y})
+    with pytest.raises(ValueError, match=r"ood_x\['shifted'\] has \d+ rows but ood_y\['shifted'\] has 3"):
+        dataclasses.replace(digits_data, ood_x={"shifted": x}, ood_y={"shifted": digits_data.test_y[:3]})
+    with pytest.raises(ValueError, match=r"ood_y\['shifted'\] holds class labels from"):
+        dataclasses.replace(digits_data, ood_x={"shifted": x}, ood_y={"shifted": digits_data.test_y + 10})
+    labelled = dataclasses.replace(digits_data, ood_x={"shifted": x}, ood_y={"shifted": digits_data.test_y})
+    assert labelled.fingerprint() != dataclasses.replace(labelled, ood_y={}).fingerprint()
+    assert dataclasses.replace(labelled, ood_y={}).fingerprint() == dataclasses.replace(
+        digits_data, ood_x={"shifted": x}).fingerprint()
+
+
 def test_the_data_identity_hashes_ood_sets_as_read_not_their_floating_point_transforms(mnist_root, monkeypatch):
     root, _ = mnist_root
     cfg = D.DataConfig(labelled_size=10, root=str(root), ood_datasets=("mnist_rotated60",))

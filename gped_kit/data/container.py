@@ -3,8 +3,9 @@
 :class:`GPEDData` holds tensors on one device, so the sampling loop never waits for a data
 loader: D (inputs and labels or regression targets) for the teacher's SGLD minibatches, D'
 (inputs only) for the students' distillation minibatches, a labelled test set, and further
-*unlabelled* evaluation sets (out-of-distribution sets, shifted copies, a grid for uncertainty
-maps) on which the teacher ensemble and the students are evaluated too. Inputs may be images
+evaluation sets (out-of-distribution sets, shifted copies, a grid for uncertainty maps) on which the teacher
+ensemble and the students are evaluated too; those sets are unlabelled but for a shifted copy of the test set,
+whose labels ``ood_y`` holds. Inputs may be images
 ``(N, C, H, W)`` or feature vectors ``(N, F)``: the engine only indexes the first axis.
 
 Build it from tensors (:meth:`GPEDData.from_tensors`) or from any ``torch.utils.data.Dataset``
@@ -31,11 +32,12 @@ class GPEDData:
     """D, D' and the evaluation sets of one chain (see the module docstring).
 
     ``num_outputs`` is the number of classes (categorical likelihood) or of regression output
-    dimensions (Gaussian likelihood); ``distill_noise_std`` adds Bayesian Dark Knowledge's
-    Gaussian input noise to every D' minibatch; ``info`` holds descriptive columns copied into
-    every result row (e.g. ``dataset``, ``labelled_size``, ``masking_rate``); ``identity``
-    is what identifies the data in result keys (a data configuration's fields; None: a
-    checksum of the tensors, :meth:`fingerprint`).
+    dimensions (Gaussian likelihood); ``ood_y`` holds the labels of those further evaluation sets
+    that have them (a rotated copy of the test set: the test set's labels), by the set's name in
+    ``ood_x``; ``distill_noise_std`` adds Bayesian Dark Knowledge's Gaussian input noise to every D'
+    minibatch; ``info`` holds descriptive columns copied into every result row (e.g. ``dataset``,
+    ``labelled_size``, ``masking_rate``); ``identity`` is what identifies the data in result keys (a
+    data configuration's fields; None: a checksum of the tensors, :meth:`fingerprint`).
     """
 
     train_x: torch.Tensor
@@ -48,6 +50,7 @@ class GPEDData:
     distill_noise_std: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
     identity: Any = None
+    ood_y: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -77,6 +80,14 @@ class GPEDData:
             raise ValueError(f"data: distill_noise_std={self.distill_noise_std!r} must be >= 0")
         for name in ("train_y", "test_y"):
             check_targets(name, getattr(self, name), self.num_outputs)
+        for name, y in self.ood_y.items():
+            if name not in self.ood_x:
+                raise ValueError(f"data: ood_y has labels for {name!r}, which is not an evaluation set in ood_x "
+                                 f"(those: {sorted(self.ood_x)})")
+            if y.shape[0] != self.ood_x[name].shape[0]:
+                raise ValueError(f"data: ood_x[{name!r}] has {self.ood_x[name].shape[0]} rows but ood_y[{name!r}] "
+                                 f"has {y.shape[0]}")
+            check_targets(f"ood_y[{name!r}]", y, self.num_outputs)
         non_finite = self.non_finite_counts()
         if non_finite:
             raise ValueError(f"data: non-finite values (NaN or infinity) in {describe_counts(non_finite)}; "
@@ -84,10 +95,11 @@ class GPEDData:
 
     def non_finite_counts(self, names: Sequence[str] | None = None) -> dict[str, int]:
         """The number of NaN or infinite values in each named set that holds any (``"train_x"``,
-        ``"train_y"``, ``"distill_x"``, ``"test_x"``, ``"test_y"``, ``"ood_x['name']"``; default:
+        ``"train_y"``, ``"distill_x"``, ``"test_x"``, ``"test_y"``, ``"ood_x['name']"``, ``"ood_y['name']"``; default:
         all of them). Integer tensors hold none."""
         tensors = {"train_x": self.train_x, "train_y": self.train_y, "distill_x": self.distill_x,
-                   "test_x": self.test_x, "test_y": self.test_y, **{f"ood_x[{k!r}]": v for k, v in self.ood_x.items()}}
+                   "test_x": self.test_x, "test_y": self.test_y, **{f"ood_x[{k!r}]": v for k, v in self.ood_x.items()},
+                   **{f"ood_y[{k!r}]": v for k, v in self.ood_y.items()}}
         counted: dict[int, int] = {}  # D' is often D's inputs: each tensor is read once
         counts = {}
         for name in tensors if names is None else names:
@@ -118,7 +130,8 @@ class GPEDData:
             return self
         moved = {f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
                  if isinstance(getattr(self, f.name), torch.Tensor)}
-        return dataclasses.replace(self, **moved, ood_x={k: v.to(device) for k, v in self.ood_x.items()})
+        return dataclasses.replace(self, **moved, ood_x={k: v.to(device) for k, v in self.ood_x.items()},
+                                   ood_y={k: v.to(device) for k, v in self.ood_y.items()})
 
     def fingerprint(self) -> Any:
         """What identifies these data in result keys: ``identity`` when given, else the SHA-256 of
@@ -130,6 +143,8 @@ class GPEDData:
             _update(digest, name, getattr(self, name))
         for name in sorted(self.ood_x):
             _update(digest, f"ood:{name}", self.ood_x[name])
+        for name in sorted(self.ood_y):  # none: the digest of data without such labels, as before
+            _update(digest, f"ood_y:{name}", self.ood_y[name])
         return {"sha256": digest.hexdigest(), "num_outputs": self.num_outputs,
                 "distill_noise_std": self.distill_noise_std}
 

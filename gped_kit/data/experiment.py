@@ -16,7 +16,7 @@ import torch
 
 from ..core.schema import record_fields
 from .container import GPEDData
-from .ood import OOD_SETS, load_ood
+from .ood import OOD_SETS, is_test_copy, load_ood
 from .sources import DATASETS, canonical_name, load_split
 from .transforms import apply_square_mask, derive_seed, masking_rate, subsample_indices
 
@@ -110,7 +110,9 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDDat
     ``ood_masking="unmasked"`` they stay whole, with ``"both"`` each set is evaluated both ways
     (the whole copy named ``<set>:unmasked``). The paper does not say which it did.
     ``test_size`` keeps a seeded random subset of the masked test set (its masks are those the
-    whole set gets), e.g. for quick checks; the paper evaluates on all of it.
+    whole set gets), e.g. for quick checks; the paper evaluates on all of it. An OOD set that is a shifted
+    copy of the test set (:func:`~gped_kit.data.ood.is_test_copy`, e.g. ``"mnist_rotated60"``) keeps the
+    same images as the test set (its own subset with ``ood_size``) and its labels (``GPEDData.ood_y``).
     """
     name = canonical_name(cfg.dataset)
     train = load_split(name, "train", cfg.root, cfg.download, verify_checksums=cfg.verify_checksums)
@@ -127,15 +129,25 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDDat
     digest = hashlib.sha256()
     for array in (train.images, train.labels, test.images, test.labels):
         digest.update(array.contiguous().numpy().tobytes())
-    ood_x = {}
+    ood_x, ood_y = {}, {}
     for i, ood_name in enumerate(cfg.ood_datasets):
         digest.update(ood_name.encode())  # then the set as read, before its floating-point transforms
-        raw = load_ood(ood_name, shape, cfg.root, cfg.ood_size, derive_seed(cfg.seed, SEED_OOD + 2 * i), cfg.download,
+        subset_seed = derive_seed(cfg.seed, SEED_OOD + 2 * i)
+        test_copy = is_test_copy(ood_name, name)
+        raw = load_ood(ood_name, shape, cfg.root, None if test_copy else cfg.ood_size, subset_seed, cfg.download,
                        verify_checksums=cfg.verify_checksums, digest=digest)
+        if test_copy:  # its own subset with ood_size (as any OOD set), else the test set's; the labels follow
+            keep = (test_idx if cfg.ood_size is None
+                    else subsample_indices(len(raw), min(cfg.ood_size, len(raw)), subset_seed))
+            raw, labels = raw[keep], test.labels[keep].clone()
+        sets = {}
         if cfg.ood_masking in ("masked", "both"):
-            ood_x[ood_name] = _to_unit(apply_square_mask(raw, m, derive_seed(cfg.seed, SEED_OOD + 2 * i + 1)))
+            sets[ood_name] = _to_unit(apply_square_mask(raw, m, derive_seed(cfg.seed, SEED_OOD + 2 * i + 1)))
         if cfg.ood_masking in ("unmasked", "both"):
-            ood_x[ood_name + (UNMASKED_SUFFIX if cfg.ood_masking == "both" else "")] = _to_unit(raw.clone())
+            sets[ood_name + (UNMASKED_SUFFIX if cfg.ood_masking == "both" else "")] = _to_unit(raw.clone())
+        ood_x.update(sets)
+        if test_copy:
+            ood_y.update(dict.fromkeys(sets, labels))
     train_masked = apply_square_mask(train.images, m, derive_seed(cfg.seed, SEED_MASK_TRAIN))
     rate = masking_rate(m, *train.images.shape[2:])
     data = GPEDData(
@@ -146,6 +158,7 @@ def prepare_data(cfg: DataConfig, device: str | torch.device = "cpu") -> GPEDDat
         test_y=test.labels[test_idx].clone(),
         num_outputs=train.num_classes,
         ood_x=ood_x,
+        ood_y=ood_y,
         distill_noise_std=cfg.distill_noise_std,
         info={"dataset": name, "labelled_size": int(idx.shape[0]), "mask_size": m, "masking_rate": rate,
               "data_seed": cfg.seed, "distill_noise_std": cfg.distill_noise_std},

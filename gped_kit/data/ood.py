@@ -59,6 +59,15 @@ OOD_SETS = types.MappingProxyType({
 })
 
 
+def is_test_copy(name: str, dataset: str) -> bool:
+    """True when OOD set ``name`` is read from the test split of ``dataset`` (a canonical name): a shifted
+    copy of that test set (e.g. ``"mnist_rotated60"`` of ``"mnist"``), its images in the test set's order, so
+    the test set's labels are its labels."""
+    if name not in OOD_SETS:
+        raise ValueError(f"OOD set {name!r} is not known; allowed: {sorted(OOD_SETS)}")
+    return OOD_SETS[name].dataset == dataset
+
+
 def _ood_folder_files(spec: OODSpec, root: Path) -> list[Path]:
     folder = root / spec.folder
     return sorted({f for pattern in spec.patterns for f in folder.rglob(pattern)}) if folder.is_dir() else []

@@ -24,7 +24,7 @@ from ...models.build import ModelSpec
 from ...models.cost import count_flops
 from ...models.presets import ArchSpec, build_network, count_parameters
 from ..chains import ChainTask
-from .settings import COMPARISON_SHIFT_SETS, SNAPSHOTS, TEACHER, ZERO_MU
+from .settings import SNAPSHOTS, TEACHER, ZERO_MU
 
 #: Columns of the KD-variant rows (from the chain's summary).
 KD_COLUMNS = ("student", "input_generator", "derivative_weight", "student_nll", "student_accuracy", "nll_gap")
@@ -168,12 +168,13 @@ def comparison_table(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, h
     :func:`comparison_marginal_variance`, the marginal variance E[p(1-p)] averaged over inputs and
     classes (``mv_mean``, ``mv_mae_snapshots``; ``mv_mae_teacher`` only when the chain accumulated
     it); every distilled method's skill over the best constant prediction (:func:`method_skill`; the
-    references, teacher and snapshot ensemble, have none); ``params``/``flops`` from ``costs``. ``labels``
-    gives the labels of further sets (the rotated MNIST test set has the test set's labels; None: unlabelled).
+    references, teacher and snapshot ensemble, have none); ``params``/``flops`` from ``costs``. A set is labelled
+    when ``data`` holds its labels (the test set; a shifted copy of it, ``data.ood_y``) or ``labels`` gives them
+    (None: unlabelled); labels of another length than the set's outputs are an error.
     Each method's MU error is split into its heads against the long-chain teacher (:func:`head_errors`:
     ``total_mae_teacher``, ``total_bias_teacher``, ``data_bias_teacher``, ``mu_bias_teacher``), and each set
     gets a :data:`ZERO_MU` row (:func:`zero_mu_row`)."""
-    labels = {"test": data.test_y, **{n: data.test_y for n in COMPARISON_SHIFT_SETS}, **(labels or {})}
+    labels = {"test": data.test_y, **data.ood_y, **(labels or {})}
     model = arch.family if isinstance(arch, ArchSpec) else str(arch)
     rows = []
     for eval_set in result.teacher_outputs:
@@ -183,7 +184,10 @@ def comparison_table(result: GPEDResult, data: GPEDData, arch: ArchSpec | str, h
         for method, (pred, u) in methods.items():
             row = {"model": model, "eval_set": eval_set, "method": method}
             y = labels.get(eval_set)
-            if y is not None and len(y) == len(pred):
+            if y is not None:
+                if len(y) != len(pred):
+                    raise ValueError(f"comparison_table: {len(y)} labels for evaluation set {eval_set!r}, whose "
+                                     f"outputs have {len(pred)} rows")
                 y = y.cpu()
                 row.update(accuracy=metrics.accuracy(pred, y), nll=metrics.nll(pred, y),
                            brier=metrics.brier_score(pred, y))
