@@ -187,6 +187,51 @@ def test_dry_run_executes_nothing(notebook_dir: Path, tmp_path: Path, capsys: py
     assert not (notebook_dir / "00_params.out.json").exists()
 
 
+@pytest.mark.parametrize("output", [".", "../notebooks"])
+def test_output_dir_of_the_notebooks_is_refused_before_any_work(
+    output: str, notebook_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``--output-dir`` equal to the notebooks' folder would rename every source aside and then fail every run:
+    a usage error (exit status 2) naming the option and the folder and pointing to ``--inplace``; nothing moved."""
+    before = {p.name: p.read_text() for p in notebook_dir.iterdir()}
+    executor = FakeExecutor()
+    folder = notebook_dir / output
+    with pytest.raises(SystemExit) as exited:
+        main(["--notebook-dir", str(notebook_dir), "--output-dir", str(folder)], executor=executor)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and executor.calls == []
+    assert f"--output-dir {str(folder)!r} is the folder of {notebook_dir / '00_params.ipynb'}" in err
+    assert "--inplace" in err
+    assert {p.name: p.read_text() for p in notebook_dir.iterdir()} == before
+    with pytest.raises(ValueError, match="is the folder of"):
+        plan_runs([notebook_dir / "02_plain.ipynb"], output_dir=folder, inspect=lambda p: {})
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--timeout", "-1"], "--timeout=-1.0: must be a finite number of seconds > 0 (leave it out for no timeout)"),
+    (["--timeout", "0"], "--timeout=0.0: must be a finite number of seconds > 0"),
+    (["--timeout", "nan"], "--timeout=nan: must be a finite number of seconds > 0"),
+    (["--timeout", "inf"], "--timeout=inf: must be a finite number of seconds > 0"),
+    (["--cwd", "/nonexistent"], "--cwd='/nonexistent': not a directory"),
+    (["--ray-address", "10.0.0.1:6379"], "--ray-address='10.0.0.1:6379': only --executor ray joins a cluster; "
+                                          "got --executor local"),
+    (["--ray-address", "X", "--executor", "stored"], "got --executor stored"),
+])
+def test_bad_run_options_are_refused_before_any_work(
+    extra: list[str], message: str, notebook_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["--notebook-dir", str(notebook_dir), "--output-dir", str(tmp_path / "out"), *extra]
+    for dry in ([], ["--dry-run"]):
+        with pytest.raises(SystemExit) as exited:
+            main(argv + dry, executor=ExplodingExecutor())
+        assert exited.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    # the values that are fine: a timeout in seconds, an existing folder, a Ray address with --executor ray
+    fine = ["--timeout", "0.5", "--cwd", str(tmp_path), "--ray-address", "X", "--executor", "ray", "--dry-run"]
+    assert main(["--notebook-dir", str(notebook_dir), "--output-dir", str(tmp_path / "out"), *fine],
+                executor=ExplodingExecutor()) == 0
+
+
 def test_undeclared_override_is_an_error_before_anything_runs(
     notebook_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -272,6 +317,19 @@ def test_settings_are_checked_before_any_notebook_runs(tmp_path: Path, capsys: p
     assert "profile='cpu30' is not known" in problems["00_quickstart (profile cpu30)"]
     assert "resnet" in problems["01_experiment1 (profile cpu30)"]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_labelled_size_beyond_the_training_set_is_refused_before_any_notebook_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The data set's published split sizes are known without its files: a labelled size MNIST does not hold is a
+    usage error before anything runs, not a failure after the data are loaded."""
+    argv = ["--notebook-dir", str(REPO_NOTEBOOKS), "--output-dir", str(tmp_path / "out"), "02_experiment2_mnist"]
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--dry-run", "-p", "labelled_sizes=[70000]"], executor=ExplodingExecutor())
+    assert stop.value.code == 2
+    assert ("02_experiment2_mnist: ValueError: labelled_size=70000 exceeds the 60000 training images of mnist"
+            in capsys.readouterr().err)
 
 
 def test_profile_all_runs_every_shown_profile_before_default(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -278,10 +278,38 @@ def test_perturb():
     ({"dataset": "svhn", "mask_size": -1}, r"\[0, 32\]"),
     ({"labelled_size": 0}, "labelled_size=0"),
     ({"distill_noise_std": -0.1}, "distill_noise_std"),
+    # integers must be integers (a bool is not: mask_size=True was m=1 under another key), seeds >= 0, noise finite
+    ({"mask_size": 2.5}, r"mask_size=2\.5 must be an integer in \[0, 28\] for mnist"),
+    ({"mask_size": True}, r"mask_size=True must be an integer in \[0, 28\]"),
+    ({"labelled_size": 1.5}, r"labelled_size=1\.5 must be an integer >= 1 or None \(full set\)"),
+    ({"labelled_size": True}, r"labelled_size=True must be an integer >= 1"),
+    ({"seed": "x"}, r"seed='x': must be an integer >= 0"),
+    ({"seed": -1}, r"seed=-1: must be an integer >= 0"),
+    ({"seed": False}, r"seed=False: must be an integer >= 0"),
+    ({"distill_noise_std": float("nan")}, r"distill_noise_std=nan: must be a finite number >= 0"),
+    ({"distill_noise_std": float("inf")}, r"distill_noise_std=inf: must be a finite number >= 0"),
+    # sizes beyond the data set's published splits: refused before any file is read
+    ({"labelled_size": 70_000}, r"labelled_size=70000 exceeds the 60000 training images of mnist"),
+    ({"dataset": "cifar10", "labelled_size": 50_001}, r"labelled_size=50001 exceeds the 50000 training images"),
+    ({"dataset": "Fashion-MNIST", "test_size": 10_001}, r"test_size=10001 exceeds the 10000 test images of "
+                                                        r"fashion_mnist"),
 ])
 def test_data_config_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         D.DataConfig(**kwargs)
+
+
+def test_data_config_takes_the_whole_published_splits_and_keeps_its_record():
+    """The largest sizes a data set's splits hold are accepted, and validation changes no field (the record,
+    which keys stored results, is the configuration as given)."""
+    for name, spec in sources.DATASETS.items():
+        cfg = D.DataConfig(name, labelled_size=spec.train_size, test_size=spec.test_size, seed=2**40)
+        assert (cfg.labelled_size, cfg.test_size, cfg.seed) == (spec.train_size, spec.test_size, 2**40)
+    assert (sources.DATASETS["cifar10"].train_size, sources.DATASETS["svhn"].test_size) == (50_000, 26_032)
+    assert D.data_identity(D.DataConfig(), "x") == {"sha256": "x"}  # the defaults: left out of every key
+    cfg = D.DataConfig("cifar10", labelled_size=100, mask_size=10, seed=3)
+    assert D.data_identity(cfg, "x") == {"dataset": "cifar10", "labelled_size": 100, "mask_size": 10, "seed": 3,
+                                         "sha256": "x"}
 
 
 def test_prepare_data_on_tiny_mnist(mnist_root):
@@ -500,7 +528,8 @@ def test_rotated_mnist_shift_set_is_the_test_set_rotated(mnist_root):
 def test_a_rotated_copy_of_the_test_set_keeps_its_images_and_labels_under_test_size(mnist_root):
     """The rotated test set is the test set's images, turned: with ``test_size`` it keeps the test set's subset,
     and its labels are the test set's (``ood_y``), so its NLL and accuracy can be computed; other OOD sets stay
-    unlabelled (another data set's images), and ``ood_size`` draws the rotated copy's own subset with the labels that go with it."""
+    unlabelled (another data set's images), and ``ood_size`` draws the rotated copy's own subset with the labels
+    that go with it."""
     root, arrays = mnist_root
     whole = D.prepare_data(D.DataConfig(mask_size=3, root=str(root), ood_datasets=("mnist_rotated60",),
                                         ood_masking="both"))

@@ -403,6 +403,38 @@ def test_a_deterministic_slice_sets_cudnn_for_its_chains_only_and_says_so(digits
     assert seen == [(True, False), before]
 
 
+def test_a_slice_with_chains_missing_data_is_not_done_and_exits_3(digits_data, tmp_path, monkeypatch, capsys):
+    """A chain whose data set is absent never finishes: the slice says how many were skipped and why, does not
+    call the notebook done (the log's line the loop of docs/gpu.md waits for, the manifest's ``complete``), and
+    exits with status 3."""
+    cifar = {"dataset": "cifar10", "model": "cnn_cifar10", "data_root": str(tmp_path / "empty")}
+    (missing,) = S.notebook_chain_tasks("00_quickstart", "default", cifar).tasks
+
+    def run(notebook: str, out: str, *extra: str) -> int:
+        return S.main(["run", notebook, "--max-steps", "1000", "--results", str(tmp_path / "store"),
+                       "--out", str(tmp_path / out), *extra])
+
+    assert run("00_quickstart", "out0", *(a for k, v in cifar.items() for a in ("-p", f"{k}={v}"))) == 3
+    assert S.MISSING_DATA_EXIT == 3
+    out = capsys.readouterr().out
+    assert "every chain of the notebook is done" not in out and "chain(s) left" not in out
+    assert "1 chain(s) skipped for missing data (data set 'cifar10' (train) not found)" in out
+    # beside a chain that finishes: the pack's manifest is not complete either
+    (task,) = digits_tasks(digits_data)[:1]
+    monkeypatch.setattr(S, "notebook_chain_tasks", lambda *args: S.NotebookChains(
+        "digits", (S.ChainGroup((task, missing)),)))
+    assert run("digits", "out1") == 3
+    out = capsys.readouterr().out
+    assert "every chain of the notebook is done" not in out and "1 chain(s) skipped for missing data" in out
+    (manifest,) = (tmp_path / "out1").glob("slice-*.json")
+    info = json.loads(manifest.read_text())
+    assert info["complete"] is False and [c["status"] for c in info["cells"]] == [Status.RAN, Status.MISSING_DATA]
+    # once every chain finished, the slice is done and exits 0
+    monkeypatch.setattr(S, "notebook_chain_tasks", lambda *args: S.NotebookChains("digits", (S.ChainGroup((task,)),)))
+    assert run("digits", "out2") == 0
+    assert "every chain of the notebook is done" in capsys.readouterr().out
+
+
 def test_a_budget_needs_the_local_executor(digits_data, tmp_path):
     with pytest.raises(ValueError, match="executor='local'"):
         run_chains(digits_tasks(digits_data)[:1], ResultsStore(tmp_path), budget=Budget(steps=1), executor="ray")

@@ -73,6 +73,7 @@ import argparse
 import functools
 import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -423,6 +424,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_run_options(args: argparse.Namespace) -> None:
+    """``ValueError`` naming ``--timeout``, ``--cwd`` or ``--ray-address`` when it cannot be used, before any work:
+    a timeout that is not a finite number of seconds > 0, a working directory that is not a folder, a Ray address
+    without ``--executor ray`` (which alone joins a cluster)."""
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ValueError(f"--timeout={args.timeout!r}: must be a finite number of seconds > 0 "
+                         "(leave it out for no timeout)")
+    if args.cwd is not None and not args.cwd.is_dir():
+        raise ValueError(f"--cwd={str(args.cwd)!r}: not a directory; give an existing folder, or leave it out "
+                         "(each notebook's own folder)")
+    if args.ray_address is not None and ExecutorName(args.executor) is not ExecutorName.RAY:
+        raise ValueError(f"--ray-address={args.ray_address!r}: only --executor ray joins a cluster; "
+                         f"got --executor {args.executor}")
+
+
 def main(argv: Sequence[str] | None = None, executor: Executor | None = None) -> int:
     """Command-line entry point; returns the exit status.
 
@@ -435,6 +451,10 @@ def main(argv: Sequence[str] | None = None, executor: Executor | None = None) ->
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logger.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     logging.getLogger("papermill").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    try:
+        check_run_options(args)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     selectors = list(args.notebooks) + [s.strip() for item in args.only for s in item.split(",") if s.strip()]
     if not selectors and not args.notebook_dir.is_dir():

@@ -104,7 +104,8 @@ def plan_runs(
     :func:`check_overrides` first.
 
     Raises:
-        ValueError: if two notebooks would write the same output file.
+        ValueError: if two notebooks would write the same output file, or a notebook's output file is the
+            notebook itself (``output_dir`` its folder): the batch would rename the source aside before running it.
     """
     output_dir = Path(output_dir)
     global_overrides = [o for o in overrides if o.notebook is None]
@@ -146,6 +147,10 @@ def plan_runs(
             logger.warning("%s does not declare %s; not passed", nb.name, dropped_text)
 
         output_path = output_dir / nb.name
+        if output_path.resolve() == nb.resolve():
+            raise ValueError(f"--output-dir {str(output_dir)!r} is the folder of {nb}: its executed copy would "
+                             "replace the source notebook (renamed aside first, then not found to run); give "
+                             "another --output-dir, and --inplace to copy each executed notebook back over its source")
         if output_path in outputs:
             raise ValueError(f"{nb} and {outputs[output_path]} would both be written to {output_path}")
         outputs[output_path] = nb

@@ -149,7 +149,7 @@ def notebook_chain_tasks(notebook: str | Path, profile: str, overrides: Mapping[
 @dataclass
 class SliceReport:
     """What a slice did: every chain's status row, the manifest it wrote, and whether every chain
-    of the notebook is now done."""
+    of the notebook is now done (finished: a chain whose data set is missing is not)."""
 
     cells: pd.DataFrame
     manifest: Path | None
@@ -202,7 +202,7 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
         grids = [run_chains([with_graph(t, graph) for t in g.tasks], store, chains_per_batch=g.chains_per_batch,
                             progress=progress, budget=budget) for g in chains.groups if g.tasks]
     cells = pd.concat([g.cells for g in grids], ignore_index=True) if grids else pd.DataFrame()
-    complete = bool(len(cells)) and bool(cells["status"].isin([*FINISHED, Status.MISSING_DATA]).all())
+    complete = bool(len(cells)) and bool(cells["status"].isin(FINISHED).all())  # chains missing data are not done
     keep = chains.needs_state if keep_final_checkpoints is None else keep_final_checkpoints
     files = changed_files(store.root, before, keep)
     info = {"sequence": next_sequence(previous), "notebook": chains.notebook, "profile": profile,
@@ -217,12 +217,21 @@ def run_slice(notebook: str | Path, profile: str, overrides: Mapping[str, Any], 
 
 GRAPH_CHOICES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 
+#: ``slices run``'s exit status when no chain failed but some were not run because their data set is missing.
+MISSING_DATA_EXIT = 3
+
+RUN_EPILOG = ("exit status: 0 when every chain ran or was stopped by the budget (the log then says "
+              "'every chain of the notebook is done' or 'N chain(s) left'); 1 when a chain failed or a pack could "
+              f"not be written; 2 for bad input; {MISSING_DATA_EXIT} when no chain failed but some were not run "
+              "because their data set is missing (named in the log): such chains never finish, so put the data "
+              "under the data root before the next slice.")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gped_kit.cli.slices",
                                      description="Resumable slices of a notebook's chains (docs/gpu.md).")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a notebook's chains for a while, then pack what changed")
+    run = sub.add_parser("run", help="run a notebook's chains for a while, then pack what changed", epilog=RUN_EPILOG)
     run.add_argument("notebook", help="notebook name or path, e.g. 01_experiment1")
     run.add_argument("--profile", default="default", help="the notebook's profile (default: %(default)s)")
     run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
@@ -309,15 +318,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"resumed from earlier packs: {action_summary(report.unpacked)}")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(report.cells[["cell", "status", "seconds", "error"]].to_string(index=False))
+    missing = report.cells[report.cells["status"] == Status.MISSING_DATA]
     left = report.cells[~report.cells["status"].isin([*FINISHED, Status.MISSING_DATA])]
     if report.manifest is not None:
         files = [report.manifest.name] + [p["name"] for p in json.loads(report.manifest.read_text())["parts"]]
         print(f"packed into {args.out}: {', '.join(files)}")
     else:
         print("nothing changed in the store: no pack written")
-    print("every chain of the notebook is done" if report.complete else
-          f"{len(left)} chain(s) left: run the next slice with --resume <this pack's folder>")
-    return 1 if (report.cells["status"] == Status.FAILED).any() else 0
+    if report.complete:
+        print("every chain of the notebook is done")
+    elif len(left) or not len(missing):
+        print(f"{len(left)} chain(s) left: run the next slice with --resume <this pack's folder>")
+    if len(missing):
+        reasons = "; ".join(sorted({str(error).splitlines()[0].rstrip(".") for error in missing["error"]}))
+        print(f"{len(missing)} chain(s) skipped for missing data ({reasons}): put the data set under the data "
+              "root (docs/data.md) and run the slice again")
+    if (report.cells["status"] == Status.FAILED).any():
+        return 1
+    return MISSING_DATA_EXIT if len(missing) else 0
 
 
 if __name__ == "__main__":

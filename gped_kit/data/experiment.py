@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core.options import check_int, check_positive
 from ..core.schema import record_fields
 from .container import GPEDData
 from .ood import OOD_SETS, is_test_copy, load_ood
@@ -30,7 +31,8 @@ _ACCESS_FIELDS = ("root", "download", "verify_checksums")
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Which data an experiment uses and how it is manipulated (validated on creation).
+    """Which data an experiment uses and how it is manipulated (validated on creation: sizes, ``mask_size`` and
+    ``seed`` are integers, not bools, within the data set's published splits and image size).
 
     ``root``, ``download`` and ``verify_checksums`` say where and how files are read, not what
     the data are, so they are not part of the data's identity (:func:`data_identity`)."""
@@ -57,17 +59,29 @@ class DataConfig:
             raise ValueError(f"ood_datasets={list(self.ood_datasets)}: unknown {unknown}; allowed: {sorted(OOD_SETS)}")
         for name in ("ood_size", "test_size"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            if value is not None and (not _is_int(value) or value < 1):
                 raise ValueError(f"{name}={value!r} must be an integer >= 1 or None (all)")
-        _, h, w = DATASETS[canonical_name(self.dataset)].input_shape
-        if not 0 <= self.mask_size <= min(h, w):
-            raise ValueError(f"mask_size={self.mask_size} must lie in [0, {min(h, w)}] for {self.dataset}")
-        if self.labelled_size is not None and self.labelled_size < 1:
-            raise ValueError(f"labelled_size={self.labelled_size} must be >= 1 or None (full set)")
+        dataset = canonical_name(self.dataset)
+        spec = DATASETS[dataset]
+        _, h, w = spec.input_shape
+        if not _is_int(self.mask_size) or not 0 <= self.mask_size <= min(h, w):
+            raise ValueError(f"mask_size={self.mask_size!r} must be an integer in [0, {min(h, w)}] for {self.dataset}")
+        if self.labelled_size is not None and (not _is_int(self.labelled_size) or self.labelled_size < 1):
+            raise ValueError(f"labelled_size={self.labelled_size!r} must be an integer >= 1 or None (full set)")
+        if self.labelled_size is not None and self.labelled_size > spec.train_size:
+            raise ValueError(f"labelled_size={self.labelled_size} exceeds the {spec.train_size} training images "
+                             f"of {dataset}")
+        if self.test_size is not None and self.test_size > spec.test_size:
+            raise ValueError(f"test_size={self.test_size} exceeds the {spec.test_size} test images of {dataset}")
+        check_int("seed", self.seed, 0)
         if self.ood_masking not in OOD_MASKINGS:
             raise ValueError(f"ood_masking={self.ood_masking!r} is not known; allowed: {list(OOD_MASKINGS)}")
-        if self.distill_noise_std < 0:
-            raise ValueError(f"distill_noise_std={self.distill_noise_std} must be >= 0")
+        check_positive("distill_noise_std", self.distill_noise_std, allow_zero=True)
+
+
+def _is_int(value: object) -> bool:
+    """Whether ``value`` is an integer (a bool is not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 

@@ -51,19 +51,23 @@ IDX_FILES = types.MappingProxyType({  # split -> (images, labels) files of the M
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """Static facts about a supported data set."""
+    """Static facts about a supported data set: its torchvision class, input shape, number of classes and the
+    number of images in its published train and test splits (what a configuration may ask for before any file is
+    read; the files read are checked again when loaded)."""
 
     torchvision_class: str
     input_shape: tuple[int, int, int]  # (C, H, W)
     num_classes: int
+    train_size: int
+    test_size: int
 
 
 DATASETS = types.MappingProxyType({
-    "mnist": DatasetSpec("MNIST", (1, 28, 28), 10),
-    "fashion_mnist": DatasetSpec("FashionMNIST", (1, 28, 28), 10),
-    "kmnist": DatasetSpec("KMNIST", (1, 28, 28), 10),
-    "cifar10": DatasetSpec("CIFAR10", (3, 32, 32), 10),
-    "svhn": DatasetSpec("SVHN", (3, 32, 32), 10),
+    "mnist": DatasetSpec("MNIST", (1, 28, 28), 10, 60_000, 10_000),
+    "fashion_mnist": DatasetSpec("FashionMNIST", (1, 28, 28), 10, 60_000, 10_000),
+    "kmnist": DatasetSpec("KMNIST", (1, 28, 28), 10, 60_000, 10_000),
+    "cifar10": DatasetSpec("CIFAR10", (3, 32, 32), 10, 50_000, 10_000),
+    "svhn": DatasetSpec("SVHN", (3, 32, 32), 10, 73_257, 26_032),
 })
 
 
