@@ -229,7 +229,7 @@ def test_paper_shaped_lr_schedule_tasks_keep_the_papers_number_of_halvings():
 
 
 def test_gap_by_schedule_compares_the_smallest_and_largest_labelled_set():
-    def rows(gaps, epochs):
+    def rows(gaps, epochs, skill=None):
         out = []
         for (n, m, est), gap in gaps.items():
             for target in ("predictive", "entropy"):
@@ -237,6 +237,7 @@ def test_gap_by_schedule_compares_the_smallest_and_largest_labelled_set():
                                 estimator=est, target=target, teacher_nll=0.1, student_nll=0.1 + gap,
                                 nll_gap=gap if target == "predictive" else float("nan"),
                                 entropy_mae=0.05 if target == "entropy" else float("nan"),
+                                skill=(skill or {}).get((n, m, est), 0.5),
                                 lr_halving_epochs=epochs, num_iterations=5_000, burn_in=3_000,
                                 batch_size=100, run_key=f"{n}-{m}"))
         return pd.DataFrame(out)
@@ -248,6 +249,17 @@ def test_gap_by_schedule_compares_the_smallest_and_largest_labelled_set():
     assert len(out) == 2  # m = 25 is only in one table: not compared
     assert not out.loc["constant", "gap_falls_with_more_data"]
     assert out.loc["paper-shaped", "gap_falls_with_more_data"]
+    assert out["outcome"].tolist() == ["does not fall", "falls"] and out["skill"].tolist() == [0.5, 0.5]
+    assert E2.schedule_counts(out.reset_index()) == {"constant": "0 of 1", "paper-shaped": "1 of 1"}
+    # a student no better than a constant at either end tells nothing about its schedule (the paper-shaped
+    # student at N = 10,000 whose rate halved 49 times); one whose skill was not stored neither
+    crippled = rows({(10_000, 0, "U_s"): 0.30, (60_000, 0, "U_s"): 0.09}, 0.4, skill={(10_000, 0, "U_s"): -0.45})
+    out = E2.gap_by_schedule({"constant": constant, "paper-shaped": crippled}).set_index("schedule")
+    assert out.loc["paper-shaped", "gap_falls_with_more_data"] and out.loc["paper-shaped", "skill"] == -0.45
+    assert out.loc["paper-shaped", "outcome"] == "no evidence"
+    assert E2.schedule_counts(out.reset_index()) == {"constant": "0 of 1", "paper-shaped": "0 of 0; 1 no evidence"}
+    unknown = rows({(10_000, 0, "U_s"): 0.30, (60_000, 0, "U_s"): 0.09}, 0.4, skill={(60_000, 0, "U_s"): None})
+    assert E2.gap_by_schedule({"s": unknown})["outcome"].tolist() == ["no evidence"]
     assert out.loc["constant", "gap_at_10000"] == pytest.approx(-0.02)
     assert out.loc["paper-shaped", "halvings_at_10000"] == 50
     assert out.loc["paper-shaped", "halvings_at_60000"] == 8
@@ -354,6 +366,13 @@ def test_cells_below_the_skill_floor_are_named_and_their_comparisons_are_no_evid
     assert list(zip(low["labelled_size"], low["mask_size"], low["metric"])) == [(10_000, 0, "entropy MAE"),
                                                                                  (60_000, 0, "entropy MAE")]
     assert "N = 10,000, m = 0 (U_o -0.002 / U_s -0.002)" in E2.below_floor_text(low)
+    assert low["estimators"].tolist() == ["U_o, U_s"] * 2
+    # one estimator below the floor: named, and the other's skill shown beside it (its comparisons count)
+    one = cells.copy()
+    one.loc[(one["estimator"] == "U_o") & (one["mask_size"] == 0), "entropy_mae_skill"] = 0.3
+    low_one = E2.below_floor(one)
+    assert low_one["estimators"].tolist() == ["U_s"] * 2 and low_one["skill_U_o"].tolist() == [0.3, 0.3]
+    assert "N = 10,000, m = 0 (U_s -0.002)" in E2.below_floor_text(low_one)
     per = trend_cells(cells)
     peaks = per[(per["trend"] == "entropy MAE peaks at moderate masking")]
     assert peaks["no_evidence"].all()  # every peak reads m = 0

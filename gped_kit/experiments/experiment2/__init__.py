@@ -29,6 +29,7 @@ from .analysis import (
     experiment2_trends,
     experiment12_rows,
     gap_by_schedule,
+    schedule_counts,
 )
 from .notebook import CIFAR10, FIGURE3, MNIST, experiment2_summary
 from .reading import experiment2_reading
@@ -39,5 +40,6 @@ __all__ = ["MNIST", "CIFAR10", "FIGURE3", "PROFILES", "Experiment2Settings", "ex
            "lr_check_tasks", "cifar_tasks", "experiment2_cells", "experiment2_comparison",
            "experiment2_trend_cells_compared", "experiment2_trend_comparison", "experiment2_trends",
            "experiment12_rows",
-           "chain_lengths", "gap_by_schedule", "experiment2_summary", "experiment2_reading", "TRENDS_TABLE",
+           "chain_lengths", "gap_by_schedule", "schedule_counts", "experiment2_summary", "experiment2_reading",
+           "TRENDS_TABLE",
            "BELOW_FLOOR_TABLE", "below_floor", "below_floor_text"]

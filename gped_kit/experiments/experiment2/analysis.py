@@ -35,13 +35,21 @@ TRENDS_TABLE = MNIST_ARTIFACTS["trends"].file
 BELOW_FLOOR_TABLE = MNIST_ARTIFACTS["below_floor"].file
 
 
+#: :func:`gap_by_schedule`'s outcomes of one comparison, besides :data:`~gped_kit.experiments.claims.NO_EVIDENCE`.
+GAP_FALLS, GAP_DOES_NOT_FALL = "falls", "does not fall"
+
+
 def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Student - teacher NLL gap per (schedule, model, m, estimator) at every |D|, and whether it
     falls from the smallest to the largest |D|. ``tables`` maps a schedule name to per-student
     Experiment 2 rows (``GridResult.table``); only the (model, m) cells present in *every* table
     are compared. ``halvings_at_<N>`` is the number of lr halvings the schedule makes over the
     chain's distillation steps at that |D| (0 for a constant rate; the paper's: 49 at N = 10k and
-    8 at N = 60k)."""
+    8 at N = 60k). ``skill`` is the lowest skill of the predictive students at the two sizes compared
+    (:func:`experiment2_cells`' ``nll_gap_skill``; NaN where one was not stored), and ``outcome`` says
+    :data:`GAP_FALLS`, :data:`GAP_DOES_NOT_FALL`, or no evidence where a student is below the skill floor or
+    its skill unknown (:func:`~gped_kit.experiments.verdicts.unskilled`): a student no better than a constant
+    tells nothing about its schedule. ``gap_falls_with_more_data`` is the comparison itself, whatever the skill."""
     cells = {name: experiment2_cells(table) for name, table in tables.items()}
     common = set.intersection(*(set(zip(c["model"], c["mask_size"])) for c in cells.values()))
 
@@ -52,10 +60,15 @@ def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     for name, table in tables.items():
         c = cells[name]
         c = c[in_common(c)]
-        wide = c.pivot_table(index=["model", "mask_size", "estimator"], columns="labelled_size", values="nll_gap")
+        index = ["model", "mask_size", "estimator"]
+        wide = c.pivot_table(index=index, columns="labelled_size", values="nll_gap")
         sizes = sorted(wide.columns)
         wide.columns = [f"gap_at_{n}" for n in sizes]
         wide["gap_falls_with_more_data"] = wide[f"gap_at_{sizes[-1]}"] < wide[f"gap_at_{sizes[0]}"]
+        ends = c[c["labelled_size"].isin((sizes[0], sizes[-1]))]
+        wide["skill"] = ends.groupby(index)["nll_gap_skill"].agg(lowest_known).reindex(wide.index)
+        wide["outcome"] = [NO_EVIDENCE if unskilled(k) else GAP_FALLS if falls else GAP_DOES_NOT_FALL
+                           for k, falls in zip(wide["skill"], wide["gap_falls_with_more_data"])]
         pred = table[(table["target"] == "predictive") & in_common(table)]
         for n in sizes:
             row = pred[pred["labelled_size"] == n].iloc[0]
@@ -65,6 +78,19 @@ def gap_by_schedule(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         frames.append(wide.reset_index().assign(schedule=name))
     out = pd.concat(frames, ignore_index=True)
     return out[["schedule", *[c for c in out.columns if c != "schedule"]]]
+
+
+def schedule_counts(by_schedule: pd.DataFrame) -> dict[str, str]:
+    """Per schedule of :func:`gap_by_schedule`, in its order: ``"1 of 2"`` (the gap falls in 1 of the 2 judged
+    comparisons), with ``"; 2 no evidence"`` where students below the skill floor were left out, or
+    ``"0 of 0; 2 no evidence"`` where none was judged."""
+    counts = {}
+    for name, rows in by_schedule.groupby("schedule", sort=False):
+        judged = rows[rows["outcome"] != NO_EVIDENCE]
+        left_out = len(rows) - len(judged)
+        counts[name] = (f"{int((judged['outcome'] == GAP_FALLS).sum())} of {len(judged)}"
+                        + (f"; {left_out} no evidence" if left_out else ""))
+    return counts
 
 
 #: One row of :func:`experiment2_cells` per combination of these columns.
@@ -239,10 +265,13 @@ def below_floor(cells: pd.DataFrame) -> pd.DataFrame:
     """The cells of :func:`experiment2_cells` whose students of a metric are no evidence
     (:func:`~gped_kit.experiments.verdicts.unskilled`: their lowest skill over the seeds, ``<metric>_skill``,
     below :data:`~gped_kit.core.targets.SKILL_FLOOR`, or not stored): one row per (model, labelled_size,
-    mask_size, metric) with each estimator's skill (``skill_U_o``, ``skill_U_s``; NaN for one not stored) and
-    ``stored`` (False: a skill not stored, whether or not the other estimator's is below the floor). Every
-    trend comparison that reads such a cell is no evidence."""
-    columns = ["model", "labelled_size", "mask_size", "masking_rate", "metric", "skill_U_o", "skill_U_s", "stored"]
+    mask_size, metric) with ``estimators``, those of its estimators that are no evidence (``"U_s"``, or
+    ``"U_o, U_s"``: a comparison that reads the other estimator still counts), each estimator's skill
+    (``skill_U_o``, ``skill_U_s``, whether below the floor or not; NaN for one not stored) and ``stored`` (False:
+    the skill of one of ``estimators`` not stored). Every trend comparison that reads such a student is no
+    evidence."""
+    columns = ["model", "labelled_size", "mask_size", "masking_rate", "metric", "estimators", "skill_U_o",
+               "skill_U_s", "stored"]
     rows = []
     for metric, name in SKILL_METRICS.items():
         column = f"{metric}_skill"
@@ -250,13 +279,27 @@ def below_floor(cells: pd.DataFrame) -> pd.DataFrame:
             continue
         skills = cells[column] if column in cells else pd.Series(math.nan, index=cells.index)
         measured = cells[metric].notna()
-        low = cells[measured & skills.map(unskilled)]
-        for (model, n, m, r), part in low.groupby(["model", "labelled_size", "mask_size", "masking_rate"]):
+        low = measured & skills.map(unskilled)
+        for (model, n, m, r), part in cells[measured].groupby(["model", "labelled_size", "mask_size",
+                                                                 "masking_rate"]):
+            below = part[low.loc[part.index]]
+            if below.empty:
+                continue
             skill = skills.loc[part.index].set_axis(part["estimator"])
             rows.append({"model": model, "labelled_size": n, "mask_size": m, "masking_rate": r, "metric": name,
+                         "estimators": ", ".join(sorted(below["estimator"])),
                          "skill_U_o": skill.get("U_o", math.nan), "skill_U_s": skill.get("U_s", math.nan),
-                         "stored": bool(skill.notna().all())})
+                         "stored": bool(skills.loc[below.index].notna().all())})
     return pd.DataFrame(rows, columns=columns)
+
+
+def no_evidence_estimators(row) -> list[str]:
+    """The estimators of a :func:`below_floor` row that are no evidence (a table written before the column: those
+    whose skill it holds, as it then held only theirs)."""
+    named = getattr(row, "estimators", None)
+    if isinstance(named, str) and named:
+        return named.split(", ")
+    return [e for e in ("U_o", "U_s") if pd.notna(getattr(row, f"skill_{e}"))]
 
 
 def below_floor_text(low: pd.DataFrame) -> str:
@@ -278,7 +321,8 @@ def below_floor_text(low: pd.DataFrame) -> str:
     for (model, metric), group in low.groupby(["model", "metric"], sort=False):
         cells = ", ".join(
             f"N = {int(r.labelled_size):,}, m = {int(r.mask_size)} ("
-            + " / ".join(f"{e} {v:+.3f}" for e, v in (("U_o", r.skill_U_o), ("U_s", r.skill_U_s)) if pd.notna(v))
+            + " / ".join(f"{e} {v:+.3f}" for e, v in (("U_o", r.skill_U_o), ("U_s", r.skill_U_s))
+                         if pd.notna(v) and e in no_evidence_estimators(r))
             + ")" for r in group.itertuples())
         parts.append(f"{names.get(model, model)} {metric}: {cells}")
     return (f"No evidence in {len(low)} (cell, metric) pairs, whose students are no better than the best constant "

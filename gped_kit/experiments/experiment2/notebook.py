@@ -8,6 +8,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from ..device_runs import PAPER_STEPS, paper_length_runs, uo_vs_us
 from ..frame import SCALED_CHAIN, Experiment, Summary, read_chains
 from ..store import ResultsStore
@@ -30,6 +32,7 @@ from .analysis import (
     experiment2_cells,
     experiment2_trend_cells_compared,
     experiment2_trend_comparison,
+    no_evidence_estimators,
 )
 from .artifacts import (
     CIFAR10_ARTIFACTS,
@@ -113,22 +116,25 @@ VERDICT_LINE = 200
 def below_floor_line(figures: Path, profile: str | None = None) -> str | None:
     """Lines for the README's verdict: the Experiment 1-2 cells of ``profile`` (None: the one the verdicts
     rest on, :func:`trends_profile`) whose students are below the skill floor (the table notebook 02 wrote,
-    :func:`~.analysis.below_floor`), a line a model, by metric and m, with a link to their skills; None when
+    :func:`~.analysis.below_floor`), a line a model, by metric (naming the estimator where only one of the two is
+    below the floor) and m, with a link to their skills; None when
     there are none or the table is absent."""
     profile = profile or trends_profile(figures) or "default"
     name = BELOW_FLOOR_TABLE.format(profile=profile)
     low = artifact_table(figures, MNIST_ARTIFACTS["below_floor"], profile=profile)
     if low is None or low.empty:
         return None
-    parts = []  # per model: per metric, the masks that share their sizes N together
+    parts = []  # per model: per metric and estimators, the masks that share their sizes N together
+    which = pd.Series([f" ({named[0]} only)" if len(named := no_evidence_estimators(r)) == 1 else ""
+                       for r in low.itertuples()], index=low.index)
     for model, cells in low.groupby("model", sort=False):
         groups = []
-        for metric, part in cells.groupby("metric", sort=False):
+        for (metric, only), part in cells.groupby([cells["metric"], which.loc[cells.index]], sort=False):
             sizes = {int(m): " and ".join(f"{int(n):,}" for n in sorted(p["labelled_size"]))
                      for m, p in part.groupby("mask_size")}
             masks = [f"m = {' and '.join(str(m) for m in sizes if sizes[m] == n)} (N = {n})"
                      for n in dict.fromkeys(sizes.values())]
-            groups.append(f"{metric} at {' and '.join(masks)}")
+            groups.append(f"{metric}{only} at {' and '.join(masks)}")
         parts.append(f"{MODELS.get(model, model)}: {'; '.join(groups)}.")
     lines: list[str] = []  # the models' parts on as few lines as the README verdict's line length allows
     for part in parts:
@@ -138,7 +144,8 @@ def below_floor_line(figures: Path, profile: str | None = None) -> str | None:
             lines.append(part)
     where = "the default profile" if profile == "default" else f"the `{profile}` profile"
     return (f"No evidence in {where}: students no better than the best constant prediction "
-            f"({link(f'{name}.md', 'their skills')}), left out of Table 1 and Exp. 2:\n" + "\n".join(lines))
+            f"({link(f'{name}.md', 'their skills')}), their comparisons not counted:\n"
+            + "\n".join(lines))
 
 
 #: The trend a GPU run at the paper's length speaks to: its one cell (N = 60,000, r = 0) of U_o against U_s.
