@@ -403,19 +403,33 @@ def test_the_estimator_gap_table_sets_ours_beside_the_papers():
     none of ours reaches half of it (issue 52, item 5)."""
     rows = [{"model": "fcnn", "target": "predictive", "labelled_size": 60_000, "mask_size": 0, "seed": s,
              "estimator": e, "student_nll": 0.10 + (0.002 * s if e == "U_s" else 0.0), "num_iterations": 5_000,
-             "burn_in": 3_000, "thinning": 2, "lr_halving_epochs": 200.0, "lr_warmup": 100}
+             "burn_in": 3_000, "thinning": 2, "lr_halving_epochs": 200.0, "lr_warmup": 100,
+             "skill": 0.9 - 0.01 * s}
             for s in (0, 1, 2) for e in ("U_s", "U_o")]
     summary = SimpleNamespace(run=SimpleNamespace(table=pd.DataFrame(rows)))
     gaps = E1.estimator_gap({"default": summary}, {"fcnn": {"U_s": 0.0636, "U_o": 0.0630}}).set_index("profile")
     assert gaps.loc["default", "gap"] == pytest.approx(0.002) and gaps.loc["default", "seeds"] == 3
     assert gaps.loc["default", "student_updates"] == 1_000 and gaps.loc["default", "lr_warmup"] == 100
+    assert gaps.loc["default", "skill"] == pytest.approx(0.88)
     assert gaps.loc["paper on a GPU", "gap"] == pytest.approx(0.0006)
+    assert pd.isna(gaps.loc["paper on a GPU", "skill"])  # stored before its students reported skill
     assert gaps.loc["the paper's (Tables 5, 6)", "gap"] == pytest.approx(0.028)
     text = E1.estimator_gap_text(gaps.reset_index())
     assert "the paper's +0.028" in text and "not reproduced" in text
+    # the GPU chain's students are not known to beat a constant: named, and not among the settings that judge it
+    assert "over 1,000 to 1,000 student updates" in text and "paper on a GPU (T" not in text
+    assert text.endswith("No evidence: paper on a GPU (students not known to beat the best constant prediction), "
+                         "left out.")
     summary.run.table.loc[summary.run.table["estimator"] == "U_s", "student_nll"] += 0.03
     assert "At least half the paper's gap in: default" in E1.estimator_gap_text(
         E1.estimator_gap({"default": summary}))
+    # a gap nearer half the paper's (0.014) than its seeds' spread: not separable, not "none reaches it"
+    summary.run.table.loc[summary.run.table["estimator"] == "U_s", "student_nll"] += -0.03 + 0.011
+    near = E1.estimator_gap_text(E1.estimator_gap({"default": summary}))
+    assert "Not separable from half the paper's gap within the seeds' spread in: default" in near
+    assert "not reproduced" not in near
+    summary.run.table["skill"] = 0.01  # below the floor: no row judges it
+    assert E1.estimator_gap_text(E1.estimator_gap({"default": summary})) == ""
 
 
 def test_table1_per_profile_sets_the_gpu_chain_at_the_papers_length_beside_the_profiles():

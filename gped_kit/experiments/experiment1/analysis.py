@@ -15,6 +15,7 @@ from ..verdicts import (
     compare,
     lowest_known,
     no_evidence,
+    separable,
     skill_unknown,
     student_skill,
     unskilled,
@@ -242,9 +243,12 @@ def estimator_gap(summaries: Mapping[str, Summary], gpu: Mapping[str, Mapping[st
     thinning H, student updates, the learning-rate halving period (teacher epochs; NaN: constant) and warm-up,
     and the seeds (the gap's mean and standard deviation over them). ``summaries``: Experiment 1's summaries per
     profile (their grids' student rows); ``gpu``: per model the paper profile's GPU chain's U_s and U_o NLL
-    (``{"U_s": ..., "U_o": ...}``: one seed, T = 10^6, H = 100); then the paper's own cells. The paper's gap
-    (FCNN 0.082 - 0.054 = 0.028) is what the table asks about: where ours is far smaller at every T and H here,
-    the paper's U_o advantage is not reproduced and its cause is not among these settings."""
+    (``{"U_s": ..., "U_o": ...}``: one seed, T = 10^6, H = 100; with ``"skill"`` where it was stored); then the
+    paper's own cells. ``skill`` is the lowest skill of the predictive students behind a row (both estimators, every
+    seed; NaN where one was not stored): a row whose students are not known to beat the best constant prediction is
+    no evidence. The paper's gap (FCNN 0.082 - 0.054 = 0.028) is what the table asks about: where ours is far
+    smaller at every T and H here, the paper's U_o advantage is not reproduced and its cause is not among these
+    settings."""
     rows = []
     for profile, s in summaries.items():
         grid = s.run
@@ -264,12 +268,14 @@ def estimator_gap(summaries: Mapping[str, Summary], gpu: Mapping[str, Mapping[st
                          "lr_halving_epochs": first["lr_halving_epochs"],
                          "lr_warmup": first["lr_warmup"] if "lr_warmup" in part and pd.notna(first["lr_warmup"])
                          else 0, "seeds": len(gap), "student_nll_U_s": nll["U_s"].mean(),
-                         "student_nll_U_o": nll["U_o"].mean(), "gap": gap.mean(), "gap_std": gap.std()})
+                         "student_nll_U_o": nll["U_o"].mean(), "gap": gap.mean(), "gap_std": gap.std(),
+                         "skill": lowest_known(student_skill(part))})
     for model, values in (gpu or {}).items():
         rows.append({"profile": GPU_ROW, "model": model, "T": 1_000_000, "chains": 1, "H": 100,
                      "student_updates": float((1_000_000 - 1_000) // 100), "lr_halving_epochs": 200.0,
                      "lr_warmup": 0, "seeds": 1, "student_nll_U_s": values["U_s"], "student_nll_U_o": values["U_o"],
-                     "gap": values["U_s"] - values["U_o"], "gap_std": float("nan")})
+                     "gap": values["U_s"] - values["U_o"], "gap_std": float("nan"),
+                     "skill": values.get("skill", float("nan"))})
     for model in dict.fromkeys(r["model"] for r in rows):
         if model in paper_tables.MODELS:
             t = paper_tables.experiment2_table(model)
@@ -284,14 +290,18 @@ def estimator_gap(summaries: Mapping[str, Summary], gpu: Mapping[str, Mapping[st
 def estimator_gap_text(gaps: pd.DataFrame) -> str:
     """One paragraph on :func:`estimator_gap`: per model, our gaps beside the paper's, and whether any of ours
     comes within half of the paper's (if none does, the paper's U_o advantage is not reproduced by any setting
-    measured, and its cause is not among them)."""
-    ours_all = gaps[gaps["profile"] != PAPER_ROW]
+    measured, and its cause is not among them). Only rows whose students are known to beat the best constant
+    prediction judge it (``skill``, :func:`~gped_kit.experiments.verdicts.unskilled`; the others are named as no
+    evidence), and a gap nearer half the paper's than its seeds' spread is not separable from it."""
+    skill = gaps["skill"] if "skill" in gaps else pd.Series(float("nan"), index=gaps.index)
+    weak = gaps[(gaps["profile"] != PAPER_ROW) & skill.map(unskilled)]
+    ours_all = gaps[(gaps["profile"] != PAPER_ROW) & ~gaps.index.isin(weak.index)]
     if ours_all.empty:
         return ""
-    parts, reproduced = [], []
+    parts, reproduced, unclear = [], [], []
     for model, part in gaps.groupby("model", sort=False):
         paper = part[part["profile"] == PAPER_ROW]
-        ours = part[part["profile"] != PAPER_ROW]
+        ours = part[part.index.isin(ours_all.index)]
         if ours.empty or paper.empty:
             continue
         theirs = float(paper["gap"].iloc[0])
@@ -299,13 +309,23 @@ def estimator_gap_text(gaps: pd.DataFrame) -> str:
                          f"{r.gap:+.4f}" + (f" ± {r.gap_std:.4f}" if pd.notna(r.gap_std) else "")
                          for r in ours.itertuples())
         parts.append(f"{MODEL_NAMES.get(model, model)}: {each}; the paper's {theirs:+.3f}")
-        reproduced += [r.profile for r in ours.itertuples() if theirs > 0 and r.gap >= theirs / 2]
+        for r in ours.itertuples():
+            if theirs > 0 and not separable(r.gap - theirs / 2, r.gap_std):
+                unclear.append(r.profile)
+            elif theirs > 0 and r.gap >= theirs / 2:
+                reproduced.append(r.profile)
     updates = ours_all["student_updates"]
     span = f"{updates.min():,.0f} to {updates.max():,.0f} student updates"
     if reproduced:
         tail = f"At least half the paper's gap in: {', '.join(dict.fromkeys(reproduced))}."
+    elif unclear:
+        tail = (f"Not separable from half the paper's gap within the seeds' spread in: "
+                f"{', '.join(dict.fromkeys(unclear))}; none of the others reaches it.")
     else:
         tail = (f"None of ours reaches half the paper's gap, over {span}, chain lengths, thinnings and schedules "
                 "measured here: the paper's U_o advantage is not reproduced, and what produces it is not among "
                 "these settings (unexplained).")
+    if len(weak):
+        tail += (f" No evidence: {', '.join(dict.fromkeys(weak['profile']))} (students not known to beat the best "
+                 "constant prediction), left out.")
     return "**U_s - U_o student NLL** (Table 1's cell; positive: U_o better): " + "; ".join(parts) + ". " + tail
