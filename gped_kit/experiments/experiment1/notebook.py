@@ -27,6 +27,7 @@ from ..verdicts import (
     compare,
     judged_verdict,
     link,
+    lowest_known,
     no_evidence,
     number,
     profile_evidence,
@@ -89,12 +90,13 @@ def _seeds(t: pd.DataFrame) -> int:
 
 def gpu_student_nll(figures: Path) -> dict[str, dict[str, float]]:
     """Per model, the predictive students' test NLL under U_s and U_o of its complete paper-length GPU chain
-    (committed beside ``figures``), for :func:`~.analysis.estimator_gap`."""
+    (committed beside ``figures``), with the lower of their skills (NaN where one was not stored), for
+    :func:`~.analysis.estimator_gap`."""
     out = {}
     for model, run in _gpu_runs(figures).items():
         us, uo = run.cell("student_nll", "U_s"), run.cell("student_nll", "U_o")
         if us is not None and uo is not None:
-            out[model] = {"U_s": us.ours, "U_o": uo.ours}
+            out[model] = {"U_s": us.ours, "U_o": uo.ours, "skill": lowest_known(pd.Series([us.skill, uo.skill]))}
     return out
 
 
