@@ -422,7 +422,7 @@ def test_a_gpu_run_without_its_students_skill_judges_only_its_teacher(tmp_path, 
     assert "Of these 5 cells, 1 is within 10% and 4 are no evidence" in R.render_verdict([], figures)
     _table1(figures, "default", [["fcnn", 0.10, 0.001, 0.052, 0.13, 0.001, 0.082, 0.05, 0.001, 0.016, 3]])
     assert E1N.table1_values(figures, "default", "default").gpu.verdict.startswith(
-        "yes (1 of 1 within 10%; 2 no evidence")  # the teacher alone judged, the students named beside it
+        "no evidence (1 of 1 within 10%; 2 no evidence")  # the teacher alone judged: too few cells for a word
     # below the floor reads the same
     _gpu_run(tmp_path, "2026-01-03-graph", rows=_history(1_000_000), skill=V.SKILL_FLOOR / 2)
     (run,) = D.paper_length_runs(tmp_path).values()
@@ -478,11 +478,13 @@ def test_a_student_below_the_skill_floor_is_no_evidence(tmp_path, tables_recorde
         "without its skill))"
     _table1(tmp_path, "default", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.016, None, 0.016, 1]], skill=None)
     values = E1N.table1_values(tmp_path, "default", "default")
-    assert values.verdict == "yes (1 of 1 within 10%; 2 no evidence: FCNN student, FCNN entropy MAE (a student " \
-        "below the skill floor, or stored without its skill))"  # skill not stored: the teacher alone is judged
-    assert V.short_verdict(values.verdict) == "yes (1 of 1 within 10%; 2 no evidence)"
+    # skill not stored: the teacher alone is judged, and a word from 1 of 3 cells would speak for the students too
+    assert values.verdict == "no evidence (1 of 1 within 10%; 2 no evidence: FCNN student, FCNN entropy MAE (a " \
+        "student below the skill floor, or stored without its skill))"
+    assert V.short_verdict(values.verdict) == "no evidence (1 of 1 within 10%; 2 no evidence)"
     _table1(tmp_path, "default", [["fcnn", 0.07, None, 0.052, 0.08, None, 0.082, 0.016, None, 0.016, 1]], skill=None)
-    assert E1N.table1_values(tmp_path, "default", "default").verdict.startswith("no (0 of 1 within 10%; 2 no evidence")
+    assert E1N.table1_values(tmp_path, "default", "default").verdict.startswith(
+        "no evidence (0 of 1 within 10%; 2 no evidence")
 
 
 def test_the_gap_rule_judges_only_students_that_count_and_says_when_the_spread_decides():
@@ -501,6 +503,9 @@ def test_the_gap_rule_judges_only_students_that_count_and_says_when_the_spread_d
     assert E1N.gap_verdict([V.NOT_SEPARABLE, V.NOT_SEPARABLE]) == \
         "not separable (each gap within its spread of 0 or of twice the paper's)"  # never "no"
     assert V.judged_verdict(0, 0, not_separable=1, no_evidence=1) == V.NO_EVIDENCE
+    # a word needs at least as many judged cells as cells that are no evidence; not separable ones do not count
+    assert V.judged_verdict(1, 1, no_evidence=1) == "yes" and V.judged_verdict(1, 1, no_evidence=2) == V.NO_EVIDENCE
+    assert V.judged_verdict(1, 1, not_separable=5) == "yes" and V.judged_verdict(0, 2, no_evidence=2) == "no"
 
 
 def test_the_paper_profiles_deviations_are_read_from_the_code():

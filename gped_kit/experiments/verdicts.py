@@ -266,8 +266,10 @@ def judged_verdict(hits: int, judged: int, not_separable: int = 0, no_evidence: 
     """The verdict word over the ``judged`` cells (:func:`verdict`), as every verdict of the kit counts: cells
     within the seeds' spread (``not_separable``) or resting on a student that is no evidence (``no_evidence``)
     are left out of it, and named beside it by the caller. Where no cell is judged: :data:`NO_EVIDENCE` if any
-    is no evidence, else :data:`NOT_SEPARABLE` if any is not separable (never ``no``)."""
-    if judged:
+    is no evidence, else :data:`NOT_SEPARABLE` if any is not separable (never ``no``). Where more of a claim's
+    cells are no evidence than are judged, :data:`NO_EVIDENCE` too: a word resting on the fewer cells would
+    speak for the claim (``yes`` from 1 cell of 8, the other 7 students no better than a constant)."""
+    if judged and no_evidence <= judged:
         return verdict(hits, judged)
     return NO_EVIDENCE if no_evidence else NOT_SEPARABLE if not_separable else verdict(hits, judged)
 

@@ -21,9 +21,9 @@ from ..verdicts import (
     Finding,
     artifact_table,
     counts,
+    judged_verdict,
     link,
     profile_evidence,
-    verdict,
 )
 from .analysis import (
     BELOW_FLOOR_TABLE,
@@ -179,8 +179,8 @@ def uo_gpu_finding(figures: Path) -> Finding | None:
                         + (f" (spread {spread:.4f})" if spread else ""))
     left_out = ([f"{near} not separable"] if near else []) + (
         [f"{unknown} no evidence: a student stored without its skill or below the floor"] if unknown else [])
-    judged = (verdict(agree, n) + f" (agree in {agree} of {n} cells" + "".join(f"; {x}" for x in left_out) + ")"
-              if n else f"no evidence ({'; '.join(left_out)})")
+    judged = (judged_verdict(agree, n, near, unknown) + f" (agree in {agree} of {n} cells"
+              + "".join(f"; {x}" for x in left_out) + ")" if n else f"no evidence ({'; '.join(left_out)})")
     scope = ", ".join(MODELS.get(m, m) for m in runs) + ", N = 60,000, r = 0 only"
     return Finding(Evidence("paper", PAPER_STEPS, 1, device="a GPU", scope=scope), judged, "; ".join(ours))
 
@@ -196,7 +196,9 @@ def readme_rows(figures: Path) -> list[Claim]:
     """Rule: cell by cell against the paper's outcome in the same cell (Section 4.2, Tables 5, 6):
     ``yes`` when every cell compared agrees, ``partly`` when some do, ``no`` when none; cells whose outcome of ours
     lies within the seeds' spread (not separable) or rests on a student below the skill floor (no evidence) are
-    named and not compared. The evidence: the default profile's chains over three seeds (the ``seeds`` profile:
+    named and not compared, and where more cells are no evidence than are compared the verdict is no evidence
+    (:func:`~gped_kit.experiments.verdicts.judged_verdict`). The evidence: the default profile's chains over
+    three seeds (the ``seeds`` profile:
     the outcomes on the cells averaged over them, separable or not by their spread) where stored, else its one
     seed (where no spread is known, so every outcome counts); for U_o against U_s, the GPU runs at the paper's
     length too (:func:`uo_gpu_finding`)."""
@@ -214,7 +216,8 @@ def readme_rows(figures: Path) -> list[Claim]:
                                                                                             "no evidence"))
         over = [f"{MODELS.get(m, m)} {g.loc[m, 'seeds']}" for m in g.index] if seeds > 1 else []
         hits, n = sum(a for a, _ in agree), sum(c for _, c in agree)
-        judged = (f"{verdict(hits, n)} (agree in {hits} of {n} cells" if n else "no evidence (no cell compared")
+        judged = (f"{judged_verdict(hits, n, near, unskilled)} (agree in {hits} of {n} cells" if n
+                  else "no evidence (no cell compared")
         judged += (f"; {near} not separable" if near else "") + (f"; {unskilled} no evidence" if unskilled else "")
         judged += ")"
         rows.append(Claim(f"Exp. 2: {trend}", judged,
