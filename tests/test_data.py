@@ -549,6 +549,15 @@ def test_a_rotated_copy_of_the_test_set_keeps_its_images_and_labels_under_test_s
     assert D.is_test_copy("mnist_rotated60", "mnist") and not D.is_test_copy("kmnist", "mnist")
 
 
+def test_every_input_set_has_ds_dtype(digits_data):
+    """A set in another dtype than D's is another scale (uint8 images beside D's in [0, 1]): refused, named."""
+    raw = (digits_data.test_x * 255).to(torch.uint8)
+    with pytest.raises(ValueError, match=r"data: ood_x\['raw'\] holds torch.uint8 inputs, D holds torch.float32"):
+        dataclasses.replace(digits_data, ood_x={"raw": raw})
+    with pytest.raises(ValueError, match=r"data: test_x holds torch.uint8 inputs"):
+        D.GPEDData.from_tensors((digits_data.train_x, digits_data.train_y), (raw, digits_data.test_y))
+
+
 def test_labels_of_further_evaluation_sets_are_checked(digits_data):
     x = digits_data.test_x.flip(3)
     with pytest.raises(ValueError, match=r"ood_y has labels for 'shifted', which is not an evaluation set"):

@@ -57,7 +57,7 @@ class GPEDData:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the set and the problem unless the data can be used: rows of
-        inputs and labels agree, D and D' are non-empty, every set's inputs have D's shape,
+        inputs and labels agree, D and D' are non-empty, every set's inputs have D's shape and dtype,
         ``num_outputs`` is an integer >= 1, integer labels lie in ``[0, num_outputs)``, real-valued
         targets have shape ``(N,)`` (one output) or ``(N, num_outputs)``, and no input or target
         holds a NaN or an infinity. Runs on construction (and on every copy, e.g. :meth:`to`), and
@@ -74,6 +74,9 @@ class GPEDData:
         for name, x in shapes.items():
             if tuple(x.shape[1:]) != self.input_shape:
                 raise ValueError(f"data: {name} has inputs of shape {tuple(x.shape[1:])}, D has {self.input_shape}")
+            if x.dtype != self.train_x.dtype:
+                raise ValueError(f"data: {name} holds {x.dtype} inputs, D holds {self.train_x.dtype}; give every set "
+                                 "D's dtype and scale (e.g. uint8 images divided by 255 as D's were)")
         if isinstance(self.num_outputs, bool) or not isinstance(self.num_outputs, int) or self.num_outputs < 1:
             raise ValueError(f"data: num_outputs={self.num_outputs!r} must be an integer >= 1")
         if not self.distill_noise_std >= 0:
