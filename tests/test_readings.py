@@ -120,3 +120,10 @@ def test_sampler_reading_names_no_winner_when_the_seeds_do_not_separate_it():
             "BAOA 1, SGNHT 1 (of 2 seeds)); the gap is within the seed spread: no winner is established.") in text
     one = samplers.sampler_reading(pd.DataFrame(rows)[lambda d: d["seed"] == 0])
     assert "one seed, so no spread to judge the gap by: no winner is established" in one
+    # the entropy MAE names its caveat, its skill ranks highest first (here unknown: no evidence)
+    assert "- entropy MAE (each student's error against its own teacher, whose entropies differ" in text
+    assert "- entropy MAE skill: highest " in text and "equal work" not in text  # equal student updates: no line
+    unequal = samplers.sampler_reading(pd.DataFrame(rows).assign(
+        student_updates=lambda d: d["candidate"].map({"BAOA": 1_800, "SGNHT": 23_499})))
+    assert ("The teachers ran equal work, their students did not: the predictive students took 1,800 (BAOA) to "
+            "23,499 (SGNHT) updates") in unequal

@@ -23,7 +23,7 @@ ARTIFACTS = declare(
 )
 
 CHECKS = declare_checks(
-    Check("lowest", "{quantity}: lowest at equal work over the seeds", Role.FINDING),
+    Check("lowest", "{quantity}: best (lowest; a skill: highest) at equal teacher work over the seeds", Role.FINDING),
     Check("best_vs_reference", "best teacher NLL at least 5% below {reference} at equal work", Role.FINDING),
     Check("no_drift", "every candidate's recent-window NLL <= its all-sample NLL + 0.005 (no chain drifting "
                       "away)", Role.FINDING),

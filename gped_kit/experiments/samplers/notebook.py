@@ -83,8 +83,8 @@ def study_row(figures: Path, profile: str = "default") -> Claim | None:
             """A student's value, or the verdict word where it is not known to beat the best constant."""
             return NO_EVIDENCE if unskilled(r.get(f"{quantity} skill")) else number(r[quantity], 4)
 
-        return Claim(f"(ours) pooled chains and cyclical step sizes at equal work (FCNN, {steps:,} teacher steps in "
-                     f"all, {seeds_line}): teacher NLL / student NLL / entropy MAE", "—",
+        return Claim(f"(ours) pooled chains and cyclical step sizes at equal teacher work (FCNN, {steps:,} teacher "
+                     f"steps in all, {seeds_line}): teacher NLL / student NLL / entropy MAE", "—",
                      "; ".join(f"{r.candidate} {number(r['teacher NLL'], 4)} / {student(r, 'student NLL')} / "
                                f"{student(r, 'entropy MAE')}" for _, r in t.iterrows()),
                      f"Table 1, FCNN, SGLD at T = 10^6: {paper['teacher_nll']:g} / {paper['student_nll']:g} / "
@@ -103,4 +103,4 @@ def readme_rows(figures: Path) -> list[Claim]:
 EXPERIMENT = Experiment("10_samplers", PROFILES, _tasks, summary=sampler_summary, shown_profiles=("default", "pooling"),
                         scaled_paper={"num_iterations": 1_101, "test_size": 500}, readme_rows=readme_rows,
                         artifacts=ARTIFACTS, checks=CHECKS,
-    description="SGLD, SGHMC, SGNHT, BAOA, pooled and cyclical teachers at equal work")
+    description="SGLD, SGHMC, SGNHT, BAOA, pooled and cyclical teachers at equal teacher work")

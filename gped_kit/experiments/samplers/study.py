@@ -31,7 +31,7 @@ from ...core.sghmc import SGHMCConfig
 from ...core.sgld import SGLDConfig
 from ...core.sgnht import SGNHTConfig
 from ...data.experiment import DataConfig
-from ...engine import StudentConfig
+from ...engine import StudentConfig, student_updates
 from ...engine.result import GPEDResult
 from ...models.presets import ArchSpec
 from ..chains import ChainTask
@@ -175,15 +175,21 @@ def sampler_study_tasks(settings: SamplerStudySettings, device: str = "auto",
 
 def study_history(results: Sequence[GPEDResult | None], tasks: Sequence[ChainTask]) -> pd.DataFrame:
     """The candidates' histories in one tidy table (``candidate``, ``seed`` and ``num_chains`` columns
-    added; one row per log point and student), with each student's skill columns from the chain's summary on
-    its last log point (the history logs errors, the summary the skill over the best constant prediction that
-    says whether they count)."""
+    added; one row per log point and student), with ``student_updates``, the updates the student has taken by
+    that point (:func:`~gped_kit.engine.config.student_updates`: in each of a pooled teacher's chains, which run
+    T / K steps, and only in a cyclical schedule's sampling phases, so that equal teacher work is not equal
+    student work), and each student's skill columns from the chain's summary on its last log point (the history
+    logs errors, the summary the skill over the best constant prediction that says whether they count)."""
     frames = []
     for result, task in zip(results, tasks):
         if result is None:
             continue
         label, _, seed = task.label.rpartition(" seed=")
         history = result.history.assign(candidate=label, seed=int(seed), num_chains=task.config.num_chains)
+        thinning = {student.label: student.thinning for student in task.students}
+        history["student_updates"] = [
+            student_updates(task.config, thinning[name], int(step) - 1) if name in thinning else math.nan
+            for name, step in zip(history["student"], history["step"])]
         summary = result.summary
         skills = [c for c in summary.columns if str(c).endswith("skill") and c not in history]
         if skills and "student" in summary and "student" in history:
@@ -197,11 +203,11 @@ def study_history(results: Sequence[GPEDResult | None], tasks: Sequence[ChainTas
 
 
 def study_per_seed(history: pd.DataFrame) -> pd.DataFrame:
-    """Per (candidate, seed), the last log point's ``T`` (teacher steps of all its chains together),
-    ``seconds``, ``teacher NLL`` (all samples and
-    ``(recent)`` window), ``student NLL`` and ``entropy MAE``, and where the history reports them the two
-    students' skills over the best constant prediction (``student NLL skill``, ``entropy MAE skill``);
-    indexed by (candidate, seed)."""
+    """Per (candidate, seed), the last log point's ``T`` (teacher steps of all its chains together), ``student
+    updates`` (the predictive student's, in each chain; where the history has them), ``seconds``, ``teacher
+    NLL`` (all samples and ``(recent)`` window), ``student NLL`` and ``entropy MAE``, and where the history
+    reports them the two students' skills over the best constant prediction (``student NLL skill``,
+    ``entropy MAE skill``); indexed by (candidate, seed)."""
     if history.empty:
         raise ValueError("study_table: no finished run")
     last = history.loc[history.groupby(["candidate", "seed", "student"])["step"].idxmax()]
@@ -209,6 +215,7 @@ def study_per_seed(history: pd.DataFrame) -> pd.DataFrame:
     ent = last[last["student"] == STUDENT_LABELS[1]].set_index(["candidate", "seed"])
     out = pd.DataFrame({
         "T": pred["step"] * (pred["num_chains"] if "num_chains" in pred else 1),
+        **({"student updates": pred["student_updates"]} if "student_updates" in pred else {}),
         "seconds": pred["elapsed_s"], "teacher NLL": pred["teacher_nll"],
         "teacher NLL (recent)": pred["teacher_recent_nll"], "student NLL": pred["student_nll"],
         "entropy MAE": ent["entropy_mae"],
@@ -242,17 +249,27 @@ def paper_row(model: str = "fcnn") -> dict[str, float]:
             "entropy MAE": paper["entropy_mae"]}
 
 
-#: The quantities a winner is named on (lower is better for each).
-WINNER_QUANTITIES = ("teacher NLL", "student NLL", "entropy MAE")
+#: The quantities a winner is named on: lower is better, but for a skill. The entropy MAE is each student's error
+#: against its own teacher, whose entropies differ from candidate to candidate (a sharper teacher gives smaller
+#: errors for the same fidelity); its skill, the error's share of that teacher's best constant prediction's,
+#: compares the students on one scale.
+WINNER_QUANTITIES = ("teacher NLL", "student NLL", "entropy MAE", "entropy MAE skill")
+
+
+def higher_is_better(quantity: str) -> bool:
+    """Whether a larger ``quantity`` of :data:`WINNER_QUANTITIES` is better (a skill)."""
+    return quantity.endswith(" skill")
 
 
 def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUANTITIES) -> pd.DataFrame:
-    """The lowest candidate per quantity over seeds, and whether it is separated from the next by more
-    than the seed spread (issue 27: a winner named on 0.0910 against 0.0911 from one seed says nothing).
+    """The best candidate per quantity over seeds (the lowest; the highest for a skill, :func:`higher_is_better`),
+    and whether it is separated from the next by more than the seed spread (issue 27: a winner named on 0.0910
+    against 0.0911 from one seed says nothing).
 
-    One row per quantity: ``winner`` and ``runner_up`` (lowest and second-lowest mean over seeds), their
-    ``*_mean`` and ``*_std`` (sample standard deviation over seeds; NaN for one seed), ``gap`` (runner-up
-    mean - winner mean), ``seeds``, ``separated`` (``"yes"`` when the gap exceeds the sum of the two
+    One row per quantity: ``winner`` and ``runner_up`` (best and second-best mean over seeds), their
+    ``*_mean`` and ``*_std`` (sample standard deviation over seeds; NaN for one seed), ``gap`` (how far the
+    runner-up's mean is behind the winner's, >= 0), ``seeds``, ``separated`` (``"yes"`` when the gap exceeds the
+    sum of the two
     standard deviations, i.e. their mean +- std intervals do not overlap; ``"no"`` otherwise; ``"one
     seed"`` when there is no spread to compare with; ``"no evidence"`` when the winner's or the runner-up's
     student is below the skill floor in a seed or was stored without its skill, so that the order may be one a
@@ -265,12 +282,14 @@ def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUAN
         if q not in per_seed:
             raise ValueError(f"quantity={q!r} is not known; allowed: {list(per_seed.columns)}")
         values = per_seed[q].unstack("candidate")  # seeds x candidates
+        sign = -1.0 if higher_is_better(q) else 1.0  # ranked on sign * value, lowest first
         stats = pd.DataFrame({"mean": values.mean(), "std": values.std(ddof=1), "n": values.count()})
-        stats = stats.sort_values("mean", kind="stable")
-        best = values.idxmin(axis=1).value_counts()
+        stats = stats.loc[(sign * stats["mean"]).sort_values(kind="stable").index]
+        best = (sign * values).dropna(how="all").idxmin(axis=1).value_counts()  # a seed without values: none
         w, r = stats.iloc[0], stats.iloc[1] if len(stats) > 1 else None
         seeds = int(stats["n"].max())
-        skill = per_seed[f"{q} skill"].unstack("candidate") if f"{q} skill" in per_seed else None
+        skill_of = q if higher_is_better(q) else f"{q} skill"  # a skill is its own evidence
+        skill = per_seed[skill_of].unstack("candidate") if skill_of in per_seed else None
         weak = (skill is not None and r is not None
                 and bool(skill[[stats.index[0], stats.index[1]]].map(unskilled).any(axis=None)))
         if weak:
@@ -278,12 +297,12 @@ def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUAN
         elif r is None or seeds < 2:
             separated = "one seed" if seeds < 2 else "no runner-up"
         else:
-            separated = "yes" if r["mean"] - w["mean"] > w["std"] + r["std"] else "no"
+            separated = "yes" if sign * (r["mean"] - w["mean"]) > w["std"] + r["std"] else "no"
         rows.append({"quantity": q, "winner": stats.index[0], "winner_mean": w["mean"], "winner_std": w["std"],
                      "runner_up": stats.index[1] if r is not None else None,
                      "runner_up_mean": r["mean"] if r is not None else float("nan"),
                      "runner_up_std": r["std"] if r is not None else float("nan"),
-                     "gap": (r["mean"] - w["mean"]) if r is not None else float("nan"), "seeds": seeds,
+                     "gap": sign * (r["mean"] - w["mean"]) if r is not None else float("nan"), "seeds": seeds,
                      "separated": separated,
                      "seed_winners": ", ".join(f"{c} {n}" for c, n in best.items()) + f" (of {len(values)} seeds)"})
     return pd.DataFrame(rows)
