@@ -431,6 +431,21 @@ def test_study_winners_name_the_lowest_candidate_and_whether_seeds_separate_it()
         assert weak.loc["entropy MAE", "separated"] == "no evidence"
         assert weak.loc["teacher NLL", "separated"] == "no"  # the teacher needs no skill; A and B are not C
     skills.clear()
+    # the entropy MAE is an error against each candidate's own teacher: its skill ranks on one scale, higher first
+    sharp = pd.DataFrame([dict(candidate=c, seed=seed, step=100, elapsed_s=1.0, teacher_nll=0.1, teacher_recent_nll=0.1,
+                               student=label, student_updates=u, **values)
+                          for c, mae, skill, u in (("sharp teacher", 0.068, 0.076, 40), ("SGLD", 0.093, 0.25, 80))
+                          for seed, jitter in enumerate((0.0, 0.002, -0.002))
+                          for label, values in ((samplers.STUDENT_LABELS[0], dict(student_nll=0.2, skill=0.9)),
+                                                (samplers.STUDENT_LABELS[1], dict(entropy_mae=mae + jitter,
+                                                                                  skill=skill + jitter)))])
+    ranked = samplers.study_winners(sharp).set_index("quantity")
+    assert ranked.loc["entropy MAE", "winner"] == "sharp teacher"
+    skill_row = ranked.loc["entropy MAE skill"]
+    assert (skill_row["winner"], skill_row["runner_up"], skill_row["separated"]) == ("SGLD", "sharp teacher", "yes")
+    assert skill_row["gap"] == pytest.approx(0.174) and skill_row["seed_winners"] == "SGLD 3 (of 3 seeds)"
+    assert samplers.study_table(sharp).set_index("candidate")["student updates"].to_dict() == {
+        "sharp teacher": 40, "SGLD": 80}
     one = samplers.study_winners(history({"A": [0.0910], "B": [0.0911]})).set_index("quantity")
     assert one.loc["teacher NLL", "separated"] == "one seed" and pd.isna(one.loc["teacher NLL", "winner_std"])
     with pytest.raises(ValueError, match="quantity='loss'"):
