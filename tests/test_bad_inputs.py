@@ -6,6 +6,7 @@ before the run.
 * regression targets of the wrong shape (were a ``reshape`` error mid-run);
 * NaN or infinity in any input or target of any set (was a divergence blamed on the step size);
 * NaN made after the data were built (a transform applied in place): the divergence names the data;
+* a user's network that outputs NaN or infinity (was a divergence blamed on the step size): named at setup;
 * a corrupt checkpoint: the kit's sentence first, torch's error as ``__cause__`` (was one paragraph).
 """
 
@@ -158,6 +159,43 @@ def test_data_changed_in_place_after_construction_are_caught_before_any_step(dig
     x.nan_to_num_(0.0)
     with pytest.raises(ValueError, match=r"train_y holds class labels from 5 to 14, but num_outputs=10"):
         distill(data, config(), [])
+
+
+# ----------------------------------------------------------------------------- networks that make NaN
+class NanOnData(nn.Module):
+    """A linear network whose outputs are NaN on any non-zero input (finite on the all-zero shape probe)."""
+
+    def __init__(self, out_dim: int = 10, infinite: bool = False) -> None:
+        super().__init__()
+        self.linear = nn.Linear(64, out_dim)
+        self.bad = float("inf") if infinite else float("nan")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.linear(x.flatten(1))
+        return torch.where(x.flatten(1).abs().sum(1, keepdim=True) > 0, out * self.bad, out)
+
+
+class NanEverywhere(NanOnData):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x.flatten(1)) * self.bad
+
+
+@pytest.mark.parametrize("infinite", [False, True], ids=["nan", "inf"])
+def test_a_model_that_makes_non_finite_outputs_is_named_before_any_step(digits_data, no_work, infinite):
+    """A user's model that outputs NaN or infinity (on the all-zero shape probe, or on the first training inputs)
+    is refused when the chain is built, naming the model, not blamed on the step size steps into the run."""
+    with pytest.raises(ValueError, match=r"GPEDConfig.model: NanEverywhere maps 2 all-zero inputs to non-finite raw "
+                                         r"outputs \(20 of 20 values NaN or infinite\) at its initial parameters"):
+        distill(digits_data, config(model=NanEverywhere(infinite=infinite)), [])
+    with pytest.raises(ValueError, match=r"GPEDConfig.model: the teacher's raw outputs on the first 3 training "
+                                         r"inputs, at its initial parameters, hold non-finite values \(30 of 30 NaN "
+                                         r"or infinite\), so every sampling step would diverge whatever the step "
+                                         r"size"):
+        distill(digits_data, config(model=NanOnData(infinite=infinite)), [])
+    student = StudentConfig("predictive", arch=NanEverywhere(infinite=infinite), thinning=2)
+    with pytest.raises(ValueError, match=r"student 'predictive-U_s': NanEverywhere maps 2 all-zero inputs to "
+                                         r"non-finite raw outputs"):
+        distill(digits_data, config(), [student])
 
 
 # ----------------------------------------------------------------------------- NaN made inside the run

@@ -13,6 +13,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import gped_kit.core.fused
+from gped_kit.core import philox as philox_module
 from gped_kit.core.fused import Fused, exact_options
 from gped_kit.core.options import RandomNumbers
 from gped_kit.core.philox import (
@@ -50,6 +51,12 @@ def words(*values: int) -> tuple[torch.Tensor, ...]:
 def test_philox_gives_random123s_known_answers(counter, key, expected):
     out = philox4x32(words(*counter), key)  # type: ignore[arg-type]
     assert tuple(int(w) for w in out) == expected
+
+
+def test_the_modules_docstring_cites_this_file_for_the_known_answers():
+    doc = philox_module.__doc__
+    assert "(``tests/test_counter_random.py``)" in doc and "test_philox.py" not in doc
+    assert __file__.endswith("tests/test_counter_random.py")
 
 
 def test_the_32_bit_products_are_exact_at_the_extremes():

@@ -235,6 +235,20 @@ def test_factory_names_options_and_errors():
     assert SGHMCConfig().record() == {"sampler": "sghmc"} != SGNHTConfig().record()
 
 
+def test_baoa_refuses_the_beta_it_does_not_read():
+    """BAOA ignores beta: a non-default one is refused at construction (it would only change the result key);
+    the default keeps working and its key is unchanged."""
+    assert BAOAConfig().record() == BAOAConfig(beta=0.0).record() == {"sampler": "baoa"}
+    assert sampler_config("baoa").record() == {"sampler": "baoa"}
+    for beta in (0.7, 1e-9):
+        with pytest.raises(ValueError, match=rf"BAOAConfig.beta={beta!r} is not read by BAOA .*allowed: the default "
+                                             r"0.0 \(leave beta out\)"):
+            BAOAConfig(beta=beta)
+    with pytest.raises(ValueError, match=r"BAOAConfig.beta=0.7 is not read"):
+        sampler_config("baoa", beta=0.7)
+    assert SGHMCConfig(beta=0.7).record() == {"beta": 0.7, "sampler": "sghmc"}  # the samplers that read it keep it
+
+
 @pytest.mark.parametrize("name", list(SamplerName))
 def test_every_state_key_is_a_typed_key_whose_text_is_the_checkpoint_format(name):
     params = {"fc1.weight": torch.zeros(2, 3), "fc1.bias": torch.zeros(2)}

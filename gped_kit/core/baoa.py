@@ -26,9 +26,19 @@ from .sampler import MomentumSamplerConfig, SamplerName, Scales, add_scaled_, mo
 
 @dataclass(frozen=True)
 class BAOAConfig(MomentumSamplerConfig):
-    """BAOA (module docstring); fields as in :class:`~.sampler.MomentumSamplerConfig` (beta unused)."""
+    """BAOA (module docstring); fields as in :class:`~.sampler.MomentumSamplerConfig` but ``beta``, which BAOA
+    does not read (its O step is exact): only its default 0.0 is allowed, so a result key never records it."""
 
     name: ClassVar[SamplerName] = SamplerName.BAOA
+
+    def __post_init__(self) -> None:
+        """Validate the fields (:class:`~.sampler.MomentumSamplerConfig`); ``ValueError`` for a ``beta`` other
+        than its default, which BAOA would ignore while it changed the run's result key."""
+        super().__post_init__()
+        if self.beta != MomentumSamplerConfig.beta:
+            raise ValueError(f"BAOAConfig.beta={self.beta!r} is not read by BAOA (its O step is exact, with no "
+                             f"gradient-noise estimate); allowed: the default {MomentumSamplerConfig.beta!r} (leave "
+                             "beta out), or use SGHMCConfig / SGNHTConfig, which read it")
 
     def factors(self, epsilon: float) -> tuple[float, float, float, float, float]:
         """``(epsilon, -epsilon, (epsilon / 2) sigma^-2, exp(-gamma epsilon), 1 - exp(-2 gamma epsilon))`` with

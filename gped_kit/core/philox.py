@@ -17,7 +17,7 @@ the seed its generator would have had.
 
 with ``A = 0xD2511F53``, ``B = 0xCD9E8D57`` and the Weyl increments ``W0 = 0x9E3779B9``,
 ``W1 = 0xBB67AE85``; the four output words are uniform 32-bit integers. Random123's known answers
-hold (``tests/test_philox.py``). The words are held in int64 tensors (values in [0, 2^32)), and each
+hold (``tests/test_counter_random.py``). The words are held in int64 tensors (values in [0, 2^32)), and each
 product is formed from the 16-bit halves of its constant so that no intermediate exceeds 2^49: the
 same integers on every device and in compiled code, where int64 overflow is not defined alike.
 

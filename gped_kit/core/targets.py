@@ -41,6 +41,7 @@ The EnD2 baseline is a target too (:mod:`gped_kit.baselines.endd`); any callable
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Protocol
 
@@ -507,11 +508,16 @@ TARGETS: dict[str, Target] = {t.name: t for t in (PREDICTIVE, ENTROPY, MARGINAL_
                                                   predictive_entropy_target("squared"))}
 
 
-def custom_target(name: str, g: TensorFn, out_dim: int | Callable[[int], int], link: TensorFn | None = None,
+def custom_target(name: str, g: TensorFn, out_dim: int | Callable[[int], int], link: TensorFn | str | None = None,
                   loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
                   likelihood: str = "categorical", metrics: TargetMetrics | None = None,
                   decomposition: Decomposition | None = None, dtype: torch.dtype = torch.float32) -> Target:
-    """Wrap a user-defined ``g(statistics) -> (B, D)``; defaults: identity link, the squared error, the
+    """Wrap a user-defined ``g(statistics) -> (B, D)``. ``out_dim`` is the width D: an integer >= 1, or a
+    callable ``C -> D`` of the number C of classes (or regression outputs). ``link`` is a callable on the
+    student's raw outputs or the name of one of the built-in heads (:data:`HEADS`: ``"softmax"``, ``"exp"``,
+    ...), resolved to that head; ``loss`` a callable ``(target, raw) -> (B,)``. Anything else raises
+    ``TypeError`` (or ``ValueError`` for an integer ``out_dim`` below 1 or an unknown head name) naming the
+    parameter, before any run. Defaults: identity link, the squared error, the
     likelihood's default metrics with the student's skill over the best constant (``target_mae``,
     ``constant_mae`` and ``skill`` for a categorical likelihood; ``student_rmse``, ``mean_mae``,
     ``constant_mae`` and ``skill`` for a Gaussian one: the linked output is then the predictive mean), no
@@ -531,13 +537,45 @@ def custom_target(name: str, g: TensorFn, out_dim: int | Callable[[int], int], l
         raise TypeError(f"custom_target g={g!r} must be callable: statistics (B, S) -> (B, D)")
     if name in TARGETS:
         raise ValueError(f"custom_target name={name!r} is a built-in target's name; choose another")
-    dim = out_dim if callable(out_dim) else (lambda c, d=int(out_dim): d)
-    link = link or identity_head
-    loss = loss or (lambda target, raw, _link=link: losses.squared_error(target, _link(raw)))
+    dim = out_dim if callable(out_dim) else (lambda c, d=_check_width(out_dim): d)
+    link = _resolve_link(link)
+    if loss is None:
+        loss = lambda target, raw, _link=link: losses.squared_error(target, _link(raw))
+    elif not callable(loss):
+        raise TypeError(f"custom_target loss={loss!r} is not allowed; allowed: a callable (target, raw) -> (B,) "
+                        "per-example losses, or None for the squared error of the linked output")
     if metrics is None and likelihood in SKILL_METRICS:
         metrics = SKILL_METRICS[likelihood]
     return Target(name, g, dim, link, loss, likelihood=likelihood, metrics=metrics, decomposition=decomposition,
                   dtype=dtype)
+
+
+def _check_width(out_dim: object) -> int:
+    """``out_dim`` as an int when it is an integer (not a bool) >= 1; ``TypeError`` / ``ValueError`` naming it
+    otherwise."""
+    if isinstance(out_dim, bool) or not isinstance(out_dim, numbers.Integral):
+        raise TypeError(f"custom_target out_dim={out_dim!r} is not allowed; allowed: an integer >= 1 (the width D of "
+                        "g's values) or a callable C -> D of the number of classes or regression outputs")
+    if out_dim < 1:
+        raise ValueError(f"custom_target out_dim={out_dim!r} is not allowed; allowed: an integer >= 1 (the width D "
+                         "of g's values) or a callable C -> D of the number of classes or regression outputs")
+    return int(out_dim)
+
+
+def _resolve_link(link: TensorFn | str | None) -> TensorFn:
+    """:func:`custom_target`'s ``link``: a callable as given, a name of :data:`HEADS` as that head, None as the
+    identity; ``ValueError`` / ``TypeError`` naming it otherwise."""
+    if link is None:
+        return identity_head
+    if isinstance(link, str):
+        if link not in HEADS:
+            raise ValueError(f"custom_target link={link!r} is not allowed; allowed: a callable raw -> prediction or "
+                             f"a built-in head's name {sorted(HEADS)}")
+        return HEADS[link]
+    if not callable(link):
+        raise TypeError(f"custom_target link={link!r} is not allowed; allowed: a callable raw -> prediction or a "
+                        f"built-in head's name {sorted(HEADS)}")
+    return link
 
 
 def resolve_target(target: str | Target) -> Target:

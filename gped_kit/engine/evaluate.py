@@ -64,7 +64,9 @@ def log(state: EngineState, setup: EngineSetup) -> list[list[dict]]:
         for r, value in enumerate(values):
             if n and not math.isfinite(value):
                 s = setup.chains[r].students[j]
-                hint = data_hint(setup, r, ("distill_x",)) or f"lower its lr={s.config.lr:g}"
+                hint = data_hint(setup, r, ("distill_x",)) or (
+                    f"lower its lr={s.config.lr:g}, or look for non-finite target values (a target's g returning "
+                    f"NaN or infinity on some inputs; this student's target is {s.target.name!r})")
                 raise FloatingPointError(f"{layout.run_name(r)}student {s.label!r} diverged before step {t} "
                                          f"(training loss {value}); {hint}")
     state.chain.train_nll_sum.zero_()

@@ -249,15 +249,26 @@ def check_target_widths(data: GPEDData, teacher: NetworkSpec,
     """Every target's ``g`` tried once, before any sampling, on the teacher's statistics of the first
     :data:`WIDTH_CHECK_ROWS` training inputs (on the run's device, the teacher at its initial values, in
     evaluation mode): it must return a ``(B, D)`` tensor with D = ``target.out_dim(C)``, the width of the
-    student's output, of U_o's store and of the ensemble's sums. Otherwise ``ValueError`` names the target,
-    its students, the width g returned and the declared one (a wrong width would otherwise fail steps into
-    the run, or broadcast silently). No random numbers are drawn and no network's state changes."""
+    student's output, of U_o's store and of the ensemble's sums, and only finite values. Otherwise
+    ``ValueError`` names the target, its students and the width g returned and the declared one, or how many
+    of its values are NaN or infinite (a wrong width would otherwise fail steps into the run, or broadcast
+    silently; a non-finite value would make the student diverge, blamed on its learning rate). The teacher's
+    raw outputs on those inputs must be finite too (``ValueError`` naming the model otherwise: the finite
+    data were checked before, so the network makes them). No random numbers are drawn and no network's state
+    changes."""
     num_outputs = data.num_outputs
     x = data.train_x[:WIDTH_CHECK_ROWS]
     rows = int(x.shape[0])
     targets = {id(t): t for t in (*ensemble.values(), *(s.target for s in students))}
     with torch.no_grad():
-        stats = likelihood.statistics(functional_call(teacher.eval, values, (x,)))
+        raw = functional_call(teacher.eval, values, (x,))
+        bad = _non_finite(raw)
+        if bad:
+            raise ValueError(f"GPEDConfig.model: the teacher's raw outputs on the first {rows} training inputs, at its "
+                             f"initial parameters, hold non-finite values ({bad} of {raw.numel()} NaN or infinite), "
+                             "so every sampling step would diverge whatever the step size; the data are finite: "
+                             "check the model's forward pass and initial parameters")
+        stats = likelihood.statistics(raw)
         for target in targets.values():
             width = target.out_dim(num_outputs)
             try:
@@ -267,18 +278,35 @@ def check_target_widths(data: GPEDData, teacher: NetworkSpec,
                                  f"inputs (shape {tuple(stats.shape)}): {type(exc).__name__}: {exc}") from exc
             shape = tuple(out.shape) if isinstance(out, torch.Tensor) else None
             if shape == (rows, width):
-                continue
-            users = [s.label for s in students if s.target is target]
-            who = f" (student{'s' if len(users) > 1 else ''} {', '.join(map(repr, users))})" if users else ""
+                bad = _non_finite(out)
+                if not bad:
+                    continue
+                raise ValueError(
+                    f"target {target.name!r}{_users(target, students)}: its g returned NaN or infinite values on "
+                    f"the teacher's statistics of the first {rows} training inputs ({bad} of {out.numel()} values; "
+                    "the teacher's outputs there are finite); the student would learn them and diverge. Make g "
+                    "return finite values (e.g. clamp probabilities before a log, guard divisions)")
             got = (f"a {type(out).__name__}, not a tensor" if shape is None
                    else f"shape {shape}, width {shape[-1]}" if len(shape) == 2 and shape[0] == rows
                    else f"shape {shape}, not (batch, width)")
             raise ValueError(
-                f"target {target.name!r}{who}: its g returned {got} for a batch of {rows} inputs, but the "
-                f"target declares width {width} (out_dim({num_outputs}) = {width} for {num_outputs} "
+                f"target {target.name!r}{_users(target, students)}: its g returned {got} for a batch of {rows} "
+                f"inputs, but the target declares width {width} (out_dim({num_outputs}) = {width} for {num_outputs} "
                 f"{likelihood.name} outputs): the width of the student's output, of the U_o store and of the "
                 f"ensemble's sums. Make g return ({rows}, {width}), or declare the width g returns with the "
                 "out_dim parameter (custom_target(..., out_dim=...) or Target(out_dim=...)).")
+
+
+def _non_finite(values: torch.Tensor) -> int:
+    """How many of ``values`` are NaN or infinite (one host synchronisation: call at setup only)."""
+    return int(values.numel() - torch.isfinite(values).sum())
+
+
+def _users(target: Target, students: Sequence[StudentSpec]) -> str:
+    """`` (student 'a')`` / `` (students 'a', 'b')``: the students that learn ``target``, for an error message
+    (empty when only the teacher ensemble tracks it)."""
+    users = [s.label for s in students if s.target is target]
+    return f" (student{'s' if len(users) > 1 else ''} {', '.join(map(repr, users))})" if users else ""
 
 
 def _values(net: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:

@@ -10,9 +10,9 @@ The engine builds every teacher and student from a *model specification*:
   from them).
 
 :func:`instantiate` builds the network and checks, with one forward pass on two zero inputs,
-that it maps inputs of the data's shape to ``out_dim`` raw outputs, so a mismatch is reported
-before any work starts. :func:`describe` gives the identity of a specification used in result
-keys (a preset's fields, or a user model's class and architecture).
+that it maps inputs of the data's shape to ``out_dim`` finite raw outputs, so a mismatch (or a
+network that makes NaN or infinity) is reported before any work starts. :func:`describe` gives the
+identity of a specification used in result keys (a preset's fields, or a user model's class and architecture).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def as_model_spec(spec: ModelSpec, name: str = "model") -> ModelSpec:
 
 def instantiate(spec: ModelSpec, input_shape: tuple[int, ...], out_dim: int, name: str = "model") -> nn.Module:
     """The network of ``spec`` for inputs of ``input_shape`` (without the batch axis) and ``out_dim``
-    raw outputs, on the CPU."""
+    raw outputs, on the CPU. A user's network is probed once on two all-zero inputs: ``ValueError`` naming
+    it (``name``) when it fails on them, gives another shape than ``(2, out_dim)`` or a NaN or infinite value."""
     spec = as_model_spec(spec, name)
     if isinstance(spec, ArchSpec):
         return build_network(spec, tuple(input_shape), out_dim)
@@ -69,6 +70,11 @@ def instantiate(spec: ModelSpec, input_shape: tuple[int, ...], out_dim: int, nam
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"{name}: {type(net).__name__} maps 2 inputs to {shape}; it must give (2, {out_dim}) "
                          f"raw outputs ({out_dim} = what the likelihood or target needs)")
+    bad = int(out.numel() - torch.isfinite(out).sum())
+    if bad:
+        raise ValueError(f"{name}: {type(net).__name__} maps 2 all-zero inputs to non-finite raw outputs ({bad} of "
+                         f"{out.numel()} values NaN or infinite) at its initial parameters; a network must give "
+                         "finite outputs (check its forward pass and initial parameters)")
     return net
 
 
