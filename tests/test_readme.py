@@ -333,6 +333,12 @@ def test_the_verdict_counts_gpeds_own_claims_once_in_the_named_default_profile(t
             "profile (`long`: yes); Papamakarios' thesis, partly (6 of 9 claims hold).") in text
     assert "At the paper's length" not in text and "reason" not in text  # no GPU history, no cpu30 table
     assert all(len(line) <= 200 for line in text.splitlines())
+    # a claim that is no evidence is counted apart, neither among the judged nor lost from the tally
+    rows.append(V.Claim("g", "no evidence (agree in 1 of 1 cells; 7 no evidence)", "1", "1", "w",
+                        evidence=_evidence()))
+    text = R.render_verdict(rows, figures)
+    assert "(3, each counted once)" in text and ("1 more claim cannot be compared, 1 is no evidence (most cells "
+                                                 "below the skill floor) and 1 is not run.") in text
 
 
 def test_the_cpu_of_the_header_is_read_from_the_store(tmp_path):

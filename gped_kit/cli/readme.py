@@ -446,8 +446,8 @@ def long_line(counted: list[Claim], cpu: str) -> str | None:
 def render_verdict(rows: list[Claim], figures: Path) -> str:
     """The lines under the README's title: how many of GPED's own claims (:data:`GPED` rows: not the Hydra
     paper's, the thesis', preconditions, our own studies, nor a claim again in another profile) hold, partly
-    hold or fail in the default profile, named (its CPU, chain lengths, seeds); how many cannot be compared or
-    are not run; how the ``long`` profile changes them; the Hydra paper's and the thesis' rows apart; the
+    hold or fail in the default profile, named (its CPU, chain lengths, seeds); how many cannot be compared, are
+    no evidence or are not run; how the ``long`` profile changes them; the Hydra paper's and the thesis' rows apart; the
     paper-length GPU chains (:func:`paper_length_lines`); what the store shows against one reason for the
     misses (:func:`reason_line`)."""
     root = Path(figures).parent
@@ -456,6 +456,7 @@ def render_verdict(rows: list[Claim], figures: Path) -> str:
     count = {v: sum(verdict_word(r.verdict) == v for r in judged) for v in JUDGED}
     not_run = sum(verdict_word(r.verdict) == "not run" for r in counted)
     other = sum(verdict_word(r.verdict) == "not comparable" for r in counted)
+    unknown = sum(verdict_word(r.verdict) == NO_EVIDENCE for r in counted)
     default = [r.evidence for r in counted if r.evidence is not None and r.evidence.profile == "default"]
     cpu = cpu_of(root)
     lines = [VERDICT_BEGIN,
@@ -465,7 +466,9 @@ def render_verdict(rows: list[Claim], figures: Path) -> str:
         steps = [e.steps for e in default if e.steps is not None]
         lines.append(f"That profile: {cpu}, chains of T = {_range(steps, lambda n: f'{n:,}')} steps, "
                      f"{_range([e.seeds for e in default], str)} seeds; {other} more claim{'s' * (other != 1)} "
-                     f"cannot be compared and {_are(not_run, 'not run')}.")
+                     "cannot be compared"
+                     + (f", {_are(unknown, 'no evidence')} (most cells below the skill floor)" if unknown else "")
+                     + f" and {_are(not_run, 'not run')}.")
     for line in (below_floor_line(Path(figures)), experiment3_below_floor_line(Path(figures))):
         if line is not None:
             lines.append(line)
