@@ -546,3 +546,26 @@ def test_executor_stored_makes_every_notebook_that_can_read_the_store_compute_no
     with pytest.raises(SystemExit):
         main([*argv, "-p", "executor=local"], executor=ExplodingExecutor())
     assert "give it or -p executor=..., not both" in capsys.readouterr().err
+
+
+def test_a_published_notebook_replaces_its_source_whole_and_a_cluster_run_carries_absolute_paths(tmp_path,
+                                                                                                  monkeypatch):
+    """--inplace copies the executed notebook over its source as one rename (a reader never sees part of it, no
+    temporary file stays); a run sent to a cluster's worker names every path absolutely, since the worker's
+    working directory is not the submitting process's."""
+    source, output = tmp_path / "nb.ipynb", tmp_path / "out" / "nb.ipynb"
+    output.parent.mkdir()
+    source.write_text("old")
+    output.write_text("executed")
+    run = NotebookRun(source, {}, output, publish_path=source)
+    assert batch.publish(run) and source.read_text() == "executed"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nb.ipynb", "out"]
+    assert not batch.publish(NotebookRun(source, {}, output)) and not batch.publish(
+        NotebookRun(source, {}, source, publish_path=source))
+    monkeypatch.chdir(tmp_path)
+    relative = NotebookRun(Path("nb.ipynb"), {"a": 1}, Path("out/nb.ipynb"), publish_path=Path("nb.ipynb"))
+    sent = relative.absolute()
+    assert (sent.path, sent.output_path, sent.cwd, sent.publish_path) == (
+        tmp_path / "nb.ipynb", tmp_path / "out" / "nb.ipynb", tmp_path, tmp_path / "nb.ipynb")
+    assert sent.parameters == {"a": 1} and NotebookRun(Path("nb.ipynb"), {}, Path("o.ipynb")).absolute().publish_path \
+        is None

@@ -90,7 +90,7 @@ from filelock import FileLock, Timeout
 from ..core.status import Status
 from ..experiments.artifacts import read_manifest
 from ..experiments.executors import ExecutorName
-from ..files import new_file_path
+from ..files import atomic_path, new_file_path
 from .executors import (
     FALLBACK_KERNEL,
     PROJECT_KERNEL,
@@ -235,8 +235,7 @@ def run_batch(
                     skip_reason = f"not run: {run.path.name} failed (fail-fast)"
                 continue
             seconds = time.perf_counter() - start
-            if run.publish_path is not None and Path(run.publish_path).resolve() != Path(run.output_path).resolve():
-                shutil.copyfile(run.output_path, run.publish_path)
+            if publish(run):
                 logger.info("copied executed %s to %s", run.path.name, run.publish_path)
             rows.append(_row(run, Status.RAN, seconds, ""))
 
@@ -245,6 +244,17 @@ def run_batch(
     if interrupted is not None:
         raise interrupted
     return summary
+
+
+def publish(run: NotebookRun) -> bool:
+    """Copy ``run``'s executed notebook over its ``publish_path`` (``--inplace``: the source) as one rename, so that
+    a reader (JupyterLab, another batch starting that notebook) sees the old notebook or the new one, never part
+    of one; False where there is nothing to copy (no ``publish_path``, or it is the output itself)."""
+    if run.publish_path is None or Path(run.publish_path).resolve() == Path(run.output_path).resolve():
+        return False
+    with atomic_path(run.publish_path) as tmp:
+        shutil.copyfile(run.output_path, tmp)
+    return True
 
 
 def _write_summary(summary: pd.DataFrame, summary_path: Path | None) -> None:
@@ -289,8 +299,7 @@ def _submit(specs: Sequence[NotebookRun], free: Sequence[int], rows: list[dict[s
             logger.error("%s failed: %s", run.path.name, first_line(error))
             rows[index] = _row(run, Status.FAILED, seconds, first_line(error))
             return
-        if run.publish_path is not None and Path(run.publish_path).resolve() != Path(run.output_path).resolve():
-            shutil.copyfile(run.output_path, run.publish_path)
+        publish(run)
         logger.info("[%d/%d] %s ran (%.1f s)", index + 1, len(specs), run.path.name, seconds)
         rows[index] = _row(run, Status.RAN, seconds, "")
 

@@ -10,7 +10,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,13 @@ class NotebookRun:
     def working_dir(self) -> Path:
         """The directory the kernel runs in."""
         return self.cwd if self.cwd is not None else self.path.parent
+
+    def absolute(self) -> NotebookRun:
+        """The same run with every path absolute, as this process sees it: for a worker of a cluster, whose working
+        directory is its own, not the submitting process's."""
+        return replace(self, path=Path(self.path).absolute(), output_path=Path(self.output_path).absolute(),
+                       cwd=Path(self.working_dir).absolute(),
+                       publish_path=None if self.publish_path is None else Path(self.publish_path).absolute())
 
 
 
@@ -141,7 +148,8 @@ class RayPapermillExecutor(Executor):
     """Each notebook a task on a Ray cluster, executed there by ``local`` (papermill on the
     worker). All notebooks are submitted at once and run as the cluster has room (one CPU each,
     plus ``gpus_per_notebook``); the notebooks, their outputs and the results store must be on a
-    file system every node sees at the same path. ``address`` as
+    file system every node sees at the same path, and each run is sent with its paths made absolute on the
+    submitting side (:meth:`NotebookRun.absolute`), since a worker's working directory is its own. ``address`` as
     :func:`gped_kit.experiments.executors.connect_ray` (default ``$RAY_ADDRESS``, else a local cluster)."""
 
     local: LocalPapermillExecutor = field(default_factory=LocalPapermillExecutor)
@@ -165,7 +173,7 @@ class RayPapermillExecutor(Executor):
         remote = ray.remote(_execute_timed).options(num_cpus=1, num_gpus=self.gpus_per_notebook, max_retries=1,
                                                     retry_exceptions=False)
         started = time.perf_counter()
-        pending = {remote.remote(self.local, run): index for index, run in enumerate(runs)}
+        pending = {remote.remote(self.local, run.absolute()): index for index, run in enumerate(runs)}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
