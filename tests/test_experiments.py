@@ -76,6 +76,16 @@ def test_experiment2_trends_count_only_comparisons_whose_students_count():
     assert trends.loc["U_o at least as good as U_s", "count"] == "0 of 8 (8 no evidence)"  # the NLL cells judged
     assert not trends.loc["U_o at least as good as U_s", "holds"]
     assert trends.loc["NLL gap peaks at moderate masking", "holds"]
+    # notebook 03's result line: a trend with nothing judged (CIFAR-10 has no masking) is named apart, not failed
+    judged = int(trends["holds"].notna().sum())
+    held = int(trends["holds"].dropna().astype(bool).sum())
+    assert E2.trends_held_text(trends.reset_index()) == (
+        f"{held} of {judged} of the paper's trends judged here hold on ours (each: in most of its comparisons "
+        f"judged); {len(trends) - judged} cannot be judged on these cells (too few labelled-set sizes or masks, or "
+        "every comparison no evidence)")
+    unmasked = E2.experiment2_trends(_cells_table()[lambda d: d["mask_size"] == 0])
+    assert E2.trends_held_text(unmasked).startswith("3 of 3 of the paper's trends judged here hold") and \
+        "; 3 cannot be judged" in E2.trends_held_text(unmasked)
 
 
 def _per_student_rows(bump_seed1: float = 0.0, bump_seed0: float = 0.0) -> pd.DataFrame:

@@ -30,6 +30,7 @@ from .analysis import (
     experiment12_rows,
     gap_by_schedule,
     schedule_counts,
+    trends_held_text,
 )
 from .notebook import CIFAR10, FIGURE3, MNIST, experiment2_summary
 from .reading import experiment2_reading
@@ -41,5 +42,5 @@ __all__ = ["MNIST", "CIFAR10", "FIGURE3", "PROFILES", "Experiment2Settings", "ex
            "experiment2_trend_cells_compared", "experiment2_trend_comparison", "experiment2_trends",
            "experiment12_rows",
            "chain_lengths", "gap_by_schedule", "schedule_counts", "experiment2_summary", "experiment2_reading",
-           "TRENDS_TABLE",
+           "trends_held_text", "TRENDS_TABLE",
            "BELOW_FLOOR_TABLE", "below_floor", "below_floor_text"]

@@ -331,6 +331,19 @@ def below_floor_text(low: pd.DataFrame) -> str:
             + (f" {not_stored}" if not_stored else ""))
 
 
+def trends_held_text(trends: pd.DataFrame) -> str:
+    """How many of :func:`experiment2_trends`' trends hold on ours, out of those judged: ``"2 of 3 of the paper's
+    trends judged here hold on ours (each: in most of its comparisons judged); 3 cannot be judged on these cells
+    (too few labelled-set sizes or masks, or every comparison no evidence)"``. A trend with no comparison judged
+    (``holds`` NaN: CIFAR-10 has no masking) is named apart, never counted as failing."""
+    judged = trends[trends["holds"].notna()]
+    held = int(judged["holds"].astype(bool).sum())
+    rest = len(trends) - len(judged)
+    return (f"{held} of {len(judged)} of the paper's trends judged here hold on ours (each: in most of its "
+            "comparisons judged)" + (f"; {rest} cannot be judged on these cells (too few labelled-set sizes or "
+                                     "masks, or every comparison no evidence)" if rest else ""))
+
+
 def experiment2_trends(cells: pd.DataFrame) -> pd.DataFrame:
     """Check the trends the paper reports for Experiment 2 (Section 4.2) on a table from
     :func:`experiment2_cells` (one row per model, |D|, m, estimator).
