@@ -208,13 +208,24 @@ def compare_updates(steps: int = 40) -> list[str]:
     return failures
 
 
+#: The CPU capabilities PyTorch dispatches to on x86, lowest first (``ATEN_CPU_CAPABILITY``'s values).
+CAPABILITIES = ("default", "avx2", "avx512")
+
+
+def capabilities_here() -> tuple[str, ...]:
+    """The capabilities of :data:`CAPABILITIES` up to the one PyTorch picks on this CPU: forcing a higher one runs
+    instructions the CPU lacks (an older torch dies of SIGILL where a newer one falls back)."""
+    best = torch.backends.cpu.get_cpu_capability().lower()
+    return CAPABILITIES[: CAPABILITIES.index(best) + 1] if best in CAPABILITIES else CAPABILITIES[:1]
+
+
 def test_device_factors_equal_host_floats_under_every_cpu_capability():
     """Each capability PyTorch can dispatch to here, in a fresh process (``ATEN_CPU_CAPABILITY`` is read once)."""
     here = Path(__file__).parent
     script = (f"import sys; sys.path.insert(0, {str(here)!r}); import torch, test_device_scales as m; "
               "print(torch.backends.cpu.get_cpu_capability()); print(m.compare_updates())")
     seen = {}
-    for capability in ("default", "avx2", "avx512"):
+    for capability in capabilities_here():
         env = {**os.environ, "ATEN_CPU_CAPABILITY": capability, "OMP_NUM_THREADS": "1"}
         out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
         used, failures = out.stdout.strip().splitlines()[-2:]
