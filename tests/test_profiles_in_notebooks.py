@@ -322,5 +322,5 @@ def test_notebook_10_pooling_beside_the_default(tmp_path):
     assert table["candidate"].tolist()[:2] == ["BAOA", "BAOA, 2 pooled"]
     assert table.loc[4, "teacher NLL"] == 0.052
     winners = beside.table("winners")
-    assert winners["profile"].tolist() == ["default"] * 3 + ["pooling"] * 3
+    assert winners["profile"].tolist() == ["default"] * 4 + ["pooling"] * 4  # WINNER_QUANTITIES: 3 and a skill
     assert set(winners["separated"]) <= {"one seed", "no evidence"}  # one seed: no order is established
