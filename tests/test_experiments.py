@@ -288,6 +288,10 @@ def test_experiment1_table_averages_seeds_and_judges_the_mean_in_the_readmes_ver
     t1 = E1.experiment1_table(pd.DataFrame(rows)).set_index("model")
     assert t1.loc["fcnn", "seeds"] == 3 and t1.loc["fcnn", "teacher_nll"] == pytest.approx(0.052)
     assert t1.loc["fcnn", "teacher_nll_std"] == pytest.approx(0.002)
+    # the gap per seed, then over seeds: 0.074, 0.067, 0.067 (its spread is not the two NLLs' spreads combined)
+    assert t1.loc["fcnn", "nll_gap"] == pytest.approx(0.208 / 3)
+    assert t1.loc["fcnn", "nll_gap_std"] == pytest.approx(pd.Series([0.074, 0.067, 0.067]).std())
+    assert pd.isna(t1.loc["cnn_mnist", "nll_gap_std"]) and t1.loc["cnn_mnist", "nll_gap"] == pytest.approx(0.03)
     assert t1.loc["fcnn", "student_nll_paper"] == 0.082 and t1.loc["fcnn", "entropy_mae_paper"] == 0.016
     # the README's verdict words: 0.052 against 0.052, 0.0052 from either 10% bound, more than the spread 0.002
     assert t1.loc["fcnn", "teacher_nll_vs_paper"] == "within 10%"
@@ -350,7 +354,16 @@ def test_notebook01_result_and_table_read_table1_as_the_readme_does():
     # CNN teacher 0.023 / 0.022 within, student 0.040 / 0.053 better (-25%), entropy 0.0165 / 0.016 within;
     # FCNN all three worse
     assert "Of the 6 Table 1 values, 2 are within 10% of the paper's, 1 better and 3 worse" in text
-    assert "NLL gap FCNN +0.026 (the paper's +0.030), CNN-MNIST +0.017 (the paper's +0.031)" in text
+    # the gaps as measured, without a word for their size; the spread only where the table has it
+    assert ("the predictive student's (U_s) NLL less its teacher's (mean ± std over the seeds): FCNN +0.026 (the "
+            "paper's +0.030), CNN-MNIST +0.017 (the paper's +0.031)") in text and "close" not in text
+    spread = t.assign(nll_gap=[float("nan"), 0.017, 0.026], nll_gap_std=[float("nan"), 0.004, 0.003])
+    assert "FCNN +0.026 ± 0.003 (the paper's +0.030), CNN-MNIST +0.017 ± 0.004" in table1_result(spread, "default")
+    assert "± 0.003" not in table1_result(spread.assign(seeds=1), "default")  # one seed: no spread shown
+    # a predictive student not known to beat the best constant: its gap is marked as no evidence
+    weak = table1_result(t.assign(student_nll_skill=[float("nan"), 0.9, 0.01]), "default")
+    assert "FCNN +0.026 (the paper's +0.030; no evidence, its student not known to beat" in weak
+    assert "CNN-MNIST +0.017 (the paper's +0.031). Of" in weak
     ours, paper_only = table1_display(t)
     assert list(ours["model"]) == ["FCNN", "CNN-MNIST"] and ours["seeds"].dtype.kind == "i"
     assert ours.loc[0, "teacher NLL"] == "0.0950 ± 0.0010" and list(paper_only["model"]) == ["CNN-CIFAR-10"]
