@@ -249,10 +249,30 @@ def test_ablation_gaps_from_student_rows():
     assert summary.loc[(100, "annealed"), "gap"] == pytest.approx(0.1)
     assert summary.loc[(2, "constant"), "gap_std"] == pytest.approx(0.0) and (summary["seeds"] == 2).all()
     text = ablation_text(summary.reset_index(), 0.028)
-    assert "H = 2: +0.0300" in text and "at H = 2, 100 by at least half" in text
+    assert "H = 2: +0.0300 ± 0.0000" in text and "at H = 2, 100 by at least half" in text
     unknown = ablation_summary(ablation_gaps(pd.DataFrame(rows).drop(columns="skill")))  # stored without skill
     assert unknown["skill"].isna().all() and ablation_text(unknown, 0.028).endswith(
         "every setting's students are below the skill floor or without a stored skill: no evidence.")
+
+
+def test_ablation_text_judges_the_schedule_change_with_the_seeds_spread():
+    """A constant-against-annealed change nearer half the paper's gap than the two settings' spreads combined is
+    not separable from it; one farther off is judged; one seed has no spread and is judged."""
+    def summary(gap_std: float, seeds: int = 3) -> pd.DataFrame:
+        return pd.DataFrame({"H": [2, 2, 100, 100], "schedule": ["annealed", "constant"] * 2,
+                             "student_updates": [9500, 9500, 190, 190], "seeds": seeds,
+                             "gap": [-0.0078, -0.0059, -0.0038, -0.0006], "gap_std": [0.0005, 0.0029, 0.0041, gap_std],
+                             "skill": 0.9})
+    # H = 100: +0.0032, spread hypot(0.0041, 0.0102) = 0.0110, 0.0108 below half the paper's gap (0.014)
+    text = ablation_text(summary(0.0102), 0.028)
+    assert "H = 100: +0.0032 ± 0.0110" in text and "the largest U_s - U_o gap is -0.0006 ± 0.0102" in text
+    assert "at H = 100 the seeds' spread cannot tell it from half the paper's gap (not separable)" in text
+    assert "at H = 2 by less than half" in text and "does not explain it" not in text
+    # a tight spread at H = 100: every change is told apart from half the gap, and none reaches it
+    assert "at no H by half the paper's gap, so a student that never anneals does not explain it" in ablation_text(
+        summary(0.0010), 0.028)
+    one = ablation_text(summary(float("nan"), seeds=1), 0.028)  # one seed: no spread known, judged as measured
+    assert "±" not in one and "at no H by half the paper's gap" in one
 
 
 def test_below_floor_names_the_searched_students_that_learnt_nothing(tmp_path, tables_recorded):

@@ -31,6 +31,7 @@ comes from a student whose rate never anneals, the constant-rate U_s loses about
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,7 +46,7 @@ from ..chains import ChainTask
 from ..frame import read_chains
 from ..paper import FULL_TRAINING_SIZE, ChainSettings, paper_model, paper_shaped_lr_scale, teacher_config
 from ..store import ResultsStore
-from ..verdicts import lowest_known, student_skill, unskilled
+from ..verdicts import lowest_known, separable, student_skill, unskilled
 from .artifacts import ARTIFACTS
 
 #: The schedules compared: the rate held constant, or halved as many times over the chain as the kit's reading of
@@ -178,8 +179,11 @@ def estimator_ablation(store: ResultsStore, ablation: EstimatorAblation = ESTIMA
 def ablation_text(summary: pd.DataFrame, gap: float, schedules: Sequence[str] = SCHEDULES) -> str:
     """One paragraph on :func:`ablation_summary` beside the paper's gap ``gap``: the largest gap measured, where,
     and whether holding the rate constant widens the gap by at least half the paper's (what the "never anneals"
-    reading predicts) at any H. Settings whose students are below the skill floor (or whose skill was not stored)
-    are no evidence: named, not compared."""
+    reading predicts) at each H, judged with the seeds' spread: the change's spread is the two settings' standard
+    deviations over the seeds combined (root of the sum of squares), and a change nearer half the paper's gap than
+    that is not separable from it (:func:`~gped_kit.experiments.verdicts.separable`; with one seed no spread is
+    known and every change is judged). Settings whose students are below the skill floor (or whose skill was not
+    stored) are no evidence: named, not compared."""
     if summary.empty:
         return ""
     skill = summary["skill"] if "skill" in summary else pd.Series(float("nan"), index=summary.index)
@@ -191,22 +195,44 @@ def ablation_text(summary: pd.DataFrame, gap: float, schedules: Sequence[str] = 
         return " ".join(lines + ["every setting's students are below the skill floor or without a stored skill: "
                                  "no evidence."])
     top = usable.loc[usable["gap"].idxmax()]
-    lines.append(f"the largest U_s - U_o gap is {top['gap']:+.4f} (H = {int(top['H'])}, {top['schedule']} rate, "
-                 f"{int(top['student_updates']):,} updates); the paper's is {gap:+.3f}.")
-    wide = []
+    lines.append(f"the largest U_s - U_o gap is {top['gap']:+.4f}{_spread(top.get('gap_std'), top['seeds'])} "
+                 f"(H = {int(top['H'])}, {top['schedule']} rate, {int(top['student_updates']):,} updates); the "
+                 f"paper's is {gap:+.3f}.")
+    changes = []  # (H, change, its spread or None)
     if set(schedules) <= set(usable["schedule"]):
-        by = usable.set_index(["H", "schedule"])["gap"]
+        by = usable.set_index(["H", "schedule"])
         for h in sorted(usable["H"].unique()):
-            if (h, "constant") in by and (h, "annealed") in by:
-                wide.append((int(h), float(by[(h, "constant")] - by[(h, "annealed")])))
-    if wide:
-        each = ", ".join(f"H = {h}: {c:+.4f}" for h, c in wide)
-        grows = [h for h, c in wide if c >= gap / 2]
-        lines.append(f"A constant rate against an annealed one changes the gap by {each}; "
-                     + (f"at H = {', '.join(map(str, grows))} by at least half the paper's gap."
-                        if grows else "at no H by half the paper's gap, so a student that never anneals does not "
-                                      "explain it at this chain length."))
+            if (h, "constant") in by.index and (h, "annealed") in by.index:
+                c, a = by.loc[(h, "constant")], by.loc[(h, "annealed")]
+                spreads = [r.get("gap_std") for r in (c, a)]
+                spread = (math.hypot(*spreads) if all(pd.notna(x) for x in spreads) and min(c["seeds"], a["seeds"]) >= 2
+                          else None)
+                changes.append((int(h), float(c["gap"] - a["gap"]), spread))
+    if changes:
+        half = gap / 2
+        each = ", ".join(f"H = {h}: {c:+.4f}" + (f" ± {sd:.4f}" if sd is not None else "") for h, c, sd in changes)
+        grows = [h for h, c, sd in changes if c >= half and separable(c - half, sd)]
+        near = [h for h, c, sd in changes if not separable(c - half, sd)]
+        parts = []
+        if grows:
+            parts.append(f"at H = {', '.join(map(str, grows))} by at least half the paper's gap")
+        if near:
+            parts.append(f"at H = {', '.join(map(str, near))} the seeds' spread cannot tell it from half the "
+                         "paper's gap (not separable)")
+        if not grows and not near:
+            parts.append("at no H by half the paper's gap, so a student that never anneals does not explain it at "
+                         "this chain length")
+        else:
+            short = [h for h, _, _ in changes if h not in near and h not in grows]
+            if short:
+                parts.append(f"at H = {', '.join(map(str, short))} by less than half")
+        lines.append(f"A constant rate against an annealed one changes the gap by {each}; " + "; ".join(parts) + ".")
     if len(weak):
         lines.append("No evidence (a student below the skill floor or without a stored skill): "
                      + ", ".join(f"H = {int(r.H)} {r.schedule}" for r in weak.itertuples()) + ".")
     return " ".join(lines)
+
+
+def _spread(std: object, seeds: object) -> str:
+    """``" ± std"`` for a value over two or more seeds with its standard deviation, else ``""``."""
+    return f" ± {float(std):.4f}" if pd.notna(std) and pd.notna(seeds) and int(seeds) >= 2 else ""
