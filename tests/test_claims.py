@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from gped_kit.experiments import claims
+from gped_kit.experiments.experiment2 import experiment2_trends
 from gped_kit.experiments.experiment2.notebook import _left_out, readme_rows
 
 
@@ -82,13 +83,18 @@ def test_trend_cells_list_every_comparison_with_its_outcome():
     assert not peaks["holds"].any() and set(peaks["setting"]) == {"U_o, N=10000", "U_o, N=60000", "U_s, N=10000",
                                                                    "U_s, N=60000"}
     assert not bad.loc[bad["trend"] == "U_o at least as good as U_s", "holds"].any()
-    # a missing value does not hold; one mask or one size gives no such comparison
+    # a missing value does not hold and is no evidence (never counted against the trend); one mask or one size
+    # gives no such comparison
     gap = _cells()
     gap.loc[(gap["labelled_size"] == 60_000) & (gap["mask_size"] == 0) & (gap["estimator"] == "U_o"), "nll_gap"] = \
         math.nan
     falls = claims.trend_cells(gap)
     falls = falls[falls["trend"] == "NLL gap falls with more labelled data"].set_index("setting")
     assert not falls.loc["U_o, m=0, N 10000 -> 60000", "holds"] and falls["holds"].sum() == 5
+    assert falls["no_evidence"].tolist() == [s == "U_o, m=0, N 10000 -> 60000" for s in falls.index]
+    trends = experiment2_trends(gap).set_index("trend")
+    assert trends.loc["NLL gap falls with more labelled data", "count"] == "5 of 5 (1 no evidence)"
+    assert trends.loc["NLL gap falls with more labelled data", "holds"]
     one = claims.trend_cells(_cells()[lambda d: d["labelled_size"] == 10_000])
     assert "teacher NLL falls with more labelled data" not in set(one["trend"])
     assert claims.trend_cells(pd.DataFrame(columns=["model"])).empty

@@ -152,12 +152,14 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
     the NLL gap falls from the smallest to the largest N at each m; the NLL gap and the entropy
     MAE peak at a moderate m at each (estimator, N) (the largest value at neither the smallest nor
     the largest m; needs three m); U_o is at least as good as U_s (<=) at each (N, m) for the gap
-    and the MAE. A comparison with a missing value does not hold. ``margin``: how far the values are from the
+    and the MAE. A comparison with a missing value (a cell not run, or a chain that did not finish) does not hold
+    and is no evidence: ``no_evidence``, never counted against the trend. ``margin``: how far the values are from the
     rule's boundary, positive where it holds (falls: first - last; rises: the smallest step up; peaks: the
     largest inner value less the larger end value; U_o against U_s: U_s - U_o; NaN with a missing value), so the
     seeds' spread of it says whether they can tell the outcome. ``setting`` names what is
     compared (e.g. ``"m=15, N 10000 -> 60000"``): two tables' rows are the same comparison when
-    (model, trend, setting) match. ``no_evidence``: a cell the comparison reads has a student that is no
+    (model, trend, setting) match. ``no_evidence``: a value the comparison reads is missing, or a cell it reads has a
+    student that is no
     evidence (:func:`~gped_kit.experiments.verdicts.unskilled`: ``<metric>_skill`` below
     :data:`~gped_kit.core.targets.SKILL_FLOOR` or not stored, where the table has that column: ours, not the
     paper's). Columns: :data:`TREND_CELL_COLUMNS`."""
@@ -176,7 +178,8 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
             rows.append({"model": model, "trend": trend, "setting": setting, "estimator": estimator,
                          "labelled_size": n, "mask_size": m, "metric": metric, "holds": bool(holds),
                          "margin": float(margin),
-                         "no_evidence": any(cell in weak.get(metric, ()) for cell in reads)})
+                         "no_evidence": math.isnan(float(margin))
+                         or any(cell in weak.get(metric, ()) for cell in reads)})
 
         if len(sizes) > 1:
             for m in masks:
