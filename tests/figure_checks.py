@@ -28,6 +28,10 @@
 - an error bar that reaches below 0 for a quantity that cannot be negative (an MAE, an NLL, an entropy);
 - an empty panel: an axes with no data drawn in it (a blank panel, or one that holds only a note).
 
+A data series is a line (or a line of markers) or a scatter series (a ``PathCollection``): scatter markers look
+alike by their marker, their face and edge colours and their size; markers coloured by a colour scale
+(``get_array()`` set) show no one series colour and are not compared by colour.
+
 :func:`figure_defects` returns one sentence per defect found (empty: none). It draws the figure
 first (Agg), so limits and layout are final; it reads the artists matplotlib holds, so it checks
 any figure, the kit's or a hand-made one.
@@ -47,6 +51,7 @@ from matplotlib.figure import Figure, SubFigure
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.markers import MarkerStyle
 from matplotlib.offsetbox import DrawingArea
 from matplotlib.patches import Patch
 
@@ -129,9 +134,12 @@ def _is_reference(line: Line2D, ax: Axes) -> bool:
     return line.get_transform() != ax.transData
 
 
-def _line_name(line: Line2D) -> str:
+def _line_name(line: Line2D | PathCollection) -> str:
+    """A series' label, quoted, or what it is when it has none."""
     label = line.get_label()
-    return repr(label) if label and not label.startswith("_") else "an unlabelled line"
+    if label and not label.startswith("_"):
+        return repr(label)
+    return "unlabelled markers" if isinstance(line, PathCollection) else "an unlabelled line"
 
 
 def _finite_display(transform, xy: np.ndarray) -> np.ndarray:
@@ -184,7 +192,10 @@ def out_of_range(ax: Axes) -> list[str]:
 
 
 def _style(artist) -> tuple | None:
-    """(colour, marker, line style) of a series or a legend handle; None when it has no colour of its own."""
+    """(colour, marker, line style) of a series or a legend handle, and for scatter markers their size and edge
+    (:func:`_scatter_style`); None when it has no colour of its own."""
+    if isinstance(artist, PathCollection):
+        return _scatter_style(artist)
     if isinstance(artist, Line2D):
         marker = artist.get_marker()
         marker = "" if marker in (None, "None", "none", " ", "") else str(marker)
@@ -212,8 +223,94 @@ def _style(artist) -> tuple | None:
 _FILLED_MARKERS = set(Line2D.filled_markers)
 
 
-def _alike(a: tuple, b: tuple) -> bool:
-    return a[1:] == b[1:] and color_difference(a[0][:3], b[0][:3]) < SIMILAR_COLOR_DELTA_E
+def _path_key(path) -> tuple:
+    return (np.round(np.asarray(path.vertices, dtype=float), 4).tobytes(),
+            None if path.codes is None else np.asarray(path.codes).tobytes())
+
+
+def _marker_names() -> dict[tuple, str]:
+    """The name of each marker (``"o"``, ``"s"``, ...) by the path a scatter draws it with."""
+    names: dict[tuple, str] = {}
+    for name in sorted(MarkerStyle.markers, key=lambda m: (m not in _FILLED_MARKERS, not isinstance(m, str), str(m))):
+        marker = MarkerStyle(name)
+        path = marker.get_path().transformed(marker.get_transform())
+        if len(path.vertices):
+            names.setdefault(_path_key(path), str(name))
+    return names
+
+
+_MARKER_NAMES = _marker_names()
+
+
+def _one_colour(colours) -> tuple | None:
+    """The one RGBA colour of a collection's faces or edges; () for none drawn, None for several."""
+    rows = {tuple(np.round(c, 4)) for c in np.atleast_2d(colours) if len(c)}
+    return () if not rows else next(iter(rows)) if len(rows) == 1 else None
+
+
+def _marker_look(face: tuple, edge: tuple, marker: str) -> tuple | None:
+    """(colour, marker, edge colour) of markers with faces ``face`` and edges ``edge`` (RGBA; () for none drawn):
+    the colour is the face's, or the edge's of open markers (no face, or a white one in a darker edge: "(open)"
+    added to a marker that can be filled); the edge colour is that of an edge unlike the face, else None. None when
+    nothing is drawn."""
+    open_face = not face or face[3] == 0 or (bool(edge) and color_difference(face[:3], "white")
+                                                < SIMILAR_COLOR_DELTA_E <= color_difference(edge[:3], "white"))
+    if open_face and not edge:
+        return None
+    if open_face and marker in _FILLED_MARKERS:
+        marker = f"{marker} (open)"
+    if open_face:
+        return (to_rgba(edge), marker, None)
+    ring = bool(edge) and not np.allclose(edge, face, atol=1 / 255)
+    return (to_rgba(face), marker, tuple(round(float(c), 2) for c in edge) if ring else None)
+
+
+def _scatter_style(coll: PathCollection) -> tuple | None:
+    """(colour, marker, line style "", size, edge colour) of scatter markers (:func:`_marker_look`). None for
+    markers coloured each its own (a colour scale, ``get_array()`` set, or a list of colours): no one series
+    colour; and for markers that draw nothing."""
+    if coll.get_array() is not None:
+        return None
+    face, edge = _one_colour(coll.get_facecolor()), _one_colour(coll.get_edgecolor())
+    if face is None or edge is None:
+        return None
+    if not (edge and edge[3] > 0 and float(np.max(coll.get_linewidths(), initial=0.0)) > 0):
+        edge = ()
+    keys = list(dict.fromkeys(_path_key(path) for path in coll.get_paths()))
+    look = _marker_look(face, edge, ", ".join(_MARKER_NAMES.get(key, "custom") for key in keys) or "none")
+    if look is None:
+        return None
+    sizes = np.unique(np.round(coll.get_sizes(), 1))
+    return (look[0], look[1], "", float(sizes[0]) if len(sizes) == 1 else "various", look[2])
+
+
+def _styles(a, b) -> tuple[tuple | None, tuple | None]:
+    """The styles of series (or legend handles) ``a`` and ``b`` to compare: :func:`_style`'s; where one is scatter
+    markers, a line's with its markers' size and edge (markers only) to match."""
+    if not (isinstance(a, PathCollection) or isinstance(b, PathCollection)):
+        return _style(a), _style(b)
+    return _marker_style(a), _marker_style(b)
+
+
+def _marker_style(artist) -> tuple | None:
+    """:func:`_style` of ``artist`` with a size and an edge colour, as :func:`_scatter_style` gives them."""
+    style = _style(artist)
+    if style is None or len(style) == 5:
+        return style
+    if isinstance(artist, Line2D) and style[1] and not style[2]:  # markers only: as scatter markers would be
+        face = () if artist.get_fillstyle() == "none" else to_rgba(artist.get_markerfacecolor())
+        edge = to_rgba(artist.get_markeredgecolor()) if artist.get_markeredgewidth() > 0 else ()
+        look = _marker_look(face, edge if edge and edge[3] > 0 else (), str(artist.get_marker()))
+        if look is None:
+            return None
+        alpha = 1.0 if artist.get_alpha() is None else artist.get_alpha()  # a collection's is in its colours
+        return ((*look[0][:3], look[0][3] * alpha), look[1], "", round(float(artist.get_markersize()) ** 2, 1), look[2])
+    return (*style, None, None)
+
+
+def _alike(a: tuple | None, b: tuple | None) -> bool:
+    return (a is not None and b is not None and a[1:] == b[1:]
+            and color_difference(a[0][:3], b[0][:3]) < SIMILAR_COLOR_DELTA_E)
 
 
 def _data_lines(ax: Axes, min_points: int = 1) -> list[Line2D]:
@@ -224,15 +321,39 @@ def _data_lines(ax: Axes, min_points: int = 1) -> list[Line2D]:
             and id(line) not in caps and len(line.get_xydata()) >= min_points]
 
 
-def _x_range(line: Line2D) -> tuple[float, float] | None:
-    xy = np.ma.filled(np.ma.asarray(line.get_xydata(), dtype=float), np.nan)  # categories as their positions
-    x = xy.reshape(-1, 2)[:, 0]
+def _is_markers(coll: Collection, ax: Axes) -> bool:
+    """Whether ``coll`` is a visible data series of scatter markers of ``ax`` with at least one point."""
+    return (isinstance(coll, PathCollection) and coll.get_visible() and coll.get_offset_transform() == ax.transData
+            and len(coll.get_offsets()) > 0)
+
+
+def _data_series(ax: Axes, min_points: int = 1) -> list[Line2D | PathCollection]:
+    """:func:`_data_lines` and the visible scatter series of ``ax`` (drawn at data coordinates), each with at
+    least ``min_points`` points."""
+    return [*_data_lines(ax, min_points),
+            *(c for c in ax.collections if _is_markers(c, ax) and len(c.get_offsets()) >= min_points)]
+
+
+def _xy(series: Line2D | PathCollection) -> np.ndarray:
+    """A series' points in data coordinates (categories as their positions), masked ones as NaN."""
+    xy = series.get_offsets() if isinstance(series, PathCollection) else series.get_xydata()
+    return np.ma.filled(np.ma.asarray(xy, dtype=float), np.nan).reshape(-1, 2)
+
+
+def _x_range(line: Line2D | PathCollection) -> tuple[float, float] | None:
+    x = _xy(line)[:, 0]
     x = x[np.isfinite(x)]
     return (float(x.min()), float(x.max())) if len(x) else None
 
 
-def _same_style(a: tuple, b: tuple) -> bool:
-    return a[1:] == b[1:] and np.allclose(a[0], b[0], atol=1 / 255)
+def _same_style(a: tuple | None, b: tuple | None) -> bool:
+    return a is not None and b is not None and a[1:] == b[1:] and np.allclose(a[0], b[0], atol=1 / 255)
+
+
+def _look(style: tuple) -> str:
+    """A style's marker and line style (and scatter markers' size) in words."""
+    size = f", size {style[3]:g}" if len(style) > 3 and isinstance(style[3], float) else ""
+    return f"marker {style[1] or 'none'!r}, line {style[2] or 'none'!r}{size}"
 
 
 def _overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
@@ -240,42 +361,44 @@ def _overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bo
 
 
 def same_style_series(ax: Axes) -> list[str]:
-    """Pairs of data series in ``ax`` drawn exactly alike (colour, marker and its fill, line style) whose x
-    ranges overlap, whatever their labels (one series drawn in pieces side by side is fine)."""
-    lines = [(line, _style(line), _x_range(line)) for line in _data_lines(ax)]
+    """Pairs of data series in ``ax`` (lines, markers, scatter markers) drawn exactly alike (colour, marker and its
+    fill, line style; scatter markers' size and edge) whose x ranges overlap, whatever their labels (one series
+    drawn in pieces side by side is fine; markers coloured by a colour scale have no one colour to compare)."""
+    series = [(s, _x_range(s)) for s in _data_series(ax)]
     found = []
-    for i, (a, style_a, range_a) in enumerate(lines):
-        for b, style_b, range_b in lines[i + 1:]:
+    for i, (a, range_a) in enumerate(series):
+        for b, range_b in series[i + 1:]:
+            style_a, style_b = _styles(a, b)
             if _same_style(style_a, style_b) and _overlap(range_a, range_b):
-                found.append(f"{_line_name(a)} and {_line_name(b)} are drawn the same (colour, marker "
-                             f"{style_a[1] or 'none'!r}, line {style_a[2] or 'none'!r}) over the same x range: "
-                             "whose point is whose cannot be told")
+                found.append(f"{_line_name(a)} and {_line_name(b)} are drawn the same (colour, {_look(style_a)}) "
+                             "over the same x range: whose point is whose cannot be told")
     return found
 
 
 def look_alike_series(ax: Axes) -> list[str]:
-    """Pairs of data series in ``ax`` with the same marker and line style in similar colours (pairs drawn
-    exactly the same over one x range are :func:`same_style_series`'s)."""
-    series: list[tuple[str, tuple]] = []
+    """Pairs of data series in ``ax`` (lines, markers, scatter markers, bars) with the same marker and line style
+    (scatter markers: and size and edge) in similar colours (pairs drawn exactly the same over one x range are
+    :func:`same_style_series`'s; markers coloured by a colour scale have no one colour to compare)."""
+    series: list[tuple[str, object]] = []
     ranges: list[tuple[float, float] | None] = []
-    for line in _data_lines(ax, min_points=2):
-        series.append((line.get_label(), _style(line)))
+    for line in _data_series(ax, min_points=2):
+        series.append((line.get_label(), line))
         ranges.append(_x_range(line))
     for container in ax.containers:
         patches = [p for p in container if isinstance(p, Patch)]
         if patches:
-            series.append((container.get_label(), _style(patches[0])))
+            series.append((container.get_label(), patches[0]))
             ranges.append(None)
     found = []
-    for i, (name_a, style_a) in enumerate(series):
-        for j, (name_b, style_b) in enumerate(series[i + 1:], start=i + 1):
+    for i, (name_a, a) in enumerate(series):
+        for j, (name_b, b) in enumerate(series[i + 1:], start=i + 1):
             if name_a == name_b and not name_a.startswith("_"):
                 continue  # one series drawn in pieces
+            style_a, style_b = _styles(a, b)
             if _same_style(style_a, style_b) and _overlap(ranges[i], ranges[j]):
                 continue  # same_style_series says so
             if _alike(style_a, style_b):
-                found.append(f"series {name_a!r} and {name_b!r} look alike (marker {style_a[1] or 'none'!r}, "
-                             f"line {style_a[2] or 'none'!r}, colours Delta E "
+                found.append(f"series {name_a!r} and {name_b!r} look alike ({_look(style_a)}, colours Delta E "
                              f"{color_difference(style_a[0][:3], style_b[0][:3]):.0f})")
     return found
 
@@ -311,13 +434,13 @@ def look_alike_bars(ax: Axes) -> list[str]:
 
 
 def look_alike_legend_entries(legend: Legend) -> list[str]:
-    """Pairs of entries of ``legend`` whose handles look alike."""
-    entries = [(text.get_text(), _style(handle)) for text, handle in zip(legend.get_texts(), legend.legend_handles)]
-    entries = [(name, style) for name, style in entries if style is not None]
+    """Pairs of entries of ``legend`` whose handles (lines, patches, scatter markers) look alike."""
+    entries = [(text.get_text(), handle) for text, handle in zip(legend.get_texts(), legend.legend_handles)
+               if _style(handle) is not None]
     found = []
-    for i, (name_a, style_a) in enumerate(entries):
-        for name_b, style_b in entries[i + 1:]:
-            if _alike(style_a, style_b):
+    for i, (name_a, handle_a) in enumerate(entries):
+        for name_b, handle_b in entries[i + 1:]:
+            if _alike(*_styles(handle_a, handle_b)):
                 found.append(f"legend entries {name_a!r} and {name_b!r} look alike")
     return found
 
@@ -458,13 +581,12 @@ def overlapping_texts(ax: Axes, renderer) -> list[str]:
 
 
 def squashed_panel(ax: Axes) -> list[str]:
-    """``ax`` when a few of its data points (lines and markers; at most :data:`SQUASHED_OUTLIERS` of them)
-    stretch its y range so far that all the others lie within :data:`SQUASHED_BAND` of it: the
+    """``ax`` when a few of its data points (lines, markers and scatter markers; at most :data:`SQUASHED_OUTLIERS`
+    of them) stretch its y range so far that all the others lie within :data:`SQUASHED_BAND` of it: the
     differences between those others are squashed into a line (leave the few off the scale instead)."""
     if ax.get_yscale() != "linear":
         return []
-    ys = [np.ma.filled(np.ma.asarray(line.get_xydata(), dtype=float), np.nan).reshape(-1, 2)[:, 1]
-          for line in _data_lines(ax)]
+    ys = [_xy(series)[:, 1] for series in _data_series(ax)]
     y = np.concatenate(ys) if ys else np.empty(0)
     y = np.sort(y[np.isfinite(y)])
     low, high = ax.get_ylim()
@@ -497,17 +619,22 @@ def contrast_ratio(colour, background) -> float:
 
 
 def low_contrast_series(ax: Axes) -> list[str]:
-    """Data series of ``ax`` (lines, markers) in a colour whose contrast to the axes' background is below
-    :data:`MIN_CONTRAST` (not checked over images, whose background is the image)."""
+    """Data series of ``ax`` (lines, markers, scatter markers) in a colour whose contrast to the axes' background
+    is below :data:`MIN_CONTRAST` (not checked over images, whose background is the image; scatter markers: the
+    better of their colour and a drawn edge's; markers coloured by a colour scale are not checked)."""
     if ax.images:
         return []
     background = ax.get_facecolor()
     found = []
-    for line in _data_lines(ax):
-        colour = _style(line)[0]
-        alpha = line.get_alpha()
-        colour = (*colour[:3], colour[3] * (1.0 if alpha is None else alpha))
-        ratio = contrast_ratio(colour, background)
+    for line in _data_series(ax):
+        style = _style(line)
+        if style is None:
+            continue  # a colour scale, or a colour per point
+        if isinstance(line, PathCollection):  # the collection's alpha is in its colours
+            ratio = max(contrast_ratio(c, background) for c in (style[0], style[4]) if c is not None)
+        else:
+            alpha = line.get_alpha()
+            ratio = contrast_ratio((*style[0][:3], style[0][3] * (1.0 if alpha is None else alpha)), background)
         if ratio < MIN_CONTRAST:
             found.append(f"{_line_name(line)} is drawn in a colour of little contrast to the background "
                          f"({ratio:.2f}:1)")

@@ -360,6 +360,92 @@ def test_checker_finds_an_empty_panel():
     assert _defects_of(draw_legend_place) == []
 
 
+
+def test_checker_finds_scatter_series_drawn_the_same():
+    def draw(fig, ax):  # two scatter series of students, both in the default circles of one blue and size
+        ax.scatter([0, 1, 2], [1, 2, 3], color="C0", label="GPED")
+        ax.scatter([0.5, 1.5, 2.5], [2, 3, 1], color="C0", label="KD")
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "'GPED' and 'KD' are drawn the same (colour, marker 'o'" in defects[0]
+
+    def draw_markers_line(fig, ax):  # scatter circles and a line of the same circles (size 6 ** 2), no labels
+        ax.scatter([0, 1, 2], [1, 2, 3], color="C0")
+        ax.plot([0, 1, 2], [2, 3, 1], ls="none", marker="o", color="C0")
+        _labelled(ax)
+    assert ["drawn the same" in d for d in _defects_of(draw_markers_line)] == [True]
+
+    def draw_apart(fig, ax):  # other markers, other sizes, pieces side by side, a colour scale: all told apart
+        ax.scatter([0, 1, 2], [1, 2, 3], color="C0", label="GPED")
+        ax.scatter([0, 1, 2], [2, 3, 1], color="C0", marker="s", label="KD")
+        ax.scatter([0, 1, 2], [1.5, 2.5, 1.5], color="C0", s=120, label="EnD2")
+        ax.scatter([0, 1, 2], [3, 1, 2], facecolors="none", edgecolors="C0", label="Hydra")
+        ax.scatter([3, 4], [1, 2], color="k", marker="D", label="the paper's")
+        ax.scatter([5, 6], [1, 2], color="k", marker="D", label="the paper's")
+        for y in (1.2, 2.2):  # two series on one colour scale, one colour bar
+            points = ax.scatter([3, 4, 5], [y, y + 0.5, y], c=[0.1, 0.5, 0.9], vmin=0, vmax=1, marker="^")
+        fig.colorbar(points, ax=ax, label="masking rate")
+        _labelled(ax)
+    assert _defects_of(draw_apart) == []
+
+
+def test_checker_finds_scatter_series_that_look_alike():
+    def draw(fig, ax):  # the two oranges of notebook 10 as scatter series: same marker and size
+        ax.scatter([0, 1, 2], [1, 2, 3], color="#de8f05", label="SGLD, warm-up")
+        ax.scatter([0, 1, 2], [2, 3, 1], color="#d55e00", label="SGNHT")
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "series 'SGLD, warm-up' and 'SGNHT' look alike (marker 'o'" in defects[0]
+
+    def draw_legend(fig, ax):  # the same two in a legend: its entries look alike too
+        draw(fig, ax)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+    assert any("legend entries 'SGLD, warm-up' and 'SGNHT' look alike" in d for d in _defects_of(draw_legend))
+
+    def draw_apart(fig, ax):  # the same colours apart by their markers, sizes or edges; two series on one scale
+        ax.scatter([0, 1, 2], [1, 2, 3], color="#de8f05", label="SGLD, warm-up")
+        ax.scatter([0, 1, 2], [2, 3, 1], color="#d55e00", marker="s", label="SGNHT")
+        ax.scatter([0, 1, 2], [1.5, 2.5, 1.5], color="#d55e00", s=120, label="SGHMC")
+        ax.scatter([0, 1, 2], [3, 1, 2], color="#d55e00", edgecolors="k", label="BAOA")
+        for k, y in enumerate((1.2, 2.2)):
+            points = ax.scatter([3, 4, 5], [y, y + 0.5, y], c=[0.1, 0.5, 0.9 - 0.05 * k], vmin=0, vmax=1,
+                                label=f"seed {k}")
+        fig.colorbar(points, ax=ax, label="masking rate")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.3, 1))
+        _labelled(ax)
+    assert _defects_of(draw_apart) == []
+
+
+def test_checker_finds_a_scatter_series_too_pale_for_its_background():
+    def draw(fig, ax):  # the palette's yellow on white, as scatter markers
+        ax.scatter([0, 1, 2], [1, 2, 3], color="#0173b2", label="one chain")
+        ax.scatter([0, 1, 2], [2, 3, 1], color="#ece133", marker="s", label="cyclical, 4 chains")
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "'cyclical, 4 chains' is drawn in a colour of little contrast" in defects[0]
+
+    def draw_seen(fig, ax):  # the yellow in a dark edge; a colour scale running to yellow (not one series colour)
+        ax.scatter([0, 1, 2], [2, 3, 1], color="#ece133", edgecolors="k", label="cyclical, 4 chains")
+        fig.colorbar(ax.scatter([0, 1, 2], [1, 2, 3], c=[0.0, 0.5, 1.0], marker="s"), ax=ax, label="masking rate")
+        _labelled(ax)
+    assert _defects_of(draw_seen) == []
+
+
+def test_checker_finds_a_panel_squashed_by_a_few_scatter_points():
+    def draw(fig, ax):  # twenty students at NLL 0.06-0.16 as markers, two of them at 2.3
+        y = np.linspace(0.06, 0.16, 20)
+        y[[3, 11]] = 2.3
+        ax.scatter(np.arange(20.0), y, color="C0", label="students")
+        _labelled(ax)
+    defects = _defects_of(draw)
+    assert len(defects) == 1 and "18 of 20 points lie within" in defects[0]
+
+    def draw_spread(fig, ax):  # the same students over the whole range: fine
+        ax.scatter(np.arange(20.0), np.linspace(0.06, 2.3, 20), color="C0", label="students")
+        _labelled(ax)
+    assert _defects_of(draw_spread) == []
+
+
 # ----------------------------------------------------------------------------- synthetic inputs
 
 COMPARISON_STUDENTS = ["KD", "GPED", "EnD2", "GPED (squared error)", "GPED (every step)", "KD (perturbed inputs)",
