@@ -4,6 +4,7 @@ losing no record, and a rewrite of the same files leaving the manifest byte-iden
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 
 import matplotlib
@@ -24,6 +25,7 @@ from gped_kit.experiments.artifacts import (  # noqa: E402
     record,
     template_fields,
 )
+from gped_kit.experiments.experiment1 import PROFILES as E1_PROFILES  # noqa: E402
 from gped_kit.experiments.registry import EXPERIMENTS  # noqa: E402
 from gped_kit.experiments.store import ResultsStore  # noqa: E402
 from gped_kit.viz.writer import ArtifactWriter  # noqa: E402
@@ -110,3 +112,23 @@ def test_writer_records_provenance_and_a_rewrite_changes_nothing(tmp_path):
     again = ArtifactWriter("00_demo", "default", figures, store=store, settings={"steps": 10})
     again.table(pd.DataFrame({"nll": [0.5]}), TABLE, model="fcnn")
     assert (figures / MANIFEST).read_bytes() == before
+
+
+def test_a_run_with_overridden_settings_stops_before_it_replaces_another_runs_files(tmp_path):
+    """A notebook run whose settings differ from its profile's own (a ``-p`` override) refuses, when the writer is
+    made, a figures folder holding that profile's files from a run of other settings, naming what differs; the
+    profile as it is, and the same overridden run again, may write there."""
+    own = E1_PROFILES["default"]
+    custom = dataclasses.replace(own, num_iterations=own.num_iterations // 2)
+    figures = tmp_path / "figures"
+    ArtifactWriter("01_experiment1", "default", figures, settings=own).table(pd.DataFrame({"x": [1.0]}), "table1")
+    before = {p.name: p.read_bytes() for p in figures.iterdir()}
+    with pytest.raises(ValueError, match=rf"num_iterations={own.num_iterations // 2} \(the folder's run: "
+                                         rf"{own.num_iterations}\) would replace them. Give figures_dir a folder"):
+        ArtifactWriter("01_experiment1", "default", figures, settings=custom)
+    assert {p.name: p.read_bytes() for p in figures.iterdir()} == before  # nothing written
+    mine = figures / "my-run"
+    ArtifactWriter("01_experiment1", "default", mine, settings=custom).table(pd.DataFrame({"x": [2.0]}), "table1")
+    ArtifactWriter("01_experiment1", "default", mine, settings=custom)  # the same overridden run again
+    ArtifactWriter("01_experiment1", "default", figures, settings=own)  # the profile regenerated
+    ArtifactWriter("01_experiment1", "cpu30", figures, settings=custom)  # another profile's files: none there

@@ -18,7 +18,11 @@ and records their :class:`~gped_kit.experiments.artifacts.Provenance` in the fol
 entries the notebook's ``store`` has read so far. The run's settings are recorded once, at the first write.
 A check (:mod:`~gped_kit.experiments.checks`) is named by its key among the notebook's declared checks (the
 entry's ``checks``) or given as a :class:`~gped_kit.experiments.checks.Check`; the writer prints its line and
-records its outcome."""
+records its outcome.
+
+A run whose settings differ from its profile's own (a ``-p`` override) stops when its writer is made, before it
+computes anything, if the folder holds that profile's files from a run of other settings: it would replace them.
+Such a run writes to a ``figures_dir`` of its own."""
 
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..experiments.artifacts import Artifact, Kind, Provenance, record
+from ..experiments.artifacts import Artifact, Kind, Provenance, read_manifest, record, settings_record
 from ..experiments.checks import Check, CheckOutcome
 from ..experiments.frame import Experiment
 from ..experiments.registry import NOTEBOOKS
@@ -50,6 +54,9 @@ class ArtifactWriter:
                              "registry entry")
         self.notebook, self.profile, self.figures_dir = name, str(profile), Path(figures_dir)
         self.store, self.settings = store, settings
+        own = entry.profiles.get(self.profile) if entry is not None else None
+        if own is not None and settings is not None:
+            _refuse_replacing_another_run(self.figures_dir, name, self.profile, settings, own)
         #: The notebook's declared artifacts by key (none for a notebook the registry does not know).
         self.declared = dict(entry.artifacts) if entry is not None else {}
         #: The notebook's declared checks by key (none for a notebook the registry does not know).
@@ -141,3 +148,28 @@ class ArtifactWriter:
 
 
 __all__ = ["ArtifactWriter"]
+
+
+def _refuse_replacing_another_run(figures_dir: Path, notebook: str, profile: str, settings: Any, own: Any) -> None:
+    """``ValueError`` before the notebook computes anything when this run would replace files of another run
+    in ``figures_dir``: its ``settings`` differ from the profile's own (``own``: some were overridden) and from the
+    settings the folder's manifest records for (``notebook``, ``profile``). A run of the profile as it is may
+    replace them (the profile's figures regenerated), and so may the same overridden run again."""
+    recorded = read_manifest(figures_dir).runs.get(f"{notebook}/{profile}")
+    mine = settings_record(settings)
+    if recorded is None or mine == recorded or mine == settings_record(own):
+        return
+    changed = ", ".join(f"{k}={v!r} (the folder's run: {w!r})" for k, v, w in _differences(mine, recorded))
+    raise ValueError(
+        f"{figures_dir} holds {notebook}'s {profile!r} files from a run with other settings; this run's "
+        f"{changed or 'settings'} would replace them. Give figures_dir a folder of its own for this run (e.g. "
+        f"figures_dir='{figures_dir / 'my-run'}'), run the {profile!r} profile as it is, or delete those files and "
+        f"the manifest's run {notebook}/{profile} first")
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """The (dotted key, value in ``a``, value in ``b``) where two settings records differ, nested records by key."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str)
+                for d in _differences(a.get(k), b.get(k), f"{prefix}{k}.")]
+    return [] if a == b else [(prefix.rstrip("."), a, b)]
