@@ -355,15 +355,15 @@ def test_notebook01_result_and_table_read_table1_as_the_readme_does():
     # FCNN all three worse
     assert "Of the 6 Table 1 values, 2 are within 10% of the paper's, 1 better and 3 worse" in text
     # the gaps as measured, without a word for their size; the spread only where the table has it
-    assert ("the predictive student's (U_s) NLL less its teacher's (mean ± std over the seeds): FCNN +0.026 (the "
-            "paper's +0.030), CNN-MNIST +0.017 (the paper's +0.031)") in text and "close" not in text
+    assert ("the predictive student's (U_s) NLL less its teacher's (mean ± std over the seeds): FCNN +0.0260 (the "
+            "paper's +0.030), CNN-MNIST +0.0170 (the paper's +0.031)") in text and "close" not in text
     spread = t.assign(nll_gap=[float("nan"), 0.017, 0.026], nll_gap_std=[float("nan"), 0.004, 0.003])
-    assert "FCNN +0.026 ± 0.003 (the paper's +0.030), CNN-MNIST +0.017 ± 0.004" in table1_result(spread, "default")
-    assert "± 0.003" not in table1_result(spread.assign(seeds=1), "default")  # one seed: no spread shown
+    assert "FCNN +0.0260 ± 0.0030 (the paper's +0.030), CNN-MNIST +0.0170 ± 0.0040" in table1_result(spread, "default")
+    assert "± 0.0030" not in table1_result(spread.assign(seeds=1), "default")  # one seed: no spread shown
     # a predictive student not known to beat the best constant: its gap is marked as no evidence
     weak = table1_result(t.assign(student_nll_skill=[float("nan"), 0.9, 0.01]), "default")
-    assert "FCNN +0.026 (the paper's +0.030; no evidence, its student not known to beat" in weak
-    assert "CNN-MNIST +0.017 (the paper's +0.031). Of" in weak
+    assert "FCNN +0.0260 (the paper's +0.030; no evidence, its student not known to beat" in weak
+    assert "CNN-MNIST +0.0170 (the paper's +0.031). Of" in weak
     ours, paper_only = table1_display(t)
     assert list(ours["model"]) == ["FCNN", "CNN-MNIST"] and ours["seeds"].dtype.kind == "i"
     assert ours.loc[0, "teacher NLL"] == "0.0950 ± 0.0010" and list(paper_only["model"]) == ["CNN-CIFAR-10"]

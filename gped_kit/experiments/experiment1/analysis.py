@@ -119,7 +119,7 @@ def table1_result(table1: pd.DataFrame, profile: str) -> str:
         row = t.loc[m]
         value = row["nll_gap"] if "nll_gap" in row.index else row["student_nll"] - row["teacher_nll"]
         spread = row.get("nll_gap_std", math.nan)
-        shown = f"{value:+.3f}" + (f" ± {spread:.3f}" if pd.notna(spread) and row["seeds"] >= 2 else "")
+        shown = f"{value:+.4f}" + (f" ± {spread:.4f}" if pd.notna(spread) and row["seeds"] >= 2 else "")
         paper = f"the paper's {row['student_nll_paper'] - row['teacher_nll_paper']:+.3f}"
         return (f"{MODEL_NAMES[m]} {shown} ({paper}" + ("; no evidence, its student not known to beat the best "
                                                        "constant prediction)" if no_evidence(row, "student_nll")
