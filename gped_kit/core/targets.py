@@ -553,12 +553,12 @@ def custom_target(name: str, g: TensorFn, out_dim: int | Callable[[int], int], l
 def _check_width(out_dim: object) -> int:
     """``out_dim`` as an int when it is an integer (not a bool) >= 1; ``TypeError`` / ``ValueError`` naming it
     otherwise."""
+    message = (f"custom_target out_dim={out_dim!r} is not allowed; allowed: an integer >= 1 (the width D of g's "
+               "values) or a callable C -> D of the number of classes or regression outputs")
     if isinstance(out_dim, bool) or not isinstance(out_dim, numbers.Integral):
-        raise TypeError(f"custom_target out_dim={out_dim!r} is not allowed; allowed: an integer >= 1 (the width D of "
-                        "g's values) or a callable C -> D of the number of classes or regression outputs")
+        raise TypeError(message)
     if out_dim < 1:
-        raise ValueError(f"custom_target out_dim={out_dim!r} is not allowed; allowed: an integer >= 1 (the width D "
-                         "of g's values) or a callable C -> D of the number of classes or regression outputs")
+        raise ValueError(message)
     return int(out_dim)
 
 
@@ -567,14 +567,14 @@ def _resolve_link(link: TensorFn | str | None) -> TensorFn:
     identity; ``ValueError`` / ``TypeError`` naming it otherwise."""
     if link is None:
         return identity_head
+    message = (f"custom_target link={link!r} is not allowed; allowed: a callable raw -> prediction or a built-in "
+               f"head's name {sorted(HEADS)}")
     if isinstance(link, str):
         if link not in HEADS:
-            raise ValueError(f"custom_target link={link!r} is not allowed; allowed: a callable raw -> prediction or "
-                             f"a built-in head's name {sorted(HEADS)}")
+            raise ValueError(message)
         return HEADS[link]
     if not callable(link):
-        raise TypeError(f"custom_target link={link!r} is not allowed; allowed: a callable raw -> prediction or a "
-                        f"built-in head's name {sorted(HEADS)}")
+        raise TypeError(message)
     return link
 
 
