@@ -80,8 +80,8 @@ def test_trend_cells_list_every_comparison_with_its_outcome():
     assert cells.loc[0, "setting"] == "m=0, N 10000 -> 60000" and cells.loc[0, "mask_size"] == 0
     bad = claims.trend_cells(_cells(gap_peak_at=25, uo_better=False))
     peaks = bad[bad["trend"] == "NLL gap peaks at moderate masking"]
-    assert not peaks["holds"].any() and set(peaks["setting"]) == {"U_o, N=10000", "U_o, N=60000", "U_s, N=10000",
-                                                                   "U_s, N=60000"}
+    assert not peaks["holds"].any() and set(peaks["setting"]) == {
+        f"{e}, N={n}, m 0 -> 15 -> 25" for e in ("U_o", "U_s") for n in (10_000, 60_000)}
     assert not bad.loc[bad["trend"] == "U_o at least as good as U_s", "holds"].any()
     # a missing value does not hold and is no evidence (never counted against the trend); one mask or one size
     # gives no such comparison

@@ -130,7 +130,8 @@ def test_trend_comparison_sets_each_comparison_beside_the_papers_over_seeds():
     assert bumped.loc["U_o at least as good as U_s", "ours"] == "10 of 11 (1 not separable)"
     cells = E2.experiment2_trend_cells_compared(_per_student_rows(bump_seed1=0.5))
     near = cells[cells["comparison"] == "not separable"]
-    assert set(near["setting"]) == {"U_o, m=0, N 10000 -> 60000", "U_o, N=60000", "N=60000, m=0, nll_gap"}
+    assert set(near["setting"]) == {"U_o, m=0, N 10000 -> 60000", "U_o, N=60000, m 0 -> 15 -> 25",
+                                    "N=60000, m=0, nll_gap"}
     assert set(near["holds_by_seed"]) == {"True, False"} and not near["seed_stable"].any()
     assert (near["margin"].abs() < near["margin_spread"]).all()
     # both seeds bumped alike: the outcome is the same in every seed, so the three cells disagree with the paper
@@ -416,7 +417,8 @@ def test_cells_below_the_skill_floor_are_named_and_their_comparisons_are_no_evid
     gap = per[per["metric"] == "nll_gap"]
     # exactly the comparisons that read (60,000, 25): its N trend at m = 25, its peak at N = 60,000, U_o vs U_s there
     assert sorted(gap.loc[gap["no_evidence"], "setting"]) == [
-        "N=60000, m=25, nll_gap", "U_o, N=60000", "U_o, m=25, N 10000 -> 60000", "U_s, N=60000",
+        "N=60000, m=25, nll_gap", "U_o, N=60000, m 0 -> 15 -> 25", "U_o, m=25, N 10000 -> 60000",
+        "U_s, N=60000, m 0 -> 15 -> 25",
         "U_s, m=25, N 10000 -> 60000"]
 
 

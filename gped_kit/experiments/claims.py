@@ -208,7 +208,8 @@ def trend_cells(cells: pd.DataFrame) -> pd.DataFrame:
                 values = table.loc[(e, n)]
                 if values.notna().all():
                     margin = values[masks[1:-1]].max() - max(values[masks[0]], values[masks[-1]])
-                    add(name, f"{e}, N={n}", values.idxmax() not in (masks[0], masks[-1]), margin, estimator=e, n=n,
+                    setting = f"{e}, N={n}, m {' -> '.join(map(str, masks))}"  # the masks it compares
+                    add(name, setting, values.idxmax() not in (masks[0], masks[-1]), margin, estimator=e, n=n,
                         metric=metric, reads=[(e, n, m) for m in masks])
         if {"U_o", "U_s"} <= set(df["estimator"]):
             both = df.pivot_table(index=["labelled_size", "mask_size"], columns="estimator",
