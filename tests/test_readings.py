@@ -96,7 +96,7 @@ def test_comparison_reading_sets_each_method_beside_the_zero_mu_baseline():
     assert "No evidence (skill over the best constant below 0.05 or not stored): GPED and Hydra." in stored_before
     assert "long-chain teacher, T = 4,000" in text and "snapshot ensemble, S = 20" in text
     assert ("*test*: mean |ΔMU| against the teacher: GPED 0.078, Hydra 0.018; predicting zero MU: 0.039. "
-            "Worse than predicting zero: GPED. Closest: Hydra. No evidence (skill over the best constant below 0.05 "
+            "Worse than predicting zero: none. Closest: Hydra. No evidence (skill over the best constant below 0.05 "
             "or not stored): GPED. MU no better than the best constant MU: none.") in text
     assert "*fashion_mnist*: mean |ΔMU| against the teacher: GPED 0.078, Hydra 0.018; predicting zero MU: 0.190. " \
            "Worse than predicting zero: none." in text
@@ -105,6 +105,19 @@ def test_comparison_reading_sets_each_method_beside_the_zero_mu_baseline():
     assert ("Training budgets: GPED: 1,499 steps of 100 inputs (149,900 seen, 478,811 parameters; targets: current "
             "sample); Hydra: 3,000 steps of 100 inputs (300,000 seen, 1,498,600 parameters; targets: cached "
             "logits).") in text
+
+
+def test_comparison_reading_judges_closest_and_worse_among_the_students_with_skill():
+    table = _comparison_table()
+    # Hydra (closest by |ΔMU|) below the skill floor: GPED, the only one with skill, is the closest
+    low = C.comparison_reading(table.assign(skill=table["method"].map({"GPED": 0.5, "Hydra": -0.61})))
+    assert "Worse than predicting zero: GPED. Closest: GPED. No evidence (skill over the best constant below 0.05 " \
+           "or not stored): Hydra." in low
+    assert "Closest: Hydra" not in low
+    # every student no evidence: neither closest nor worse is named
+    none = C.comparison_reading(table.drop(columns=["skill", "mu_skill"]))
+    assert "Worse than predicting zero and closest: no evidence (no student beats the best constant)." in none
+    assert "Closest: " not in none and "Worse than predicting zero: " not in none
 
 
 def test_sampler_reading_names_no_winner_when_the_seeds_do_not_separate_it():

@@ -32,11 +32,11 @@ from ..verdicts import (
     SKILL_FLOOR,
     Claim,
     artifact_table,
+    judged_verdict,
     link,
     number,
     profile_evidence,
     unskilled,
-    verdict,
 )
 from .artifacts import ARTIFACTS, CHECKS
 from .run import ComparisonRun, SpiralRun, run_comparison, spiral_run
@@ -230,7 +230,7 @@ def order_outcome(table: pd.DataFrame) -> str:
     ``partly`` when some are. A pair with a student not known to beat the best constant prediction with its
     predictive (``predictive_skill``: the NLL rests on it alone)
     (:func:`not_known_skilled`) is no evidence and not judged, and the verdict says how many; ``no evidence``
-    when no pair is left."""
+    when more pairs are no evidence than are judged (:func:`~gped_kit.experiments.verdicts.judged_verdict`)."""
     skills = method_skills(table, column="predictive_skill")  # the NLL rests on the predictive alone
     t = table[table["eval_set"] == "test"].set_index("method")["nll"]
     order = [m for m in NLL_ORDER if m in t.index]
@@ -238,7 +238,7 @@ def order_outcome(table: pd.DataFrame) -> str:
     lacking = not_known_skilled(skills, [m for m in order if m != SNAPSHOTS])
     judged = [(a, b) for a, b in pairs if a not in lacking and b not in lacking]
     hits = sum(t[a] < t[b] for a, b in judged)
-    outcome = verdict(hits, len(judged)) if judged else NO_EVIDENCE
+    outcome = judged_verdict(hits, len(judged), 0, len(pairs) - len(judged)) if pairs else NO_EVIDENCE
     if lacking:
         outcome += (f" ({len(pairs) - len(judged)} of {len(pairs)} pairs no evidence: {', '.join(lacking)} not known "
                     "to beat the best constant)")

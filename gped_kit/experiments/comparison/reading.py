@@ -6,7 +6,7 @@ import pandas as pd
 
 from ...core.targets import SKILL_FLOOR
 from ..prose import join_words
-from ..verdicts import unskilled
+from ..verdicts import NO_EVIDENCE, unskilled
 from .analysis import MU_METHODS, mu_error_split, reference_names
 from .settings import SNAPSHOTS, TEACHER, ZERO_MU
 
@@ -15,8 +15,9 @@ def comparison_reading(table: pd.DataFrame) -> str:
     """Notebook 07's reading of the comparison from its stored table: the reference named by its
     length; per evaluation set, every method's mean |Delta MU| against the teacher beside the
     zero-MU baseline's (which methods do better than predicting no model uncertainty), the closest
-    method, and GPED's MU error split into its heads (total-entropy bias and E[H] bias, with its E[H]
-    and the teacher's); the training budgets (steps, inputs seen, parameters) of GPED and Hydra."""
+    method (both among the students that beat the best constant prediction, the others being no evidence), and
+    GPED's MU error split into its heads (total-entropy bias and E[H] bias, with its E[H] and the teacher's); the
+    training budgets (steps, inputs seen, parameters) of GPED and Hydra."""
     names = reference_names(table)
     teacher = names.get(TEACHER, TEACHER)
     lines = [f"**Reading the comparison** (written from the stored results). The reference for MU is the "
@@ -33,11 +34,16 @@ def comparison_reading(table: pd.DataFrame) -> str:
         if not present:
             continue
         errors = {m: rows.loc[m, "mu_mae_teacher"] for m in present}
-        worse = [m for m in present if errors[m] > zero]
-        best = min(present, key=errors.get)
+        lacking = _lacking(rows, present)
+        skilled = [m for m in present if m not in lacking]  # only these count: the others are no evidence
+        if skilled:
+            judged = (f"Worse than predicting zero: {join_words(m for m in skilled if errors[m] > zero)}. "
+                      f"Closest: {min(skilled, key=errors.get)}.")
+        else:
+            judged = f"Worse than predicting zero and closest: {NO_EVIDENCE} (no student beats the best constant)."
         listed = ", ".join(f"{m} {errors[m]:.3f}" for m in present)
         lines += ["", f"*{eval_set}*: mean |ΔMU| against the teacher: {listed}; predicting zero MU: {zero:.3f}. "
-                      f"Worse than predicting zero: {join_words(worse)}. Closest: {best}. "
+                      f"{judged} "
                       + _skill_sentence(rows, present)]
         if "GPED" in rows.index and pd.notna(rows.loc["GPED", "total_bias_teacher"]):
             g = rows.loc["GPED"]
@@ -49,12 +55,18 @@ def comparison_reading(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _lacking(rows: pd.DataFrame, present: list[str]) -> list[str]:
+    """The ``present`` students that are no evidence (:func:`~gped_kit.experiments.verdicts.unskilled`: their
+    ``skill`` below the floor, or not stored)."""
+    skill = rows["skill"] if "skill" in rows else pd.Series(float("nan"), index=rows.index)
+    return [m for m in present if unskilled(skill.get(m, float("nan")))]
+
+
 def _skill_sentence(rows: pd.DataFrame, present: list[str]) -> str:
     """Which of the ``present`` students are not known to beat the best constant prediction of the teacher's
     expectations (their ``skill``, :func:`~.compute.method_skill`), and whose MU is no better than the best
     constant MU (``mu_skill``)."""
-    skill = rows["skill"] if "skill" in rows else pd.Series(float("nan"), index=rows.index)
-    lacking = [m for m in present if unskilled(skill.get(m, float("nan")))]
+    lacking = _lacking(rows, present)
     text = (f"No evidence (skill over the best constant below {SKILL_FLOOR} or not stored): {join_words(lacking)}."
             if lacking else f"Every one beats the best constant prediction (skill >= {SKILL_FLOOR}).")
     if "mu_skill" in rows:
