@@ -469,6 +469,21 @@ def test_a_comparison_counts_only_students_that_beat_the_constant():
     assert claims.loc[list(thesis.toys.BY_CONSTRUCTION), "holds"].all()
 
 
+def test_a_claim_judged_in_fewer_comparisons_than_are_no_evidence_does_not_hold():
+    """The majority rule of :func:`~gped_kit.experiments.verdicts.judged_verdict`: 1 comparison judged (and holding)
+    beside 2 that are no evidence is no evidence, not a claim that holds."""
+    claim = "LogReg cross-entropy: online as close to p_MC as batch"
+    low = {("online", "cross_entropy", g): 0.0 for g in ("resample", "perturb")}
+    mog, logreg = _claim_tables(logreg_skill=low)
+    row = thesis.thesis_toys_claims(mog.iloc[:0], logreg).set_index("claim").loc[claim]
+    assert (row["count"], row["of"], row["no_evidence"]) == (1, 1, 2) and not row["holds"]
+    assert "2 no evidence" in row["ours"]
+    # 2 judged beside 1 no evidence: judged by the 2, and it holds
+    one = {("online", "cross_entropy", "resample"): 0.0}
+    row = thesis.thesis_toys_claims(mog.iloc[:0], _claim_tables(logreg_skill=one)[1]).set_index("claim").loc[claim]
+    assert (row["count"], row["of"], row["no_evidence"]) == (2, 2, 1) and row["holds"]
+
+
 def test_dse_against_ce_counts_only_where_the_dse_student_minimised_its_own_loss():
     """Where SGD left a DSE student's derivative square error (against p_MC) above the CE student's, their
     comparison is of the optimiser, not of the losses: no evidence, named; a table without the objective
@@ -503,8 +518,15 @@ def test_claims_text_names_claims_without_evidence_and_counts_neither_way():
     assert list(unjudged["claim"]) == ["MoG: online EM as close to p_MC as batch EM"]
     text = thesis.claims_text(claims)
     assert text.startswith(f"{len(held)} of {len(held) + len(failing)} claims hold")
-    assert "no evidence (no student behind it beats the best constant prediction): MoG: online EM" in text
+    assert ("no evidence (most of its comparisons rest on students that do not beat the best constant "
+            "prediction): MoG: online EM") in text
     assert "2 comparisons left out as no evidence" in text
+    # judged in 1 comparison beside 2 left out: no evidence (the majority rule), neither held nor failing
+    one = pd.DataFrame({"claim": ["c"], "metric": ["mean_kl_test"], "holds": [False], "count": [0], "of": [1],
+                        "no_evidence": [2], "ours": ["0 of 1"]})
+    held, failing, _, unjudged = thesis.count_claims(one)
+    assert held.empty and failing.empty and list(unjudged["claim"]) == ["c"]
+    assert list(thesis.count_claims(one.assign(no_evidence=1))[1]["claim"]) == ["c"]  # 1 judged, 1 left out: counts
 
 
 def test_skill_text_gives_the_ranges_and_names_students_below_the_floor():

@@ -40,11 +40,14 @@ def count_claims(claims: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
     """The thesis' findings (notebook 08's claims table, both metrics stacked) split into ``(held, failing,
     by_construction, unjudged)``: the counted findings that hold and those that do not (each claim and metric
     once), the memory findings, which hold by construction (:data:`~.toys.BY_CONSTRUCTION`), each once, and the
-    findings judged in no comparison, since no student behind them beats the best constant prediction (its
-    ``of`` is 0; they count neither way)."""
+    findings that are no evidence: judged in fewer comparisons than were left out because no student behind them
+    beats the best constant prediction (:func:`~gped_kit.experiments.verdicts.judged_verdict`'s majority rule; an
+    ``of`` of 0 among them; they count neither way)."""
     by_construction = claims[claims["claim"].isin(BY_CONSTRUCTION)].drop_duplicates("claim")
     counted = claims[~claims["claim"].isin(BY_CONSTRUCTION)]
-    unjudged = counted["of"].astype(int) == 0
+    of = counted["of"].astype(int)
+    left_out = counted["no_evidence"].fillna(0).astype(int) if "no_evidence" in counted else 0 * of
+    unjudged = (of == 0) | (left_out > of)
     holds = counted["holds"].astype(bool)
     return counted[holds & ~unjudged], counted[~holds & ~unjudged], by_construction, counted[unjudged]
 
@@ -56,7 +59,8 @@ def claims_text(claims: pd.DataFrame) -> str:
     text = f"{len(held)} of {len(held) + len(failing)} claims hold" + ("" if failing.empty else "; not: " + "; ".join(
         f"{r.claim} on {r.metric} ({int(r['count'])} of {int(r['of'])})" for _, r in failing.iterrows()))
     if len(unjudged):
-        text += f"; {NO_EVIDENCE} (no student behind it beats the best constant prediction): " + "; ".join(
+        text += f"; {NO_EVIDENCE} (most of its comparisons rest on students that do not beat the best constant " \
+                "prediction): " + "; ".join(
             f"{r.claim} on {r.metric}" for _, r in unjudged.iterrows())
     compared = claims[~claims["claim"].isin(BY_CONSTRUCTION)]
     left_out = int(compared["no_evidence"].fillna(0).sum()) if "no_evidence" in compared else 0

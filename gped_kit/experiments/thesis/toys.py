@@ -45,7 +45,7 @@ from ...toys import (
     run_mog,
 )
 from ..store import Entry, ResultsStore
-from ..verdicts import NO_EVIDENCE, no_evidence, unskilled
+from ..verdicts import NO_EVIDENCE, judged_verdict, no_evidence, unskilled
 
 # ----------------------------------------------------------------------------- settings
 
@@ -220,7 +220,10 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
     of ``of`` comparisons, and
     ``no_evidence``, the comparisons left out because a student behind them does not beat the best constant
     prediction (its ``<metric>_skill``, :func:`~gped_kit.experiments.verdicts.no_evidence`; ``kl_mc_to_student``
-    for the mixture). A claim holds when it was judged in at least one comparison and holds in each.
+    for the mixture). A claim holds when its word by :func:`~gped_kit.experiments.verdicts.judged_verdict` over
+    the judged comparisons is ``yes``: it was judged in at least one comparison, holds in each, and no more
+    comparisons are no evidence than are judged (1 judged beside 2 no evidence is
+    :data:`~gped_kit.experiments.verdicts.NO_EVIDENCE`, not held).
 
     "Online ~ batch" holds for a comparison when the online student's distance is at most
     ``factor`` times the batch student's plus ``slack`` (KL on the MoG grid for ``mog``; ``metric``
@@ -241,7 +244,8 @@ def thesis_toys_claims(mog: pd.DataFrame, logreg: pd.DataFrame, metric: str = "m
         left_out = len(judged) - len(counted)
         if left_out:
             ours += f"; {left_out} no evidence ({why})"
-        rows.append(dict(claim=claim, thesis=thesis, ours=ours, metric=measure, holds=bool(counted) and all(counted),
+        holds = judged_verdict(int(sum(counted)), len(counted), 0, left_out) == "yes"
+        rows.append(dict(claim=claim, thesis=thesis, ours=ours, metric=measure, holds=holds,
                          count=int(sum(counted)), of=len(counted), no_evidence=left_out))
 
     def both_skilled(table: pd.DataFrame, keys: list[str], column: str) -> pd.Series:
