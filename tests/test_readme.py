@@ -169,8 +169,11 @@ def test_the_comparison_order_rule(tmp_path, tables_recorded):
     weak = row(nlls, {"EnD2": 0.02})
     assert weak.verdict == ("yes (1 of 3 pairs no evidence: EnD2 not known to beat the best constant)")
     assert "EnD2 0.130 (skill 0.020)" in weak.ours and "Hydra 0.110," in weak.ours
+    # more pairs no evidence than judged: no evidence (judged_verdict), not a word resting on the one pair left
     assert verdict(nlls, {"KD": float("nan")}) == (
-        "yes (2 of 3 pairs no evidence: KD not known to beat the best constant)")
+        "no evidence (2 of 3 pairs no evidence: KD not known to beat the best constant)")
+    assert verdict(nlls, {"Hydra": 0.01}) == (
+        "no evidence (2 of 3 pairs no evidence: Hydra not known to beat the best constant)")
     assert verdict(nlls, {"Hydra": -0.1, "KD": 0.01}) == (
         "no evidence (3 of 3 pairs no evidence: Hydra, KD not known to beat the best constant)")
     # a table stored before the comparison reported skill: no student counts
@@ -337,8 +340,12 @@ def test_the_verdict_counts_gpeds_own_claims_once_in_the_named_default_profile(t
     rows.append(V.Claim("g", "no evidence (agree in 1 of 1 cells; 7 no evidence)", "1", "1", "w",
                         evidence=_evidence()))
     text = R.render_verdict(rows, figures)
-    assert "(3, each counted once)" in text and ("1 more claim cannot be compared, 1 is no evidence (most cells "
-                                                 "below the skill floor) and 1 is not run.") in text
+    assert "(3, each counted once)" in text and ("1 more claim cannot be compared, 1 is no evidence and 1 is not "
+                                                 "run.") in text
+    # no reason is stated for them all: a row is no evidence for its own reason (e.g. no fair comparison stored)
+    rows.append(V.Claim("h", "no evidence (no fair comparison stored)", "—", "1", "w", evidence=_evidence()))
+    text = R.render_verdict(rows, figures)
+    assert "2 are no evidence and 1 is not run." in text and "skill floor" not in text
 
 
 def test_the_cpu_of_the_header_is_read_from_the_store(tmp_path):
@@ -458,6 +465,27 @@ def test_the_uo_trend_reads_a_gpu_difference_within_the_spread_as_not_separable(
     assert str(finding.evidence) == "`paper` on a GPU (FCNN, N = 60,000, r = 0 only), T = 10^6, one seed"
 
 
+def test_the_reason_line_judges_against_the_paper_with_the_seeds_spread(tmp_path, tables_recorded):
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    # the student 0.0726 is 0.0012 below the bound 0.0738, within its spread over seeds 0.002: not separable
+    _table1(figures, "cpu30", [["fcnn", 0.066, 0.0002, 0.052, 0.0726, 0.002, 0.082, 0.029, 0.0004, 0.016, 3]])
+    assert R.reason_line(figures) is None
+    # the teacher 0.066 is 0.0088 above the bound 0.0572, within a spread of 0.01: not separable either
+    _table1(figures, "cpu30", [["fcnn", 0.066, 0.01, 0.052, 0.0726, 0.0002, 0.082, 0.029, 0.0004, 0.016, 3]])
+    assert R.reason_line(figures) is None
+    # the table's own words (its ``_vs_paper`` columns) where it has them
+    _table1(figures, "cpu30", [["fcnn", 0.066, 0.0002, 0.052, 0.0726, 0.0002, 0.082, 0.029, 0.0004, 0.016, 3]])
+    table = pd.read_csv(figures / "table1_experiment1_cpu30.csv")
+    assert R.reason_line(figures) is not None
+    table.assign(student_nll_vs_paper="not separable", teacher_nll_vs_paper="worse").to_csv(
+        figures / "table1_experiment1_cpu30.csv", index=False)
+    assert R.reason_line(figures) is None
+    table.assign(student_nll_vs_paper="better", teacher_nll_vs_paper="worse").to_csv(
+        figures / "table1_experiment1_cpu30.csv", index=False)
+    assert R.reason_line(figures).startswith("No single reason for the misses is established")
+
+
 def test_a_better_student_is_unexplained_with_what_the_gpu_run_at_the_papers_h_shows(tmp_path, tables_recorded):
     figures = tmp_path / "figures"
     figures.mkdir()
@@ -512,6 +540,26 @@ def test_the_gap_rule_judges_only_students_that_count_and_says_when_the_spread_d
     # a word needs at least as many judged cells as cells that are no evidence; not separable ones do not count
     assert V.judged_verdict(1, 1, no_evidence=1) == "yes" and V.judged_verdict(1, 1, no_evidence=2) == V.NO_EVIDENCE
     assert V.judged_verdict(1, 1, not_separable=5) == "yes" and V.judged_verdict(0, 2, no_evidence=2) == "no"
+
+
+def test_table1_gap_uses_the_spread_of_the_gap_over_seeds_and_shows_its_sign(tmp_path, tables_recorded):
+    # FCNN gap 0.03 (the paper's 0.030): 0.03 from 0 and from twice the paper's; the two NLLs' stds sum to 0.04
+    rows = [["fcnn", 0.10, 0.02, 0.052, 0.13, 0.02, 0.082, 0.05, 0.0, 0.016, 3],
+            ["cnn_mnist", 0.04, 0.001, 0.022, 0.03, 0.001, 0.053, 0.03, 0.0, 0.016, 3]]
+    _table1(tmp_path, "default", rows)
+    before = E1N.table1_gap(tmp_path)  # a table written without nll_gap: the sum of the stds, FCNN not separable
+    assert before.verdict == "no (1 not separable)" and "CNN -0.010" in before.ours and "+-" not in before.ours
+    # the gap's own spread over seeds (the seeds' NLLs move together): FCNN's gap separates and holds
+    table = pd.read_csv(tmp_path / "table1_experiment1_default.csv")
+    table.assign(nll_gap=[0.03, -0.01], nll_gap_std=[0.002, 0.001]).to_csv(
+        tmp_path / "table1_experiment1_default.csv", index=False)
+    gap = E1N.table1_gap(tmp_path)
+    assert gap.verdict == "partly" and "FCNN +0.030, CNN -0.010 (3 seeds)" in gap.ours
+    assert gap.paper == "FCNN +0.030, CNN +0.031"
+    # a gap within its own spread of 0 is not separable
+    table.assign(nll_gap=[0.03, -0.01], nll_gap_std=[0.002, 0.02]).to_csv(
+        tmp_path / "table1_experiment1_default.csv", index=False)
+    assert E1N.table1_gap(tmp_path).verdict == "yes (1 not separable)"
 
 
 def test_the_paper_profiles_deviations_are_read_from_the_code():

@@ -151,25 +151,37 @@ def gap_verdict(outcomes: Sequence[str]) -> str:
     return judged_verdict(held, judged, near, none) + (f" ({'; '.join(notes)})" if notes else "")
 
 
+def _signed(x: float) -> str:
+    """``x`` with its sign and 3 decimals (``+0.027``, ``-0.010``), or "—" when missing."""
+    return "—" if pd.isna(x) else f"{x:+.3f}"
+
+
 def table1_gap(figures: Path) -> Claim | None:
     """Rule: the student's NLL is above its teacher's (a positive gap) by at most twice the paper's gap
-    (:func:`gap_outcome`): over the seeds with their spread (the sum of the two NLLs' standard deviations), and
-    on a GPU run at the paper's length (Table 1's student: U_s) with the run-to-run spread; a student that is no
-    evidence (its skill below the floor or not stored) is not judged."""
+    (:func:`gap_outcome`): over the seeds with their spread (Table 1's ``nll_gap_std``, the standard deviation
+    over the seeds of each seed's gap; for a table written without it, the sum of the two NLLs' standard
+    deviations), and on a GPU run at the paper's length (Table 1's student: U_s) with the run-to-run spread; a
+    student that is no evidence (its skill below the floor or not stored) is not judged. The gaps are shown with
+    their sign."""
     name = TABLE1.format(profile="default")
     t = artifact_table(figures, ARTIFACTS["table1"], profile="default")
     if t is None:
         return None
     t = t[t["model"].isin(list(MODELS))].set_index("model")
-    gaps = {m: t.loc[m, "student_nll"] - t.loc[m, "teacher_nll"] for m in t.index}
+    per_seed = "nll_gap" in t and "nll_gap_std" in t  # the gap per seed: its own spread over seeds
+    gaps = {m: t.loc[m, "nll_gap"] if per_seed else t.loc[m, "student_nll"] - t.loc[m, "teacher_nll"]
+            for m in t.index}
     paper = {m: t.loc[m, "student_nll_paper"] - t.loc[m, "teacher_nll_paper"] for m in t.index}
 
     def column(m: str, c: str) -> float:
         return float(t.loc[m, c]) if c in t and pd.notna(t.loc[m, c]) else 0.0 if c.endswith("_std") else math.nan
 
+    def spread(m: str) -> float:
+        return column(m, "nll_gap_std") if per_seed else column(m, "student_nll_std") + column(m, "teacher_nll_std")
+
     seeds = _seeds(t)
-    judged = gap_verdict([gap_outcome(gaps[m], paper[m], column(m, "student_nll_std") + column(m, "teacher_nll_std"),
-                                      column(m, "student_nll_skill")) for m in t.index])
+    judged = gap_verdict([gap_outcome(gaps[m], paper[m], spread(m), column(m, "student_nll_skill"))
+                          for m in t.index])
     gpu = None
     if runs := _gpu_runs(figures):
         outcomes, ours = [], []
@@ -181,8 +193,8 @@ def table1_gap(figures: Path) -> Claim | None:
             ours.append(f"{MODELS[m]} {gap:+.4f} (the paper's {theirs:+.3f})")
         gpu = Finding(_gpu_evidence(runs), gap_verdict(outcomes), ", ".join(ours))
     return Claim(GAP_CLAIM, judged,
-                 ", ".join(f"{MODELS[m]} +{number(gaps[m])}" for m in MODELS if m in gaps) + f" ({seeds_text(seeds)})",
-                 ", ".join(f"{MODELS[m]} +{number(paper[m])}" for m in MODELS if m in paper),
+                 ", ".join(f"{MODELS[m]} {_signed(gaps[m])}" for m in MODELS if m in gaps) + f" ({seeds_text(seeds)})",
+                 ", ".join(f"{MODELS[m]} {_signed(paper[m])}" for m in MODELS if m in paper),
                  link(f"{name}.md", "Table 1") + ", notebook 01",
                  evidence=profile_evidence("default", PROFILES["default"], seeds), gpu=gpu)
 
