@@ -38,10 +38,20 @@ from gped_kit.experiments.experiment3 import (
     run_experiment3,
     search_students,
 )
-from gped_kit.experiments.experiment3.notebook import UNFAIR, entropy_rows, search_rows
+from gped_kit.experiments.experiment3.notebook import (
+    NONE_THAT_SMALL,
+    UNFAIR,
+    UNFAIR_REASON,
+    UNSKILLED_REASON,
+    _fair_verdict,
+    entropy_rows,
+    search_rows,
+)
 from gped_kit.experiments.experiment3.pareto import search_candidates
+from gped_kit.experiments.experiment3.report import SKILL_QUANTITY, SMALL_SKILL_QUANTITY
 from gped_kit.experiments.paper import ChainSettings
 from gped_kit.experiments.store import ResultsStore
+from gped_kit.experiments.verdicts import NO_EVIDENCE, NOT_COMPARABLE
 
 
 def _row(method, stage, student, metric, value, *, flops=100.0, base=False, units=math.nan, widths="8-8-1",
@@ -134,7 +144,10 @@ def test_search_fine_tunes_the_grid_alike_and_leaves_the_group_rows(digits_data,
     assert row["base_finetuned"] == pytest.approx(float(tuned[tuned["is_base"].astype(bool)]["student_nll"].iloc[0]))
 
 
-def _vs_paper(tmp_path, metric, how, best, base, flops_ratio=2.0, small="—"):
+def _vs_paper(tmp_path, metric, how, best, base, flops_ratio=2.0, small="—", skill=0.5, small_skill=0.5,
+              model="fcnn"):
+    """A vs_paper table as notebook 05 writes it; ``skill`` / ``small_skill`` None: a table written before it carried
+    the skill its comparisons rest on (that row left out)."""
     label = {"student_nll": "test NLL", "entropy_mae": "expected-entropy MAE"}[metric]
     rows = [("a searched student beats the base student", str(best < base), True),
             ("best student found by", how, "group l1/l2 + pruning"),
@@ -142,8 +155,10 @@ def _vs_paper(tmp_path, metric, how, best, base, flops_ratio=2.0, small="—"):
             ("best / base FLOPs", flops_ratio, 6.4), ("best / base parameters", flops_ratio, 6.6),
             ("teacher ensemble test NLL", 0.2, 0.267),
             ("best group l1/l2 NLL at <= 50% of the base FLOPs", small, "a small loss")]
+    skills = ((SKILL_QUANTITY, skill), (SMALL_SKILL_QUANTITY, small_skill))
+    rows += [(quantity, value, "—") for quantity, value in skills if value is not None]
     pd.DataFrame(rows, columns=["quantity", "ours", "paper"]).to_csv(
-        tmp_path / f"experiment3_vs_paper_fcnn_{metric}_default.csv", index=False)
+        tmp_path / f"experiment3_vs_paper_{model}_{metric}_default.csv", index=False)
 
 
 def test_readme_rows_judge_only_a_fair_win(tmp_path, tables_recorded):
@@ -195,6 +210,59 @@ def test_the_small_student_claim_rests_on_the_small_student_s_skill(tmp_path, ta
     assert beat.verdict.startswith("yes") and small.verdict.startswith("no evidence")
     fair.assign(group_half_flops_skill=0.5).to_csv(tmp_path / "experiment3_fair_default.csv", index=False)
     assert search_rows(tmp_path)[1].verdict.startswith("yes")  # 0.58 within 10% of the fine-tuned base's 0.55
+
+
+def test_without_the_fair_comparison_a_grid_win_or_a_loss_counts_only_where_its_students_have_skill(
+        tmp_path, tables_recorded):
+    """Without the fair comparison a grid student's win is a yes and a loss a no only where the best and the base
+    student are known to beat the best constant prediction (the skill the vs_paper table carries); a small pruned
+    student's loss likewise rests on its skill and the base's."""
+    m, grid, group = "student_nll", "exhaustive search", "group l1/l2 + pruning"
+    unskilled = f"no evidence ({UNSKILLED_REASON})"
+    _vs_paper(tmp_path, m, grid, 0.50, 0.58, skill=0.5)
+    assert search_rows(tmp_path)[0].verdict == "yes"
+    _vs_paper(tmp_path, m, grid, 0.50, 0.58, skill=0.01)  # a win by students no better than a constant
+    assert search_rows(tmp_path)[0].verdict == unskilled
+    _vs_paper(tmp_path, m, grid, 0.60, 0.58, skill=0.01)  # a loss, likewise
+    assert search_rows(tmp_path)[0].verdict == unskilled
+    _vs_paper(tmp_path, m, grid, 0.60, 0.58, skill=0.5)
+    assert search_rows(tmp_path)[0].verdict == "no"
+    _vs_paper(tmp_path, m, grid, 0.50, 0.58, skill=None)  # a table written before it carried the skill
+    assert search_rows(tmp_path)[0].verdict == unskilled
+    # a group l1/l2 student's win stays unfair whatever its skill
+    _vs_paper(tmp_path, m, group, 0.50, 0.58, skill=0.01)
+    assert search_rows(tmp_path)[0].verdict == UNFAIR
+    # the small pruned student's loss (more than 10% above the base) counts only with its skill and the base's
+    _vs_paper(tmp_path, m, grid, 0.50, 0.58, small=0.70, small_skill=0.01)
+    assert search_rows(tmp_path)[1].verdict == unskilled
+    _vs_paper(tmp_path, m, grid, 0.50, 0.58, small=0.70, small_skill=None)
+    assert search_rows(tmp_path)[1].verdict == unskilled
+    _vs_paper(tmp_path, m, grid, 0.50, 0.58, small=0.70, small_skill=0.5)
+    assert search_rows(tmp_path)[1].verdict == "no"
+    # each model's reason is named: one unfair, one below the floor, neither judged
+    _vs_paper(tmp_path, m, group, 0.50, 0.58, model="cnn_mnist")
+    _vs_paper(tmp_path, m, grid, 0.50, 0.58, skill=0.01)
+    assert search_rows(tmp_path)[0].verdict == (f"no evidence (1 no evidence: {UNSKILLED_REASON}; "
+                                                f"1 no evidence: {UNFAIR_REASON})")
+
+
+def test_the_verdict_over_models_is_judged_verdict_s():
+    """More models no evidence than judged: no evidence (one judged "yes" does not speak for three), the judged and
+    the left-out counts named; as many judged as not: the judged word; not comparable is never no evidence."""
+    one_of_three = [("fcnn", "yes"), ("cnn", NO_EVIDENCE), ("other", NO_EVIDENCE)]
+    assert _fair_verdict(one_of_three, True) == f"no evidence (1 judged: yes; 2 no evidence: {UNSKILLED_REASON})"
+    assert _fair_verdict(one_of_three[:2], True) == f"yes (1 no evidence: {UNSKILLED_REASON})"
+    # a reason given is named (the default, where the fair comparison is stored, is the skill floor)
+    given = [("fcnn", "yes", ""), ("cnn", NO_EVIDENCE, UNFAIR_REASON), ("other", NO_EVIDENCE, "")]
+    assert _fair_verdict(given, True) == (f"no evidence (1 judged: yes; 1 no evidence: {UNFAIR_REASON}; "
+                                          f"1 no evidence: {UNSKILLED_REASON})")
+    # a reason not given is the fair comparison's absence where it is not stored (the rows written before)
+    assert _fair_verdict([("fcnn", NO_EVIDENCE)], False) == UNFAIR
+    assert _fair_verdict([("fcnn", "no", ""), ("cnn", NOT_COMPARABLE, ""), ("other", NOT_COMPARABLE, "")], True) == (
+        f"no (2 {NOT_COMPARABLE}: {NONE_THAT_SMALL})")
+    assert _fair_verdict([("fcnn", "yes", ""), ("cnn", NO_EVIDENCE, UNFAIR_REASON), ("x", NO_EVIDENCE, UNFAIR_REASON),
+                          ("y", NOT_COMPARABLE, "")], False) == (
+        f"no evidence (1 judged: yes; 2 no evidence: {UNFAIR_REASON}; 1 {NOT_COMPARABLE}: {NONE_THAT_SMALL})")
 
 
 def test_estimator_ablation_students_and_schedule():

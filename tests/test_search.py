@@ -45,6 +45,7 @@ from gped_kit.experiments.experiment3 import (
     task_targets,
     trend_sentence,
 )
+from gped_kit.experiments.experiment3.report import SKILL_QUANTITY, SMALL_SKILL_QUANTITY
 from gped_kit.experiments.settings import Overrides, resolve_settings
 from gped_kit.experiments.store import ResultsStore
 from gped_kit.models.cost import count_flops
@@ -503,6 +504,51 @@ def test_finetune_fits_fixed_targets_and_is_seeded():
         finetune(start, x, targets, "predictive", steps=-1, lr=1e-3)
     with pytest.raises(ValueError, match="equal length"):
         finetune(start, x, targets[:10], "predictive", steps=1, lr=1e-3)
+
+
+def _hand_search(best_nll=0.40, best_skill=0.5, base_skill=0.5, small_skill=0.5, best_method="exhaustive"):
+    """SYNTHETIC search table of an FCNN: the base student (100 FLOPs, NLL 0.50), a wider student (200 FLOPs,
+    ``best_nll``) found by ``best_method`` and a fine-tuned group l1/l2 student at 40 FLOPs (NLL 0.60), each with
+    its skill over the best constant prediction (NaN: not stored)."""
+    rows = [("exhaustive", "distilled", "base", 0.50, 100.0, base_skill, True),
+            (best_method, "distilled" if best_method == "exhaustive" else "fine-tuned", "wide", best_nll, 200.0,
+             best_skill, False),
+            ("group_lasso", "fine-tuned", "small", 0.60, 40.0, small_skill, False)]
+    return pd.DataFrame([{"model": "fcnn", "target": "predictive", "method": method, "stage": stage, "student": student,
+                          "student_nll": nll, "student_nll_skill": skill, "flops": flops, "macs": flops / 2,
+                          "params": flops, "is_base": base, "architecture": student}
+                         for method, stage, student, nll, flops, skill, base in rows])
+
+
+def test_the_comparison_carries_the_skill_its_comparisons_rest_on():
+    comp = experiment3_comparison(_hand_search(best_skill=0.3, base_skill=0.6, small_skill=0.2), "fcnn")
+    assert list(comp.columns) == ["figure", "model", "metric", "quantity", "ours", "paper", "note"]
+    q = comp.set_index("quantity")
+    assert q.loc[SKILL_QUANTITY, "ours"] == 0.3  # the lower of the best's and the base's
+    assert q.loc[SMALL_SKILL_QUANTITY, "ours"] == 0.2  # the lower of the small student's and the base's
+    assert pd.isna(q.loc[SKILL_QUANTITY, "paper"])  # the paper states none
+    q = experiment3_comparison(_hand_search(best_skill=math.nan), "fcnn").set_index("quantity")
+    assert math.isnan(q.loc[SKILL_QUANTITY, "ours"]) and q.loc[SMALL_SKILL_QUANTITY, "ours"] == 0.5
+    # the best is the base (a loss): its skill alone
+    q = experiment3_comparison(_hand_search(best_nll=0.55, best_skill=0.01, base_skill=0.4), "fcnn").set_index(
+        "quantity")
+    assert q.loc[SKILL_QUANTITY, "ours"] == 0.4 and not q.loc["a searched student beats the base student", "ours"]
+
+
+def test_the_trend_sentence_is_no_evidence_where_its_students_are_below_the_skill_floor():
+    assert trend_sentence(experiment3_comparison(_hand_search(), "fcnn")).startswith("Yes: ")
+    assert trend_sentence(experiment3_comparison(_hand_search(best_nll=0.55), "fcnn")).startswith("No: ")
+    below = trend_sentence(experiment3_comparison(_hand_search(best_skill=0.01), "fcnn"))
+    assert below.startswith("No evidence here") and "0.010, is below 0.05" in below
+    lost = trend_sentence(experiment3_comparison(_hand_search(best_nll=0.55, base_skill=0.01), "fcnn"))
+    assert lost.startswith("No evidence here")
+    assert "not stored" in trend_sentence(experiment3_comparison(_hand_search(base_skill=math.nan), "fcnn"))
+    # a comparison made before it carried the skill: not known to beat a constant
+    comp = experiment3_comparison(_hand_search(), "fcnn")
+    assert "not stored" in trend_sentence(comp[comp["quantity"] != SKILL_QUANTITY])
+    # a group l1/l2 student's win is no evidence for its advantages, whatever its skill
+    won = trend_sentence(experiment3_comparison(_hand_search(best_method="group_lasso", best_skill=0.01), "fcnn"))
+    assert won.startswith("No evidence here: the best searched student is a group l1/l2 + pruning student")
 
 
 # ----------------------------------------------------------------------------- end to end

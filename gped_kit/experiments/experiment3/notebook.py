@@ -30,9 +30,11 @@ from ..paper import paper_model
 from ..store import ResultsStore
 from ..verdicts import (
     MODELS,
+    NO_EVIDENCE,
     NOT_COMPARABLE,
     Claim,
     artifact_table,
+    judged_verdict,
     link,
     profile_evidence,
     unskilled,
@@ -40,7 +42,7 @@ from ..verdicts import (
 )
 from .artifacts import ARTIFACTS, CHECKS
 from .pareto import METHODS, METRICS, metric_rows, search_candidates
-from .report import experiment3_comparison
+from .report import SKILL_QUANTITY, SMALL_SKILL_QUANTITY, experiment3_comparison, stored_skill
 from .search import SEARCH_KIND, SEARCH_TABLE, SearchResult, merged_search, run_searches
 from .settings import PROFILES, Experiment3Settings
 from .tasks import experiment3_tasks, task_targets
@@ -163,6 +165,8 @@ def _expected_checks(settings: Experiment3Settings, absent: Collection[str]) -> 
 UNFAIR_REASON = ("no fair comparison stored: the group l1/l2 students were fine-tuned and trained without dropout, "
                  "the grid not (notebook 05, fair_comparison=True)")
 UNFAIR = f"no evidence ({UNFAIR_REASON})"
+#: Why a comparison resting on a student not known to beat the best constant prediction is no evidence.
+UNSKILLED_REASON = "a student below the skill floor, or stored without its skill"
 
 
 def _fair(figures: Path, profile: str) -> pd.DataFrame | None:
@@ -175,25 +179,33 @@ def _fair(figures: Path, profile: str) -> pd.DataFrame | None:
 NONE_THAT_SMALL = "no pruned student at <= 50% of the base's FLOPs"
 
 
-def _fair_verdict(results: list[tuple[str, str]], fair_stored: bool) -> str:
-    """The verdict over models from each one's ``yes`` / ``no`` / ``no evidence`` / ``not comparable``: counted
-    over those judged, the rest named with their reason: no evidence (a student below the skill floor or
-    without its stored skill, where the fair comparison is stored, else its absence: :data:`UNFAIR_REASON`),
-    not comparable (:data:`NONE_THAT_SMALL`: nothing of the size the claim is about, which is no failure of the
-    claim)."""
-    words = [v for _, v in results]
+def _fair_verdict(results: Sequence[tuple[str, ...]], fair_stored: bool) -> str:
+    """The verdict over models from each one's ``(model, word)`` or ``(model, word, reason)``, the word ``yes`` /
+    ``no`` / ``no evidence`` / ``not comparable``: :func:`~gped_kit.experiments.verdicts.judged_verdict` over
+    those judged (``yes`` / ``no``; no evidence where more models are no evidence than are judged), the rest named
+    with their reason: no evidence (the ``reason`` given, else a student below the skill floor or without its
+    stored skill, :data:`UNSKILLED_REASON`, where the fair comparison is stored, else its absence:
+    :data:`UNFAIR_REASON`), not comparable (:data:`NONE_THAT_SMALL`: nothing of the size the claim is about, which
+    is no failure of the claim). A no evidence over models some of which were judged names what they said."""
+    default = UNSKILLED_REASON if fair_stored else UNFAIR_REASON
+    words = [r[1] for r in results]
     judged = [v for v in words if v in ("yes", "no")]
-    why = "a student below the skill floor, or stored without its skill" if fair_stored else UNFAIR_REASON
-    no_evidence, none_small = words.count("no evidence"), words.count(NOT_COMPARABLE)
+    reasons = [(r[2] if len(r) > 2 and r[2] else default) for r in results if r[1] == NO_EVIDENCE]
+    by_reason = {why: reasons.count(why) for why in dict.fromkeys(reasons)}
+    no_evidence, none_small = len(reasons), words.count(NOT_COMPARABLE)
+    evidence_notes = [f"{n} no evidence: {why}" for why, n in by_reason.items()]
+    small_notes = [f"{none_small} {NOT_COMPARABLE}: {NONE_THAT_SMALL}"] if none_small else []
     if not judged:
-        if not none_small:
+        if not none_small:  # all no evidence: one reason is the parentheses, several are counted
+            why = "; ".join(evidence_notes) if len(by_reason) > 1 else next(iter(by_reason), default)
             return f"no evidence ({why})"
         if not no_evidence:
             return f"{NOT_COMPARABLE} ({NONE_THAT_SMALL})"
-        return f"no evidence ({no_evidence} no evidence: {why}; {none_small} {NOT_COMPARABLE}: {NONE_THAT_SMALL})"
-    notes = ([f"{no_evidence} no evidence: {why}"] if no_evidence else []) + (
-        [f"{none_small} {NOT_COMPARABLE}: {NONE_THAT_SMALL}"] if none_small else [])
-    return verdict(judged.count("yes"), len(judged)) + (f" ({'; '.join(notes)})" if notes else "")
+        return f"no evidence ({'; '.join(evidence_notes + small_notes)})"
+    word = judged_verdict(judged.count("yes"), len(judged), 0, no_evidence)
+    said = [f"{len(judged)} judged: {verdict(judged.count('yes'), len(judged))}"] if word == NO_EVIDENCE else []
+    notes = said + evidence_notes + small_notes
+    return word + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
@@ -204,8 +216,13 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
     Judged fairly (:mod:`.fair`): where the profile's fair comparison is stored, the best of both searches
     fine-tuned alike without dropout against the base student fine-tuned the same way. Without it, a win by a group
     l1/l2 student (fine-tuned, no dropout, the base neither) and a small pruned student within 10% of an untuned
-    base are no evidence; a win by a wider grid student (treated as the base was) and a loss stand."""
+    base are no evidence; a win by a wider grid student (treated as the base was) and a loss stand where the students
+    compared are known to beat the best constant prediction (the skill the table carries,
+    :data:`~.report.SKILL_QUANTITY` and :data:`~.report.SMALL_SKILL_QUANTITY`), else they are no evidence too. The
+    verdict over the models: :func:`_fair_verdict`."""
     beat, small = [], []
+    beat_results: list[tuple[str, str, str]] = []  # (model, word, why it is no evidence) for _fair_verdict
+    small_results: list[tuple[str, str, str]] = []
     fair = _fair(figures, profile)
     for model in MODELS:
         t = artifact_table(figures, ARTIFACTS["vs_paper"], model=model, metric="student_nll", profile=profile)
@@ -226,7 +243,7 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
         if fair is not None and (model, "student_nll") in fair.index:
             f = fair.loc[(model, "student_nll")]
             skilled = not unskilled(f["skill"])
-            beat_word = ("yes" if str(f["beats_base"]) == "True" else "no") if skilled else "no evidence"
+            beat_word = ("yes" if str(f["beats_base"]) == "True" else "no") if skilled else NO_EVIDENCE
             half = f["group_half_flops_best"]
             small_ok = pd.notna(half) and float(half) <= 1.1 * float(f["base_finetuned"])
             # the small student's comparison rests on it and the base (a table written before says only `skill`)
@@ -237,20 +254,42 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
             small_text += (f"; fine-tuned alike: {float(half):.4f}" if pd.notna(half) else "; fine-tuned alike: none "
                            "that small") + f" vs base {float(f['base_finetuned']):.4f}"
             beat.append((model, beat_word, text, *paper))
-            small.append((model, NOT_COMPARABLE if pd.isna(half) else "no evidence" if not small_skilled
-                          else "yes" if small_ok else "no", small_text))
+            beat_results.append((model, beat_word, UNSKILLED_REASON))
+            small_word = (NOT_COMPARABLE if pd.isna(half) else NO_EVIDENCE if not small_skilled
+                          else "yes" if small_ok else "no")
+            small.append((model, small_word, small_text))
+            small_results.append((model, small_word, UNSKILLED_REASON))
         else:
-            beat.append((model, "no evidence" if wins and by_group else ("yes" if wins else "no"), text, *paper))
+            # a group l1/l2 student's win is unfair; a grid student's win or a loss stands only where both students it
+            # compares are known to beat the best constant prediction (the skill the table carries: a table written
+            # before it carried one is no evidence), and so does a small student's loss against the base
+            if wins and by_group:
+                beat_word, beat_why = NO_EVIDENCE, UNFAIR_REASON
+            elif unskilled(stored_skill(q, SKILL_QUANTITY)):
+                beat_word, beat_why = NO_EVIDENCE, UNSKILLED_REASON
+            else:
+                beat_word, beat_why = ("yes" if wins else "no"), ""
             none_small = small_value in ("—", None) or pd.isna(small_value)
-            small.append((model, NOT_COMPARABLE if none_small else "no evidence" if ok else "no", small_text))
+            if none_small:
+                small_word, small_why = NOT_COMPARABLE, ""
+            elif ok:
+                small_word, small_why = NO_EVIDENCE, UNFAIR_REASON
+            elif unskilled(stored_skill(q, SMALL_SKILL_QUANTITY)):
+                small_word, small_why = NO_EVIDENCE, UNSKILLED_REASON
+            else:
+                small_word, small_why = "no", ""
+            beat.append((model, beat_word, text, *paper))
+            beat_results.append((model, beat_word, beat_why))
+            small.append((model, small_word, small_text))
+            small_results.append((model, small_word, small_why))
     if not beat:
         return []
     paper = "; ".join(f"{MODELS[m]} ≈{b} vs {base} at {fl}× FLOPs (teacher {te})" for m, _, _, b, base, fl, te in beat
                       if b != "—")
     where = link(f"{FIGURE2.format(profile='default')}.png", "Figure 2") + ", notebook 05"
     evidence = profile_evidence(profile, PROFILES[profile], 1)  # the notebook runs one seed
-    beat_verdict = _fair_verdict([(b[0], b[1]) for b in beat], fair is not None)
-    small_verdict = _fair_verdict([(s[0], s[1]) for s in small], fair is not None)
+    beat_verdict = _fair_verdict(beat_results, fair is not None)
+    small_verdict = _fair_verdict(small_results, fair is not None)
     return [Claim("Exp. 3: a searched student beats the base student (test NLL)",
                   beat_verdict, "; ".join(b[2] for b in beat), paper, where, evidence=evidence),
             Claim("Exp. 3: pruned students at ≤ 50% of the base's FLOPs lose little (≤ 10% NLL)",
@@ -278,12 +317,12 @@ def entropy_rows(figures: Path, profile: str = "default") -> list[Claim]:
                 f"{q.loc['base student expected-entropy MAE', 'ours']} ({how}; {ratios['ours']})")
         if fair is not None and (model, "entropy_mae") in fair.index:
             f = fair.loc[(model, "entropy_mae")]
-            results.append((model, str(f["verdict"])))
+            results.append((model, str(f["verdict"]), UNSKILLED_REASON))
             text += (f"; fine-tuned alike: group {float(f['group_best_finetuned']):.4f} ({int(f['units_pruned']):,} "
                      f"of {int(f['units_before']):,} units pruned) vs grid {float(f['grid_best_finetuned']):.4f}, "
                      f"base {float(f['base_finetuned']):.4f}")
         else:
-            results.append((model, "no evidence"))
+            results.append((model, NO_EVIDENCE, UNFAIR_REASON))
         ours.append(text)
         paper.append(f"{MODELS[model]} {q.loc['best student found by', 'paper']}, {ratios['paper']}")
     if not results:

@@ -13,7 +13,7 @@ import pandas as pd
 from ...core.status import Status
 from ...core.targets import SKILL_FLOOR, resolve_target
 from .. import paper_tables
-from ..verdicts import MODELS, artifact_table, link, student_skill
+from ..verdicts import MODELS, artifact_table, link, lowest_known, student_skill, unskilled
 from .artifacts import ARTIFACTS
 from .pareto import (
     METHODS,
@@ -30,6 +30,34 @@ from .settings import check_choice
 
 #: The table notebook 05 writes (``figures/``): the searched students below the skill floor, per profile.
 BELOW_FLOOR_TABLE = ARTIFACTS["below_floor"].file
+#: The quantities of :func:`experiment3_comparison` that say whether its comparisons count: the lowest skill over
+#: the best constant prediction (:func:`~gped_kit.experiments.verdicts.student_skill`) of the best searched student
+#: and the base student (what "a searched student beats the base student" rests on), and (test NLL) of the best
+#: group l1/l2 student at <= 50% of the base FLOPs and the base student. NaN where a student's skill was not stored.
+SKILL_QUANTITY = "lowest skill of the best and the base student"
+SMALL_SKILL_QUANTITY = "lowest skill of the best group l1/l2 student at <= 50% of the base FLOPs and the base student"
+SKILL_NOTE = (f"over the best constant prediction; below {SKILL_FLOOR} (or not stored) the comparison is no evidence")
+
+
+def _lowest_skill(*students: pd.Series | None) -> float:
+    """The lowest skill of ``students`` (:func:`~gped_kit.experiments.verdicts.lowest_known`): NaN where one is
+    missing or has no skill stored."""
+    if not students or any(s is None for s in students):
+        return math.nan
+    return lowest_known(student_skill(pd.DataFrame(list(students))))
+
+
+def stored_skill(rows: pd.DataFrame, quantity: str = SKILL_QUANTITY) -> float:
+    """The skill ``quantity`` of :func:`experiment3_comparison`'s table indexed by ``quantity`` (as computed, or read
+    back from the table notebook 05 wrote, where a missing value reads "—"); NaN where the table has none (a table
+    written before it carried the skill), which :func:`~gped_kit.experiments.verdicts.unskilled` reads as not
+    known to beat the best constant prediction."""
+    if quantity not in rows.index:
+        return math.nan
+    try:
+        return float(rows.loc[quantity, "ours"])
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "student_nll") -> pd.DataFrame:
@@ -37,7 +65,10 @@ def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "stude
     the base student's metric, FLOPs and parameters, the best searched student's metric and its
     parameter / FLOP ratios to the base student, which method found it, whether the group
     l1/l2 students beat the exhaustive frontier at their cost, and (NLL) the best group l1/l2
-    student at <= 50% of the base FLOPs. ``paper`` holds the paper's value where it states one."""
+    student at <= 50% of the base FLOPs; beside the comparisons, what they rest on: the lowest skill of the best
+    and the base student (:data:`SKILL_QUANTITY`) and (NLL) of that small student and the base
+    (:data:`SMALL_SKILL_QUANTITY`), NaN where one has no skill stored. ``paper`` holds the paper's value where it
+    states one."""
     check_choice("metric", metric, METRICS)
     rows_model = table[table["model"] == model] if not table.empty else table
     figures = paper_tables.experiment3_figures()
@@ -78,6 +109,7 @@ def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "stude
         lower = METRICS[metric][1]
         better = best[metric] < base[metric] if lower else best[metric] > base[metric]
         add("a searched student beats the base student", bool(better), True)
+    add(SKILL_QUANTITY, _lowest_skill(best, base), note=SKILL_NOTE)
     cands = search_candidates(metric_rows(rows_model, metric)) if len(rows_model) else rows_model
     if len(cands):
         add("group l1/l2 students better than the exhaustive frontier at their FLOPs",
@@ -88,6 +120,9 @@ def experiment3_comparison(table: pd.DataFrame, model: str, metric: str = "stude
         add("best group l1/l2 NLL at <= 50% of the base FLOPs",
             float(cheap[metric].min()) if len(cheap) else math.nan, "a small loss vs the base student",
             "none of our pruned students is that small" if cheap.empty else "")
+        known = cheap.dropna(subset=[metric])
+        add(SMALL_SKILL_QUANTITY, _lowest_skill(known.loc[known[metric].idxmin()], base) if len(known) else math.nan,
+            note=SKILL_NOTE)
     return pd.DataFrame(out)
 
 
@@ -185,7 +220,9 @@ def trend_sentence(comparison: pd.DataFrame) -> str:
     in :func:`experiment3_comparison`'s table, by the README's rule for a search without its fair comparison
     (:func:`~.notebook.search_rows`): a win by a grid student (trained as the base was) is a yes, a loss a no, and a
     win by a group l1/l2 student no evidence (it was fine-tuned and trained without dropout, the base neither;
-    the fair comparison, :mod:`.fair`, judges it)."""
+    the fair comparison, :mod:`.fair`, judges it). A yes or a no counts only where both students it compares are
+    known to beat the best constant prediction (:data:`SKILL_QUANTITY`,
+    :func:`~gped_kit.experiments.verdicts.unskilled`): else it is no evidence too."""
     rows = comparison.set_index("quantity")
     key = "a searched student beats the base student"
     if key not in rows.index:
@@ -199,6 +236,13 @@ def trend_sentence(comparison: pd.DataFrame) -> str:
         return (f"No evidence here: the best searched student is a {how} student ({label} {best:.3f} against the "
                 f"base student's {base:.3f}), fine-tuned and trained without dropout, which the base student was "
                 "not; the fair comparison (both fine-tuned alike, without dropout) judges it.")
+    skill = stored_skill(rows)
+    if unskilled(skill):
+        why = (f"the lower of their skills, {skill:.3f}, is below {SKILL_FLOOR}" if not math.isnan(skill)
+               else "their skill is not stored")
+        return (f"No evidence here: the best searched student ({how}; {label} {best:.3f}) and the base student "
+                f"({base:.3f}) are not both known to beat the best constant prediction ({why}), so which of them is "
+                "better says nothing of the paper's trend.")
     if bool(rows.loc[key, "ours"]):
         return (f"Yes: the paper's trend appears. The best searched student ({how}) reaches {label} "
                 f"{best:.3f} against the base student's {base:.3f}, with "
