@@ -700,5 +700,59 @@ def test_an_exp4_claim_whose_every_cell_is_no_evidence_says_so(tmp_path, tables_
             tmp_path / f"{stem(profile=profile)}.csv", index=False)
     (default,) = E4N.claim_rows(tmp_path, "default")
     (long,) = E4N.claim_rows(tmp_path, "long")
-    assert default.verdict == "partly (agree in 7 of 8 cells)"
+    # the cell left out stays named beside the count (it was dropped: "partly (agree in 7 of 8 cells)")
+    assert default.verdict == ("partly (agree in 7 of 8 cells; 1 no evidence: a student below the skill floor or "
+                               "stored without its skill)")
     assert long.verdict == "no evidence (8 no evidence: a student below the skill floor or stored without its skill)"
+
+
+def _exp4_claims_table(folder, profile, agree, ours="5 of 5 (3 not separable)", seeds="6-7 of 8 over 3 seeds "
+                       "(seed 0: 7, seed 1: 6, seed 2: 6)", claim="GPED lower nll than EnD2"):
+    pd.DataFrame({"claim": [claim], "ours": [ours], "agree": [agree], "seeds": [seeds],
+                  "beside": ["EnD2 (tau = 2.5)"], "ours_beside": ["8 of 8"], "paper": ["8 of 8 (MNIST)"],
+                  "paper_statement": ["GPED better in every setting"]}).to_csv(
+        folder / f"{E4N.ARTIFACTS['claims'].stem(profile=profile)}.csv", index=False)
+
+
+def test_exp4_claims_are_judged_on_the_seeds_profile_where_notebook_06_stored_it(tmp_path, tables_recorded):
+    """The default profile's Exp. 4 claims rest on its chains over three seeds (the ``seeds`` profile's table,
+    each cell's winner separable or not by the seeds' spread) where stored, as Exp. 2's trends do; before, the
+    verdict was the one-seed default's and the seeds only gave per-seed counts."""
+    _exp4_claims_table(tmp_path, "default", "agree in 7 of 8 cells compared", ours="7 of 8", seeds="7 of 8 (one seed)")
+    (one,) = E4N.claim_rows(tmp_path)  # no seeds table: the default's one seed, where every cell counts
+    assert (one.verdict, str(one.evidence)) == ("partly (agree in 7 of 8 cells)", "default, T = 3,000, one seed")
+    assert "experiment4_claims_default.md" in one.where and "per seed" not in one.ours
+    _exp4_claims_table(tmp_path, "seeds", "agree in 5 of 5 cells compared; 3 not separable")
+    (row,) = E4N.claim_rows(tmp_path)
+    assert row.verdict == "yes (agree in 5 of 5 cells; 3 not separable: within the seeds' spread)"
+    assert R.short_verdict(row.verdict) == "yes (agree in 5 of 5 cells; 3 not separable)"
+    assert str(row.evidence) == "default, T = 3,000, 3 seeds"
+    assert "experiment4_claims_seeds.md" in row.where
+    assert row.ours == ("5 of 5 (3 not separable); vs EnD² (τ = 2.5): 8 of 8; per seed: 6-7 of 8 over 3 seeds "
+                        "(seed 0: 7, seed 1: 6, seed 2: 6)")
+    assert E4N.claim_rows(tmp_path, "long") == []  # another profile reads its own table only
+    # an OOD claim whose cells of ours are all within the seeds' spread: its count says so, nothing is judged
+    _exp4_claims_table(tmp_path, "seeds", "no cell in common", ours="0 of 8 (8 not separable)",
+                       claim="GPED higher auroc than EnD2 (OOD inputs masked)")
+    (ood,) = E4N.claim_rows(tmp_path)
+    assert ood.verdict == ("not comparable (no OOD set in common; on ours EnD² leads in 8 of 8 cells judged; "
+                           "8 not separable)")
+    _exp4_claims_table(tmp_path, "seeds", "no cell in common", ours="not separable",
+                       claim="GPED higher auroc than EnD2 (OOD inputs masked)")
+    (ood,) = E4N.claim_rows(tmp_path)
+    assert ood.verdict == "not comparable (no OOD set in common; on ours not separable)"
+
+
+def test_an_exp4_claim_judged_on_fewer_cells_than_are_no_evidence_is_no_evidence(tmp_path, tables_recorded):
+    """The verdict word comes from judged_verdict: one cell compared against seven no evidence is no evidence, not
+    "yes (agree in 1 of 1 cells)" as verdict(1, 1) gave; the cells left out stay in the text."""
+    _exp4_claims_table(tmp_path, "default", "agree in 1 of 1 cells compared; 7 no evidence",
+                       ours="1 of 1 (7 no evidence)", seeds="1 of 1 (one seed)")
+    (row,) = E4N.claim_rows(tmp_path)
+    assert row.verdict == ("no evidence (agree in 1 of 1 cells; 7 no evidence: a student below the skill floor or "
+                           "stored without its skill)")
+    assert R.short_verdict(row.verdict) == "no evidence (agree in 1 of 1 cells; 7 no evidence)"
+    assert E4N.agreement_verdict("agree in 3 of 4 cells compared; 2 not separable; 4 no evidence") == (
+        "partly (agree in 3 of 4 cells; 2 not separable: within the seeds' spread; 4 no evidence: a student below the "
+        "skill floor or stored without its skill)")
+    assert E4N.agreement_verdict("agree in 0 of 0 cells compared; 3 not separable").startswith("not separable (3 ")

@@ -30,7 +30,8 @@ predictive softmax(z / 2.5), whose NLL on a confident, correct input is many tim
 
 **Claims, cell by cell.** :func:`experiment4_claim_cells` sets each cell's winner (GPED, EnD2 or a
 tie) beside the paper's in the same cell (:func:`~gped_kit.experiments.paper_tables.experiment4_outcomes`),
-with the spread over seeds (``Experiment4Settings.seeds``, :func:`experiment4_tasks`);
+with the spread over seeds (``Experiment4Settings.seeds``, :func:`experiment4_tasks`): a cell where GPED's
+margin over EnD2 is smaller than its standard deviation over the seeds is "not separable", never counted;
 :func:`experiment4_claims` counts them per claim ("ours k of n; paper j of m; agree in a of c
 cells"), :func:`experiment4_claim_groups` per model and uncertainty. :func:`experiment4_teacher_lines`
 puts the teacher ensemble's own NLL, accuracy, AUROC and mean model uncertainty next to every

@@ -18,7 +18,10 @@ import torch
 from ...baselines.endd import ENDD_TEMPERATURE, heated_label, is_heated
 from .. import paper_tables
 from ..claims import (
+    AGREE,
+    DISAGREE,
     NO_EVIDENCE,
+    NOT_SEPARABLE,
     agreement_text,
     compare,
     count_text,
@@ -26,7 +29,7 @@ from ..claims import (
     seed_spread,
     winner,
 )
-from ..verdicts import unskilled
+from ..verdicts import separable, unskilled
 from .settings import STUDENT_SIZES
 
 #: The EnD2 the claims use (tau = 1) and the one shown beside it (the training temperature tau = 2.5).
@@ -102,8 +105,8 @@ NOT_OBTAINABLE = {"cifar10": "CIFAR-10", "kmnist": "KMNIST", "notmnist": "notMNI
 SET_NAMES = {**NOT_OBTAINABLE, "mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 #: Columns of :func:`experiment4_claim_cells`.
 CLAIM_CELL_COLUMNS = ("metric", "model", "estimator", "student", "ood_dataset", "ood_inputs", "uncertainty", "versus",
-                      "GPED", "EnD2", "ours", "seeds", "ours_by_seed", "seed_stable", "GPED_paper", "EnD2_paper",
-                      "paper", "table", "comparison", "note")
+                      "GPED", "EnD2", "ours", "seeds", "ours_by_seed", "seed_stable", "margin", "margin_spread",
+                      "GPED_paper", "EnD2_paper", "paper", "table", "comparison", "note")
 
 
 def _ood_inputs(df: pd.DataFrame) -> pd.Series:
@@ -135,9 +138,10 @@ def _per_seed_cells(rows: pd.DataFrame, lower: bool) -> pd.DataFrame:
     """One row per (cell, seed) where both GPED and EnD2 have a value and both students learnt something
     (neither's ``skill`` below :data:`~gped_kit.core.targets.SKILL_FLOOR` or not stored,
     :func:`~gped_kit.experiments.verdicts.unskilled`; rows without the column are not stored): the keys (filled,
-    :func:`_fill`), ``seed``, ``GPED``, ``EnD2`` and the winner ``ours``. The (cell, seed) pairs left out for
-    such a student are in the frame's ``attrs["no_evidence"]`` (a DataFrame of keys)."""
-    empty = pd.DataFrame(columns=[*_CELL_KEYS, "seed", "GPED", "EnD2", "ours"])
+    :func:`_fill`), ``seed``, ``GPED``, ``EnD2``, the winner ``ours`` and GPED's ``margin`` (:func:`_margin`). The
+    (cell, seed) pairs left out for such a student are in the frame's ``attrs["no_evidence"]`` (a DataFrame of
+    keys)."""
+    empty = pd.DataFrame(columns=[*_CELL_KEYS, "seed", "GPED", "EnD2", "ours", "margin"])
     if rows.empty:
         return empty
     filled = _fill(rows, _CELL_KEYS)
@@ -152,9 +156,30 @@ def _per_seed_cells(rows: pd.DataFrame, lower: bool) -> pd.DataFrame:
     flag = per_seed.merge(low.assign(_low=True), on=[*_CELL_KEYS, "seed"], how="left")["_low"].notna()
     left_out = per_seed.loc[flag.to_numpy(), [*_CELL_KEYS, "seed"]]
     per_seed = per_seed.loc[~flag.to_numpy()]
-    per_seed = per_seed.assign(ours=[winner(g, e, lower) for g, e in zip(per_seed["GPED"], per_seed["EnD2"])])
+    per_seed = per_seed.assign(ours=[winner(g, e, lower) for g, e in zip(per_seed["GPED"], per_seed["EnD2"])],
+                               margin=_margin(per_seed["GPED"], per_seed["EnD2"], lower))
     per_seed.attrs["no_evidence"] = left_out.reset_index(drop=True)
     return per_seed
+
+
+def _margin(gped: pd.Series, endd: pd.Series, lower: bool) -> pd.Series:
+    """GPED's lead over EnD2 in a cell, positive where GPED wins (the claim's direction): EnD2 - GPED where lower
+    is better (NLL, entropy MAE), GPED - EnD2 where higher is (AUROC, nDCG)."""
+    return (endd - gped if lower else gped - endd).astype(float)
+
+
+def _spread(margins: pd.Series) -> float:
+    """The standard deviation of a cell's margins over its seeds (NaN with fewer than two: no spread known)."""
+    return float(margins.std(ddof=1)) if margins.notna().sum() > 1 else math.nan
+
+
+def cell_separable(cells: pd.DataFrame) -> pd.Series:
+    """Per row of :func:`experiment4_claim_cells`, whether the seeds tell its winner: the ``margin`` (mean over
+    seeds) at least its standard deviation over the seeds (``margin_spread``;
+    :func:`~gped_kit.experiments.verdicts.separable`: always with one seed). True for a row without a margin (no
+    run of ours, or no evidence), which other labels leave out."""
+    return pd.Series([separable(float(m), float(sd)) if pd.notna(m) else True
+                      for m, sd in zip(cells["margin"], cells["margin_spread"])], index=cells.index, dtype=bool)
 
 
 _CELL_KEYS = ("model", "estimator", "student", "ood_dataset", "ood_inputs", "uncertainty")
@@ -191,6 +216,9 @@ def _note(row: Mapping[str, Any]) -> str:
         return "the paper prints equal values: neither wins"
     if comparison == NO_EVIDENCE:
         return "a GPED or EnD2 student below the skill floor in every seed: it learnt nothing measurable"
+    if comparison == NOT_SEPARABLE:
+        return (f"GPED's margin {row['margin']:+.4f} is within its spread over the seeds ({row['margin_spread']:.4f}): "
+                "the seeds cannot tell who wins")
     return ""
 
 
@@ -203,10 +231,15 @@ def experiment4_claim_cells(downstream: pd.DataFrame, endd: str = ENDD_MAIN) -> 
     14-16). ``GPED`` / ``EnD2``: our values (mean over seeds), EnD2 being method ``endd``
     (``"EnD2"``, tau = 1, or ``"EnD2 (tau = 2.5)"``; ``versus`` names it); ``ours``: the winner of those
     means (``"GPED"``, ``"EnD2"``, ``"tie"``); ``seeds``, ``ours_by_seed`` (the winner per seed, seed
-    order) and ``seed_stable``; ``GPED_paper`` / ``EnD2_paper`` / ``paper`` / ``table``: the paper's
+    order) and ``seed_stable``; ``margin``: GPED's lead over EnD2 (mean over seeds; positive where GPED wins: EnD2 -
+    GPED for NLL and entropy MAE, GPED - EnD2 for AUROC and nDCG) and ``margin_spread``, its standard deviation over
+    the seeds (NaN with one seed); ``GPED_paper`` / ``EnD2_paper`` / ``paper`` / ``table``: the paper's
     values and winner in that cell (:func:`~gped_kit.experiments.paper_tables.experiment4_outcomes`;
     the paper does not say whether its OOD inputs were masked, so both of ours meet its cell);
-    ``comparison``: ``agree`` / ``disagree``; ``paper tie`` (equal printed values: not counted);
+    ``comparison``: ``agree`` / ``disagree``; ``not separable`` where it would be either but the margin is smaller
+    than its spread over the seeds (:func:`cell_separable`, :func:`~gped_kit.experiments.verdicts.separable`: the
+    seeds cannot tell the winner, so it is neither agreement nor disagreement, never counted); ``paper tie``
+    (equal printed values: not counted);
     ``ours only`` (e.g. Fashion-MNIST, which the paper did not use) or ``paper only`` (KMNIST,
     notMNIST and CIFAR-10 are not obtainable here), with the reason in ``note``; ``no evidence`` where every
     seed of our cell has a GPED or EnD2 student below the skill floor (a seed with one is left out of the
@@ -217,10 +250,13 @@ def experiment4_claim_cells(downstream: pd.DataFrame, endd: str = ENDD_MAIN) -> 
         df = _claim_rows(downstream, metric, endd) if len(downstream) and "metric" in downstream else pd.DataFrame()
         paper = _fill(paper_all[paper_all["metric"] == metric], _PAPER_KEYS)
         paper = paper.rename(columns={"GPED": "GPED_paper", "EnD2": "EnD2_paper", "winner": "paper"})
-        ours = pd.DataFrame(columns=[*_CELL_KEYS, "GPED", "EnD2", "ours", "seeds", "ours_by_seed", "seed_stable"])
+        ours = pd.DataFrame(columns=[*_CELL_KEYS, "GPED", "EnD2", "ours", "seeds", "ours_by_seed", "seed_stable",
+                                     "margin", "margin_spread"])
         per_seed = _per_seed_cells(df, lower)
         if not per_seed.empty:
-            means = per_seed.groupby(list(_CELL_KEYS), sort=True)[["GPED", "EnD2"]].mean().reset_index()
+            grouped = per_seed.groupby(list(_CELL_KEYS), sort=True)
+            means = grouped[["GPED", "EnD2", "margin"]].mean().reset_index()
+            means["margin_spread"] = grouped["margin"].agg(_spread).to_numpy()
             means["ours"] = [winner(g, e, lower) for g, e in zip(means["GPED"], means["EnD2"])]
             ours = means.merge(seed_spread(per_seed, _CELL_KEYS), on=list(_CELL_KEYS), how="left")
         unskilled = per_seed.attrs.get("no_evidence", pd.DataFrame(columns=list(_CELL_KEYS)))
@@ -240,11 +276,18 @@ def experiment4_claim_cells(downstream: pd.DataFrame, endd: str = ENDD_MAIN) -> 
         pd.DataFrame(columns=list(CLAIM_CELL_COLUMNS))
     for key in (*_CELL_KEYS, "ours", "paper", "table"):
         out[key] = out[key].astype(object).map(_blank)
-    out["comparison"] = [NO_EVIDENCE if o == NO_EVIDENCE else compare(o, p)
-                         for o, p in zip(out["ours"], out["paper"])]
+    out = out.astype({"margin": float, "margin_spread": float})
+    out["comparison"] = [NO_EVIDENCE if o == NO_EVIDENCE else _judge(compare(o, p), near)
+                         for o, p, near in zip(out["ours"], out["paper"], ~cell_separable(out))]
     out["versus"] = endd
     out["note"] = [_note(r) for r in out.to_dict("records")]
     return out.reindex(columns=list(CLAIM_CELL_COLUMNS)).reset_index(drop=True)
+
+
+def _judge(comparison: str, near: bool) -> str:
+    """A cell's comparison: :data:`~gped_kit.experiments.claims.NOT_SEPARABLE` for an agreement or disagreement
+    the seeds cannot tell (``near``), else ``comparison`` (a cell the paper lacks stays ``ours only``)."""
+    return NOT_SEPARABLE if near and comparison in (AGREE, DISAGREE) else comparison
 
 
 def _claim_parts(cells: pd.DataFrame) -> list[tuple[str, str, str | None, pd.DataFrame]]:
@@ -274,12 +317,16 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
     """The paper's Experiment 4 claims on our numbers, counted cell by cell against the paper's own cells.
 
     One row per claim (:data:`CLAIMS`; AUROC once per kind of OOD input, whole and masked, when
-    both were evaluated): ``ours``, "k of n" of our cells (:func:`experiment4_claim_cells`, means
-    over seeds) that GPED wins against ``endd``, and ``fraction`` = k / n; ``paper``, "j of m" of the
+    both were evaluated): ``ours``, "k of n" of our cells judged (:func:`experiment4_claim_cells`, means
+    over seeds) that GPED wins against ``endd``, the cells left out named after it ("6 of 7 (1 not separable)":
+    a cell whose margin is within its spread over the seeds, or "(1 no evidence)": a student below the skill
+    floor; :func:`_count_judged`), and ``fraction`` = k / n; ``paper``, "j of m" of the
     paper's cells on the in-distribution data sets we ran (e.g. "20 of 32 (MNIST)" for AUROC: the
     pooled 75% includes CIFAR-10); ``agree``, "agree in a of c cells compared" over the cells both
-    have (none for AUROC while our only OOD set is Fashion-MNIST); ``seeds``, the count per seed
-    ("6 of 8 in 3 of 3 seeds", or its range and the per-seed counts); ``unstable_cells``, our cells
+    have (none for AUROC while our only OOD set is Fashion-MNIST), with the cells not separable and no evidence
+    named (:func:`~gped_kit.experiments.claims.agreement_text`); ``seeds``, the count per seed over our cells
+    with a winner, separable or not ("6 of 8 in 3 of 3 seeds", or its range and the per-seed counts);
+    ``unstable_cells``, our cells
     whose winner differs between seeds; ``paper_statement``, the paper's words. ``beside`` (default
     ``"EnD2 (tau = 2.5)"``; None: none) repeats ``ours`` and ``agree`` against that EnD2 in
     ``ours_beside`` / ``agree_beside`` when ``downstream`` has it.
@@ -301,8 +348,9 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
         mine = part[part["ours"].notna()]
         if mine.empty:
             continue
-        judged = _judged(mine)  # a cell resting on a student that is no evidence is counted for neither method
+        judged = _judged(mine)  # a cell that is no evidence or not separable is counted for neither method
         k, n = int((judged["ours"] == "GPED").sum()), len(judged)
+        won = int((mine["ours"] != NO_EVIDENCE).sum())  # the cells with a winner of ours, separable or not
         every = cells[cells["metric"] == metric]  # the paper's cells of this claim, whichever of our rows met them
         paper = every[every["paper"].notna() & every["model"].map(lambda m: paper_tables.DATASET_OF.get(m) in datasets)]
         paper = paper.astype({k: str for k in _PAPER_KEYS}).drop_duplicates(list(_PAPER_KEYS))
@@ -313,7 +361,7 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
         row = {"claim": name, "ours": _count_judged(mine), "fraction": k / n if n else math.nan,
                "paper": f"{count_text((paper['paper'] == 'GPED').sum(), len(paper))} "
                         f"({', '.join(SET_NAMES.get(d, d) for d in sorted(datasets))})",
-               "agree": agreement_text(part), "seeds": seed_counts_text(seeds, n),
+               "agree": agreement_text(part), "seeds": seed_counts_text(seeds, won),
                "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
                "paper_statement": CLAIMS[metric][2], "versus": endd, "ours_beside": None, "agree_beside": None,
                "beside": beside if has_beside else None}
@@ -325,16 +373,24 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
 
 
 def _judged(mine: pd.DataFrame) -> pd.DataFrame:
-    """Our cells of a claim that are judged: a winner, not :data:`NO_EVIDENCE` (a student below the skill floor)."""
-    return mine[mine["ours"] != NO_EVIDENCE]
+    """Our cells of a claim that are judged: a winner, not :data:`NO_EVIDENCE` (a student below the skill floor),
+    and separable over the seeds (:func:`cell_separable`)."""
+    return mine[(mine["ours"] != NO_EVIDENCE) & cell_separable(mine)]
 
 
 def _count_judged(mine: pd.DataFrame) -> str:
-    """"k of n" of our judged cells GPED wins (:func:`_judged`), the cells that are no evidence named after it."""
+    """"k of n" of our judged cells GPED wins (:func:`_judged`), the cells left out named after it ("6 of 7 (1 not
+    separable)", "5 of 6 (1 not separable; 1 no evidence)"); where none is judged, the word for why:
+    :data:`NO_EVIDENCE` where any cell is no evidence, else :data:`NOT_SEPARABLE`."""
     judged = _judged(mine)
-    left_out = len(mine) - len(judged)
-    return (count_text((judged["ours"] == "GPED").sum(), len(judged)) if len(judged) else NO_EVIDENCE) + (
-        f" ({left_out} {NO_EVIDENCE})" if left_out and len(judged) else "")
+    none = int((mine["ours"] == NO_EVIDENCE).sum())
+    near = len(mine) - len(judged) - none
+    if not len(judged):
+        return (NO_EVIDENCE if none else NOT_SEPARABLE) + (f" ({near} {NOT_SEPARABLE}; {none} {NO_EVIDENCE})"
+                                                           if near and none else "")
+    left_out = ([f"{near} {NOT_SEPARABLE}"] if near else []) + ([f"{none} {NO_EVIDENCE}"] if none else [])
+    return count_text((judged["ours"] == "GPED").sum(), len(judged)) + (
+        f" ({'; '.join(left_out)})" if left_out else "")
 
 
 def _set_name(dataset: str, inputs: Any = None) -> str:

@@ -28,11 +28,14 @@ from ..prose import method_name
 from ..store import ResultsStore
 from ..verdicts import (
     MODELS,
+    NO_EVIDENCE,
+    NOT_SEPARABLE,
     PRECONDITION,
     Claim,
     Evidence,
     artifact_table,
     counts,
+    judged_verdict,
     link,
     number,
     profile_evidence,
@@ -166,36 +169,70 @@ def _expected_checks(settings: Experiment4Settings, absent: Collection[str]) -> 
 
 
 # ----------------------------------------------------------------------------- the README's rows
+def claims_profile(figures: Path, profile: str = "default") -> str | None:
+    """The profile Experiment 4's claim rows of ``profile`` rest on (:func:`claim_rows`): for ``default``, the
+    ``seeds`` profile (the default's chains over three seeds, so each cell's winner comes with its spread) where
+    notebook 06 wrote its claims, else ``default``; any other profile itself. None where that table is absent."""
+    candidates = ("seeds", "default") if profile == "default" else (profile,)
+    return next((p for p in candidates if artifact_table(figures, ARTIFACTS["claims"], profile=p) is not None), None)
+
+
+def _left_out(agree: object, what: str) -> int:
+    """How many cells an agreement text (:func:`~gped_kit.experiments.claims.agreement_text`) leaves out as
+    ``what`` (:data:`~gped_kit.experiments.verdicts.NOT_SEPARABLE` or
+    :data:`~gped_kit.experiments.verdicts.NO_EVIDENCE`): the number before it, or 0."""
+    parts = [part for part in str(agree).split("; ") if part.endswith(what)]
+    return int(parts[0].split()[0]) if parts else 0
+
+
+def agreement_verdict(agree: object) -> str:
+    """The verdict on an agreement text (``"agree in a of c cells compared; k not separable; n no evidence"``):
+    :func:`~gped_kit.experiments.verdicts.judged_verdict` over the ``c`` cells compared (no evidence where more
+    cells are no evidence than compared), with the cells left out named after the count."""
+    a, c = counts(agree, "agree in ")
+    near, none = _left_out(agree, NOT_SEPARABLE), _left_out(agree, NO_EVIDENCE)
+    left_out = ([f"{near} {NOT_SEPARABLE}: within the seeds' spread"] if near else []) + (
+        [f"{none} {NO_EVIDENCE}: a student below the skill floor or stored without its skill"] if none else [])
+    parts = ([f"agree in {a} of {c} cells"] if c else []) + left_out
+    return judged_verdict(a, c, near, none) + (f" ({'; '.join(parts)})" if parts else "")
+
+
 def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
     """Rule: cell by cell against the paper's MNIST cells (Tables 2-4, 8-16): ``yes`` when every cell
-    compared agrees, ``partly`` when some do, ``no`` when none; the OOD claims have no cell in common
+    compared agrees, ``partly`` when some do, ``no`` when none; a cell whose winner of ours lies within the seeds'
+    spread (GPED's margin smaller than its standard deviation over the seeds: not separable) or rests on a student
+    below the skill floor (no evidence) is named and not compared, and where more cells are no evidence than are
+    compared the verdict is no evidence (:func:`agreement_verdict`). The OOD claims have no cell in common
     with the paper (its OOD sets, KMNIST and notMNIST, are not obtainable here), so they are shown
-    as counts beside the paper's MNIST count, not judged. EnD² at τ = 1 decides; τ = 2.5 is beside it."""
-    t = artifact_table(figures, ARTIFACTS["claims"], profile=profile)
-    if t is None:
+    as counts beside the paper's MNIST count, not judged. EnD² at τ = 1 decides; τ = 2.5 is beside it.
+    The evidence for ``default``: its chains over three seeds (the ``seeds`` profile's table) where stored, else its
+    one seed (where no spread is known, so every cell counts) (:func:`claims_profile`)."""
+    source = claims_profile(figures, profile)
+    if source is None:
         return []
-    seeds = artifact_table(figures, ARTIFACTS["claims"], profile="seeds") if profile == "default" else None
-    seeds = {} if seeds is None else dict(zip(seeds["claim"], seeds["seeds"]))
+    t = artifact_table(figures, ARTIFACTS["claims"], profile=source)
+    seeds = len(PROFILES[source].seeds)
     rows = []
     for _, r in t.iterrows():
-        if "agree in " in str(r["agree"]) and counts(r["agree"], "agree in ")[1] == 0:
-            # every cell rests on a student not known to beat the best constant prediction: nothing is judged
-            judged = f"no evidence ({str(r['agree']).split('; ', 1)[-1]}: a student below the skill floor or " \
-                     "stored without its skill)"
-        elif "agree in " in str(r["agree"]):
-            a, c = counts(r["agree"], "agree in ")
-            judged = f"{verdict(a, c)} (agree in {a} of {c} cells)"
+        if "agree in " in str(r["agree"]):
+            judged = agreement_verdict(r["agree"])
+        elif " of " not in str(r["ours"]):  # none of our cells judged: no evidence or not separable
+            judged = f"not comparable (no OOD set in common; on ours {r['ours']})"
         else:  # GPED higher in k of n cells of ours: say who leads on the OOD sets we have
             k, n = counts(r["ours"])
+            # our cells left out of the count (not separable, no evidence), named after it
+            left = str(r["ours"]).split(" (", 1)[1].rstrip(")") if " (" in str(r["ours"]) else ""
+            cells = "cells judged" if left else "cells"
             leader, lead = ("GPED", k) if 2 * k > n else ("EnD²", n - k) if 2 * k < n else ("neither", k)
-            judged = (f"not comparable (no OOD set in common; on ours {leader} leads in {lead} of {n} cells"
+            judged = (f"not comparable (no OOD set in common; on ours {leader} leads in {lead} of {n} {cells}"
                       if leader != "neither" else f"not comparable (no OOD set in common; on ours a tie, {k} of {n}")
+            judged += f"; {left}" if left else ""
             inputs = "masked" if "masked" in str(r["claim"]) else "whole"
-            above = students_above_teacher(figures, profile, inputs)
+            above = students_above_teacher(figures, source, inputs)
             judged += f"; students above their teacher's AUROC in {above[0]} of {above[1]})" if above else ")"
         ours = f"{r['ours']}; vs {method_name(r['beside'])}: {r['ours_beside']}"
-        if r["claim"] in seeds:
-            ours += f"; {seeds[r['claim']]}"
+        if seeds > 1 and "seeds" in r and isinstance(r["seeds"], str):
+            ours += f"; per seed: {r['seeds']}"
         if "students above their teacher's AUROC" in judged:
             ours += ("; a student above its own teacher ensemble's AUROC separates the OOD set better than what it "
                      "distils, so these AUROCs do not measure how faithfully the ensemble was distilled")
@@ -204,14 +241,16 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
         rows.append(Claim(method_name(f"Exp. 4: {claim}"),
                           judged, ours,
                           f"{r['paper']}; {r['paper_statement']}",
-                          link(f"{CLAIMS_TABLE.format(profile='default')}.md", "claims") + ", notebook 06",
-                          evidence=_evidence(profile)))
+                          link(f"{CLAIMS_TABLE.format(profile=source)}.md", "claims") + ", notebook 06",
+                          evidence=_evidence(profile, source)))
     return rows
 
 
-def _evidence(profile: str) -> Evidence:
-    """The profile's chains and seeds (one chain per seed and model)."""
-    return profile_evidence(profile, PROFILES[profile], len(PROFILES[profile].seeds))
+def _evidence(profile: str, source: str | None = None) -> Evidence:
+    """The profile's chains and seeds (one chain per seed and model); ``source``: the profile whose table the
+    verdict reads (e.g. ``seeds``, the default's chains over three seeds), named by ``profile``."""
+    source = source or profile
+    return profile_evidence(profile, PROFILES[source], len(PROFILES[source].seeds))
 
 
 def teacher_row(figures: Path, profile: str = "default") -> list[Claim]:

@@ -6,9 +6,11 @@ import pandas as pd
 
 from ...baselines.endd import ENDD_TEMPERATURE
 from ..prose import METRIC_NAMES, heading, join_words, method_name, model_name, setting, signed_range, value_range
+from ..verdicts import NO_EVIDENCE
 from .analysis import (
     ENDD_HEATED,
     ENDD_MAIN,
+    cell_separable,
     experiment4_claim_cells,
     experiment4_claim_groups,
     experiment4_claims,
@@ -21,7 +23,9 @@ def experiment4_reading(downstream: pd.DataFrame, profile: str | None = None) ->
 
     One line per claim (:func:`~gped_kit.experiments.experiment4.experiment4_claims`: ours, the
     paper's count in its own cells, agreement, the seeds, and the count against EnD2 at tau = 2.5);
-    the cells where GPED loses in distribution, with both values; the OOD counts per model and
+    in distribution, GPED ahead in every cell only where every cell is judged (its students above the skill floor),
+    GPED ahead and separable over the seeds, else the counts, the cells where GPED loses (with both values) and
+    those the seeds cannot separate (:func:`_in_distribution_sentences`); the OOD counts per model and
     uncertainty beside the paper's (:func:`~gped_kit.experiments.experiment4.experiment4_claim_groups`);
     how often the teacher ensemble's own AUROC is above each student's
     (:func:`~gped_kit.experiments.experiment4.experiment4_teacher_lines`) and EnD2's NLL at both
@@ -41,14 +45,7 @@ def experiment4_reading(downstream: pd.DataFrame, profile: str | None = None) ->
                      + (f", {c.unstable_cells} cell(s) change winner between seeds" if c.unstable_cells else "")
                      + f"{beside}. (The paper's words: {c.paper_statement}.)")
     cells = experiment4_claim_cells(downstream)
-    lost = cells[cells["metric"].isin(["nll", "entropy_mae"]) & (cells["ours"] == "EnD2")]
-    if lost.empty:
-        lines += ["", "In distribution GPED has the lower NLL and entropy MAE in every cell we ran."]
-    else:
-        parts = [f"{METRIC_NAMES[r.metric]} in {setting(pd.Series(r._asdict()))} ({r.GPED:.3f} against EnD²'s "
-                 f"{r.EnD2:.3f}; the paper: {r.GPED_paper:.3f} against {r.EnD2_paper:.3f})"
-                 for r in lost.itertuples()]
-        lines += ["", f"GPED loses in distribution in {len(lost)} cell(s): {join_words(parts)}."]
+    lines += _in_distribution_sentences(cells)
     groups = experiment4_claim_groups(downstream)
     ood = groups[(groups["metric"] == "auroc") & (groups["ours"] != "no run")]
     if len(ood):
@@ -61,6 +58,41 @@ def experiment4_reading(downstream: pd.DataFrame, profile: str | None = None) ->
     lines += _teacher_sentences(downstream)
     lines += _temperature_sentences(downstream)
     return "\n".join(lines)
+
+
+def _in_distribution_sentences(cells: pd.DataFrame) -> list[str]:
+    """GPED against EnD2 on NLL and entropy MAE (:func:`~.analysis.experiment4_claim_cells`): "every cell" only
+    where every cell of ours is judged (not no evidence), separable over the seeds
+    (:func:`~.analysis.cell_separable`) and GPED's; else GPED's count of the cells judged, the cells left out,
+    the cells GPED loses (separable, with both values) and those the seeds cannot separate (GPED's margin and
+    its spread)."""
+    ours = cells[cells["metric"].isin(["nll", "entropy_mae"]) & cells["ours"].notna()]
+    if ours.empty:
+        return []
+    none = ours["ours"] == NO_EVIDENCE
+    near = ~none & ~cell_separable(ours)
+    judged = ours[~none & ~near]
+    ahead = int((judged["ours"] == "GPED").sum())
+    if ahead == len(ours):
+        return ["", "In distribution GPED has the lower NLL and entropy MAE in every cell we ran"
+                + (", each separable over the seeds." if (pd.to_numeric(ours["seeds"]) > 1).all() else ".")]
+    left_out = ([f"{int(near.sum())} not separable (GPED's margin within its spread over the seeds)"]
+                if near.any() else []) + ([f"{int(none.sum())} no evidence (a student below the skill floor or "
+                                           "stored without its skill)"] if none.any() else [])
+    out = ["", f"In distribution GPED has the lower NLL or entropy MAE in {ahead} of {len(judged)} cells judged"
+           + "".join(f"; {part}" for part in left_out) + "."]
+    lost = judged[judged["ours"] == "EnD2"]
+    if len(lost):
+        parts = [f"{METRIC_NAMES[r.metric]} in {setting(pd.Series(r._asdict()))} ({r.GPED:.3f} against EnD²'s "
+                 f"{r.EnD2:.3f}; the paper: {r.GPED_paper:.3f} against {r.EnD2_paper:.3f})"
+                 for r in lost.itertuples()]
+        out.append(f"GPED loses in distribution in {len(lost)} cell(s): {join_words(parts)}.")
+    if near.any():
+        parts = [f"{METRIC_NAMES[r.metric]} in {setting(pd.Series(r._asdict()))} (GPED's margin {r.margin:+.4f}, "
+                 f"its spread {r.margin_spread:.4f}; winner per seed: {r.ours_by_seed})"
+                 for r in ours[near].itertuples()]
+        out.append(f"The seeds cannot separate {int(near.sum())} cell(s): {join_words(parts)}.")
+    return out
 
 
 def _teacher_sentences(downstream: pd.DataFrame) -> list[str]:
