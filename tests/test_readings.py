@@ -130,7 +130,8 @@ def test_sampler_reading_names_no_winner_when_the_seeds_do_not_separate_it():
                      dict(common, student=samplers.STUDENT_LABELS[1], student_nll=float("nan"), entropy_mae=value)]
     text = samplers.sampler_reading(pd.DataFrame(rows))
     assert ("- teacher NLL: lowest BAOA 0.0910 ± 0.0014, next SGNHT 0.0912 ± 0.0001 over 2 seed(s) (lowest per seed: "
-            "BAOA 1, SGNHT 1 (of 2 seeds)); the gap is within the seed spread: no winner is established.") in text
+            "BAOA 1, SGNHT 1 (of 2 seeds)); the gap per seed, 0.0002 ± 0.0013, is within its spread: no winner is "
+            "established.") in text
     one = samplers.sampler_reading(pd.DataFrame(rows)[lambda d: d["seed"] == 0])
     assert "one seed, so no spread to judge the gap by: no winner is established" in one
     # the entropy MAE names its caveat, its skill ranks highest first (here unknown: no evidence)

@@ -435,6 +435,16 @@ def test_study_winners_name_the_lowest_candidate_and_whether_seeds_separate_it()
     assert row["winner_mean"] == pytest.approx(0.0910) and row["gap"] == pytest.approx(0.0001)
     assert row["winner_std"] == pytest.approx(0.001)
     assert row["seed_winners"] == "A 2, B 1 (of 3 seeds)"
+    assert row["gap_std"] == pytest.approx(float(np.std([0.0011, -0.0012, 0.0004], ddof=1)))
+    # the seeds pair the candidates: B behind A by 0.001 in every seed is separated, though each candidate's
+    # seeds scatter by 0.005 (their mean +- std intervals overlap); the same gap in one seed only, 0 in the
+    # others, is not
+    paired = samplers.study_winners(history({"A": [0.090, 0.095, 0.100], "B": [0.091, 0.096, 0.101]}))
+    row = paired.set_index("quantity").loc["teacher NLL"]
+    assert (row["winner"], row["separated"]) == ("A", "yes") and row["gap"] == pytest.approx(0.001)
+    assert row["gap_std"] == pytest.approx(0.0, abs=1e-12)
+    once = samplers.study_winners(history({"A": [0.090, 0.095, 0.100], "B": [0.093, 0.095, 0.100]}))
+    assert once.set_index("quantity").loc["teacher NLL", "separated"] == "no"
     # entropy MAE = 0.1 - teacher NLL: the order reverses, C is lowest by far and separated
     assert close.loc["entropy MAE", "winner"] == "C" and close.loc["entropy MAE", "separated"] == "yes"
     # C's students not known to beat the best constant (skill not stored), then below the floor: no evidence

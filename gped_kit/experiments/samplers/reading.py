@@ -14,8 +14,8 @@ _CAVEATS = {"entropy MAE": " (each student's error against its own teacher, whos
 
 def sampler_reading(history: pd.DataFrame) -> str:
     """Notebook 10's reading: per quantity, the candidate with the best mean over seeds (the lowest; the highest
-    for a skill), the next one, both with their spread, and whether the gap exceeds it
-    (:func:`~.study.study_winners`); then, where the candidates' students took different numbers of updates
+    for a skill), the next one, both with their spread, and whether the gap between them, seed by seed, exceeds
+    its spread (:func:`~.study.study_winners`); then, where the candidates' students took different numbers of updates
     (pooled chains of T / K steps, a cyclical schedule's sampling phases), that the students' numbers are not at
     equal work."""
     winners = study_winners(history)
@@ -25,8 +25,9 @@ def sampler_reading(history: pd.DataFrame) -> str:
             lines.append(f"- {w.quantity}: only {w.winner} ran ({w.winner_mean:.4f}).")
             continue
         spread = (lambda m, s: f"{m:.4f}" if pd.isna(s) else f"{m:.4f} ± {s:.4f}")
-        verdict = {"yes": "the gap exceeds the seed spread: the order holds over these seeds",
-                   "no": "the gap is within the seed spread: no winner is established",
+        gap = spread(w.gap, w.gap_std)
+        verdict = {"yes": f"the gap per seed, {gap}, is at least its spread: the order holds over these seeds",
+                   "no": f"the gap per seed, {gap}, is within its spread: no winner is established",
                    "one seed": "one seed, so no spread to judge the gap by: no winner is established",
                    "no evidence": "no evidence: a student of one of them is not known to beat the best constant "
                                   f"prediction (its skill below {SKILL_FLOOR}, or not stored), so the order may be "

@@ -47,7 +47,7 @@ from ..paper import (
     teacher_config,
 )
 from ..paper_tables import table1
-from ..verdicts import student_skill, unskilled
+from ..verdicts import separable, student_skill, unskilled
 
 #: The paper's SGLD for MNIST (Appendix A.2).
 PAPER_SGLD = SGLDConfig(step_size=4e-6, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
@@ -268,12 +268,13 @@ def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUAN
 
     One row per quantity: ``winner`` and ``runner_up`` (best and second-best mean over seeds), their
     ``*_mean`` and ``*_std`` (sample standard deviation over seeds; NaN for one seed), ``gap`` (how far the
-    runner-up's mean is behind the winner's, >= 0), ``seeds``, ``separated`` (``"yes"`` when the gap exceeds the
-    sum of the two
-    standard deviations, i.e. their mean +- std intervals do not overlap; ``"no"`` otherwise; ``"one
-    seed"`` when there is no spread to compare with; ``"no evidence"`` when the winner's or the runner-up's
-    student is below the skill floor in a seed or was stored without its skill, so that the order may be one a
-    constant prediction also gives)
+    runner-up is behind the winner, the mean over the seeds both ran of each seed's gap: candidates of one seed
+    share its data and initialisation, so the seeds pair them, as Experiment 4's cells are judged), ``gap_std``
+    (the sample standard deviation of those per-seed gaps; NaN for one seed), ``seeds``, ``separated`` (``"yes"``
+    when the gap is positive and at least its spread, :func:`~gped_kit.experiments.verdicts.separable`;
+    ``"no"`` otherwise; ``"one seed"`` when fewer than two seeds ran both, so there is no spread to compare with;
+    ``"no evidence"`` when the winner's or the runner-up's student is below the skill floor in a seed or was stored
+    without its skill, so that the order may be one a constant prediction also gives)
     and ``seed_winners`` (which candidate is lowest in each seed, counted: e.g. ``"BAOA 2, SGNHT 1 (of 3
     seeds)"``)."""
     per_seed = study_per_seed(history)
@@ -292,17 +293,23 @@ def study_winners(history: pd.DataFrame, quantities: Sequence[str] = WINNER_QUAN
         skill = per_seed[skill_of].unstack("candidate") if skill_of in per_seed else None
         weak = (skill is not None and r is not None
                 and bool(skill[[stats.index[0], stats.index[1]]].map(unskilled).any(axis=None)))
+        paired = ((sign * (values[stats.index[1]] - values[stats.index[0]])).dropna() if r is not None
+                  else pd.Series(dtype=float))  # each seed's gap, over the seeds that ran both
+        gap = float(paired.mean()) if len(paired) else float("nan")
+        gap_std = float(paired.std(ddof=1)) if len(paired) > 1 else float("nan")
         if weak:
             separated = "no evidence"
-        elif r is None or seeds < 2:
-            separated = "one seed" if seeds < 2 else "no runner-up"
+        elif r is None:
+            separated = "no runner-up"
+        elif len(paired) < 2:
+            separated = "one seed"
         else:
-            separated = "yes" if sign * (r["mean"] - w["mean"]) > w["std"] + r["std"] else "no"
+            separated = "yes" if gap > 0 and separable(gap, gap_std) else "no"
         rows.append({"quantity": q, "winner": stats.index[0], "winner_mean": w["mean"], "winner_std": w["std"],
                      "runner_up": stats.index[1] if r is not None else None,
                      "runner_up_mean": r["mean"] if r is not None else float("nan"),
                      "runner_up_std": r["std"] if r is not None else float("nan"),
-                     "gap": sign * (r["mean"] - w["mean"]) if r is not None else float("nan"), "seeds": seeds,
+                     "gap": gap, "gap_std": gap_std, "seeds": seeds,
                      "separated": separated,
                      "seed_winners": ", ".join(f"{c} {n}" for c, n in best.items()) + f" (of {len(values)} seeds)"})
     return pd.DataFrame(rows)
