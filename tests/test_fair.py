@@ -324,23 +324,35 @@ def test_ablation_gaps_from_student_rows():
 
 
 def test_ablation_text_judges_the_schedule_change_with_the_seeds_spread():
-    """A constant-against-annealed change nearer half the paper's gap than the two settings' spreads combined is
-    not separable from it; one farther off is judged; one seed has no spread and is judged."""
-    def summary(gap_std: float, seeds: int = 3) -> pd.DataFrame:
-        return pd.DataFrame({"H": [2, 2, 100, 100], "schedule": ["annealed", "constant"] * 2,
-                             "student_updates": [9500, 9500, 190, 190], "seeds": seeds,
-                             "gap": [-0.0078, -0.0059, -0.0038, -0.0006], "gap_std": [0.0005, 0.0029, 0.0041, gap_std],
-                             "skill": 0.9})
-    # H = 100: +0.0032, spread hypot(0.0041, 0.0102) = 0.0110, 0.0108 below half the paper's gap (0.014)
-    text = ablation_text(summary(0.0102), 0.028)
-    assert "H = 100: +0.0032 ± 0.0110" in text and "the largest U_s - U_o gap is -0.0006 ± 0.0102" in text
+    """A constant-against-annealed change nearer half the paper's gap than its spread over the seeds (each seed's
+    change: both students ride the seed's chain) is not separable from it; one farther off is judged; one seed has
+    no spread and is judged."""
+    def summary(constant_100: list[float]) -> pd.DataFrame:
+        gaps = {(2, "annealed"): [-0.0078, -0.0073, -0.0083], (2, "constant"): [-0.0059, -0.0030, -0.0088],
+                (100, "annealed"): [-0.0038, -0.0079, 0.0003], (100, "constant"): constant_100}
+        rows = [{"seed": seed, "H": h, "schedule": schedule, "student_updates": 19_000 // h, "student_nll_U_s": 0.1,
+                 "student_nll_U_o": 0.1, "gap": gap, "skill": 0.9}
+                for (h, schedule), values in gaps.items() for seed, gap in enumerate(values)]
+        return ablation_summary(pd.DataFrame(rows))
+    # H = 100: the seeds' changes +0.0190, -0.0100, +0.0006 (mean +0.0032, std 0.0147): 0.0108 below half the
+    # paper's gap (0.014), within that spread
+    loose = summary([0.0152, -0.0179, 0.0009])
+    row = loose.set_index(["H", "schedule"]).loc[(100, "constant")]
+    assert row["change"] == pytest.approx(0.0032) and row["change_std"] == pytest.approx(0.01467, abs=1e-5)
+    assert loose.set_index(["H", "schedule"]).loc[(100, "annealed"), ["change", "change_std"]].isna().all()
+    text = ablation_text(loose, 0.028)
+    assert "H = 100: +0.0032 ± 0.0147" in text
     assert "at H = 100 the seeds' spread cannot tell it from half the paper's gap (not separable)" in text
     assert "at H = 2 by less than half" in text and "does not explain it" not in text
-    # a tight spread at H = 100: every change is told apart from half the gap, and none reaches it
+    # the same spread of the constant students' gaps, moving with the annealed ones seed by seed: a tight change,
+    # told apart from half the gap, and none reaches it
+    tight = summary([-0.0006, -0.0047, 0.0035])
+    assert tight.set_index(["H", "schedule"]).loc[(100, "constant"), "change_std"] == pytest.approx(0.0)
     assert "at no H by half the paper's gap, so a student that never anneals does not explain it" in ablation_text(
-        summary(0.0010), 0.028)
-    one = ablation_text(summary(float("nan"), seeds=1), 0.028)  # one seed: no spread known, judged as measured
-    assert "±" not in one and "at no H by half the paper's gap" in one
+        tight, 0.028)
+    one = ablation_text(loose.assign(seeds=1, gap_std=float("nan"),
+                                                                  change_std=float("nan")), 0.028)
+    assert "±" not in one and "at no H by half the paper's gap" in one  # one seed: no spread known, judged as measured
 
 
 def test_below_floor_names_the_searched_students_that_learnt_nothing(tmp_path, tables_recorded):

@@ -31,7 +31,6 @@ comes from a student whose rate never anneals, the constant-rate U_s loses about
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -147,15 +146,24 @@ def ablation_gaps(table: pd.DataFrame) -> pd.DataFrame:
 
 def ablation_summary(gaps: pd.DataFrame) -> pd.DataFrame:
     """:func:`ablation_gaps` per (H, schedule): the mean U_s and U_o NLL, the gap's mean and standard deviation
-    over the seeds, ``seeds`` and the lowest ``skill`` of the students behind them."""
+    over the seeds, ``seeds``, the lowest ``skill`` of the students behind them and, on a constant-rate row,
+    ``change`` and ``change_std``: how holding the rate constant changes the gap against the annealed students
+    at the same H, the mean and standard deviation over the seeds of each seed's change (both students ride one
+    chain a seed, so the seed pairs them; NaN on annealed rows, and ``change_std`` NaN with one seed)."""
+    columns = ["H", "schedule", "student_updates", "seeds", "student_nll_U_s", "student_nll_U_o", "gap", "gap_std",
+               "change", "change_std", "skill"]
     if gaps.empty:
-        return pd.DataFrame(columns=["H", "schedule", "student_updates", "seeds", "student_nll_U_s",
-                                     "student_nll_U_o", "gap", "gap_std", "skill"])
+        return pd.DataFrame(columns=columns)
     grouped = gaps.groupby(["H", "schedule"], sort=True)
     out = grouped.agg(student_updates=("student_updates", "first"), seeds=("seed", "size"),
                       student_nll_U_s=("student_nll_U_s", "mean"), student_nll_U_o=("student_nll_U_o", "mean"),
-                      gap=("gap", "mean"), gap_std=("gap", "std"), skill=("skill", lowest_known))
-    return out.reset_index()
+                      gap=("gap", "mean"), gap_std=("gap", "std"), skill=("skill", lowest_known)).reset_index()
+    each = gaps.pivot_table(index=["H", "seed"], columns="schedule", values="gap")
+    if {"constant", "annealed"} <= set(each.columns):
+        change = (each["constant"] - each["annealed"]).dropna().groupby(level="H").agg(["mean", "std"])
+        change = change.rename(columns={"mean": "change", "std": "change_std"}).reset_index()
+        out = out.merge(change.assign(schedule="constant"), on=["H", "schedule"], how="left")
+    return out.reindex(columns=columns)
 
 
 def paper_gap(model: str = "fcnn") -> float:
@@ -179,9 +187,9 @@ def estimator_ablation(store: ResultsStore, ablation: EstimatorAblation = ESTIMA
 def ablation_text(summary: pd.DataFrame, gap: float, schedules: Sequence[str] = SCHEDULES) -> str:
     """One paragraph on :func:`ablation_summary` beside the paper's gap ``gap``: the largest gap measured, where,
     and whether holding the rate constant widens the gap by at least half the paper's (what the "never anneals"
-    reading predicts) at each H, judged with the seeds' spread: the change's spread is the two settings' standard
-    deviations over the seeds combined (root of the sum of squares), and a change nearer half the paper's gap than
-    that is not separable from it (:func:`~gped_kit.experiments.verdicts.separable`; with one seed no spread is
+    reading predicts) at each H, judged with the seeds' spread: the change's spread is its standard deviation over
+    the seeds (``change_std`` of :func:`ablation_summary`, each seed's change), and a change nearer half the paper's
+    gap than that is not separable from it (:func:`~gped_kit.experiments.verdicts.separable`; with one seed no spread is
     known and every change is judged). Settings whose students are below the skill floor (or whose skill was not
     stored) are no evidence: named, not compared."""
     if summary.empty:
@@ -202,12 +210,11 @@ def ablation_text(summary: pd.DataFrame, gap: float, schedules: Sequence[str] = 
     if set(schedules) <= set(usable["schedule"]):
         by = usable.set_index(["H", "schedule"])
         for h in sorted(usable["H"].unique()):
-            if (h, "constant") in by.index and (h, "annealed") in by.index:
-                c, a = by.loc[(h, "constant")], by.loc[(h, "annealed")]
-                spreads = [r.get("gap_std") for r in (c, a)]
-                spread = (math.hypot(*spreads) if all(pd.notna(x) for x in spreads) and min(c["seeds"], a["seeds"]) >= 2
-                          else None)
-                changes.append((int(h), float(c["gap"] - a["gap"]), spread))
+            if (h, "constant") in by.index and (h, "annealed") in by.index and pd.notna(by.loc[(h, "constant"),
+                                                                                              "change"]):
+                c = by.loc[(h, "constant")]
+                changes.append((int(h), float(c["change"]), float(c["change_std"]) if pd.notna(c["change_std"])
+                                else None))
     if changes:
         half = gap / 2
         each = ", ".join(f"H = {h}: {c:+.4f}" + (f" ± {sd:.4f}" if sd is not None else "") for h, c, sd in changes)
