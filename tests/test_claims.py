@@ -8,7 +8,7 @@ import pytest
 
 from gped_kit.experiments import claims
 from gped_kit.experiments.experiment2 import experiment2_trends
-from gped_kit.experiments.experiment2.notebook import _left_out, readme_rows
+from gped_kit.experiments.experiment2.notebook import readme_rows
 
 
 def test_winner_knows_which_direction_is_better_and_reports_ties_and_gaps():
@@ -33,9 +33,11 @@ def test_compare_labels_each_cell_and_never_counts_a_missing_side_as_agreement()
                                                               claims.NOT_SEPARABLE]})])
     assert claims.agreement_text(left_out) == "agree in 2 of 3 cells compared; 2 not separable; 1 no evidence"
     assert claims.agreement_text(left_out.iloc[-1:]) == "agree in 0 of 0 cells compared; 1 not separable"
-    # the README's rows read those counts back
-    assert [_left_out(claims.agreement_text(left_out), w) for w in ("not separable", "no evidence")] == [2, 1]
-    assert _left_out("agree in 2 of 3 cells compared", "not separable") == 0
+    # the counts behind the words, stored beside them: the README's rows sum these and never read the words
+    assert claims.agreement(left_out) == {"agree": "agree in 2 of 3 cells compared; 2 not separable; 1 no evidence",
+                                          "cells_agree": 2, "cells_compared": 3, "cells_not_separable": 2,
+                                          "cells_no_evidence": 1}
+    assert claims.agreement(cells.iloc[3:])["cells_compared"] == 0
 
 
 def test_count_and_seed_texts():
@@ -100,19 +102,21 @@ def test_trend_cells_list_every_comparison_with_its_outcome():
     assert claims.trend_cells(pd.DataFrame(columns=["model"])).empty
 
 
-def _trends(path, profile: str, agree: str, seeds: str) -> None:
+def _trends(path, profile: str, agree: tuple[int, ...], seeds: str) -> None:
+    counts = dict(zip(claims.AGREEMENT_COUNTS, agree + (0,) * (4 - len(agree))))
     pd.DataFrame([{"model": "fcnn", "trend": "teacher NLL falls with more labelled data", "ours": "2 of 2",
-                   "paper": "2 of 2", "agree": agree, "seeds": seeds, "unstable_cells": 1, "holds": True,
+                   "paper": "2 of 2", "agree": claims.agreement_words(**counts), **counts, "seeds": seeds,
+                   "unstable_cells": 1, "holds": True,
                    "paper_statement": "yes, for every masking rate"}]).to_csv(
         path / f"experiment2_mnist_trends_{profile}.csv", index=False)
 
 
 def test_exp2_rows_judge_on_three_seeds_where_stored_and_name_what_they_leave_out(tmp_path, tables_recorded):
-    _trends(tmp_path, "default", "agree in 2 of 3 cells compared", "2 of 3 (one seed)")
+    _trends(tmp_path, "default", (2, 3), "2 of 3 (one seed)")
     (row,) = readme_rows(tmp_path)
     assert row.verdict == "partly (agree in 2 of 3 cells)" and str(row.evidence) == "default, T = 5,000, one seed"
     # three seeds stored: their outcomes, with the one the seeds cannot tell apart named and not compared
-    _trends(tmp_path, "seeds", "agree in 2 of 2 cells compared; 1 not separable; 1 no evidence",
+    _trends(tmp_path, "seeds", (2, 2, 1, 1),
             "2 of 2 in 3 of 3 seeds")
     (row,) = readme_rows(tmp_path)
     assert row.verdict == "yes (agree in 2 of 2 cells; 1 not separable; 1 no evidence)"

@@ -11,6 +11,7 @@ import pytest
 from gped_kit.cli import readme as R
 from gped_kit.experiments import device_runs as D
 from gped_kit.experiments import verdicts as V
+from gped_kit.experiments.claims import AGREEMENT_COUNTS, agreement_words
 from gped_kit.experiments.comparison import notebook as CN
 from gped_kit.experiments.experiment1 import notebook as E1N
 from gped_kit.experiments.experiment1 import settings as E1
@@ -21,7 +22,13 @@ from gped_kit.experiments.paper import PAPER_MODELS, SGLD_BATCH_SIZE
 from gped_kit.experiments.samplers import notebook as SN
 from gped_kit.experiments.thesis import notebook as TN
 from gped_kit.experiments.thesis.toys import LOGREG_MEMORY_CLAIM, MOG_MEMORY_CLAIM
-from gped_kit.experiments.verdicts import counts
+
+
+def _agree(*counts: int) -> dict:
+    """A table's agreement columns from (agree, compared, not separable, no evidence) counts: the words and the
+    counts the README's rows judge by."""
+    found = dict(zip(AGREEMENT_COUNTS, counts + (0,) * (4 - len(counts))))
+    return {"agree": agreement_words(**found), **found}
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -135,7 +142,7 @@ def test_the_paper_profile_row_reads_the_newest_gpu_run_per_model(tmp_path):
 def test_trend_rows_count_agreeing_cells(tmp_path, tables_recorded):
     pd.DataFrame({"model": ["fcnn", "cnn_mnist"], "trend": ["U_o at least as good as U_s"] * 2,
                   "ours": ["12 of 12", "9 of 12"], "paper": ["11 of 12", "12 of 12"],
-                  "agree": ["agree in 11 of 12 cells compared", "agree in 9 of 12 cells compared"],
+                  **{k: [a[k], b[k]] for a, b in [(_agree(11, 12), _agree(9, 12))] for k in a},
                   "paper_statement": ["almost always"] * 2}).to_csv(tmp_path / "experiment2_mnist_trends_default.csv",
                                                                      index=False)
     (row,) = E2N.readme_rows(tmp_path)
@@ -198,11 +205,6 @@ def test_the_long_profile_column_judges_its_own_tables_by_the_same_rule(tmp_path
     assert "| `long`, T = 16,000 × 4 chains, one seed: yes · default, T = 4,000, one seed: no |" in R.render([row])
     assert "ours, `long` profile" in R.render_details([row]) and "| yes: " in R.render_details([row])
     assert row.kind == V.HYDRA
-
-
-def test_counts_are_read_from_count_texts():
-    assert counts("agree in 9 of 12 cells compared", "agree in ") == (9, 12)
-    assert counts("6 of 8") == (6, 8)
 
 
 def test_the_readme_lands():
@@ -692,9 +694,8 @@ def test_an_exp4_claim_whose_every_cell_is_no_evidence_says_so(tmp_path, tables_
     """A profile whose Exp. 4 evaluations predate skill has no cell left to compare: its rows say "no evidence",
     not "no (agree in 0 of 0 cells)"; a profile with cells compared keeps its verdict."""
     stem = E4N.ARTIFACTS["claims"].stem
-    for profile, agree in (("default", "agree in 7 of 8 cells compared; 1 no evidence"),
-                           ("long", "agree in 0 of 0 cells compared; 8 no evidence")):
-        pd.DataFrame({"claim": ["GPED lower nll than EnD2"], "ours": ["7 of 8"], "agree": [agree],
+    for profile, agree in (("default", _agree(7, 8, 0, 1)), ("long", _agree(0, 0, 0, 8))):
+        pd.DataFrame({"claim": ["GPED lower nll than EnD2"], "ours": ["7 of 8"], **{k: [v] for k, v in agree.items()},
                       "beside": ["EnD2 (tau = 2.5)"], "ours_beside": ["8 of 8"], "paper": ["8 of 8 (MNIST)"],
                       "paper_statement": ["GPED better in every setting"]}).to_csv(
             tmp_path / f"{stem(profile=profile)}.csv", index=False)
@@ -707,8 +708,9 @@ def test_an_exp4_claim_whose_every_cell_is_no_evidence_says_so(tmp_path, tables_
 
 
 def _exp4_claims_table(folder, profile, agree, ours="5 of 5 (3 not separable)", seeds="6-7 of 8 over 3 seeds "
-                       "(seed 0: 7, seed 1: 6, seed 2: 6)", claim="GPED lower nll than EnD2"):
-    pd.DataFrame({"claim": [claim], "ours": [ours], "agree": [agree], "seeds": [seeds],
+                       "(seed 0: 7, seed 1: 6, seed 2: 6)", claim="GPED lower nll than EnD2", judged=(5, 5)):
+    pd.DataFrame({"claim": [claim], "ours": [ours], "gped_cells": [judged[0]], "judged_cells": [judged[1]],
+                  **{k: [v] for k, v in _agree(*agree).items()}, "seeds": [seeds],
                   "beside": ["EnD2 (tau = 2.5)"], "ours_beside": ["8 of 8"], "paper": ["8 of 8 (MNIST)"],
                   "paper_statement": ["GPED better in every setting"]}).to_csv(
         folder / f"{E4N.ARTIFACTS['claims'].stem(profile=profile)}.csv", index=False)
@@ -718,11 +720,11 @@ def test_exp4_claims_are_judged_on_the_seeds_profile_where_notebook_06_stored_it
     """The default profile's Exp. 4 claims rest on its chains over three seeds (the ``seeds`` profile's table,
     each cell's winner separable or not by the seeds' spread) where stored, as Exp. 2's trends do; before, the
     verdict was the one-seed default's and the seeds only gave per-seed counts."""
-    _exp4_claims_table(tmp_path, "default", "agree in 7 of 8 cells compared", ours="7 of 8", seeds="7 of 8 (one seed)")
+    _exp4_claims_table(tmp_path, "default", (7, 8), ours="7 of 8", seeds="7 of 8 (one seed)", judged=(7, 8))
     (one,) = E4N.claim_rows(tmp_path)  # no seeds table: the default's one seed, where every cell counts
     assert (one.verdict, str(one.evidence)) == ("partly (agree in 7 of 8 cells)", "default, T = 3,000, one seed")
     assert "experiment4_claims_default.md" in one.where and "per seed" not in one.ours
-    _exp4_claims_table(tmp_path, "seeds", "agree in 5 of 5 cells compared; 3 not separable")
+    _exp4_claims_table(tmp_path, "seeds", (5, 5, 3))
     (row,) = E4N.claim_rows(tmp_path)
     assert row.verdict == "yes (agree in 5 of 5 cells; 3 not separable: within the seeds' spread)"
     assert R.short_verdict(row.verdict) == "yes (agree in 5 of 5 cells; 3 not separable)"
@@ -732,12 +734,12 @@ def test_exp4_claims_are_judged_on_the_seeds_profile_where_notebook_06_stored_it
                         "(seed 0: 7, seed 1: 6, seed 2: 6)")
     assert E4N.claim_rows(tmp_path, "long") == []  # another profile reads its own table only
     # an OOD claim whose cells of ours are all within the seeds' spread: its count says so, nothing is judged
-    _exp4_claims_table(tmp_path, "seeds", "no cell in common", ours="0 of 8 (8 not separable)",
+    _exp4_claims_table(tmp_path, "seeds", (), ours="0 of 8 (8 not separable)", judged=(0, 8),
                        claim="GPED higher auroc than EnD2 (OOD inputs masked)")
     (ood,) = E4N.claim_rows(tmp_path)
     assert ood.verdict == ("not comparable (no OOD set in common; on ours EnD² leads in 8 of 8 cells judged; "
                            "8 not separable)")
-    _exp4_claims_table(tmp_path, "seeds", "no cell in common", ours="not separable",
+    _exp4_claims_table(tmp_path, "seeds", (), ours="not separable", judged=(0, 0),
                        claim="GPED higher auroc than EnD2 (OOD inputs masked)")
     (ood,) = E4N.claim_rows(tmp_path)
     assert ood.verdict == "not comparable (no OOD set in common; on ours not separable)"
@@ -746,13 +748,13 @@ def test_exp4_claims_are_judged_on_the_seeds_profile_where_notebook_06_stored_it
 def test_an_exp4_claim_judged_on_fewer_cells_than_are_no_evidence_is_no_evidence(tmp_path, tables_recorded):
     """The verdict word comes from judged_verdict: one cell compared against seven no evidence is no evidence, not
     "yes (agree in 1 of 1 cells)" as verdict(1, 1) gave; the cells left out stay in the text."""
-    _exp4_claims_table(tmp_path, "default", "agree in 1 of 1 cells compared; 7 no evidence",
+    _exp4_claims_table(tmp_path, "default", (1, 1, 0, 7), judged=(1, 1),
                        ours="1 of 1 (7 no evidence)", seeds="1 of 1 (one seed)")
     (row,) = E4N.claim_rows(tmp_path)
     assert row.verdict == ("no evidence (agree in 1 of 1 cells; 7 no evidence: a student below the skill floor or "
                            "stored without its skill)")
     assert R.short_verdict(row.verdict) == "no evidence (agree in 1 of 1 cells; 7 no evidence)"
-    assert E4N.agreement_verdict("agree in 3 of 4 cells compared; 2 not separable; 4 no evidence") == (
+    assert E4N.agreement_verdict(pd.Series(_agree(3, 4, 2, 4))) == (
         "partly (agree in 3 of 4 cells; 2 not separable: within the seeds' spread; 4 no evidence: a student below the "
         "skill floor or stored without its skill)")
-    assert E4N.agreement_verdict("agree in 0 of 0 cells compared; 3 not separable").startswith("not separable (3 ")
+    assert E4N.agreement_verdict(pd.Series(_agree(0, 0, 3))).startswith("not separable (3 ")

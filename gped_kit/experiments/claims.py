@@ -84,18 +84,44 @@ def count_text(k: int, n: int) -> str:
     return f"{int(k)} of {int(n)}"
 
 
-def agreement_text(cells: pd.DataFrame) -> str:
-    """``"agree in a of c cells compared"`` from a per-cell table with a ``comparison`` column, followed by
-    ``"; k not separable"`` when outcomes of ours lie within the seeds' spread and ``"; n no evidence"`` when
-    comparisons rest on a student below the skill floor (neither compared), or ``"no cell in common"`` when no cell
-    has both outcomes and none is left out so (paper ties are not compared)."""
-    compared = cells["comparison"].isin([AGREE, DISAGREE])
-    near = int((cells["comparison"] == NOT_SEPARABLE).sum())
-    unskilled = int((cells["comparison"] == NO_EVIDENCE).sum())
-    if not compared.any() and not unskilled and not near:
+#: The counts behind :func:`agreement_text`, stored beside it as columns so that a reader sums them and never parses
+#: the text: cells that agree, cells compared (agree or disagree), and cells left out as not separable or as no
+#: evidence.
+AGREEMENT_COUNTS = ("cells_agree", "cells_compared", "cells_not_separable", "cells_no_evidence")
+
+
+def agreement_counts(cells: pd.DataFrame) -> dict[str, int]:
+    """:data:`AGREEMENT_COUNTS` of a per-cell table with a ``comparison`` column (paper ties are not compared)."""
+    comparison = cells["comparison"] if "comparison" in cells else pd.Series(dtype=object)
+    return {"cells_agree": int((comparison == AGREE).sum()),
+            "cells_compared": int(comparison.isin([AGREE, DISAGREE]).sum()),
+            "cells_not_separable": int((comparison == NOT_SEPARABLE).sum()),
+            "cells_no_evidence": int((comparison == NO_EVIDENCE).sum())}
+
+
+def agreement_words(cells_agree: int, cells_compared: int, cells_not_separable: int = 0,
+                    cells_no_evidence: int = 0) -> str:
+    """``"agree in a of c cells compared"``, followed by ``"; k not separable"`` when outcomes of ours lie within
+    the seeds' spread and ``"; n no evidence"`` when comparisons rest on a student below the skill floor (neither
+    compared), or ``"no cell in common"`` when no cell is compared or left out so: the words for
+    :func:`agreement_counts`."""
+    near, unskilled = cells_not_separable, cells_no_evidence
+    if not cells_compared and not unskilled and not near:
         return "no cell in common"
-    text = f"agree in {count_text((cells['comparison'] == AGREE).sum(), compared.sum())} cells compared"
+    text = f"agree in {count_text(cells_agree, cells_compared)} cells compared"
     return text + (f"; {near} not separable" if near else "") + (f"; {unskilled} no evidence" if unskilled else "")
+
+
+def agreement_text(cells: pd.DataFrame) -> str:
+    """:func:`agreement_words` of a per-cell table with a ``comparison`` column (paper ties are not compared)."""
+    return agreement_words(**agreement_counts(cells))
+
+
+def agreement(cells: pd.DataFrame) -> dict[str, object]:
+    """A table row's agreement columns: ``agree`` (:func:`agreement_text`) and its counts
+    (:data:`AGREEMENT_COUNTS`)."""
+    found = agreement_counts(cells)
+    return {"agree": agreement_words(**found), **found}
 
 
 def seed_counts_text(counts: Mapping[int, int], n: int) -> str:

@@ -274,13 +274,6 @@ def judged_verdict(hits: int, judged: int, not_separable: int = 0, no_evidence: 
     return NO_EVIDENCE if no_evidence else NOT_SEPARABLE if not_separable else verdict(hits, judged)
 
 
-def counts(text: str, prefix: str = "") -> tuple[int, int]:
-    """``(k, n)`` from a count text such as ``"agree in 9 of 12 cells compared"`` or ``"6 of 8"``."""
-    body = str(text).split(prefix, 1)[1] if prefix and prefix in str(text) else str(text)
-    k, rest = body.split(" of ", 1)
-    return int(k.strip().split()[-1]), int(rest.strip().split()[0])
-
-
 def artifact_table(figures: Path, artifact: Artifact, **values: Any) -> pd.DataFrame | None:
     """The table a notebook wrote as ``artifact`` for the cell ``values`` (its profile among them) into
     ``figures``, found through the folder's manifest (:mod:`~gped_kit.experiments.artifacts`); None when no
@@ -302,6 +295,6 @@ def as_list(out: Claim | list[Claim] | None) -> list[Claim]:
 __all__ = ["MODELS", "Claim", "Evidence", "Finding", "WITHIN", "NOT_SEPARABLE", "NOT_COMPARABLE", "NO_EVIDENCE",
            "SKILL_FLOOR", "KINDS", "GPED", "PRECONDITION", "ANOTHER_PROFILE", "HYDRA", "THESIS", "OURS", "RUN",
            "within", "compare", "bound_distance", "separable", "student_skill", "lowest_known", "unskilled",
-           "skill_unknown", "no_evidence", "number", "link", "verdict", "judged_verdict", "verdict_word", "counts",
+           "skill_unknown", "no_evidence", "number", "link", "verdict", "judged_verdict", "verdict_word",
            "artifact_table",
            "seeds_of", "seeds_text", "steps_text", "profile_evidence", "as_list", "short_verdict"]

@@ -14,11 +14,12 @@ from ...core.targets import SKILL_FLOOR
 from .. import paper_tables
 from ..claims import (
     AGREE,
+    AGREEMENT_COUNTS,
     DISAGREE,
     NO_EVIDENCE,
     NOT_SEPARABLE,
     TRENDS,
-    agreement_text,
+    agreement,
     compare,
     count_text,
     seed_counts_text,
@@ -439,13 +440,15 @@ def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
 
     One row per (model, trend) of :data:`~gped_kit.experiments.claims.TRENDS`: ``ours`` ("k of n"
     comparisons that hold, on the cells averaged over seeds), ``paper`` ("j of n": the same
-    comparisons on Tables 5-7 restricted to our grid), ``agree`` ("agree in a of c cells compared"),
+    comparisons on Tables 5-7 restricted to our grid), ``agree`` ("agree in a of c cells compared") and its
+    counts (:data:`~gped_kit.experiments.claims.AGREEMENT_COUNTS`, which readers sum),
     ``seeds`` (the count per seed: "6 of 8 in 3 of 3 seeds", or its range and the per-seed counts),
     ``unstable_cells`` (comparisons whose outcome differs between seeds), ``paper_statement`` (the
     paper's words) and ``holds`` (ours in a majority of the comparisons counted in ``ours``: none that is no
     evidence or not separable; NaN where none is counted). ``results``: a grid's per-student table."""
     cells = experiment2_trend_cells_compared(results)
-    columns = ["model", "trend", "ours", "paper", "agree", "seeds", "unstable_cells", "holds", "paper_statement"]
+    columns = ["model", "trend", "ours", "paper", "agree", *AGREEMENT_COUNTS, "seeds", "unstable_cells", "holds",
+               "paper_statement"]
     if cells.empty:
         return pd.DataFrame(columns=columns)
     per_seed = {seed: trend_cells(experiment2_cells(part)) for seed, part in _per_seed(results).items()}
@@ -466,7 +469,7 @@ def experiment2_trend_comparison(results: pd.DataFrame) -> pd.DataFrame:
                          + _left_out(n - len(evidence) - near, near),
                          "paper": count_text(compared["holds_paper"].astype(bool).sum(), len(compared))
                          if len(compared) else "no cell in common",
-                         "agree": agreement_text(mine) if n else "no cell in common",
+                         **agreement(mine),
                          "seeds": seed_counts_text(counts, len(evidence)),
                          "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
                          "holds": (evidence["holds"].sum() > len(evidence) / 2) if len(evidence) else math.nan,

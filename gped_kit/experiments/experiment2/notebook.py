@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..claims import AGREEMENT_COUNTS
 from ..device_runs import PAPER_STEPS, paper_length_runs, uo_vs_us
 from ..frame import SCALED_CHAIN, Experiment, Summary, read_chains
 from ..store import ResultsStore
@@ -20,7 +21,6 @@ from ..verdicts import (
     Evidence,
     Finding,
     artifact_table,
-    counts,
     judged_verdict,
     link,
     profile_evidence,
@@ -185,13 +185,6 @@ def uo_gpu_finding(figures: Path) -> Finding | None:
     return Finding(Evidence("paper", PAPER_STEPS, 1, device="a GPU", scope=scope), judged, "; ".join(ours))
 
 
-def _left_out(agree: object, what: str) -> int:
-    """How many cells an agreement text (:func:`~gped_kit.experiments.claims.agreement_text`) leaves out as
-    ``what`` (``"not separable"`` or ``"no evidence"``): the number before it, or 0."""
-    parts = [part for part in str(agree).split("; ") if part.endswith(what)]
-    return int(parts[0].split()[0]) if parts else 0
-
-
 def readme_rows(figures: Path) -> list[Claim]:
     """Rule: cell by cell against the paper's outcome in the same cell (Section 4.2, Tables 5, 6):
     ``yes`` when every cell compared agrees, ``partly`` when some do, ``no`` when none; cells whose outcome of ours
@@ -211,11 +204,8 @@ def readme_rows(figures: Path) -> list[Claim]:
     rows = []
     for trend, g in t.groupby("trend", sort=False):
         g = g.set_index("model")
-        agree = [counts(text, "agree in ") for text in g["agree"] if " of " in str(text)]
-        near, unskilled = (sum(_left_out(text, what) for text in g["agree"]) for what in ("not separable",
-                                                                                            "no evidence"))
+        hits, n, near, unskilled = (int(g[k].sum()) for k in AGREEMENT_COUNTS)  # the models' cells together
         over = [f"{MODELS.get(m, m)} {g.loc[m, 'seeds']}" for m in g.index] if seeds > 1 else []
-        hits, n = sum(a for a, _ in agree), sum(c for _, c in agree)
         judged = (f"{judged_verdict(hits, n, near, unskilled)} (agree in {hits} of {n} cells" if n
                   else "no evidence (no cell compared")
         judged += (f"; {near} not separable" if near else "") + (f"; {unskilled} no evidence" if unskilled else "")

@@ -19,9 +19,11 @@ from ...baselines.endd import ENDD_TEMPERATURE, heated_label, is_heated
 from .. import paper_tables
 from ..claims import (
     AGREE,
+    AGREEMENT_COUNTS,
     DISAGREE,
     NO_EVIDENCE,
     NOT_SEPARABLE,
+    agreement,
     agreement_text,
     compare,
     count_text,
@@ -320,11 +322,14 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
     both were evaluated): ``ours``, "k of n" of our cells judged (:func:`experiment4_claim_cells`, means
     over seeds) that GPED wins against ``endd``, the cells left out named after it ("6 of 7 (1 not separable)":
     a cell whose margin is within its spread over the seeds, or "(1 no evidence)": a student below the skill
-    floor; :func:`_count_judged`), and ``fraction`` = k / n; ``paper``, "j of m" of the
+    floor; :func:`_count_judged`), its k and n as ``gped_cells`` and ``judged_cells``, and ``fraction`` = k / n;
+    ``paper``, "j of m" of the
     paper's cells on the in-distribution data sets we ran (e.g. "20 of 32 (MNIST)" for AUROC: the
     pooled 75% includes CIFAR-10); ``agree``, "agree in a of c cells compared" over the cells both
     have (none for AUROC while our only OOD set is Fashion-MNIST), with the cells not separable and no evidence
-    named (:func:`~gped_kit.experiments.claims.agreement_text`); ``seeds``, the count per seed over our cells
+    named (:func:`~gped_kit.experiments.claims.agreement_text`), and its counts as columns
+    (:data:`~gped_kit.experiments.claims.AGREEMENT_COUNTS`, what readers judge by); ``seeds``, the count per seed
+    over our cells
     with a winner, separable or not ("6 of 8 in 3 of 3 seeds", or its range and the per-seed counts);
     ``unstable_cells``, our cells
     whose winner differs between seeds; ``paper_statement``, the paper's words. ``beside`` (default
@@ -334,8 +339,9 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
     Which EnD2 the claims use: tau = 1 (alpha = exp(raw)), the convention of Malinin et al. (who
     anneal the temperature down to 1 and evaluate there) and the one the paper's numbers imply
     (see the module docstring); the paper only fixes the *training* temperature (Appendix A.4)."""
-    columns = ["claim", "ours", "fraction", "paper", "agree", "seeds", "unstable_cells", "paper_statement",
-               "versus", "ours_beside", "agree_beside", "beside"]
+    columns = ["claim", "ours", "gped_cells", "judged_cells", "fraction", "paper", "agree", *AGREEMENT_COUNTS,
+               "seeds", "unstable_cells",
+               "paper_statement", "versus", "ours_beside", "agree_beside", "beside"]
     if downstream.empty or "metric" not in downstream:
         return pd.DataFrame(columns=columns)
     cells = experiment4_claim_cells(downstream, endd)
@@ -358,10 +364,11 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
         if kind is not None:
             per_seed = per_seed[per_seed["ood_inputs"] == kind]
         seeds = {int(seed): int((g["ours"] == "GPED").sum()) for seed, g in per_seed.groupby("seed", sort=True)}
-        row = {"claim": name, "ours": _count_judged(mine), "fraction": k / n if n else math.nan,
+        row = {"claim": name, "ours": _count_judged(mine), "gped_cells": k, "judged_cells": n,
+               "fraction": k / n if n else math.nan,
                "paper": f"{count_text((paper['paper'] == 'GPED').sum(), len(paper))} "
                         f"({', '.join(SET_NAMES.get(d, d) for d in sorted(datasets))})",
-               "agree": agreement_text(part), "seeds": seed_counts_text(seeds, won),
+               **agreement(part), "seeds": seed_counts_text(seeds, won),
                "unstable_cells": int((~mine["seed_stable"].astype(bool)).sum()),
                "paper_statement": CLAIMS[metric][2], "versus": endd, "ours_beside": None, "agree_beside": None,
                "beside": beside if has_beside else None}

@@ -11,6 +11,7 @@ import pandas as pd
 
 from .. import paper_tables
 from ..chains import ChainTask
+from ..claims import AGREEMENT_COUNTS
 from ..frame import (
     SCALED_CHAIN,
     Experiment,
@@ -34,7 +35,6 @@ from ..verdicts import (
     Claim,
     Evidence,
     artifact_table,
-    counts,
     judged_verdict,
     link,
     number,
@@ -177,20 +177,12 @@ def claims_profile(figures: Path, profile: str = "default") -> str | None:
     return next((p for p in candidates if artifact_table(figures, ARTIFACTS["claims"], profile=p) is not None), None)
 
 
-def _left_out(agree: object, what: str) -> int:
-    """How many cells an agreement text (:func:`~gped_kit.experiments.claims.agreement_text`) leaves out as
-    ``what`` (:data:`~gped_kit.experiments.verdicts.NOT_SEPARABLE` or
-    :data:`~gped_kit.experiments.verdicts.NO_EVIDENCE`): the number before it, or 0."""
-    parts = [part for part in str(agree).split("; ") if part.endswith(what)]
-    return int(parts[0].split()[0]) if parts else 0
-
-
-def agreement_verdict(agree: object) -> str:
-    """The verdict on an agreement text (``"agree in a of c cells compared; k not separable; n no evidence"``):
+def agreement_verdict(row: pd.Series) -> str:
+    """The verdict on a claims row's agreement counts (:data:`~gped_kit.experiments.claims.AGREEMENT_COUNTS`:
+    ``a`` cells agree of the ``c`` compared, ``k`` not separable, ``n`` no evidence):
     :func:`~gped_kit.experiments.verdicts.judged_verdict` over the ``c`` cells compared (no evidence where more
     cells are no evidence than compared), with the cells left out named after the count."""
-    a, c = counts(agree, "agree in ")
-    near, none = _left_out(agree, NOT_SEPARABLE), _left_out(agree, NO_EVIDENCE)
+    a, c, near, none = (int(row[k]) for k in AGREEMENT_COUNTS)
     left_out = ([f"{near} {NOT_SEPARABLE}: within the seeds' spread"] if near else []) + (
         [f"{none} {NO_EVIDENCE}: a student below the skill floor or stored without its skill"] if none else [])
     parts = ([f"agree in {a} of {c} cells"] if c else []) + left_out
@@ -214,12 +206,12 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
     seeds = len(PROFILES[source].seeds)
     rows = []
     for _, r in t.iterrows():
-        if "agree in " in str(r["agree"]):
-            judged = agreement_verdict(r["agree"])
-        elif " of " not in str(r["ours"]):  # none of our cells judged: no evidence or not separable
+        if sum(int(r[k]) for k in AGREEMENT_COUNTS[1:]):  # a cell compared, or left out of the comparison
+            judged = agreement_verdict(r)
+        elif not int(r["judged_cells"]):  # none of our cells judged: no evidence or not separable
             judged = f"not comparable (no OOD set in common; on ours {r['ours']})"
         else:  # GPED higher in k of n cells of ours: say who leads on the OOD sets we have
-            k, n = counts(r["ours"])
+            k, n = int(r["gped_cells"]), int(r["judged_cells"])
             # our cells left out of the count (not separable, no evidence), named after it
             left = str(r["ours"]).split(" (", 1)[1].rstrip(")") if " (" in str(r["ours"]) else ""
             cells = "cells judged" if left else "cells"
