@@ -518,8 +518,8 @@ def test_claims_text_names_claims_without_evidence_and_counts_neither_way():
     assert list(unjudged["claim"]) == ["MoG: online EM as close to p_MC as batch EM"]
     text = thesis.claims_text(claims)
     assert text.startswith(f"{len(held)} of {len(held) + len(failing)} claims hold")
-    assert ("no evidence (most of its comparisons rest on students that do not beat the best constant "
-            "prediction): MoG: online EM") in text
+    assert ("no evidence: MoG: online EM as close to p_MC as batch EM on mean_kl_test (2 of its 2 comparisons rest "
+            "on students that do not beat the best constant prediction)") in text
     assert "2 comparisons left out as no evidence" in text
     # judged in 1 comparison beside 2 left out: no evidence (the majority rule), neither held nor failing
     one = pd.DataFrame({"claim": ["c"], "metric": ["mean_kl_test"], "holds": [False], "count": [0], "of": [1],
@@ -527,6 +527,12 @@ def test_claims_text_names_claims_without_evidence_and_counts_neither_way():
     held, failing, _, unjudged = thesis.count_claims(one)
     assert held.empty and failing.empty and list(unjudged["claim"]) == ["c"]
     assert list(thesis.count_claims(one.assign(no_evidence=1))[1]["claim"]) == ["c"]  # 1 judged, 1 left out: counts
+    # each claim left out names its own counts: 2 of 3 here, and none at all for a claim that compared nothing
+    two = pd.concat([one, one.assign(claim="d", of=0, no_evidence=0)])
+    assert thesis.claims_text(two) == ("0 of 0 claims hold; no evidence: c on mean_kl_test (2 of its 3 comparisons "
+                                       "rest on students that do not beat the best constant prediction); d on "
+                                       "mean_kl_test (no comparison ran); 2 comparisons left out as no evidence")
+    assert list(thesis.count_claims(one.drop(columns="no_evidence"))[1]["claim"]) == ["c"]  # stored without it
 
 
 def test_skill_text_gives_the_ranges_and_names_students_below_the_floor():

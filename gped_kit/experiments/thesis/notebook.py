@@ -46,7 +46,7 @@ def count_claims(claims: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
     by_construction = claims[claims["claim"].isin(BY_CONSTRUCTION)].drop_duplicates("claim")
     counted = claims[~claims["claim"].isin(BY_CONSTRUCTION)]
     of = counted["of"].astype(int)
-    left_out = counted["no_evidence"].fillna(0).astype(int) if "no_evidence" in counted else 0 * of
+    left_out = _left_out(counted)
     unjudged = (of == 0) | (left_out > of)
     holds = counted["holds"].astype(bool)
     return counted[holds & ~unjudged], counted[~holds & ~unjudged], by_construction, counted[unjudged]
@@ -59,17 +59,30 @@ def claims_text(claims: pd.DataFrame) -> str:
     text = f"{len(held)} of {len(held) + len(failing)} claims hold" + ("" if failing.empty else "; not: " + "; ".join(
         f"{r.claim} on {r.metric} ({int(r['count'])} of {int(r['of'])})" for _, r in failing.iterrows()))
     if len(unjudged):
-        text += f"; {NO_EVIDENCE} (most of its comparisons rest on students that do not beat the best constant " \
-                "prediction): " + "; ".join(
-            f"{r.claim} on {r.metric}" for _, r in unjudged.iterrows())
-    compared = claims[~claims["claim"].isin(BY_CONSTRUCTION)]
-    left_out = int(compared["no_evidence"].fillna(0).sum()) if "no_evidence" in compared else 0
+        text += f"; {NO_EVIDENCE}: " + "; ".join(
+            f"{r.claim} on {r.metric} ({_unjudged_reason(int(r['of']), int(left))})"
+            for (_, r), left in zip(unjudged.iterrows(), _left_out(unjudged)))
+    left_out = int(_left_out(claims[~claims["claim"].isin(BY_CONSTRUCTION)]).sum())
     if left_out:
         text += f"; {left_out} comparisons left out as {NO_EVIDENCE}"
     if len(by_construction):
         text += ("; not counted, as they hold by construction: " +
                  "; ".join(f"{r.claim} ({r.ours})" for _, r in by_construction.iterrows()))
     return text
+
+
+def _left_out(claims: pd.DataFrame) -> pd.Series:
+    """Each claim's comparisons left out as no evidence (0 for a table stored without the column)."""
+    column = claims["no_evidence"] if "no_evidence" in claims else pd.Series(0, index=claims.index)
+    return column.fillna(0).astype(int)
+
+
+def _unjudged_reason(judged: int, left_out: int) -> str:
+    """Why a claim of :func:`count_claims`' ``unjudged`` is no evidence, in its own counts."""
+    if not judged and not left_out:
+        return "no comparison ran"
+    return (f"{left_out} of its {judged + left_out} comparisons rest on students that do not beat the best "
+            "constant prediction")
 
 
 def online_rule() -> str:
