@@ -249,10 +249,13 @@ def markdown(works: Sequence[NotebookWork], seconds: float, peak_rss: float) -> 
              "below is **counted** on the real networks at the real sizes and batch sizes (FLOPs by "
              "`torch.utils.flop_counter.FlopCounterMode`, forward and backward); the times are a **prediction** "
              "from a roofline model, **not a measurement**. The first measurement on a GPU (NVIDIA H200, "
-             "2026-11-26: notebook 01's chains with their four students, FCNN at about 510 SGLD steps/s and "
-             "CNN-MNIST at about 385, so 10^6 steps in about 33 and 43 min, launch-bound) is in "
+             "2026-11-26: notebook 01's chains with their four students in the eager engine, FCNN at about 510 "
+             "SGLD steps/s and CNN-MNIST at about 385, so 10^6 steps in about 33 and 43 min, launch-bound) is in "
              "[device-runs/2026-11-26-nvidia-h200](device-runs/2026-11-26-nvidia-h200/README.md) and "
-             "[device-runs/2026-11-26-nvidia-h200-2](device-runs/2026-11-26-nvidia-h200-2/README.md).", "",
+             "[device-runs/2026-11-26-nvidia-h200-2](device-runs/2026-11-26-nvidia-h200-2/README.md); in graph "
+             "mode the FCNN chain ran its 10^6 steps in 378 s on an H200, mostly beside a second process on the "
+             "GPU (2026-11-27, [device-runs/2026-11-27-nvidia-h200](device-runs/2026-11-27-nvidia-h200/README.md)).",
+             "",
              "The paper profile has been *executed* on the CPU with only its iteration counts scaled down "
              "(`tests/test_paper_profile.py`), so every code path below runs; this page says what the unscaled "
              "runs cost.", "",

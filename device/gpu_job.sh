@@ -42,7 +42,7 @@
 #
 # Every step's output goes to OUT_DIR/gpu_job.log with the seconds elapsed; a failing step is logged and the
 # next one still runs (one failure must not waste the rest of the job).
-# The variables' older names (OUT, LEASE_BENCHES, LEASE_GRAPH, LEASE_DETERMINISTIC) are read too.
+# OUT, the older name of OUT_DIR, is read too.
 set -u
 usage="usage: OUT_DIR=FOLDER bash device/gpu_job.sh BUDGET_S [UNITS_RUN_OPTION ...]"
 budget="${1:-}"
@@ -61,7 +61,7 @@ if [ $# -gt 0 ] && [[ "$1" != -* ]]; then
          "--slices; got '$1' (the job runs the paper's work units; give a notebook as --notebook $1)" >&2
     exit 2
 fi
-benches="${JOB_BENCHES-${LEASE_BENCHES-engine kernels counter}}"  # set and empty: no benchmarks
+benches="${JOB_BENCHES-engine kernels counter}"  # set and empty: no benchmarks
 for option in ${JOB_CHECKS:-}; do
     case "$option" in
         tf32|counter) ;;
@@ -70,7 +70,7 @@ for option in ${JOB_CHECKS:-}; do
     esac
 done
 deterministic=()
-if [ -n "${JOB_DETERMINISTIC:-${LEASE_DETERMINISTIC:-}}" ]; then deterministic=(--deterministic); fi
+if [ -n "${JOB_DETERMINISTIC:-}" ]; then deterministic=(--deterministic); fi
 out="${OUT_DIR:-${OUT:-}}"
 if [ -z "$out" ]; then echo "$usage" >&2; echo "OUT_DIR: give the folder for the log and the pack" >&2; exit 2; fi
 mkdir -p "$out" || exit 2
@@ -104,7 +104,7 @@ else
     graph_tests=0
 fi
 # the units replay CUDA graphs only where the graph mode's tests passed on this node (JOB_GRAPH overrides)
-unit_graph="${JOB_GRAPH:-${LEASE_GRAPH:-$([ "$graph_tests" -eq 0 ] && echo auto || echo off)}}"
+unit_graph="${JOB_GRAPH:-$([ "$graph_tests" -eq 0 ] && echo auto || echo off)}"
 echo "units run with --graph $unit_graph"
 
 if [[ " $benches " == *" engine "* ]]; then

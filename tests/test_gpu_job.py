@@ -52,8 +52,8 @@ def stand_ins(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
     calls.mkdir()
     env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}", "OUT_DIR": str(out),
            "STUB_CALLS": str(calls), "JOB_BENCHES": ""}
-    for old in ("OUT", "LEASE_BENCHES", "LEASE_GRAPH", "LEASE_DETERMINISTIC", "JOB_GRAPH", "JOB_DETERMINISTIC",
-                "JOB_RESULTS", "JOB_TESTS", "JOB_CHECKS", "JOB_CHECK_STEPS"):
+    for old in ("OUT", "JOB_GRAPH", "JOB_DETERMINISTIC", "JOB_RESULTS", "JOB_TESTS", "JOB_CHECKS",
+                "JOB_CHECK_STEPS"):
         env.pop(old, None)
     return env, out, calls
 
@@ -111,9 +111,9 @@ def test_the_budget_the_output_folder_and_the_options_are_checked_before_any_wor
     assert not list(calls.iterdir()) and not list(out.iterdir())  # nothing ran
 
 
-def test_the_older_variable_names_still_work(tmp_path):
+def test_out_the_older_name_of_out_dir_still_works(tmp_path):
     env, _, calls = stand_ins(tmp_path)
-    env.update(OUT_DIR="", OUT=str(tmp_path / "from-out"), LEASE_DETERMINISTIC="1", LEASE_GRAPH="on")
+    env.update(OUT_DIR="", OUT=str(tmp_path / "from-out"), JOB_DETERMINISTIC="1", JOB_GRAPH="on")
     subprocess.run(["bash", "device/gpu_job.sh", "200"], cwd=tmp_path, env=env, check=True, capture_output=True,
                    timeout=60)
     (args,) = [f.read_text().splitlines() for f in calls.iterdir()]

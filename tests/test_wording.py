@@ -50,7 +50,7 @@ WORKPLACE = {
                                       r"\ba budget of about \d+ s\b",
     "the workplace's output folder": r"(?-i:\$OUT\b)",
     "the workplace's GPU machine": r"\bthe GPU machine lacks\b",
-    "a GPU lent for a while": r"\blease[sd]?\b|\bcall-\d+-",
+    "a GPU lent for a while": r"\blease[sd]?\b|\blease_\w|\bcall-\d+-",
     "data the workplace could not download": r"\b(?:obtainable|available) offline here\b|\bnot obtainable offline\b",
     "a heading for the README's authors": r"\(for the README\)",
 }
@@ -111,13 +111,14 @@ def test_the_patterns_catch_the_workplace_and_spare_the_kits_prose():
                  "spends what is left of `BUDGET_S` seconds (default 540)", "with a budget of about 285 s",
                  "everything under $OUT", "the GPU machine lacks", "the wording of the lease before",
                  "OUT=runs/01 bash device/lease.sh 3300", "`call-1-lease.log`", "earlier leases",
+                 "LEASE_BENCHES (read too)",
                  "the full CIFAR-10 set is not obtainable offline here", "the one available offline here",
                  "## In short (for the README)"]
     prose = ["8 ms per call against 4 us, milliseconds per call", "the full state comes back from the checkpoint",
              "images and squares come back every time", "these travel with each chain",
              "``compute`` travels to the", "the chain's full state is not sent back",
              "a job with a wall-time limit", "python -m gped_kit.cli.slices run",
-             "JOB_BENCHES= bash device/gpu_job.sh 3300", "LEASE_BENCHES (read too)", "the machine's memory",
+             "JOB_BENCHES= bash device/gpu_job.sh 3300", "JOB_BENCHES (read too)", "the machine's memory",
              "excellent agreement", "newer releases are untested", "please cite it", "--out \"$out\"",
              "OUT_DIR=runs/01", "a 64 MiB part", "a budget of 3300 s you choose", "a call-by-call account"]
     for text in workplace:
