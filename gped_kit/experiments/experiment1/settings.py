@@ -48,10 +48,10 @@ PROFILES: dict[str, Experiment1Settings] = {
                                  chains_per_batch="auto", ablation_at_profile_length=True),
     # Table 1 on a CPU in at most 30 minutes for both models, three seeds: a teacher pooled from 2 BAOA chains
     # of 20,000 steps (constant epsilon 0.2, alpha 0.5), students every H = 2 steps, as notebook 10's "BAOA, 2
-    # chains pooled" (there 2 x 24,000 steps), which at equal work (FCNN, 2 seeds) matched one chain's teacher
-    # and entropy MAE (0.0650 / 0.0211 vs 0.0637 / 0.0209) with the best student NLL (0.0710) in 74% of its
-    # time, while cyclical step sizes gave 2.2x the entropy MAE (students distil only in the sampling phases)
-    # and 4 or 8 shorter chains worse teachers. 2 x 20,000 rather than 2 x 24,000 steps keeps both models
+    # chains pooled" (there 2 x 24,000 steps), which at equal work (FCNN) comes close to one chain's teacher and
+    # entropy MAE in less time, while cyclical step sizes give about twice the entropy MAE (students distil only
+    # in the sampling phases) and 4 or 8 shorter chains worse teachers: notebook 10's pooling profile, its numbers
+    # in figures/10_samplers_pooling_table.md. 2 x 20,000 rather than 2 x 24,000 steps keeps both models
     # within 30 minutes (measured at 24,000: FCNN ~11 min, CNN-MNIST ~21 min a seed). A student takes
     # (20,000 - 1,000) / 2 = 9,500 updates (one per engine step that distils, fed by both chains), so a U_o
     # student sees each D' input 9,500 x 100 / 60,000 = 16 times.
