@@ -92,7 +92,7 @@ AGREEMENT_COUNTS = ("cells_agree", "cells_compared", "cells_not_separable", "cel
 
 def agreement_counts(cells: pd.DataFrame) -> dict[str, int]:
     """:data:`AGREEMENT_COUNTS` of a per-cell table with a ``comparison`` column (paper ties are not compared)."""
-    comparison = cells["comparison"] if "comparison" in cells else pd.Series(dtype=object)
+    comparison = cells["comparison"]
     return {"cells_agree": int((comparison == AGREE).sum()),
             "cells_compared": int(comparison.isin([AGREE, DISAGREE]).sum()),
             "cells_not_separable": int((comparison == NOT_SEPARABLE).sum()),

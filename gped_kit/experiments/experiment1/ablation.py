@@ -210,11 +210,12 @@ def ablation_text(summary: pd.DataFrame, gap: float, schedules: Sequence[str] = 
     if set(schedules) <= set(usable["schedule"]):
         by = usable.set_index(["H", "schedule"])
         for h in sorted(usable["H"].unique()):
-            if (h, "constant") in by.index and (h, "annealed") in by.index and pd.notna(by.loc[(h, "constant"),
-                                                                                              "change"]):
-                c = by.loc[(h, "constant")]
-                changes.append((int(h), float(c["change"]), float(c["change_std"]) if pd.notna(c["change_std"])
-                                else None))
+            if (h, "constant") not in by.index or (h, "annealed") not in by.index:
+                continue  # a setting left out as no evidence: no change to judge
+            c = by.loc[(h, "constant")]
+            if pd.notna(c["change"]):
+                spread = None if pd.isna(c["change_std"]) else float(c["change_std"])  # one seed: none known
+                changes.append((int(h), float(c["change"]), spread))
     if changes:
         half = gap / 2
         each = ", ".join(f"H = {h}: {c:+.4f}" + (f" ± {sd:.4f}" if sd is not None else "") for h, c, sd in changes)

@@ -323,14 +323,12 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
     over seeds) that GPED wins against ``endd``, the cells left out named after it ("6 of 7 (1 not separable)":
     a cell whose margin is within its spread over the seeds, or "(1 no evidence)": a student below the skill
     floor; :func:`_count_judged`), its k and n as ``gped_cells`` and ``judged_cells``, and ``fraction`` = k / n;
-    ``paper``, "j of m" of the
-    paper's cells on the in-distribution data sets we ran (e.g. "20 of 32 (MNIST)" for AUROC: the
-    pooled 75% includes CIFAR-10); ``agree``, "agree in a of c cells compared" over the cells both
+    ``paper``, "j of m" of the paper's cells on the in-distribution data sets we ran (e.g. "20 of 32 (MNIST)"
+    for AUROC: the pooled 75% includes CIFAR-10); ``agree``, "agree in a of c cells compared" over the cells both
     have (none for AUROC while our only OOD set is Fashion-MNIST), with the cells not separable and no evidence
     named (:func:`~gped_kit.experiments.claims.agreement_text`), and its counts as columns
     (:data:`~gped_kit.experiments.claims.AGREEMENT_COUNTS`, what readers judge by); ``seeds``, the count per seed
-    over our cells
-    with a winner, separable or not ("6 of 8 in 3 of 3 seeds", or its range and the per-seed counts);
+    over our cells with a winner, separable or not ("6 of 8 in 3 of 3 seeds", or its range and the per-seed counts);
     ``unstable_cells``, our cells
     whose winner differs between seeds; ``paper_statement``, the paper's words. ``beside`` (default
     ``"EnD2 (tau = 2.5)"``; None: none) repeats ``ours`` and ``agree`` against that EnD2 in
@@ -340,8 +338,7 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
     anneal the temperature down to 1 and evaluate there) and the one the paper's numbers imply
     (see the module docstring); the paper only fixes the *training* temperature (Appendix A.4)."""
     columns = ["claim", "ours", "gped_cells", "judged_cells", "fraction", "paper", "agree", *AGREEMENT_COUNTS,
-               "seeds", "unstable_cells",
-               "paper_statement", "versus", "ours_beside", "agree_beside", "beside"]
+               "seeds", "unstable_cells", "paper_statement", "versus", "ours_beside", "agree_beside", "beside"]
     if downstream.empty or "metric" not in downstream:
         return pd.DataFrame(columns=columns)
     cells = experiment4_claim_cells(downstream, endd)
