@@ -708,8 +708,10 @@ def test_an_exp4_claim_whose_every_cell_is_no_evidence_says_so(tmp_path, tables_
 
 
 def _exp4_claims_table(folder, profile, agree, ours="5 of 5 (3 not separable)", seeds="6-7 of 8 over 3 seeds "
-                       "(seed 0: 7, seed 1: 6, seed 2: 6)", claim="GPED lower nll than EnD2", judged=(5, 5)):
+                       "(seed 0: 7, seed 1: 6, seed 2: 6)", claim="GPED lower nll than EnD2", judged=(5, 5),
+                       left_out=(3, 0)):
     pd.DataFrame({"claim": [claim], "ours": [ours], "gped_cells": [judged[0]], "judged_cells": [judged[1]],
+                  "ours_not_separable": [left_out[0]], "ours_no_evidence": [left_out[1]],
                   **{k: [v] for k, v in _agree(*agree).items()}, "seeds": [seeds],
                   "beside": ["EnD2 (tau = 2.5)"], "ours_beside": ["8 of 8"], "paper": ["8 of 8 (MNIST)"],
                   "paper_statement": ["GPED better in every setting"]}).to_csv(
@@ -720,7 +722,8 @@ def test_exp4_claims_are_judged_on_the_seeds_profile_where_notebook_06_stored_it
     """The default profile's Exp. 4 claims rest on its chains over three seeds (the ``seeds`` profile's table,
     each cell's winner separable or not by the seeds' spread) where stored, as Exp. 2's trends do; before, the
     verdict was the one-seed default's and the seeds only gave per-seed counts."""
-    _exp4_claims_table(tmp_path, "default", (7, 8), ours="7 of 8", seeds="7 of 8 (one seed)", judged=(7, 8))
+    _exp4_claims_table(tmp_path, "default", (7, 8), ours="7 of 8", seeds="7 of 8 (one seed)", judged=(7, 8),
+                       left_out=(0, 0))
     (one,) = E4N.claim_rows(tmp_path)  # no seeds table: the default's one seed, where every cell counts
     assert (one.verdict, str(one.evidence)) == ("partly (agree in 7 of 8 cells)", "default, T = 3,000, one seed")
     assert "experiment4_claims_default.md" in one.where and "per seed" not in one.ours
@@ -734,12 +737,17 @@ def test_exp4_claims_are_judged_on_the_seeds_profile_where_notebook_06_stored_it
                         "(seed 0: 7, seed 1: 6, seed 2: 6)")
     assert E4N.claim_rows(tmp_path, "long") == []  # another profile reads its own table only
     # an OOD claim whose cells of ours are all within the seeds' spread: its count says so, nothing is judged
-    _exp4_claims_table(tmp_path, "seeds", (), ours="0 of 8 (8 not separable)", judged=(0, 8),
+    _exp4_claims_table(tmp_path, "seeds", (), ours="0 of 8 (8 not separable)", judged=(0, 8), left_out=(8, 0),
                        claim="GPED higher auroc than EnD2 (OOD inputs masked)")
     (ood,) = E4N.claim_rows(tmp_path)
     assert ood.verdict == ("not comparable (no OOD set in common; on ours EnD² leads in 8 of 8 cells judged; "
                            "8 not separable)")
-    _exp4_claims_table(tmp_path, "seeds", (), ours="not separable", judged=(0, 0),
+    # the cells left out come from the table's counts, not from the words of its "ours" column
+    _exp4_claims_table(tmp_path, "seeds", (), ours="0 of 8", judged=(0, 8), left_out=(2, 1),
+                       claim="GPED higher auroc than EnD2 (OOD inputs masked)")
+    (ood,) = E4N.claim_rows(tmp_path)
+    assert ood.verdict.endswith("leads in 8 of 8 cells judged; 2 not separable; 1 no evidence)")
+    _exp4_claims_table(tmp_path, "seeds", (), ours="not separable", judged=(0, 0), left_out=(8, 0),
                        claim="GPED higher auroc than EnD2 (OOD inputs masked)")
     (ood,) = E4N.claim_rows(tmp_path)
     assert ood.verdict == "not comparable (no OOD set in common; on ours not separable)"
@@ -748,7 +756,7 @@ def test_exp4_claims_are_judged_on_the_seeds_profile_where_notebook_06_stored_it
 def test_an_exp4_claim_judged_on_fewer_cells_than_are_no_evidence_is_no_evidence(tmp_path, tables_recorded):
     """The verdict word comes from judged_verdict: one cell compared against seven no evidence is no evidence, not
     "yes (agree in 1 of 1 cells)" as verdict(1, 1) gave; the cells left out stay in the text."""
-    _exp4_claims_table(tmp_path, "default", (1, 1, 0, 7), judged=(1, 1),
+    _exp4_claims_table(tmp_path, "default", (1, 1, 0, 7), judged=(1, 1), left_out=(0, 7),
                        ours="1 of 1 (7 no evidence)", seeds="1 of 1 (one seed)")
     (row,) = E4N.claim_rows(tmp_path)
     assert row.verdict == ("no evidence (agree in 1 of 1 cells; 7 no evidence: a student below the skill floor or "

@@ -322,7 +322,8 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
     both were evaluated): ``ours``, "k of n" of our cells judged (:func:`experiment4_claim_cells`, means
     over seeds) that GPED wins against ``endd``, the cells left out named after it ("6 of 7 (1 not separable)":
     a cell whose margin is within its spread over the seeds, or "(1 no evidence)": a student below the skill
-    floor; :func:`_count_judged`), its k and n as ``gped_cells`` and ``judged_cells``, and ``fraction`` = k / n;
+    floor; :func:`_count_judged`), its k and n as ``gped_cells`` and ``judged_cells`` and the cells it leaves out
+    as ``ours_not_separable`` and ``ours_no_evidence``, and ``fraction`` = k / n;
     ``paper``, "j of m" of the paper's cells on the in-distribution data sets we ran (e.g. "20 of 32 (MNIST)"
     for AUROC: the pooled 75% includes CIFAR-10); ``agree``, "agree in a of c cells compared" over the cells both
     have (none for AUROC while our only OOD set is Fashion-MNIST), with the cells not separable and no evidence
@@ -337,7 +338,8 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
     Which EnD2 the claims use: tau = 1 (alpha = exp(raw)), the convention of Malinin et al. (who
     anneal the temperature down to 1 and evaluate there) and the one the paper's numbers imply
     (see the module docstring); the paper only fixes the *training* temperature (Appendix A.4)."""
-    columns = ["claim", "ours", "gped_cells", "judged_cells", "fraction", "paper", "agree", *AGREEMENT_COUNTS,
+    columns = ["claim", "ours", "gped_cells", "judged_cells", "ours_not_separable", "ours_no_evidence", "fraction",
+               "paper", "agree", *AGREEMENT_COUNTS,
                "seeds", "unstable_cells", "paper_statement", "versus", "ours_beside", "agree_beside", "beside"]
     if downstream.empty or "metric" not in downstream:
         return pd.DataFrame(columns=columns)
@@ -361,7 +363,9 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
         if kind is not None:
             per_seed = per_seed[per_seed["ood_inputs"] == kind]
         seeds = {int(seed): int((g["ours"] == "GPED").sum()) for seed, g in per_seed.groupby("seed", sort=True)}
+        none = int((mine["ours"] == NO_EVIDENCE).sum())
         row = {"claim": name, "ours": _count_judged(mine), "gped_cells": k, "judged_cells": n,
+               "ours_not_separable": len(mine) - n - none, "ours_no_evidence": none,
                "fraction": k / n if n else math.nan,
                "paper": f"{count_text((paper['paper'] == 'GPED').sum(), len(paper))} "
                         f"({', '.join(SET_NAMES.get(d, d) for d in sorted(datasets))})",

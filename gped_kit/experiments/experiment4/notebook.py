@@ -213,7 +213,8 @@ def claim_rows(figures: Path, profile: str = "default") -> list[Claim]:
         else:  # GPED higher in k of n cells of ours: say who leads on the OOD sets we have
             k, n = int(r["gped_cells"]), int(r["judged_cells"])
             # our cells left out of the count (not separable, no evidence), named after it
-            left = str(r["ours"]).split(" (", 1)[1].rstrip(")") if " (" in str(r["ours"]) else ""
+            left = "; ".join(f"{int(r[column])} {word}" for column, word in (
+                ("ours_not_separable", NOT_SEPARABLE), ("ours_no_evidence", NO_EVIDENCE)) if int(r[column]))
             cells = "cells judged" if left else "cells"
             leader, lead = ("GPED", k) if 2 * k > n else ("EnD²", n - k) if 2 * k < n else ("neither", k)
             judged = (f"not comparable (no OOD set in common; on ours {leader} leads in {lead} of {n} {cells}"
