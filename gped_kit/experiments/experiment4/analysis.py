@@ -353,8 +353,7 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
         mine = part[part["ours"].notna()]
         if mine.empty:
             continue
-        judged = _judged(mine)  # a cell that is no evidence or not separable is counted for neither method
-        k, n = int((judged["ours"] == "GPED").sum()), len(judged)
+        k, n, near, none = _judged_counts(mine)
         won = int((mine["ours"] != NO_EVIDENCE).sum())  # the cells with a winner of ours, separable or not
         every = cells[cells["metric"] == metric]  # the paper's cells of this claim, whichever of our rows met them
         paper = every[every["paper"].notna() & every["model"].map(lambda m: paper_tables.DATASET_OF.get(m) in datasets)]
@@ -363,9 +362,8 @@ def experiment4_claims(downstream: pd.DataFrame, endd: str = ENDD_MAIN, beside: 
         if kind is not None:
             per_seed = per_seed[per_seed["ood_inputs"] == kind]
         seeds = {int(seed): int((g["ours"] == "GPED").sum()) for seed, g in per_seed.groupby("seed", sort=True)}
-        none = int((mine["ours"] == NO_EVIDENCE).sum())
         row = {"claim": name, "ours": _count_judged(mine), "gped_cells": k, "judged_cells": n,
-               "ours_not_separable": len(mine) - n - none, "ours_no_evidence": none,
+               "ours_not_separable": near, "ours_no_evidence": none,
                "fraction": k / n if n else math.nan,
                "paper": f"{count_text((paper['paper'] == 'GPED').sum(), len(paper))} "
                         f"({', '.join(SET_NAMES.get(d, d) for d in sorted(datasets))})",
@@ -386,19 +384,24 @@ def _judged(mine: pd.DataFrame) -> pd.DataFrame:
     return mine[(mine["ours"] != NO_EVIDENCE) & cell_separable(mine)]
 
 
-def _count_judged(mine: pd.DataFrame) -> str:
-    """"k of n" of our judged cells GPED wins (:func:`_judged`), the cells left out named after it ("6 of 7 (1 not
-    separable)", "5 of 6 (1 not separable; 1 no evidence)"); where none is judged, the word for why:
-    :data:`NO_EVIDENCE` where any cell is no evidence, else :data:`NOT_SEPARABLE`."""
+def _judged_counts(mine: pd.DataFrame) -> tuple[int, int, int, int]:
+    """(k, n, not separable, no evidence) of our cells of a claim: n judged (:func:`_judged`; a cell that is no
+    evidence or not separable is counted for neither method), k of them won by GPED, and the cells left out."""
     judged = _judged(mine)
     none = int((mine["ours"] == NO_EVIDENCE).sum())
-    near = len(mine) - len(judged) - none
-    if not len(judged):
+    return int((judged["ours"] == "GPED").sum()), len(judged), len(mine) - len(judged) - none, none
+
+
+def _count_judged(mine: pd.DataFrame) -> str:
+    """"k of n" of our judged cells GPED wins (:func:`_judged_counts`), the cells left out named after it ("6 of 7
+    (1 not separable)", "5 of 6 (1 not separable; 1 no evidence)"); where none is judged, the word for why:
+    :data:`NO_EVIDENCE` where any cell is no evidence, else :data:`NOT_SEPARABLE`."""
+    k, n, near, none = _judged_counts(mine)
+    if not n:
         return (NO_EVIDENCE if none else NOT_SEPARABLE) + (f" ({near} {NOT_SEPARABLE}; {none} {NO_EVIDENCE})"
                                                            if near and none else "")
     left_out = ([f"{near} {NOT_SEPARABLE}"] if near else []) + ([f"{none} {NO_EVIDENCE}"] if none else [])
-    return count_text((judged["ours"] == "GPED").sum(), len(judged)) + (
-        f" ({'; '.join(left_out)})" if left_out else "")
+    return count_text(k, n) + (f" ({'; '.join(left_out)})" if left_out else "")
 
 
 def _set_name(dataset: str, inputs: Any = None) -> str:
