@@ -219,6 +219,14 @@ def test_comparison_claims_are_the_notebooks_former_checks():
     # the NLL and accuracy claims rest on the predictive: an entropy head below the floor does not void them
     entropy_weak = table.assign(skill=table["skill"].where(table["method"] != "Hydra", 0.01))
     assert C.comparison_claims(entropy_weak, kd, spiral).set_index("claim").loc[names[2], "ours"] is True
+    # the spiral's claim compares MU maps on the grid, so the students' skill on the grid gates it, not the test set's
+    grid_weak = spiral.assign(skill=spiral["skill"].where((spiral["method"] != "EnD2") | (spiral["eval_set"] != "grid"),
+                                                          0.03))
+    claims = C.comparison_claims(table, kd, grid_weak).set_index("claim")
+    assert claims.loc[names[5], "ours"] == "no evidence" and claims.loc[names[5], "sets"] == (
+        "not known to beat the best constant: EnD2 (skill 0.030)")
+    test_weak = spiral.assign(skill=spiral["skill"].where(spiral["eval_set"] != "test", 0.03))
+    assert C.comparison_claims(table, kd, test_weak).set_index("claim").loc[names[5], "ours"] is False
 
 
 # ----------------------------------------------------------------------------- one test per notebook

@@ -105,8 +105,8 @@ def comparison_claims(table: pd.DataFrame, kd: pd.DataFrame, spiral: pd.DataFram
     :data:`COMPARISON_CLAIMS` with ``ours`` (``"k of n"`` for the evaluation sets where a method's MU
     is the closest, with ``sets`` naming them; True/False for the others) and ``paper`` (what the Hydra
     paper or the thesis reports). A claim about a student not known to beat the best constant prediction on
-    the test set (:func:`not_known_skilled`) is :data:`~gped_kit.experiments.verdicts.NO_EVIDENCE`, with
-    ``sets`` naming the students and their skill."""
+    the set the claim compares (:func:`not_known_skilled`; the MNIST test set, the spiral's grid) is
+    :data:`~gped_kit.experiments.verdicts.NO_EVIDENCE`, with ``sets`` naming the students and their skill."""
     sets = list(dict.fromkeys(table["eval_set"]))
     acc = table[table["eval_set"] == "test"].set_index("method")["accuracy"]
     kd_nll = kd.set_index("student")["student_nll"]
@@ -121,7 +121,7 @@ def comparison_claims(table: pd.DataFrame, kd: pd.DataFrame, spiral: pd.DataFram
                                                                  mu_mae(spiral, "EnD2", "grid", "snapshots"))), ""),
         (bool(len(gped_test) and gped_test.iloc[0] < mu_mae(table, ZERO_MU, "test", "teacher")), ""),
     ]
-    mnist, toy = method_skills(table), method_skills(spiral)
+    mnist, toy = method_skills(table), method_skills(spiral, "grid")  # each gated on the set its claim compares
     predictive = method_skills(table, column="predictive_skill")
     # the students each claim is about (the closest-MU claims are gated set by set, in _closest); the thesis' claim
     # is that noise inputs fail, so only the student it is set against (KD on resampled D', the same network, loss
