@@ -96,7 +96,7 @@ ARTIFACTS = declare(
 #: What notebook 00 tests on its results (:mod:`gped_kit.experiments.checks`): findings of its one short chain.
 CHECKS = declare_checks(
     Check("teacher_accuracy", "teacher accuracy >= 0.95", Role.FINDING),
-    Check("student_close", "student within 3 points", Role.FINDING),
+    Check("student_close", "student accuracy at most 3 points below the teacher's", Role.FINDING),
     Check("entropy_skill", "entropy student's skill over the best constant >= 0.05", Role.FINDING),
 )
 

@@ -17,7 +17,7 @@ ARTIFACTS = declare(
 #: What notebook 09 tests on its examples (:mod:`gped_kit.experiments.checks`).
 CHECKS = declare_checks(
     Check("teacher_accuracy", "teacher accuracy above 0.9", Role.FINDING),
-    Check("student_close", "student within 5 points of the teacher", Role.FINDING),
+    Check("student_close", "student accuracy less than 5 points below the teacher's", Role.FINDING),
     Check("entropy_skill", "entropy student's skill over the best constant >= 0.05", Role.FINDING),
     Check("aleatoric", "{network}: aleatoric variance larger where the noise is", Role.FINDING),
     Check("epistemic", "{network}: epistemic variance larger outside the data", Role.FINDING),

@@ -215,7 +215,7 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
 
     Judged fairly (:mod:`.fair`): where the profile's fair comparison is stored, the best of both searches
     fine-tuned alike without dropout against the base student fine-tuned the same way. Without it, a win by a group
-    l1/l2 student (fine-tuned, no dropout, the base neither) and a small pruned student within 10% of an untuned
+    l1/l2 student (fine-tuned, no dropout, the base neither) and a small pruned student at most 10% above an untuned
     base are no evidence; a win by a wider grid student (treated as the base was) and a loss stand where the students
     compared are known to beat the best constant prediction (the skill the table carries,
     :data:`~.report.SKILL_QUANTITY` and :data:`~.report.SMALL_SKILL_QUANTITY`), else they are no evidence too. The
