@@ -510,13 +510,12 @@ def test_a_student_below_the_skill_floor_is_no_evidence(tmp_path, tables_recorde
     t.to_csv(tmp_path / "table1_experiment1_default.csv", index=False)
     # counted as every verdict counts: over the cells judged, the cells that are no evidence named beside it
     assert E1N.table1_values(tmp_path, "default", "default").verdict == \
-        "yes (2 of 2 within 10%; 1 no evidence: FCNN entropy MAE (a student below the skill floor, or stored " \
-        "without its skill))"
+        "yes (2 of 2 within 10%; 1 no evidence: FCNN entropy MAE (a student below the skill floor))"
     _table1(tmp_path, "default", [["fcnn", 0.057, None, 0.052, 0.08, None, 0.082, 0.016, None, 0.016, 1]], skill=None)
     values = E1N.table1_values(tmp_path, "default", "default")
     # skill not stored: the teacher alone is judged, and a word from 1 of 3 cells would speak for the students too
     assert values.verdict == "no evidence (1 of 1 within 10%; 2 no evidence: FCNN student, FCNN entropy MAE (a " \
-        "student below the skill floor, or stored without its skill))"
+        "student stored without its skill))"
     assert V.short_verdict(values.verdict) == "no evidence (1 of 1 within 10%; 2 no evidence)"
     _table1(tmp_path, "default", [["fcnn", 0.07, None, 0.052, 0.08, None, 0.082, 0.016, None, 0.016, 1]], skill=None)
     assert E1N.table1_values(tmp_path, "default", "default").verdict.startswith(
@@ -538,6 +537,11 @@ def test_the_gap_rule_judges_only_students_that_count_and_says_when_the_spread_d
         "no evidence (a student below the skill floor, or stored without its skill)"
     assert E1N.gap_verdict([V.NOT_SEPARABLE, V.NOT_SEPARABLE]) == \
         "not separable (each gap within its spread of 0 or of twice the paper's)"  # never "no"
+    # the reason names what is stored: skills below the floor, skills never stored, or both
+    assert E1N.gap_verdict([V.NO_EVIDENCE], V.unskilled_reason([float("nan")])) == \
+        "no evidence (a student stored without its skill)"
+    assert V.unskilled_reason([0.01, -0.3]) == "a student below the skill floor"
+    assert V.unskilled_reason([0.01, float("nan")]) == V.unskilled_reason([]) == V.UNSKILLED_EITHER
     assert V.judged_verdict(0, 0, not_separable=1, no_evidence=1) == V.NO_EVIDENCE
     # a word needs at least as many judged cells as cells that are no evidence; not separable ones do not count
     assert V.judged_verdict(1, 1, no_evidence=1) == "yes" and V.judged_verdict(1, 1, no_evidence=2) == V.NO_EVIDENCE

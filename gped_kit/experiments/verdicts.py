@@ -233,6 +233,20 @@ def unskilled(skill: float) -> bool:
         return True
 
 
+#: Why a comparison is no evidence where the skills behind it may be either below the floor or not stored.
+UNSKILLED_EITHER = "a student below the skill floor, or stored without its skill"
+
+
+def unskilled_reason(skills: list[float]) -> str:
+    """Why the students with ``skills`` (those that are no evidence, :func:`unskilled`) count for nothing, from what
+    is stored: "a student below the skill floor" where every skill is stored, "a student stored without its skill"
+    where none is, :data:`UNSKILLED_EITHER` where both occur or ``skills`` is empty."""
+    stored = sum(not pd.isna(s) for s in skills)
+    if not skills or 0 < stored < len(skills):
+        return UNSKILLED_EITHER
+    return "a student below the skill floor" if stored else "a student stored without its skill"
+
+
 def lowest_known(skill: pd.Series) -> float:
     """The lowest of ``skill`` (one student's over its seeds, or several students' behind one value), NaN where
     any of them was not stored: a value counts only if every student behind it is known to beat the constant."""

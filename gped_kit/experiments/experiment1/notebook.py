@@ -20,6 +20,7 @@ from ..verdicts import (
     MODELS,
     NO_EVIDENCE,
     NOT_SEPARABLE,
+    UNSKILLED_EITHER,
     Claim,
     Evidence,
     Finding,
@@ -34,6 +35,7 @@ from ..verdicts import (
     seeds_of,
     seeds_text,
     unskilled,
+    unskilled_reason,
 )
 from .ablation import ablation_for
 from .analysis import TABLE1, experiment1_table
@@ -137,11 +139,11 @@ def gap_outcome(gap: float, theirs: float, spread: float, skill: float) -> str:
     return "hold" if 0 < gap <= 2 * theirs else "fail"
 
 
-def gap_verdict(outcomes: Sequence[str]) -> str:
+def gap_verdict(outcomes: Sequence[str], reason: str = UNSKILLED_EITHER) -> str:
     """The verdict of :func:`gap_outcome`'s outcomes over the models judged, those not judged named (where none
-    is judged, the word says it and the parentheses say why)."""
+    is judged, the word says it and the parentheses say why; ``reason``: why the students that are no evidence
+    are, :func:`~gped_kit.experiments.verdicts.unskilled_reason`)."""
     held, near, none = (outcomes.count(w) for w in ("hold", NOT_SEPARABLE, NO_EVIDENCE))
-    reason = "a student below the skill floor, or stored without its skill"
     judged = len(outcomes) - near - none
     if not judged and none and not near:
         return f"{NO_EVIDENCE} ({reason})"
@@ -180,18 +182,20 @@ def table1_gap(figures: Path) -> Claim | None:
         return column(m, "nll_gap_std") if per_seed else column(m, "student_nll_std") + column(m, "teacher_nll_std")
 
     seeds = _seeds(t)
-    judged = gap_verdict([gap_outcome(gaps[m], paper[m], spread(m), column(m, "student_nll_skill"))
-                          for m in t.index])
+    skills = {m: column(m, "student_nll_skill") for m in t.index}
+    judged = gap_verdict([gap_outcome(gaps[m], paper[m], spread(m), skills[m]) for m in t.index],
+                         unskilled_reason([s for s in skills.values() if unskilled(s)]))
     gpu = None
     if runs := _gpu_runs(figures):
-        outcomes, ours = [], []
+        outcomes, ours, lacking = [], [], []
         for m, run in runs.items():
             student, teacher = run.cell("student_nll", "U_s"), run.cell("teacher_nll", None)
             gap, theirs = student.ours - teacher.ours, student.paper - teacher.paper
             outcomes.append(gap_outcome(gap, theirs, (student.spread or 0.0) + (teacher.spread or 0.0),
                                         student.skill))
             ours.append(f"{MODELS[m]} {gap:+.4f} (the paper's {theirs:+.3f})")
-        gpu = Finding(_gpu_evidence(runs), gap_verdict(outcomes), ", ".join(ours))
+            lacking += [student.skill] if unskilled(student.skill) else []
+        gpu = Finding(_gpu_evidence(runs), gap_verdict(outcomes, unskilled_reason(lacking)), ", ".join(ours))
     return Claim(GAP_CLAIM, judged,
                  ", ".join(f"{MODELS[m]} {_signed(gaps[m])}" for m in MODELS if m in gaps) + f" ({seeds_text(seeds)})",
                  ", ".join(f"{MODELS[m]} {_signed(paper[m])}" for m in MODELS if m in paper),
@@ -213,14 +217,14 @@ def table1_minutes_per_seed(figures: Path, profile: str, models: list[str]) -> f
     return float((rows["seconds"] / rows["seeds"]).sum()) / 60
 
 
-def count_text(outcome: dict, n: int, label: Callable[[object], str]) -> str:
+def count_text(outcome: dict, n: int, label: Callable[[object], str], reason: str = UNSKILLED_EITHER) -> str:
     """The parentheses of a values verdict: how many ``within 10%`` of the ``n`` judged, then each other outcome
-    counted and named (better than the paper's, not separable, no evidence); empty when all are within."""
+    counted and named (better than the paper's, not separable, no evidence, with ``reason``, why); empty when all
+    are within."""
     within_n = sum(o == "within" for o in outcome.values())
     parts = [f"{within_n} of {n} within 10%"] if n and (within_n < n or len(outcome) > n) else []
-    unskilled_why = " (a student below the skill floor, or stored without its skill)"
     for word, text, why in (("better", "better than the paper's", ""), (NOT_SEPARABLE, NOT_SEPARABLE, ""),
-                            (NO_EVIDENCE, NO_EVIDENCE, unskilled_why)):
+                            (NO_EVIDENCE, NO_EVIDENCE, f" ({reason})")):
         cells = [c for c, o in outcome.items() if o == word]
         if cells:  # the count before the colon, which the README's short verdict keeps
             parts.append(f"{len(cells)} {text}: " + ", ".join(label(c) for c in cells) + why)
@@ -240,14 +244,15 @@ def _unexplained(figures: Path | None) -> str:
     return clause
 
 
-def values_verdict(outcome: dict, label: Callable[[object], str], unexplained: str = "unexplained") -> str:
+def values_verdict(outcome: dict, label: Callable[[object], str], unexplained: str = "unexplained",
+                   reason: str = UNSKILLED_EITHER) -> str:
     """``yes``/``partly``/``no`` by the cells within 10% among those judged (:func:`judged_verdict`: cells not
-    separable or no evidence left out), with :func:`count_text` and, where a cell is better than the paper's, the
-    ``unexplained`` clause."""
+    separable or no evidence left out), with :func:`count_text` (``reason``: why the cells that are no evidence
+    are) and, where a cell is better than the paper's, the ``unexplained`` clause."""
     words = list(outcome.values())
     hits, near, none = words.count("within"), words.count(NOT_SEPARABLE), words.count(NO_EVIDENCE)
     judged = len(words) - near - none
-    counted = count_text(outcome, judged, label)
+    counted = count_text(outcome, judged, label, reason)
     if counted and "better" in words:
         counted = f"{counted[:-1]}; {unexplained})"
     return judged_verdict(hits, judged, near, none) + counted
@@ -289,7 +294,8 @@ def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
         m, k = cell  # type: ignore[misc]
         return f"{MODELS[m]} {NAMES[k]}"
 
-    judged = values_verdict(outcome, cell_name, _unexplained(figures))
+    lacking = [t.loc[m].get(f"{k}_skill", math.nan) for (m, k), o in outcome.items() if o == NO_EVIDENCE]
+    judged = values_verdict(outcome, cell_name, _unexplained(figures), unskilled_reason(lacking))
     per_model = {MODELS[m]: seeds_of(t.loc[m]) for m in MODELS if m in t.index}
     seeds_line = (seeds_text(seeds) if len(set(per_model.values())) <= 1 else
                   "seeds: " + ", ".join(f"{m} {n}" for m, n in per_model.items()))
@@ -299,7 +305,9 @@ def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
     gpu = None
     if profile == "default" and (runs := _gpu_runs(figures)):
         cells = {(m, c.metric): c for m, run in runs.items() for c in run.cells if c.in_table1}
-        gpu = Finding(_gpu_evidence(runs), values_verdict({key: c.outcome for key, c in cells.items()}, cell_name),
+        reason = unskilled_reason([c.skill for c in cells.values() if c.outcome == NO_EVIDENCE])
+        gpu = Finding(_gpu_evidence(runs), values_verdict({key: c.outcome for key, c in cells.items()}, cell_name,
+                                                          reason=reason),
             "; ".join(f"{MODELS[m]}: " + ", ".join(f"{NAMES[c.metric]} {c.ours:.4f} ({c.outcome}"
                                                    + (f"; spread {c.spread:.4f})" if c.spread else ")")
                                                    for (mm, _), c in cells.items() if mm == m)

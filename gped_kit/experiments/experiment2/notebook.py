@@ -24,6 +24,8 @@ from ..verdicts import (
     judged_verdict,
     link,
     profile_evidence,
+    unskilled,
+    unskilled_reason,
 )
 from .analysis import (
     BELOW_FLOOR_TABLE,
@@ -162,13 +164,14 @@ def uo_gpu_finding(figures: Path) -> Finding | None:
     if not runs:
         return None
     agree = n = near = unknown = 0
-    ours = []
+    ours, lacking = [], []
     for m, run in runs.items():
         for name, uo, us, outcome in uo_vs_us(run):
             metric = "student_nll" if name == "student NLL" else "entropy_mae"
             paper_holds = run.cell(metric, "U_o").paper <= run.cell(metric, "U_s").paper
             if outcome == NO_EVIDENCE:
                 unknown += 1
+                lacking += [c.skill for c in (run.cell(metric, "U_o"), run.cell(metric, "U_s")) if unskilled(c.skill)]
             elif outcome == "not separable":
                 near += 1
             else:
@@ -178,7 +181,7 @@ def uo_gpu_finding(figures: Path) -> Finding | None:
             ours.append(f"{MODELS.get(m, m)} {name} U_o {uo:.4f} vs U_s {us:.4f}: {outcome}"
                         + (f" (spread {spread:.4f})" if spread else ""))
     left_out = ([f"{near} not separable"] if near else []) + (
-        [f"{unknown} no evidence: a student stored without its skill or below the floor"] if unknown else [])
+        [f"{unknown} no evidence: {unskilled_reason(lacking)}"] if unknown else [])
     judged = (judged_verdict(agree, n, near, unknown) + f" (agree in {agree} of {n} cells"
               + "".join(f"; {x}" for x in left_out) + ")" if n else f"no evidence ({'; '.join(left_out)})")
     scope = ", ".join(MODELS.get(m, m) for m in runs) + ", N = 60,000, r = 0 only"
