@@ -332,8 +332,8 @@ def test_the_verdict_counts_gpeds_own_claims_once_in_the_named_default_profile(t
     assert ("That profile: a CPU, chains of T = 2,000 to 5,000 steps, 1 to 3 seeds; 1 more claim cannot be "
             "compared and 1 is not run.") in text
     # a row without a verdict in `long` is not one it judges; a change counts only between two verdicts
-    assert ("The `long` profile (also a CPU: 4 pooled chains of T = 16,000) judges 3 of GPED's claims (1 more: no "
-            "evidence or not comparable); 1 of the 2 judged in both differs from the default's.") in text
+    assert ("The `long` profile (also a CPU: 4 pooled chains of T = 16,000) judges 3 of GPED's claims (1 more not "
+            "judged); 1 of the 2 judged in both differs from the default's (one seed: no spread).") in text
     assert ("Reported apart, each with its own verdict: the Hydra paper's order of test NLLs, partly in the default "
             "profile (`long`: yes); Papamakarios' thesis, partly (6 of 9 claims hold).") in text
     assert "At the paper's length" not in text and "reason" not in text  # no GPU history, no cpu30 table

@@ -438,7 +438,8 @@ def reason_line(figures: Path) -> str | None:
 def long_line(counted: list[Claim], cpu: str) -> str | None:
     """How the ``long`` profile changes GPED's claims: how many it judges (a verdict of :data:`JUDGED`; a row it
     shows as no evidence or not comparable is not a judgement), and, of the claims judged in both profiles, how
-    many verdicts differ from the default's. None where no row has a ``long`` verdict."""
+    many verdicts differ from the default's; where ``long`` ran one seed, that its verdicts have no spread to tell a
+    change from seed-to-seed noise. None where no row has a ``long`` verdict."""
     long = [r for r in counted if r.long_verdict != "—"]
     if not long:
         return None
@@ -448,13 +449,14 @@ def long_line(counted: list[Claim], cpu: str) -> str | None:
     e = next((r.long_evidence for r in long if r.long_evidence is not None), None)
     chains = f": {e.chains} pooled chains of T = {e.steps:,}" if e is not None and e.steps else ""
     unjudged = len(long) - len(judged)
-    rest = f" ({unjudged} more: no evidence or not comparable)" if unjudged else ""
+    rest = f" ({unjudged} more not judged)" if unjudged else ""
+    spread = " (one seed: no spread)" if e is not None and e.seeds == 1 else ""
     if not judged:
         return (f"The `long` profile (also {cpu}{chains}) judges none of GPED's claims: its {unjudged} rows are no "
                 "evidence or not comparable.")
     return (f"The `long` profile (also {cpu}{chains}) judges {len(judged)} of GPED's claims{rest}; "
             f"{changed} of the {len(both)} judged in both {'differs' if changed == 1 else 'differ'} from the "
-            "default's.")
+            f"default's{spread}.")
 
 
 def render_verdict(rows: list[Claim], figures: Path) -> str:
