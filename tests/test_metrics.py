@@ -58,3 +58,13 @@ def test_brier_score_known_values_and_hydra_convention():
     # the Hydra paper's sum_c p_c^2 - 2 p_y is ours minus 1
     ovadia = float(((probs ** 2).sum(1) - 2 * probs[torch.arange(2), y]).mean())
     assert metrics.brier_score(probs, y) - 1 == pytest.approx(ovadia)
+
+
+def test_lowest_known_is_nan_wherever_a_skill_is_missing_whatever_its_place():
+    """Python's ``min`` answers NaN or a number depending on where the NaN stands; a result resting on a skill
+    that is not known must not look known."""
+    nan = float("nan")
+    assert min([nan, 0.3]) != min([0.3, nan])  # the trap
+    assert math.isnan(metrics.lowest_known([nan, 0.3])) and math.isnan(metrics.lowest_known([0.3, nan]))
+    assert math.isnan(metrics.lowest_known([]))
+    assert metrics.lowest_known([0.3, -0.2, 0.9]) == -0.2

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import torch
@@ -155,6 +156,13 @@ def skill_columns(columns) -> list[str]:
     columns = [str(c) for c in columns]
     own = [c for c in columns if c == "skill" or c.endswith("_mae_skill")]
     return own or [c for c in columns if c == "student_nll_skill"]
+
+
+def lowest_known(values: Iterable[float]) -> float:
+    """The lowest of ``values`` (several skills behind one result), NaN where any of them is NaN (not stored or
+    undefined) or none is given: unlike ``min``, whose answer with a NaN depends on where the NaN stands."""
+    found = [float(v) for v in values]
+    return min(found) if found and not any(math.isnan(v) for v in found) else math.nan
 
 
 def lowest_skill(row) -> tuple[str, float] | None:

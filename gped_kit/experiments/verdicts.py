@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.metrics import lowest_known as lowest_known_value
 from ..core.metrics import lowest_skill
 from ..core.targets import SKILL_FLOOR
 from .artifacts import Artifact, read_manifest
@@ -250,7 +251,7 @@ def unskilled_reason(skills: list[float]) -> str:
 def lowest_known(skill: pd.Series) -> float:
     """The lowest of ``skill`` (one student's over its seeds, or several students' behind one value), NaN where
     any of them was not stored: a value counts only if every student behind it is known to beat the constant."""
-    return float(skill.min()) if len(skill) and bool(skill.notna().all()) else math.nan
+    return lowest_known_value(skill.astype(float))
 
 
 def skill_unknown(row: pd.Series, metric: str) -> bool:

@@ -456,7 +456,7 @@ def _run_logreg(config: LogRegConfig) -> ToyResult:
                                                cfg.noise_std if g == "noise" else 0.0),
                              "stored_weight_samples": cfg.num_samples if mode == "batch" else cfg.batch_size,
                              "memory_bytes": group.memory_bytes(k), **distances, **constants, **skills,
-                             "skill": min(skills.values()),
+                             "skill": metrics.lowest_known(skills.values()),
                              "student_weight_norm": float(w.norm(dim=1).mean()),
                              "dse_objective": objectives[(mode, k)],
                              "chain_seconds": chain_seconds, "train_seconds": group.seconds})

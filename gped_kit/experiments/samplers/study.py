@@ -47,7 +47,7 @@ from ..paper import (
     teacher_config,
 )
 from ..paper_tables import table1
-from ..verdicts import separable, student_skill, unskilled
+from ..verdicts import lowest_known, separable, student_skill, unskilled
 
 #: The paper's SGLD for MNIST (Appendix A.2).
 PAPER_SGLD = SGLDConfig(step_size=4e-6, prior_precision=PRIOR_PRECISION, batch_size=SGLD_BATCH_SIZE)
@@ -234,7 +234,7 @@ def study_table(history: pd.DataFrame, model: str = "fcnn") -> pd.DataFrame:
     grouped = per_seed.groupby(level="candidate")
     table = grouped.mean().reindex(order)
     for column in [c for c in per_seed if c.endswith(" skill")]:  # the lowest over the seeds
-        table[column] = grouped[column].min().reindex(order)
+        table[column] = grouped[column].agg(lowest_known).reindex(order)
     table.insert(0, "seeds", per_seed.groupby(level="candidate").size().reindex(order))
     paper = paper_row(model)
     for column in ("teacher NLL", "student NLL", "entropy MAE"):
