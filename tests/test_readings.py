@@ -5,7 +5,7 @@ do worse than predicting no model uncertainty."""
 import pandas as pd
 
 from gped_kit.experiments import comparison as C
-from gped_kit.experiments import experiment2, experiment4, paper_tables, samplers
+from gped_kit.experiments import experiment4, samplers
 
 SETTINGS = [(e, s) for s in ("base", "largest_width_multiplier") for e in ("U_s", "U_o")]
 
@@ -48,24 +48,6 @@ def test_experiment4_reading_states_the_tables_numbers_and_where_gped_loses():
             "EnD²'s in 0 of 16 cells (student minus teacher +0.150).") in text
     assert "test NLL 0.491 at τ = 1, 1.200–1.400 at τ = 2.5" in text
     assert experiment4.experiment4_reading(pd.DataFrame()).endswith("nothing to read.")
-
-
-def test_experiment2_reading_counts_each_trend_beside_the_paper():
-    long = paper_tables.experiment2_long("cnn_mnist")
-    long = long[long["labelled_size"].isin([10_000, 60_000]) & long["mask_size"].isin([0, 15, 25])]
-    rows = []
-    for r in long.itertuples():
-        base = dict(model="cnn_mnist", labelled_size=r.labelled_size, mask_size=r.mask_size,
-                    masking_rate=r.masking_rate, estimator=r.estimator, teacher_nll=r.teacher_nll,
-                    run_key=f"{r.labelled_size}-{r.mask_size}", seed=0, skill=0.9)
-        gap = -r.nll_gap if r.labelled_size == 10_000 else r.nll_gap  # the gap rises with data here
-        rows += [dict(base, target="predictive", student_nll=r.teacher_nll + gap, nll_gap=gap),
-                 dict(base, target="entropy", entropy_mae=r.entropy_mae)]
-    text = experiment2.experiment2_reading(pd.DataFrame(rows), "default")
-    assert "*CNN-MNIST*" in text
-    assert ("- NLL gap falls with more labelled data: ours 0 of 6, the paper 6 of 6 in the same cells, "
-            "agree in 0 of 6 cells compared; over seeds 0 of 6 (one seed).") in text
-    assert "not: NLL gap falls with more labelled data" in text
 
 
 def _comparison_table() -> pd.DataFrame:

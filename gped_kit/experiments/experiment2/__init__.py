@@ -11,7 +11,6 @@ notebooks ``02_experiment2_mnist``, ``03_experiment2_cifar10`` and ``04_figure3_
   (:func:`experiment2_trend_comparison`, :func:`experiment2_trend_cells_compared`), Tables 5-7
   (:func:`experiment2_comparison`), the schedule check (:func:`gap_by_schedule`), which stored chains are
   Experiment 1-2 chains (:func:`experiment12_rows`);
-* :mod:`.reading`: the notebook's reading, written from the tables (:func:`experiment2_reading`);
 * :mod:`.notebook`: the notebooks' summary, checks and README rows (:data:`MNIST`, :data:`CIFAR10`,
   :data:`FIGURE3`).
 """
@@ -33,7 +32,6 @@ from .analysis import (
     trends_held_text,
 )
 from .notebook import CIFAR10, FIGURE3, MNIST, experiment2_summary
-from .reading import experiment2_reading
 from .settings import PROFILES, Experiment2Settings
 from .tasks import cifar_tasks, experiment2_tasks, lr_check_tasks, lr_schedule_tasks
 
@@ -41,6 +39,6 @@ __all__ = ["MNIST", "CIFAR10", "FIGURE3", "PROFILES", "Experiment2Settings", "ex
            "lr_check_tasks", "cifar_tasks", "experiment2_cells", "experiment2_comparison",
            "experiment2_trend_cells_compared", "experiment2_trend_comparison", "experiment2_trends",
            "experiment12_rows",
-           "chain_lengths", "gap_by_schedule", "schedule_counts", "experiment2_summary", "experiment2_reading",
+           "chain_lengths", "gap_by_schedule", "schedule_counts", "experiment2_summary",
            "trends_held_text", "TRENDS_TABLE",
            "BELOW_FLOOR_TABLE", "below_floor", "below_floor_text"]
