@@ -10,6 +10,7 @@ the in-distribution input shape: ``fashion_mnist``, ``kmnist`` and ``svhn`` as i
 from __future__ import annotations
 
 import types
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,8 +166,6 @@ def load_ood(name: str, input_shape: tuple[int, int, int], root: str | Path | No
             max_items = None
         arrays = [a for a in (_image_to_shape(f, input_shape) for f in files) if a is not None]
         if len(arrays) < len(files):
-            import warnings
-
             warnings.warn(f"OOD set {name!r}: skipped {len(files) - len(arrays)} unreadable image file(s)")
         if not arrays:
             raise DatasetIntegrityError(f"OOD set {name!r}: none of the {len(files)} files under "

@@ -73,7 +73,7 @@ class EngineSetup:
     ``input_noise`` per group the runs with input noise and each run's standard deviation;
     ``period`` the event schedule's period ``lcm(eval_thinning, every H)``; ``values`` the device-side
     values the steps read; ``distillation`` the layout's update of one distillation group (a
-    :class:`~gped_kit.engine.distill.Distillation`); ``eval_chunk`` the rows of one evaluation forward pass
+    :class:`Distillation`); ``eval_chunk`` the rows of one evaluation forward pass
     (``GPEDConfig.eval_batch_size``, or sized automatically); ``fused_update`` an SGLD teacher's fused update
     (:class:`FusedUpdate`): with counter-based random numbers (``GPEDConfig(random_numbers="counter")``) always, with
     the chains' generators when the ``(K, P)`` buffer is logical and holds at least

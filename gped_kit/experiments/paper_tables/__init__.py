@@ -33,13 +33,13 @@ Sources, table by table:
 All sixteen tables parse cleanly in the text extraction; none was left out. Tables 1-4
 were cross-checked number by number against a second layout of the paper (paper 004,
 which has no appendix): they agree. Tables 5-16 exist only in paper 003's appendix and
-were checked there. When the text is available, ``tests/test_paper_results.py`` re-parses
+were checked there. When the text is available, ``tests/test_paper_tables.py`` re-parses
 Tables 5-7 row by row, and Tables 2-4 and 8-16 cell by cell (each value at its model / OOD
 set / uncertainty / method, and each caption's estimator and student size).
 
 Conventions
 -----------
-* ``model`` keys are those of :data:`gped_kit.models.ARCHITECTURES`: ``"fcnn"``,
+* ``model`` keys are those of :data:`gped_kit.models.presets.ARCHITECTURES`: ``"fcnn"``,
   ``"cnn_mnist"``, ``"cnn_cifar10"``; ``dataset`` is ``"mnist"`` or ``"cifar10"``.
 * ``masking_rate`` is the rate *as printed* (0, 0.03, 0.13, 0.29, 0.51, 0.8);
   ``mask_size`` is the side m of the square mask that gives it on 28x28 images

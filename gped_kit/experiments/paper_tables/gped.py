@@ -280,7 +280,7 @@ def experiment2_long(model: str) -> pd.DataFrame:
     ``estimator`` (``"U_o"``/``"U_s"``), ``teacher_nll``, ``student_nll``, ``nll_gap``
     (student - teacher, computed here and rounded to the printed 3 decimals),
     ``entropy_mae``, ``table``. Same key and metric column names as our measured
-    :func:`gped_kit.experiments.experiment2_long` (plus ``dataset`` and ``table``).
+    :func:`gped_kit.experiments.experiment2.experiment2_cells` (plus ``dataset`` and ``table``).
     """
     wide = experiment2_table(model)
     keys = ["model", "dataset", "labelled_size", "masking_rate", "mask_size"]
