@@ -182,6 +182,8 @@ def test_readme_rows_judge_only_a_fair_win(tmp_path, tables_recorded):
     fair.to_csv(tmp_path / "experiment3_fair_default.csv", index=False)
     (entropy,) = entropy_rows(tmp_path)
     assert entropy.verdict == "yes" and "5 of 32 units pruned" in entropy.ours
+    # our numbers lead with the comparison the verdict rests on, then the students as the searches left them
+    assert entropy.ours.startswith("FCNN fine-tuned alike: group ") and "; as searched (" in entropy.ours
     fair.assign(verdict="no").to_csv(tmp_path / "experiment3_fair_default.csv", index=False)
     assert entropy_rows(tmp_path)[0].verdict == "no"
 

@@ -167,6 +167,9 @@ UNFAIR_REASON = ("no fair comparison stored: the group l1/l2 students were fine-
 UNFAIR = f"no evidence ({UNFAIR_REASON})"
 #: Why a comparison resting on a student not known to beat the best constant prediction is no evidence.
 UNSKILLED_REASON = "a student below the skill floor, or stored without its skill"
+#: How the README names the searches' students as they came out, beside the fair comparison its verdict rests on:
+#: the group l1/l2 students fine-tuned without dropout, the grid's and the base as trained.
+AS_SEARCHED = "as searched (group l1/l2 fine-tuned, the rest not)"
 
 
 def _fair(figures: Path, profile: str) -> pd.DataFrame | None:
@@ -236,10 +239,11 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
         ok = small_value not in ("—", None) and not pd.isna(small_value) and float(small_value) <= 1.1 * base
         paper = (q.loc["best searched student test NLL", "paper"], q.loc["base student test NLL", "paper"],
                  q.loc["best / base FLOPs", "paper"], q.loc["teacher ensemble test NLL", "paper"])
-        text = (f"{MODELS[model]} best {q.loc['best searched student test NLL', 'ours']} vs base "
-                f"{q.loc['base student test NLL', 'ours']} at {q.loc['best / base FLOPs', 'ours']}× FLOPs "
-                f"(teacher {q.loc['teacher ensemble test NLL', 'ours']})")
-        small_text = f"{MODELS[model]} {small_value if small_value != '—' else 'none that small'} vs base {base:.4f}"
+        searched = (f"best {q.loc['best searched student test NLL', 'ours']} vs base "
+                    f"{q.loc['base student test NLL', 'ours']} at {q.loc['best / base FLOPs', 'ours']}× FLOPs "
+                    f"(teacher {q.loc['teacher ensemble test NLL', 'ours']})")
+        small_searched = f"{small_value if small_value != '—' else 'none that small'} vs base {base:.4f}"
+        text, small_text = f"{MODELS[model]} {searched}", f"{MODELS[model]} {small_searched}"
         if fair is not None and (model, "student_nll") in fair.index:
             f = fair.loc[(model, "student_nll")]
             skilled = not unskilled(f["skill"])
@@ -250,9 +254,12 @@ def search_rows(figures: Path, profile: str = "default") -> list[Claim]:
             small_skilled = not unskilled(f["group_half_flops_skill"] if "group_half_flops_skill" in f.index
                                           else f["skill"])
             best = min(float(f["grid_best_finetuned"]), float(f["group_best_finetuned"]))
-            text += f"; fine-tuned alike: best {best:.4f} vs base {float(f['base_finetuned']):.4f}"
-            small_text += (f"; fine-tuned alike: {float(half):.4f}" if pd.notna(half) else "; fine-tuned alike: none "
-                           "that small") + f" vs base {float(f['base_finetuned']):.4f}"
+            # the verdict's own comparison first, then the searches' students as they came out (not alike)
+            text = (f"{MODELS[model]} fine-tuned alike: best {best:.4f} vs base {float(f['base_finetuned']):.4f}; "
+                    f"{AS_SEARCHED}: {searched}")
+            small_text = (f"{MODELS[model]} fine-tuned alike: "
+                          + (f"{float(half):.4f}" if pd.notna(half) else "none that small")
+                          + f" vs base {float(f['base_finetuned']):.4f}; {AS_SEARCHED}: {small_searched}")
             beat.append((model, beat_word, text, *paper))
             beat_results.append((model, beat_word, UNSKILLED_REASON))
             small_word = (NOT_COMPARABLE if pd.isna(half) else NO_EVIDENCE if not small_skilled
@@ -313,14 +320,16 @@ def entropy_rows(figures: Path, profile: str = "default") -> list[Claim]:
         how = str(q.loc["best student found by", "ours"])
         ratios = {who: f"{q.loc['best / base parameters', who]}× parameters, {q.loc['best / base FLOPs', who]}× FLOPs"
                   for who in ("ours", "paper")}
-        text = (f"{MODELS[model]} best {q.loc['best searched student expected-entropy MAE', 'ours']} vs base "
-                f"{q.loc['base student expected-entropy MAE', 'ours']} ({how}; {ratios['ours']})")
+        searched = (f"best {q.loc['best searched student expected-entropy MAE', 'ours']} vs base "
+                    f"{q.loc['base student expected-entropy MAE', 'ours']} ({how}; {ratios['ours']})")
+        text = f"{MODELS[model]} {searched}"
         if fair is not None and (model, "entropy_mae") in fair.index:
             f = fair.loc[(model, "entropy_mae")]
             results.append((model, str(f["verdict"]), UNSKILLED_REASON))
-            text += (f"; fine-tuned alike: group {float(f['group_best_finetuned']):.4f} ({int(f['units_pruned']):,} "
-                     f"of {int(f['units_before']):,} units pruned) vs grid {float(f['grid_best_finetuned']):.4f}, "
-                     f"base {float(f['base_finetuned']):.4f}")
+            text = (f"{MODELS[model]} fine-tuned alike: group {float(f['group_best_finetuned']):.4f} "
+                    f"({int(f['units_pruned']):,} of {int(f['units_before']):,} units pruned) vs grid "
+                    f"{float(f['grid_best_finetuned']):.4f}, base {float(f['base_finetuned']):.4f}; "
+                    f"{AS_SEARCHED}: {searched}")
         else:
             results.append((model, NO_EVIDENCE, UNFAIR_REASON))
         ours.append(text)
