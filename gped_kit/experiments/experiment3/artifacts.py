@@ -36,8 +36,8 @@ CHECKS = declare_checks(
     Check("search_finished", "{model}: search finished", Role.INVARIANT),
     Check("search_finished_or_missing", "{model}: search finished or reported missing data", Role.INVARIANT),
     Check("beats_base", "{model}: a searched student other than the base beats the base ({metric})", Role.FINDING),
-    Check("below_frontier", "{model}: group l1/l2 students better than the exhaustive frontier at their FLOPs "
-                            "({metric})", Role.FINDING),
+    Check("below_frontier", "{model}: group l1/l2 students (fine-tuned, no dropout; the grid's not) better than the "
+                            "exhaustive frontier at their FLOPs ({metric})", Role.FINDING),
     Check("pruning_exact", "{model}: every pruned network equals its masked original", Role.INVARIANT),
     Check("pruning_removed", "{model}: pruning removed units or channels", Role.FINDING),
     Check("pruning_never_grows", "{model}: no pruned student is larger than its starting network, and those "
