@@ -267,6 +267,19 @@ def test_the_samplers_rows_read_notebook_10s_default_and_pooling_tables(tmp_path
     assert row.paper == "Table 1, FCNN, SGLD at T = 10^6: 0.052 / 0.082 / 0.016"
     table.assign(seeds=1).to_csv(tmp_path / "10_samplers_default_table.csv", index=False)
     assert SN.study_row(tmp_path).claim == "(ours) the teacher's sampler at equal work (FCNN, T = 48,000, one seed)"
+    assert SN.study_row(tmp_path).verdict == "—"  # no winners table stored: nothing to say which is lowest
+    # the word says which candidate the seeds establish as lowest, or why none is
+    winners = pd.DataFrame({"quantity": ["teacher NLL", "student NLL", "entropy MAE"],
+                            "winner": ["BAOA, 4 chains pooled", "BAOA, one chain", "BAOA, one chain"],
+                            "runner_up": ["BAOA, one chain", "BAOA, 4 chains pooled", "BAOA, 4 chains pooled"],
+                            "separated": ["no", "yes", V.NO_EVIDENCE]})
+    winners.to_csv(tmp_path / "10_samplers_pooling_winners.csv", index=False)
+    assert SN.study_row(tmp_path, "pooling").verdict == (
+        "— (lowest teacher NLL not established, BAOA, 4 chains pooled vs BAOA, one chain within the seeds' spread; "
+        "lowest student NLL BAOA, one chain; lowest entropy MAE no evidence, a student below the skill floor)")
+    winners.to_csv(tmp_path / "10_samplers_default_winners.csv", index=False)
+    assert SN.study_row(tmp_path).verdict == ("— (lowest teacher NLL not established, BAOA, 4 chains pooled vs BAOA, "
+                                              "one chain within the seeds' spread)")
 
 
 def test_within_10_percent_is_two_sided_and_better_is_its_own_verdict():

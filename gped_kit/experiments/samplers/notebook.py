@@ -62,8 +62,27 @@ def _tasks(settings: SamplerStudySettings, *, seed: int, device: str, data_root:
     return sampler_study_tasks(settings, device=device, data_root=data_root)
 
 
+def lowest_text(figures: Path, profile: str, quantities: tuple[str, ...]) -> str:
+    """The README's word on a study row: "—" (our own study, not a claim), with, per quantity, the candidate the
+    seeds establish as lowest (the stored ``winners`` table, :func:`~.study.study_winners`) or why none is: a gap
+    within the seeds' spread, one seed, or a student below the skill floor."""
+    w = artifact_table(figures, ARTIFACTS["winners"], profile=profile)
+    if w is None:
+        return "—"
+    w = w.set_index("quantity")
+    parts = []
+    for q in (q for q in quantities if q in w.index):
+        r = w.loc[q]
+        parts.append({"yes": f"lowest {q} {r['winner']}",
+                      "no": f"lowest {q} not established, {r['winner']} vs {r['runner_up']} within the seeds' spread",
+                      "one seed": f"lowest {q} {r['winner']} in one seed, no spread"}.get(
+            str(r["separated"]), f"lowest {q} {NO_EVIDENCE}, a student below the skill floor"))
+    return f"— ({'; '.join(parts)})" if parts else "—"
+
+
 def study_row(figures: Path, profile: str = "default") -> Claim | None:
-    """Not a claim of the paper: the candidates at equal work, lowest teacher NLL first. The ``default``
+    """Not a claim of the paper: the candidates at equal work, lowest teacher NLL first, the word saying which
+    candidate the seeds establish as lowest (:func:`lowest_text`). The ``default``
     profile compares the samplers (teacher NLL); ``pooling`` one chain, pooled chains and the cyclical
     schedule, with the student NLL and entropy MAE that Table 1 also judges, each "no evidence" where its
     student (the lowest over the seeds) is not known to beat the best constant prediction."""
@@ -84,12 +103,14 @@ def study_row(figures: Path, profile: str = "default") -> Claim | None:
             return NO_EVIDENCE if unskilled(r.get(f"{quantity} skill")) else number(r[quantity], 4)
 
         return Claim(f"(ours) pooled chains and cyclical step sizes at equal teacher work (FCNN, {steps:,} teacher "
-                     f"steps in all, {seeds_line}): teacher NLL / student NLL / entropy MAE", "—",
+                     f"steps in all, {seeds_line}): teacher NLL / student NLL / entropy MAE",
+                     lowest_text(figures, profile, ("teacher NLL", "student NLL", "entropy MAE")),
                      "; ".join(f"{r.candidate} {number(r['teacher NLL'], 4)} / {student(r, 'student NLL')} / "
                                f"{student(r, 'entropy MAE')}" for _, r in t.iterrows()),
                      f"Table 1, FCNN, SGLD at T = 10^6: {paper['teacher_nll']:g} / {paper['student_nll']:g} / "
                      f"{paper['entropy_mae']:g}", where, evidence=evidence, kind=OURS)
-    return Claim(f"(ours) the teacher's sampler at equal work (FCNN, T = {steps:,}, {seeds_line})", "—",
+    return Claim(f"(ours) the teacher's sampler at equal work (FCNN, T = {steps:,}, {seeds_line})",
+                 lowest_text(figures, profile, ("teacher NLL",)),
                  ", ".join(f"{r.candidate} {number(r['teacher NLL'])}" for _, r in t.iterrows()),
                  f"SGLD {paper['teacher_nll']:g} at T = 10^6 (FCNN)", where, evidence=evidence, kind=OURS)
 
