@@ -34,12 +34,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from ..engine import StudentConfig
 from ..experiments import device_runs
 from ..experiments.device_runs import PaperCell
-from ..experiments.experiment1.analysis import versus_paper
+from ..experiments.experiment1.analysis import table1_outcome
 from ..experiments.experiment1.artifacts import ARTIFACTS as EXPERIMENT1_ARTIFACTS
 from ..experiments.experiment2.notebook import below_floor_line
 from ..experiments.experiment3.report import below_floor_line as experiment3_below_floor_line
@@ -402,24 +400,12 @@ def paper_length_lines(root: Path) -> list[str]:
     return lines
 
 
-def _versus_paper(row: pd.Series, metric: str) -> str:
-    """How Table 1's ``row`` judges its ``metric`` against the paper's: its ``<metric>_vs_paper`` column (the mean
-    over seeds with their standard deviation as the spread: ``better``, ``worse``, ``within 10%``, ``not
-    separable``, ...), or, for a table written without that column,
-    :func:`~gped_kit.experiments.experiment1.analysis.versus_paper` on its mean, ``_std`` and seeds."""
-    stored = row.get(f"{metric}_vs_paper")
-    if isinstance(stored, str) and stored:
-        return stored
-    return versus_paper(row[metric], row.get(f"{metric}_std", float("nan")), row.get("seeds", 1),
-                        row[f"{metric}_paper"])
-
-
 def reason_line(figures: Path) -> str | None:
     """What the store shows against one reason for the misses (weaker teachers): a profile whose teacher is
     worse than the paper's but whose student is better than the paper's (notebook 01's ``cpu30``; a student with
     its skill known to beat the best constant prediction, :func:`~gped_kit.experiments.verdicts.no_evidence`), or
-    None. Both as the table judges them (:func:`_versus_paper`: with the seeds' spread, so a value not separable
-    from a 10% bound is neither better nor worse)."""
+    None. Both as the table judges them (:func:`~gped_kit.experiments.experiment1.analysis.table1_outcome`: with
+    the seeds' spread, so a value not separable from a 10% bound is neither better nor worse)."""
     t = artifact_table(figures, EXPERIMENT1_ARTIFACTS["table1"], profile="cpu30")
     if t is None:
         return None
@@ -428,7 +414,7 @@ def reason_line(figures: Path) -> str | None:
         r = t.loc[m]
         if no_evidence(r, "student_nll"):  # a student not known to beat the best constant shows nothing
             continue
-        if _versus_paper(r, "student_nll") == "better" and _versus_paper(r, "teacher_nll") == "worse":
+        if table1_outcome(r, "student_nll") == "better" and table1_outcome(r, "teacher_nll") == "worse":
             return (f"No single reason for the misses is established: with a teacher worse than the paper's "
                     f"({r['teacher_nll']:.4f} vs {r['teacher_nll_paper']:g}), `cpu30`'s {MODELS[m]} student beats "
                     f"the paper's ({r['student_nll']:.4f} vs {r['student_nll_paper']:g}).")

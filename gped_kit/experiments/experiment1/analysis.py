@@ -67,12 +67,7 @@ def experiment1_table(table: pd.DataFrame) -> pd.DataFrame:
         ours[f"{metric}_skill"] = student_skill(rows).groupby(rows["model"]).agg(lowest_known)
     out = ours.join(paper, how="outer")
     for metric in TABLE1_METRICS:
-        skill = out[f"{metric}_skill"] if f"{metric}_skill" in out else pd.Series(float("nan"), index=out.index)
-        student = not metric.startswith("teacher_")  # a student's value counts only with its skill known
-        out[f"{metric}_vs_paper"] = [
-            NO_EVIDENCE if student and pd.notna(mean) and unskilled(k) else versus_paper(mean, std, n, ref)
-            for mean, std, n, ref, k in zip(out[metric], out[f"{metric}_std"], out["seeds"], out[f"{metric}_paper"],
-                                            skill)]
+        out[f"{metric}_vs_paper"] = [judge_table1(row, metric) for _, row in out.iterrows()]
     columns = [c for metric in TABLE1_METRICS
                for c in (metric, f"{metric}_std", f"{metric}_paper", f"{metric}_vs_paper")
                + ((f"{metric}_skill",) if f"{metric}_skill" in out else ())]
@@ -127,9 +122,7 @@ def table1_result(table1: pd.DataFrame, profile: str) -> str:
 
     gaps = ", ".join(gap(m) for m in ran)
     # as the table judges them: with the seeds' spread (not separable) and the students' skill (no evidence)
-    outcome = ["no evidence" if no_evidence(t.loc[m], k)
-               else versus_paper(t.loc[m, k], t.loc[m, f"{k}_std"], t.loc[m, "seeds"], t.loc[m, f"{k}_paper"])
-               for m in ran for k in TABLE1_METRICS]
+    outcome = [judge_table1(t.loc[m], k) for m in ran for k in TABLE1_METRICS]
     counted = {o: outcome.count(o) for o in ("within 10%", "better", "worse", NOT_SEPARABLE, "no evidence")}
     learnt_nothing = [f"{MODEL_NAMES[m]} {METRIC_NAMES[k]}" for m in ran for k in TABLE1_METRICS
                       if no_evidence(t.loc[m], k) and not skill_unknown(t.loc[m], k)]
@@ -187,6 +180,23 @@ def versus_paper(mean: float, std: float, seeds: float, paper: float) -> str:
     spread = float(std) if pd.notna(std) and seeds >= 2 else None
     word = compare(float(mean), float(paper), spread=spread)
     return {"within": "within 10%", "missing": "—"}.get(word, word)
+
+
+def judge_table1(row: pd.Series, metric: str) -> str:
+    """The rule by which a Table 1 ``row`` (:func:`experiment1_table`) judges its ``metric`` against the paper's:
+    :data:`~gped_kit.experiments.verdicts.NO_EVIDENCE` for a student's value whose skill is below the floor or not
+    stored (:func:`~gped_kit.experiments.verdicts.no_evidence`), else :func:`versus_paper` on the mean,
+    ``<metric>_std`` and ``seeds``: what the table's ``<metric>_vs_paper`` column and the notebook's result say."""
+    if pd.notna(row[metric]) and no_evidence(row, metric):  # a student's value counts only with its skill known
+        return NO_EVIDENCE
+    return versus_paper(row[metric], row.get(f"{metric}_std", math.nan), row.get("seeds", 1), row[f"{metric}_paper"])
+
+
+def table1_outcome(row: pd.Series, metric: str) -> str:
+    """A stored Table 1 ``row``'s word on ``metric``, as readers of the table take it: its ``<metric>_vs_paper``
+    column, or, for a table written without that column, :func:`judge_table1`."""
+    stored = row.get(f"{metric}_vs_paper")
+    return stored if isinstance(stored, str) and stored else judge_table1(row, metric)
 
 
 def table1_by_profile(summaries: Mapping[str, Summary],

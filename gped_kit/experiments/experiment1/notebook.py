@@ -25,11 +25,9 @@ from ..verdicts import (
     Evidence,
     Finding,
     artifact_table,
-    compare,
     judged_verdict,
     link,
     lowest_known,
-    no_evidence,
     number,
     profile_evidence,
     seeds_of,
@@ -38,7 +36,7 @@ from ..verdicts import (
     unskilled_reason,
 )
 from .ablation import ablation_for
-from .analysis import TABLE1, experiment1_table
+from .analysis import TABLE1, experiment1_table, table1_outcome
 from .artifacts import ARTIFACTS, CHECKS
 from .settings import PROFILES, Experiment1Settings
 from .tasks import experiment1_tasks
@@ -273,13 +271,9 @@ def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
     t = t[t["model"].isin(list(MODELS))].set_index("model")
     metrics = ("teacher_nll", "student_nll", "entropy_mae")
 
-    def outcome_of(m: str, k: str) -> str:
-        if no_evidence(t.loc[m], k):
-            return "no evidence"
-        std = float(t.loc[m, f"{k}_std"]) if f"{k}_std" in t else float("nan")
-        return compare(float(t.loc[m, k]), float(t.loc[m, f"{k}_paper"]), spread=std)
-
-    outcome = {(m, k): outcome_of(m, k) for m in MODELS if m in t.index for k in metrics}
+    # the table's own words (table1_outcome), in compare's vocabulary, which the GPU cells use too
+    outcome = {(m, k): {"within 10%": "within", "—": "missing"}.get(w, w) for m in MODELS if m in t.index
+               for k in metrics for w in [table1_outcome(t.loc[m], k)]}
 
     def value(m: str, k: str) -> str:
         std = t.loc[m, f"{k}_std"] if f"{k}_std" in t else float("nan")
