@@ -30,6 +30,7 @@ from typing import Sequence
 import torch
 
 from ..core.fused import Fused
+from ..core.losses import rademacher
 from ..core.philox import counter_indices, counter_indices_, counter_normal_, key_words
 from .config import GroupKey
 from .sets import ChainSets, gather_rows
@@ -120,8 +121,7 @@ class ChainStreams:
     def group_signs(self, key: GroupKey, out: torch.Tensor) -> None:
         """Rademacher signs (+1/-1) into row k of ``out`` (K, M', C) for every chain (derivative matching)."""
         for row, gen in zip(out, self.groups[key]):
-            bits = torch.randint(0, 2, row.shape, generator=gen, device=self.device)
-            row.copy_(2 * bits - 1)
+            row.copy_(rademacher(*row.shape, generator=gen, device=self.device, dtype=row.dtype))
 
     def state_dict(self, k: int) -> dict:
         """Chain ``k``'s generator states (uint8 tensors) and run ``k``'s group generators."""

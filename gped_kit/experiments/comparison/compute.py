@@ -270,8 +270,8 @@ def zero_mu_row(snapshots: uncertainty.Uncertainties, teacher: uncertainty.Uncer
     |Delta MU| against a reference is the reference's mean |MU| (``mu_mae_snapshots``,
     ``mu_mae_teacher``; ``mu_mean`` 0, ``mu_bias_teacher`` = -mean MU_teacher). A method whose MU
     error exceeds it would do better by predicting no model uncertainty at all."""
-    return {"method": ZERO_MU, "mu_mean": 0.0, "mu_mae_snapshots": float(snapshots.knowledge.abs().mean()),
-            "mu_mae_teacher": float(teacher.knowledge.abs().mean()),
+    return {"method": ZERO_MU, "mu_mean": 0.0, "mu_mae_snapshots": metrics.zero_mae(snapshots.knowledge),
+            "mu_mae_teacher": metrics.zero_mae(teacher.knowledge),
             "mu_bias_teacher": -float(teacher.knowledge.mean())}
 
 

@@ -15,7 +15,6 @@ import torch
 
 from ...baselines.endd import heated_label
 from ...core import metrics, uncertainty
-from ...core.metrics import lowest_skill
 from ...core.status import Status
 from ...core.targets import PREDICTIVE_ENTROPY, Target
 from ...data.container import GPEDData
@@ -24,6 +23,7 @@ from ...engine import GPEDResult
 from ..chains import ChainGrid, ChainTask, FailureReport
 from ..derived import DerivedOutcome, DerivedTask, run_derived
 from ..store import Entry, ResultsStore
+from ..verdicts import student_skill
 from .settings import DOWNSTREAM_COLUMNS, ENDD_EVAL_TEMPERATURES, STUDENT_SIZES, Experiment4Settings
 
 
@@ -91,8 +91,7 @@ def experiment4_evaluate(task: ChainTask, result: GPEDResult, ndcg_trials: int =
     rows = []
     # each student's lowest skill over the best constant prediction (its summary's; an EnD2 student read at
     # another temperature keeps its own): a comparison that rests on a student below the floor is no evidence
-    skills = {label: (lowest[1] if (lowest := lowest_skill(row)) else float("nan"))
-              for label, row in summary.iterrows()}
+    skills = student_skill(summary).to_dict()
     skills.update({heated_label(label, t): value for label, value in list(skills.items())
                    for t in ENDD_EVAL_TEMPERATURES})
 
