@@ -118,10 +118,5 @@ def numerics_code(kind: str) -> str:
     return ",".join(f"{part}={NUMERICS[part]}" for part in KEYED_BY[check_kind(kind)])
 
 
-def version_parts(kind: str) -> dict[str, int]:
-    """The versions ``kind``'s entries are keyed by under this checkout (``{"chain": 1, "search": 1}``)."""
-    return {part: NUMERICS[part] for part in KEYED_BY[check_kind(kind)]}
-
-
 __all__ = ["NUMERICS", "KEYED_BY", "LEGACY_CODES", "DISCRETE_VALUES", "SHORT_RUN_TOLERANCES", "LONG_CHAIN_TOLERANCE",
-           "check_kind", "numerics_code", "version_parts"]
+           "check_kind", "numerics_code"]
