@@ -271,9 +271,11 @@ def table1_values(figures: Path, profile: str, label: str) -> Claim | None:
     t = t[t["model"].isin(list(MODELS))].set_index("model")
     metrics = ("teacher_nll", "student_nll", "entropy_mae")
 
-    # the table's own words (table1_outcome), in compare's vocabulary, which the GPU cells use too
-    outcome = {(m, k): {"within 10%": "within", "—": "missing"}.get(w, w) for m in MODELS if m in t.index
-               for k in metrics for w in [table1_outcome(t.loc[m], k)]}
+    outcome = {}
+    for m in (m for m in MODELS if m in t.index):
+        for k in metrics:  # the table's own words (table1_outcome) in compare's, which the GPU cells use too
+            word = table1_outcome(t.loc[m], k)
+            outcome[(m, k)] = {"within 10%": "within", "—": "missing"}.get(word, word)
 
     def value(m: str, k: str) -> str:
         std = t.loc[m, f"{k}_std"] if f"{k}_std" in t else float("nan")

@@ -32,6 +32,7 @@ from ..verdicts import (
     MODELS,
     NO_EVIDENCE,
     NOT_COMPARABLE,
+    UNSKILLED_EITHER,
     Claim,
     artifact_table,
     judged_verdict,
@@ -166,7 +167,7 @@ UNFAIR_REASON = ("no fair comparison stored: the group l1/l2 students were fine-
                  "the grid not (notebook 05, fair_comparison=True)")
 UNFAIR = f"no evidence ({UNFAIR_REASON})"
 #: Why a comparison resting on a student not known to beat the best constant prediction is no evidence.
-UNSKILLED_REASON = "a student below the skill floor, or stored without its skill"
+UNSKILLED_REASON = UNSKILLED_EITHER  # the fair table stores one skill per comparison: either reason may hold
 #: How the README names the searches' students as they came out, beside the fair comparison its verdict rests on:
 #: the group l1/l2 students fine-tuned without dropout, the grid's and the base as trained.
 AS_SEARCHED = "as searched (group l1/l2 fine-tuned, the rest not)"
